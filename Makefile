@@ -1,0 +1,23 @@
+# Two entry points for a fresh machine: `make run` (the main job) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test bench clean
+
+$(VENV)/.installed: pyproject.toml scripts/bootstrap.sh
+	bash scripts/bootstrap.sh $(VENV)
+	touch $@
+
+run: $(VENV)/.installed
+	$(VENV)/bin/voice-membrane demo
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy voice_membrane
+	$(VENV)/bin/pytest
+
+bench: $(VENV)/.installed
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf $(VENV)

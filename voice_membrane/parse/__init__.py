@@ -1,0 +1,5 @@
+"""Sans-I/O stream parsers: provider text in, block events out."""
+
+from .xml_stream import XmlStreamParser
+
+__all__ = ["XmlStreamParser"]

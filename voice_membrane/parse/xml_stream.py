@@ -1,0 +1,357 @@
+"""XmlStreamParser: sorts a prefill-mode text stream into logical blocks.
+
+Feed it text as it streams; it returns events (``BlockStart``, ``Chunk``,
+``BlockComplete``) in emission order. Tags are wire format and never reach a
+chunk. A ``<…`` is held back only while it can still become a tag that matters
+where it stands; the moment it cannot (``<b>``, ``a < b``, ``<3``,
+``<thinkingly>``) it is emitted unchanged as content. Only top-level text is
+visible.
+
+The rules per context (see ``frames.STRUCTURAL``):
+
+- top level: text (visible). ``<thinking>``, ``<function_calls>`` and
+  ``<function_results>`` open containers; a bare ``<invoke>`` opens an implicit
+  ``<function_calls>`` that closes with it (so a forgotten wrapper never makes a
+  call's parameters speakable); any other known tag is dropped.
+- thinking: opaque text up to ``</thinking>``.
+- function calls: each ``<invoke name="…">`` is one ``tool_call`` block, with the
+  name and a generated id as its first chunks and parameter values as ``input``
+  chunks. Parameter values are opaque up to ``</parameter>`` (or ``</invoke>``,
+  ``</function_calls>``, which also close what they enclose).
+- function results: each ``<result|error tool_use_id="…">`` is one ``tool_result``
+  block whose content is XML-unescaped. A result may nest a transcript's own
+  ``<function_calls>`` / ``<function_results>``; ``meta.depth`` counts the nesting.
+- whitespace between structural tags is wire format; other text there (malformed
+  output) is kept as a hidden chunk with ``tool_call_part=None``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from .frames import (
+    BLOCK_TYPE,
+    CLOSES,
+    DROPS_OTHER_TAGS,
+    HELD_TAGS,
+    STRUCTURAL,
+    Frame,
+    Kind,
+    OpenBlock,
+)
+from .tags import MAX_TAG_LENGTH, Tag, could_become_tag, match_tag
+from .tool_input import parse_parameter_value
+
+_ENTITY: Final = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
+_PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
+_NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+
+
+def _replace_entity(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name[0] != "#":
+        return _NAMED_ENTITIES[name]
+    code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+    return chr(code) if code <= 0x10FFFF else match.group(0)
+
+
+class XmlStreamParser:
+    """Incremental parser for prefill-mode output (Anthropic-style XML blocks).
+
+    Args:
+        prefill: text already in the assistant turn before the stream (for
+            example an opened ``<thinking>``). It sets the parser's state without
+            emitting anything, so a continuation is read in the right context.
+        id_prefix: prefix of the generated tool-use ids (``{id_prefix}{n}``, n
+            counting invokes from 1, prefill included); stable for a given stream.
+    """
+
+    def __init__(self, prefill: str = "", *, id_prefix: str = "toolu_xml_") -> None:
+        self._id_prefix = id_prefix
+        self._stack: list[Frame] = [Frame(Kind.ROOT, depth=0)]
+        self._open: OpenBlock | None = None
+        self._next_index = 0
+        self._invokes = 0
+        self._tool_names: dict[str, str] = {}
+        self._pending = ""  # a partial tag held back, always starting with "<"
+        self._stray: list[str] = []  # text between structural tags, decided at the next tag
+        self._entity_hold = ""  # a partial "&…" at the end of result text
+        self._silent = False
+        self._out: list[Event] = []
+        self._accumulated: list[str] = []
+        if prefill:
+            self.push(prefill)
+
+    # ------------------------------------------------------------------ public API
+
+    def feed(self, text: str) -> list[Event]:
+        """Parse the next piece of the stream; return the events it completes."""
+        out: list[Event] = []
+        self._out = out
+        self._accumulated.append(text)
+        self._scan(text)
+        return out
+
+    def push(self, text: str) -> None:
+        """Take text into the parser's state without emitting it (a prefill, or
+        wire text a harness injects). Tool calls opened here still complete in
+        the stream with their full input."""
+        self._silent = True
+        try:
+            self.feed(text)
+            self._stray.clear()
+            self._entity_hold = ""
+        finally:
+            self._silent = False
+            self._out = []
+
+    def flush(self) -> list[Event]:
+        """End of stream: emit a held partial tag as content, complete every open
+        block (hidden ones stay hidden) and return to the top level."""
+        out: list[Event] = []
+        self._out = out
+        if self._pending:
+            text, self._pending = self._pending, ""
+            self._content(text)
+        self._end_segment()
+        while len(self._stack) > 1:
+            self._finish(self._stack.pop())
+        if self._open is not None:
+            self._complete()
+        return out
+
+    @property
+    def accumulated(self) -> str:
+        """Everything fed or pushed so far, tags included."""
+        return "".join(self._accumulated)
+
+    @property
+    def inside_hidden(self) -> bool:
+        """True while the stream is inside thinking, a tool call or tool results
+        (a stop sequence seen here is a false positive)."""
+        return len(self._stack) > 1
+
+    @property
+    def next_block_index(self) -> int:
+        """The index the next block will get."""
+        return self._next_index
+
+    # ------------------------------------------------------------------ scanning
+
+    def _scan(self, text: str) -> None:
+        buf = self._pending + text if self._pending else text
+        self._pending = ""
+        run = 0  # start of the content run not yet emitted
+        pos, end = 0, len(buf)
+        while pos < end:
+            lt = buf.find("<", pos)
+            if lt < 0:
+                break
+            kind = self._stack[-1].kind
+            gt = buf.find(">", lt + 1)
+            if gt < 0:
+                if could_become_tag(buf[lt : lt + MAX_TAG_LENGTH + 1], HELD_TAGS[kind]):
+                    if lt > run:
+                        self._content(buf[run:lt])
+                    self._pending = buf[lt:]
+                    return
+            else:
+                candidate = buf[lt : gt + 1]
+                tag = match_tag(candidate) if len(candidate) <= MAX_TAG_LENGTH + 1 else None
+                if tag is not None:
+                    acts = tag.key in STRUCTURAL[kind]
+                    if acts or kind in DROPS_OTHER_TAGS:
+                        if lt > run:
+                            self._content(buf[run:lt])
+                        self._end_segment()
+                        if acts:
+                            self._on_tag(tag)
+                        pos = run = gt + 1
+                        continue
+                    # A known tag that means nothing here is content, as written.
+                    pos = gt + 1
+                    continue
+            # Not a tag: the "<" is plain content; scan on right after it.
+            pos = lt + 1
+        if run < end:
+            self._content(buf[run:] if run else buf)
+
+    def _content(self, text: str) -> None:
+        top = self._stack[-1]
+        kind = top.kind
+        if kind is Kind.ROOT or kind is Kind.THINKING:
+            if not self._silent:
+                self._chunk(top, text)
+        elif kind is Kind.PARAM:
+            top.parts.append(text)
+            if not self._silent:
+                self._chunk(self._stack[-2], text, "input")
+        elif kind is Kind.RESULT:
+            if not self._silent:
+                text = self._unescape(text)
+                if text:
+                    self._chunk(top, text)
+        else:
+            self._stray.append(text)
+
+    def _unescape(self, text: str) -> str:
+        if self._entity_hold:
+            text = self._entity_hold + text
+            self._entity_hold = ""
+        amp = text.rfind("&")
+        if amp >= 0 and _PARTIAL_ENTITY.match(text, amp):
+            # "&am" may still become "&amp;": wait for the rest.
+            self._entity_hold = text[amp:]
+            text = text[:amp]
+        return _ENTITY.sub(_replace_entity, text) if "&" in text else text
+
+    def _end_segment(self) -> None:
+        """A tag (or the end) closes the current run of text: settle what waited for it."""
+        if self._entity_hold:
+            text, self._entity_hold = self._entity_hold, ""
+            self._chunk(self._stack[-1], text)
+        if not self._stray:
+            return
+        text = "".join(self._stray)
+        self._stray.clear()
+        if self._silent or not text.strip():
+            return
+        top = self._stack[-1]
+        if top.kind is Kind.INVOKE:
+            top.parts.append(text)
+            self._chunk(top, text, None)
+        else:  # between invokes or results: a block of its own
+            self._chunk(top, text, None)
+            self._complete()
+
+    # ------------------------------------------------------------------ structure
+
+    def _on_tag(self, tag: Tag) -> None:
+        if tag.closing:
+            self._close(CLOSES[tag.name])
+            return
+        top = self._stack[-1]
+        name = tag.name
+        if name == "thinking":
+            self._push(Frame(Kind.THINKING, top.depth), eager=True)
+        elif name == "function_calls":
+            self._push(Frame(Kind.CALLS, top.depth + 1))
+        elif name == "function_results":
+            self._push(Frame(Kind.RESULTS, top.depth + 1))
+        elif name == "invoke":
+            if top.kind is Kind.ROOT:
+                top = Frame(Kind.CALLS, top.depth + 1, implicit=True)
+                self._push(top)
+            self._invokes += 1
+            tool_id = f"{self._id_prefix}{self._invokes}"
+            self._tool_names[tool_id] = tag.value or ""
+            self._push(Frame(Kind.INVOKE, top.depth, tool_name=tag.value, tool_id=tool_id), True)
+        elif name == "parameter":
+            self._stack.append(Frame(Kind.PARAM, top.depth, param_name=tag.value or ""))
+        else:  # result / error
+            frame = Frame(Kind.RESULT, top.depth, tool_id=tag.value, is_error=name == "error")
+            self._push(frame, eager=True)
+
+    def _push(self, frame: Frame, eager: bool = False) -> None:
+        # Every container boundary ends the block being emitted.
+        if self._open is not None and not self._silent:
+            self._complete()
+        self._stack.append(frame)
+        if eager and not self._silent:
+            self._block_for(frame)
+
+    def _close(self, kind: Kind) -> None:
+        while True:
+            frame = self._stack.pop()
+            self._finish(frame)
+            if frame.kind is kind:
+                break
+        top = self._stack[-1]
+        if kind is Kind.INVOKE and top.implicit:
+            self._finish(self._stack.pop())
+
+    def _finish(self, frame: Frame) -> None:
+        """A frame is closed (by its tag, an enclosing closer, or the end)."""
+        if frame.kind is Kind.PARAM:
+            self._stack[-1].params[frame.param_name] = "".join(frame.parts)
+            return
+        if self._silent:
+            return
+        if frame.kind in (Kind.THINKING, Kind.INVOKE, Kind.RESULT) and not frame.started:
+            # Opened in the prefill: the block still completes in this stream.
+            self._block_for(frame)
+        if self._open is not None and self._open.frame is frame:
+            self._complete()
+
+    # ------------------------------------------------------------------ emission
+
+    def _chunk(self, frame: Frame, text: str, part: ToolCallPart | None = None) -> None:
+        block = self._open
+        if block is None or block.frame is not frame:
+            block = self._block_for(frame)
+        block.parts.append(text)
+        meta = block.metas.get(part)
+        if meta is None:
+            meta = block.metas[part] = self._meta(block, part)
+        self._out.append(Chunk(text, meta))
+
+    def _block_for(self, frame: Frame) -> OpenBlock:
+        if self._open is not None:
+            if self._open.frame is frame:
+                return self._open
+            self._complete()
+        block = self._open = OpenBlock(self._next_index, BLOCK_TYPE[frame.kind], frame)
+        self._next_index += 1
+        frame.started = True
+        self._out.append(BlockStart(block.index, block.type))
+        if frame.kind is Kind.INVOKE:
+            if frame.tool_name:
+                self._chunk(frame, frame.tool_name, "name")
+            assert frame.tool_id is not None
+            self._chunk(frame, frame.tool_id, "id")
+        return block
+
+    def _tool_name(self, frame: Frame) -> str | None:
+        if frame.kind is Kind.RESULT and frame.tool_id is not None:
+            return self._tool_names.get(frame.tool_id)  # the call this result answers
+        return frame.tool_name
+
+    def _meta(self, block: OpenBlock, part: ToolCallPart | None) -> ChunkMeta:
+        frame = block.frame
+        return ChunkMeta(
+            type=block.type,
+            visible=block.type == "text",
+            block_index=block.index,
+            depth=frame.depth,
+            tool_call_part=part,
+            tool_id=frame.tool_id,
+            tool_name=self._tool_name(frame),
+        )
+
+    def _complete(self) -> None:
+        block = self._open
+        assert block is not None
+        self._open = None
+        frame = block.frame
+        if block.type == "tool_call":
+            stray = "".join(frame.parts) if frame.kind is Kind.INVOKE else "".join(block.parts)
+            result = Block(
+                type="tool_call",
+                content=stray or None,
+                tool_id=frame.tool_id,
+                tool_name=frame.tool_name,
+                input={name: parse_parameter_value(v) for name, v in frame.params.items()},
+            )
+        elif block.type == "tool_result":
+            result = Block(
+                type="tool_result",
+                content="".join(block.parts),
+                tool_id=frame.tool_id,
+                tool_name=self._tool_name(frame),
+                is_error=frame.is_error,
+            )
+        else:
+            result = Block(type=block.type, content="".join(block.parts))
+        self._out.append(BlockComplete(block.index, result))
