@@ -1,0 +1,360 @@
+"""Where to cut the pending speech text: a pure scan decided by the text alone.
+
+``find_cut`` scans the text pending since the last cut from its start and returns
+the earliest eligible cut, or None when there is none yet. It stops at the first
+spot it cannot decide without characters that have not arrived (it never guesses);
+``final=True`` says the text ends here, which decides every such spot. A cut found
+without ``final`` is therefore the same cut any longer text would give: this is what
+makes the chunker independent of how its input was split.
+
+Positions are measured from the first non-space character ("content"); the
+leading whitespace of a piece does not count towards the limits.
+
+Cuts, earliest first (a cut at ``pos`` means the piece is ``text[:pos]``):
+
+- newline: a ``\\n`` after content; cut after it.
+- sentence: a run of ``. ! ? …`` plus optional closers (``" ” ’ ' ) ] »`` …) and
+  then whitespace (required, so ``3.14``, ``?!``, ``...`` and ``example.com`` hold
+  together); cut after the closers. CJK ``。！？`` need no whitespace. Not an end:
+  inside an open quote or bracket; ``.`` after a title or an abbreviation that never
+  ends a sentence (``Dr.``, ``e.g.``), after a capital initial (``J.``), after a list
+  number at a line start (``1.``). Ambiguous, so an end only if a new sentence
+  visibly starts, a newline comes first, or the text ends: ``.`` after an
+  abbreviation that may end a sentence (``etc.``, ``a.m.``, ``U.S.``), an ellipsis,
+  and a cluster whose closers close an open quote (``"Stop!" he said``). A new
+  sentence visibly starts with a capitalised common opener (``It``, ``The``,
+  ``Then``, ``However``: ``lexicon.SENTENCE_OPENERS``), optionally after an opening
+  quote or bracket, or with a letter of a caseless script (CJK). Other capitalised
+  words are read as names (``the U.S. Postal Service``); digits and lowercase
+  continue the sentence (``at 10 a.m. 5 days``, ``10 a.m. today``).
+- clause: ``, ; :`` plus whitespace, ``，；：、``, an em-dash run, or a spaced ``-``,
+  ``--``, ``–``; cut after the mark. Outside quotes and brackets only. In the first
+  piece once ``min_clause_words`` words precede it; later only at ``clause_chars``
+  or more into the piece.
+- word (first piece only): a whitespace after the ``first_chunk_words``-th word or
+  later, outside quotes and brackets, unless the word is a function word, a number or
+  amount, a title, or ends with ``.``, ``…`` or a hyphen; cut at the whitespace.
+- forced: no cut by ``max_chars`` characters of content. Cut at the last whitespace
+  in the window that follows a speakable word (searching back over half the window),
+  else at the last whitespace, else exactly at ``max_chars``. A natural cut before the
+  limit always wins and one after it never does.
+
+Quote and bracket tracking covers ``()``, ``[]``, ``“”``, ``«»``, ``「」``, ``『』``,
+``（）`` and straight ``"``, which opens only at a word start (so the inch mark in
+``6" pipe`` opens nothing). Unmatched closers are ignored; apostrophes are not
+tracked. Tracking restarts with every piece.
+"""
+
+# Unicode punctuation (full-width CJK marks, dashes, curly quotes) is this module's
+# subject, so ruff's "ambiguous character" checks do not apply.
+# ruff: noqa: RUF001, RUF002
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .lexicon import (
+    FUNCTION_WORDS,
+    INTERJECTIONS,
+    MAYBE_END,
+    NEVER_END,
+    SENTENCE_OPENERS,
+    TITLES,
+)
+
+CutKind = Literal["sentence", "clause", "word", "forced"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Cut the pending text before index ``pos``."""
+
+    pos: int
+    kind: CutKind
+
+
+@dataclass(frozen=True, slots=True)
+class CutRules:
+    """The chunker's tunables (see ``SpeechChunker``)."""
+
+    first_chunk_words: int = 3
+    min_clause_words: int = 3
+    clause_chars: int = 120
+    max_chars: int = 250
+
+
+_TERMINALS = frozenset(".!?…。！？")
+_CJK_TERMINALS = frozenset("。！？")
+_DEFINITE = frozenset("!?。！？")
+_CLOSERS = frozenset("\"”’')]»」』）】〕〉》")
+_PAIRS = {"(": ")", "[": "]", "“": "”", "«": "»", "「": "」", "『": "』", "（": "）"}
+_CLOSING = frozenset(_PAIRS.values())
+_OPENERS = "\"'“‘«([{「『（"
+_WORD_TRAIL = "\"”’')]}»」』）,;:"
+_CLAUSE_MARKS = frozenset(",;:")
+_CJK_CLAUSE_MARKS = frozenset("，；：、")
+_EM_DASH = "—"
+_SPACED_DASHES = frozenset("-–")
+_INITIALS = re.compile(r"[A-Z](?:\.[A-Z])+")  # "J.K" (before its final period)
+_DOTTED = re.compile(r"[a-z](?:\.[a-z])+")  # "a.m", "e.g"
+
+_END, _MAYBE, _NO = "end", "maybe", "no"
+
+
+class _Undecided(Exception):
+    """The decision needs unseen text; the cut it concerns is at ``pos`` or later."""
+
+    def __init__(self, pos: int) -> None:
+        super().__init__(pos)
+        self.pos = pos
+
+
+def find_cut(
+    text: str, *, first: bool, final: bool, line_start: bool, rules: CutRules
+) -> Cut | None:
+    """Return the earliest eligible cut in ``text``, or None if none is decided yet.
+
+    ``first``: this is the stream's first piece. ``final``: the stream ends after
+    ``text``. ``line_start``: ``text`` begins a line (stream start or after a newline).
+    A cut at ``len(text)`` only follows a newline or a full-width clause mark; any
+    other end of the text is left to the caller (with ``final``, it is the last piece).
+    """
+    return _Scan(text, first, final, line_start, rules).run()
+
+
+def _is_cjk(ch: str) -> bool:
+    return (
+        "\u3040" <= ch <= "\u30ff"  # kana
+        or "\u3400" <= ch <= "\u4dbf"
+        or "\u4e00" <= ch <= "\u9fff"
+        or "\uf900" <= ch <= "\ufaff"
+    )
+
+
+def _track(stack: list[str], ch: str, prev: str) -> None:
+    """Update the open quotes/brackets ``stack`` (expected closers) with ``ch``."""
+    if ch == '"':
+        if '"' in stack:
+            _close(stack, ch)
+        elif prev == "" or prev.isspace() or prev in _PAIRS:
+            stack.append(ch)
+    elif ch in _PAIRS:
+        stack.append(_PAIRS[ch])
+    elif ch in _CLOSING and ch in stack:
+        _close(stack, ch)
+
+
+def _close(stack: list[str], closer: str) -> None:
+    while stack.pop() != closer:
+        pass
+
+
+def _word_at(text: str, i: int) -> str:
+    """The run of letters starting at ``text[i]``."""
+    j = i
+    while j < len(text) and text[j].isalpha():
+        j += 1
+    return text[i:j]
+
+
+def _speakable_end(word: str) -> bool:
+    """May a piece end after ``word`` (a non-space run) without sounding cut off?"""
+    core = word.lstrip(_OPENERS).rstrip(_WORD_TRAIL).lower().replace("’", "'")
+    if not any(c.isalnum() for c in core):
+        return False
+    if core in FUNCTION_WORDS or core in TITLES or core.endswith((".", "…", "-", "–")):
+        return False
+    # A number or amount: a unit or "a.m." usually follows ("10 percent", "$3 million").
+    return not (any(c.isdigit() for c in core) and not any(c.isalpha() for c in core))
+
+
+class _Scan:
+    def __init__(
+        self, text: str, first: bool, final: bool, line_start: bool, rules: CutRules
+    ) -> None:
+        self.text = text
+        self.first = first
+        self.final = final
+        self.line_start = line_start
+        self.rules = rules
+        self.lead = len(text) - len(text.lstrip())
+        self.stack: list[str] = []
+        self.words = 0  # words so far: runs with a letter or digit, plus each CJK character
+        self.first_word = ""  # the piece's first word, lowercased
+
+    def run(self) -> Cut | None:
+        text, n = self.text, len(self.text)
+        if self.lead == n:
+            return None
+        limit = self.lead + self.rules.max_chars
+        run_start, run_counted = -1, False  # the current non-space run
+        for i in range(self.lead, min(n, limit + 1)):
+            ch = text[i]
+            try:
+                cut = self._candidate(i, ch, run_start)
+            except _Undecided as undecided:
+                if undecided.pos > limit:
+                    break
+                return None
+            if cut is not None:
+                if cut.pos > limit:
+                    break
+                return cut
+            if ch.isspace():
+                run_start, run_counted = -1, False
+                continue
+            if run_start < 0:
+                run_start = i
+            if _is_cjk(ch):
+                self.words += 1
+            elif ch.isalnum() and not run_counted:
+                self.words, run_counted = self.words + 1, True
+                if self.words == 1:
+                    self.first_word = _word_at(text, i).lower()
+            _track(self.stack, ch, text[i - 1] if i else "")
+        return self._forced(limit) if n > limit else None
+
+    def _at(self, i: int, cut: int) -> str:
+        """``text[i]``, ``""`` past the end of the stream; undecided if not yet known."""
+        if i < len(self.text):
+            return self.text[i]
+        if self.final:
+            return ""
+        raise _Undecided(cut)
+
+    def _candidate(self, i: int, ch: str, run_start: int) -> Cut | None:
+        text = self.text
+        if ch == "\n":
+            return Cut(i + 1, "sentence")
+        if ch in _TERMINALS:
+            return None if i and text[i - 1] in _TERMINALS else self._sentence(i)
+        if ch in _CLAUSE_MARKS:
+            if not self._clause_ok(i + 1):
+                return None
+            nxt = self._at(i + 1, i + 1)
+            return Cut(i + 1, "clause") if nxt.isspace() else None
+        if ch in _CJK_CLAUSE_MARKS:
+            return Cut(i + 1, "clause") if self._clause_ok(i + 1) else None
+        if ch == _EM_DASH and (i == 0 or text[i - 1] != _EM_DASH):
+            return self._dash(i, ch, spaced=False)
+        if ch in _SPACED_DASHES and i > 0 and text[i - 1].isspace():
+            return self._dash(i, ch, spaced=True)
+        if self.first and ch.isspace() and run_start >= 0:
+            words_ok = self.words >= self.rules.first_chunk_words
+            if words_ok and not self.stack and _speakable_end(text[run_start:i]):
+                return Cut(i, "word")
+        return None
+
+    def _clause_ok(self, pos: int) -> bool:
+        if self.stack:
+            return False
+        if self.first:
+            if self.words == 1 and self.first_word in INTERJECTIONS:
+                return True  # "Sure, …", "Well, …": a natural pause after one word
+            return self.words >= max(1, self.rules.min_clause_words)
+        return self.words >= 1 and pos - self.lead >= self.rules.clause_chars
+
+    def _dash(self, i: int, ch: str, *, spaced: bool) -> Cut | None:
+        if not self._clause_ok(i + 1):
+            return None
+        j = i + 1
+        while (nxt := self._at(j, j)) == ch:
+            j += 1
+        if nxt == "" or (spaced and (j - i > 3 or not nxt.isspace())):
+            return None
+        return Cut(j, "clause") if self._clause_ok(j) else None
+
+    def _sentence(self, i: int) -> Cut | None:
+        text = self.text
+        j = i + 1
+        while self._at(j, j) in _TERMINALS:
+            j += 1
+        k = j
+        while (nxt := self._at(k, k)) in _CLOSERS:
+            k += 1
+        if nxt == "":
+            return None  # the text ends here: the rest is the final piece
+        cluster = text[i:j]
+        if _CJK_TERMINALS.isdisjoint(cluster) and not nxt.isspace():
+            return None
+        stack = self.stack.copy()
+        for q in range(j, k):
+            _track(stack, text[q], text[q - 1])
+        if stack:
+            return None  # still inside a quote or bracket
+        verdict = self._classify(i, cluster)
+        if verdict == _NO:
+            return None
+        if self.stack and verdict == _END:
+            verdict = _MAYBE  # its closers closed a quote: '"Stop!" he said' goes on
+        if verdict == _MAYBE and not self._new_sentence_at(k):
+            return None
+        return Cut(k, "sentence")
+
+    def _classify(self, i: int, cluster: str) -> str:
+        if not _DEFINITE.isdisjoint(cluster):
+            return _END
+        if cluster != ".":
+            return _MAYBE  # an ellipsis
+        text = self.text
+        ws = i
+        while ws > 0 and not text[ws - 1].isspace():
+            ws -= 1
+        core = text[ws:i].lstrip(_OPENERS).replace("’", "'")
+        low = core.lower()
+        if not core:
+            return _END
+        if low + "." in NEVER_END:
+            return _NO
+        if len(core) == 1 and core.isupper() and core != "I":
+            return _NO  # an initial: "J. K. Rowling"
+        if core.isdigit() and self._line_start_at(ws):
+            return _NO  # a list number: "1. First"
+        if low + "." in MAYBE_END:
+            return _MAYBE
+        if _INITIALS.fullmatch(core):
+            return _NO  # "J.K. Rowling"
+        return _MAYBE if _DOTTED.fullmatch(low) else _END
+
+    def _line_start_at(self, i: int) -> bool:
+        q = i - 1
+        while q >= 0 and self.text[q] in " \t":
+            q -= 1
+        return self.line_start if q < 0 else self.text[q] == "\n"
+
+    def _new_sentence_at(self, k: int) -> bool:
+        """Does a new sentence visibly start after the whitespace at ``k``?"""
+        m = k
+        while (x := self._at(m, k)).isspace() and x != "\n":
+            m += 1
+        if x in ("", "\n"):
+            return True
+        if x in _OPENERS:
+            m += 1
+            x = self._at(m, k)
+        if x == "" or (x.isalpha() and not x.isupper() and not x.islower()):
+            return True  # the text ends, or a caseless script (CJK) follows
+        if not x.isupper():
+            return False
+        e = m + 1
+        while (y := self._at(e, k)).isalpha() or y in ("'", "’"):
+            e += 1
+        return self.text[m:e].lower().replace("’", "'") in SENTENCE_OPENERS
+
+    def _forced(self, limit: int) -> Cut:
+        text, lead = self.text, self.lead
+        half = lead + self.rules.max_chars // 2
+        fallback = 0
+        for w in range(limit, lead, -1):
+            if text[w].isspace() and not text[w - 1].isspace():
+                fallback = fallback or w
+                if w < half:
+                    break
+                s = w - 1
+                while s > lead and not text[s - 1].isspace():
+                    s -= 1
+                if _speakable_end(text[s:w]):
+                    return Cut(w, "forced")
+        return Cut(fallback or limit, "forced")

@@ -1,0 +1,181 @@
+"""The speech chunker: visible LLM text in, speakable pieces for a TTS engine out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, TypeAlias
+
+from .boundaries import Cut, CutKind, CutRules, find_cut
+from .markdown import MarkdownFilter, Segment
+
+ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final"]
+
+# A word-boundary cut only ever releases the first piece, which is "first" anyway.
+_KINDS: dict[CutKind, ChunkKind] = {
+    "sentence": "sentence",
+    "clause": "clause",
+    "word": "first",
+    "forced": "forced",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechChunk:
+    """A piece of text to speak.
+
+    Attributes:
+        text: the speakable piece, markdown removed. Never empty or whitespace-only;
+            it may begin with whitespace (the space after the previous cut).
+        kind: ``"first"`` for a stream's first piece, whatever released it; else
+            ``"sentence"`` (a sentence end or a newline), ``"clause"``, ``"forced"``
+            (``max_chars`` reached), or ``"final"`` (released by ``flush``).
+        start, end: the raw-input span the piece covers. Pieces tile the raw input:
+            the first starts at 0, each starts where the previous ended, and ``end`` is
+            the raw offset just after the piece's last character, so markdown removed
+            between two pieces belongs to the later one. The last piece ``flush``
+            returns ends at the total raw length.
+    """
+
+    text: str
+    kind: ChunkKind
+    start: int
+    end: int
+
+
+class SpeechChunker:
+    """Cut streamed visible text into pieces a TTS engine can start speaking early.
+
+    A plain sans-I/O class: ``feed`` text in pieces of any size (LLM tokens or one big
+    string) and get the pieces it released; ``flush`` at the end of the stream to get
+    the rest, after which the chunker starts a new stream. The pieces do not depend on
+    how the text was split: every decision depends only on the text itself, waiting
+    for the few characters it needs, and ``flush`` makes end-of-stream the lookahead.
+
+    With ``markdown`` on (the default) the text first goes through ``MarkdownFilter``
+    (``code_block_text`` is spoken in place of a fenced code block); concatenated,
+    the pieces give the filtered text, except a whitespace-only remainder at the end.
+
+    The first piece is released as early as it sounds natural: at a sentence end, at a
+    clause mark after ``min_clause_words`` words, or at a word boundary after
+    ``first_chunk_words`` words unless the word before it cannot end a phrase (a
+    function word, a number, a title or abbreviation, a word ending in a hyphen).
+    Later pieces are whole sentences, split at clause marks once ``clause_chars``
+    long and forced at a space when ``max_chars`` long. See ``boundaries`` for the
+    exact rules.
+
+    Args:
+        first_chunk_words: words the first piece needs before a word boundary may
+            release it.
+        min_clause_words: words the first piece needs before a clause mark may
+            release it.
+        clause_chars: characters a later piece needs before a clause mark may end it.
+        max_chars: the longest piece, not counting its leading whitespace.
+        markdown: remove markdown before chunking.
+        code_block_text: spoken in place of each fenced code block (markdown only);
+            None skips code blocks silently.
+    """
+
+    def __init__(
+        self,
+        *,
+        first_chunk_words: int = 3,
+        min_clause_words: int = 3,
+        clause_chars: int = 120,
+        max_chars: int = 250,
+        markdown: bool = True,
+        code_block_text: str | None = None,
+    ) -> None:
+        if first_chunk_words < 1 or max_chars < 1:
+            raise ValueError("first_chunk_words and max_chars must be at least 1")
+        if min_clause_words < 0 or clause_chars < 0:
+            raise ValueError("min_clause_words and clause_chars must not be negative")
+        self._rules = CutRules(first_chunk_words, min_clause_words, clause_chars, max_chars)
+        self._markdown = markdown
+        self._code_block_text = code_block_text
+        self._reset()
+
+    def _reset(self) -> None:
+        self._filter = (
+            MarkdownFilter(code_block_text=self._code_block_text) if self._markdown else None
+        )
+        self._pending = ""  # filtered text; released up to _done
+        self._ends: list[int] = []  # raw offset just after each character of _pending
+        self._done = 0
+        self._start = 0  # raw offset where the pending piece starts
+        self._raw_len = 0
+        self._released = False
+        self._line_start = True
+
+    def feed(self, text: str) -> list[SpeechChunk]:
+        """Add visible text; return the pieces it released (often none)."""
+        if not text:
+            return []
+        start = self._raw_len
+        self._raw_len += len(text)
+        if self._filter is None:
+            self._append([Segment(text, start, self._raw_len)])
+        else:
+            self._append(self._filter.feed(text))
+        return self._drain(final=False)
+
+    def flush(self) -> list[SpeechChunk]:
+        """End the stream: return the remaining pieces and reset for a new stream."""
+        if self._filter is not None:
+            self._append(self._filter.flush())
+        chunks = self._drain(final=True)
+        if self._pending[self._done :].strip():
+            chunks.append(self._release(len(self._pending) - self._done, "final"))
+        if chunks:
+            # The stream's last piece also covers trailing whitespace and markup.
+            last = chunks[-1]
+            chunks[-1] = replace(
+                last, kind="first" if last.kind == "first" else "final", end=self._raw_len
+            )
+        self._reset()
+        return chunks
+
+    def _append(self, segments: list[Segment]) -> None:
+        self._pending += "".join(seg.text for seg in segments)
+        for seg in segments:
+            if seg.end - seg.start == len(seg.text):
+                self._ends.extend(range(seg.start + 1, seg.end + 1))
+            else:  # a substitution: all of it stands for its whole span
+                self._ends.extend([seg.end] * len(seg.text))
+
+    def _drain(self, *, final: bool) -> list[SpeechChunk]:
+        chunks: list[SpeechChunk] = []
+        while (cut := self._next_cut(final)) is not None:
+            chunks.append(self._release(cut.pos, _KINDS[cut.kind]))
+        # Drop released text once per call, not once per cut: one big feed stays linear.
+        self._pending, self._ends = self._pending[self._done :], self._ends[self._done :]
+        self._done = 0
+        return chunks
+
+    def _next_cut(self, final: bool) -> Cut | None:
+        # A cut found in a prefix of the pending text is the cut the whole text gives
+        # (decisions never look past what they have), so scan a window a little longer
+        # than max_chars and widen it only when the window cannot decide.
+        size = 2 * self._rules.max_chars + 64
+        while True:
+            end = self._done + size
+            whole = end >= len(self._pending)
+            cut = find_cut(
+                self._pending[self._done : end],
+                first=not self._released,
+                final=final and whole,
+                line_start=self._line_start,
+                rules=self._rules,
+            )
+            if cut is not None or whole:
+                return cut
+            size *= 2
+
+    def _release(self, pos: int, kind: ChunkKind) -> SpeechChunk:
+        text = self._pending[self._done : self._done + pos]
+        self._done += pos
+        end = self._ends[self._done - 1]
+        chunk = SpeechChunk(text, kind if self._released else "first", self._start, end)
+        self._start = end
+        self._released = True
+        self._line_start = text.endswith("\n")
+        return chunk
