@@ -1,0 +1,88 @@
+"""Recorded streams: loading, validation errors, and timed replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from voice_membrane.providers.replay import (
+    Delta,
+    Recording,
+    RecordingError,
+    load_recording,
+    replay,
+)
+
+HEADER = json.dumps({"format": "voice-membrane-replay", "version": 1, "mode": "prefill"})
+FIXTURES = Path(__file__).resolve().parent.parent / "audio_fixtures" / "streams"
+
+
+def write(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_loads_the_shipped_recordings() -> None:
+    paths = sorted(FIXTURES.glob("*.jsonl"))
+    assert paths
+    for path in paths:
+        recording = load_recording(path)
+        assert recording.deltas
+        assert "<thinking>" in recording.text or recording.mode == "chat"
+
+
+def test_loads_deltas_in_order(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER, '{"t_ms": 5, "text": "Hi"}', "", '{"t_ms": 7.5, "text": "!"}')
+    recording = load_recording(path)
+    assert recording.deltas == (Delta(5.0, "Hi"), Delta(7.5, "!"))
+    assert recording.text == "Hi!"
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ((), "empty file"),
+        (('{"t_ms": 1, "text": "x"}',), "not a recording"),
+        ((HEADER, "{not json"), ":2: invalid JSON"),
+        ((HEADER, "[1, 2]"), ":2: expected a JSON object"),
+        ((HEADER, '{"t_ms": -1, "text": "x"}'), ":2: t_ms must be a number"),
+        ((HEADER, '{"t_ms": true, "text": "x"}'), ":2: t_ms must be a number"),
+        ((HEADER, '{"t_ms": 1, "text": 3}'), ":2: text must be a string"),
+        ((HEADER, '{"t_ms": 5, "text": "a"}', '{"t_ms": 4, "text": "b"}'), ":3: t_ms 4"),
+        ((HEADER.replace("prefill", "voice"),), "mode must be prefill or chat"),
+    ],
+)
+def test_bad_recordings_say_what_and_where(
+    tmp_path: Path, lines: tuple[str, ...], message: str
+) -> None:
+    path = write(tmp_path, *lines)
+    with pytest.raises(RecordingError) as excinfo:
+        load_recording(path)
+    assert str(path) in str(excinfo.value)
+    assert message in str(excinfo.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RecordingError, match="no such recording file"):
+        load_recording(tmp_path / "nope.jsonl")
+
+
+def test_replay_keeps_the_recorded_offsets_scaled_by_speed() -> None:
+    recording = Recording(
+        Path("x"), "prefill", "", (Delta(0, "a"), Delta(100, "b"), Delta(200, "c"))
+    )
+
+    async def collect(speed: float) -> list[tuple[str, float]]:
+        start = anyio.current_time()
+        deltas = replay(recording, speed=speed)
+        return [(d.text, anyio.current_time() - start) async for d in deltas]
+
+    timed = anyio.run(collect, 4.0)  # 200 ms of recording in ~50 ms
+    assert [text for text, _ in timed] == ["a", "b", "c"]
+    # sleep_until never wakes early: each delta is released no sooner than its offset
+    assert timed[1][1] >= 0.024 and timed[2][1] >= 0.049
+    assert [text for text, _ in anyio.run(collect, 0.0)] == ["a", "b", "c"]

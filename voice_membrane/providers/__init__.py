@@ -1,0 +1,1 @@
+"""LLM sources: adapters over the vendors' SDKs, and replays of recorded streams."""

@@ -1,0 +1,105 @@
+"""Recorded provider streams, replayed with their original timing.
+
+A recording is a JSON Lines file. The first line is a header::
+
+    {"format": "voice-membrane-replay", "version": 1, "mode": "prefill", "description": "…"}
+
+and every further line is one text delta as the provider streamed it, with its
+time offset from the request in milliseconds::
+
+    {"t_ms": 320, "text": "Sure"}
+
+Offsets never decrease. Blank lines are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+FORMAT = "voice-membrane-replay"
+VERSION = 1
+
+
+class RecordingError(ValueError):
+    """A recording file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One streamed piece of text and when it arrived."""
+
+    t_ms: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    path: Path
+    mode: Literal["prefill", "chat"]
+    description: str
+    deltas: tuple[Delta, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(d.text for d in self.deltas)
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read and validate a recording; raise ``RecordingError`` saying what is wrong where."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such recording file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"{path}: cannot read: {exc}") from None
+    records = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if not records:
+        raise RecordingError(f"{path}: empty file, expected a {FORMAT} header line")
+    header = _object(path, *records[0])
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise RecordingError(
+            f"{path}:{records[0][0]}: not a recording: the first line must be "
+            f'{{"format": "{FORMAT}", "version": {VERSION}, ...}}'
+        )
+    mode = header.get("mode", "prefill")
+    if mode not in ("prefill", "chat"):
+        raise RecordingError(f"{path}:{records[0][0]}: mode must be prefill or chat, not {mode!r}")
+    deltas: list[Delta] = []
+    for n, line in records[1:]:
+        record = _object(path, n, line)
+        t_ms, text = record.get("t_ms"), record.get("text")
+        if not isinstance(t_ms, int | float) or isinstance(t_ms, bool) or t_ms < 0:
+            raise RecordingError(f"{path}:{n}: t_ms must be a number ≥ 0, got {t_ms!r}")
+        if not isinstance(text, str):
+            raise RecordingError(f"{path}:{n}: text must be a string, got {text!r}")
+        if deltas and t_ms < deltas[-1].t_ms:
+            raise RecordingError(f"{path}:{n}: t_ms {t_ms} is earlier than the line before")
+        deltas.append(Delta(float(t_ms), text))
+    return Recording(path, mode, str(header.get("description", "")), tuple(deltas))
+
+
+def _object(path: Path, n: int, line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(f"{path}:{n}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise RecordingError(f"{path}:{n}: expected a JSON object")
+    return value
+
+
+async def replay(recording: Recording, *, speed: float = 1.0) -> AsyncIterator[Delta]:
+    """Yield the deltas at their recorded offsets (scaled by ``1/speed``;
+    ``speed=0`` means as fast as possible)."""
+    start = anyio.current_time()
+    for delta in recording.deltas:
+        if speed > 0:
+            await anyio.sleep_until(start + delta.t_ms / 1000 / speed)
+        yield delta
