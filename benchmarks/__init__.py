@@ -1,0 +1,1 @@
+"""Benchmarks for voice_membrane: run them with ``python -m benchmarks.run`` (``make bench``)."""

@@ -1,0 +1,199 @@
+"""Speech-chunker benchmark: how many LLM tokens until the first piece can be spoken.
+
+Each reply in the corpus is tokenized (``benchmarks.tokens``) and fed one token per
+``feed()`` call, as a model would stream it. For every reply we record which token's
+``feed()`` released the first piece, what that piece says, and whether any cut between
+pieces fell inside a hazard span (``benchmarks.replies``). The library's
+``SpeechChunker`` is compared with the two naive splitters in ``benchmarks.baselines``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from benchmarks.baselines import SentenceSplitter
+from benchmarks.replies import REPLIES, Reply
+from benchmarks.stats import median, nearest_rank, share
+from benchmarks.tokens import tokenize
+
+FAST_FIRST_TOKENS = 5  # "first piece within N tokens" share reported in the table
+LATE_FIRST_TOKENS = 10  # a first piece later than this is listed as a finding
+SWEEP_FIRST_CHUNK_WORDS = (3, 4, 5, 6)
+
+
+class Piece(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+class Splitter(Protocol):
+    def feed(self, text: str) -> Sequence[Piece]: ...
+    def flush(self) -> Sequence[Piece]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRun:
+    """What one splitter did with one reply.
+
+    ``first_token`` is 1-based; when only ``flush()`` released the first piece it is
+    ``tokens + 1`` and ``first_by_flush`` is set.
+    """
+
+    reply: Reply
+    tokens: int
+    first_token: int
+    first_by_flush: bool
+    first_text: str
+    pieces: tuple[tuple[str, int, int], ...]  # (text, start, end)
+    hazard_cuts: tuple[tuple[int, str], ...]  # (cut offset, hazard text it fell inside)
+    first_cut_in_hazard: bool  # the first piece itself ended inside a hazard span
+    bad_offsets: bool  # a piece's (start, end) does not cover its own text
+    content_changed: bool  # the pieces say letters or digits the reply does not, in order
+    dropped: int  # letters and digits of the reply no piece says (markdown removal)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    label: str
+    replies: int
+    median_tokens: float
+    p90_tokens: float
+    max_tokens: float
+    within_fast: float
+    first_cut_in_hazard: int  # replies whose first piece was bought with a hazard split
+    median_first_chars: float
+    flush_only: int
+    hazard_splits: int
+    replies_with_hazard_split: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkerResults:
+    comparison: list[Summary]  # ours (default) then the baselines
+    sweep: list[Summary]  # ours at each first_chunk_words
+    runs: dict[str, list[ReplyRun]]  # per label, for the findings section
+
+
+def _alnum(text: str) -> str:
+    # Letters and digits only: tolerant of whitespace trimming and markdown stripping.
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+def _is_subsequence(needle: str, haystack: str) -> bool:
+    rest = iter(haystack)
+    return all(ch in rest for ch in needle)  # ``in`` consumes the iterator up to a match
+
+
+def _cuts(pieces: Sequence[tuple[str, int, int]]) -> set[int]:
+    """Offsets where one piece ends and the next begins (both ends, in case they differ)."""
+    cuts = {end for _, _, end in pieces[:-1]}
+    cuts.update(start for _, start, _ in pieces[1:])
+    return cuts
+
+
+def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:
+    tokens = tokenize(reply.text)
+    assert "".join(tokens) == reply.text, "the tokenizer must not lose characters"
+    pieces: list[tuple[str, int, int]] = []
+    first_token = 0
+    for index, token in enumerate(tokens, start=1):
+        released = splitter.feed(token)
+        if released and not first_token:
+            first_token = index
+        pieces.extend((p.text, p.start, p.end) for p in released)
+    flushed = splitter.flush()
+    pieces.extend((p.text, p.start, p.end) for p in flushed)
+    first_by_flush = not first_token
+    if first_by_flush:
+        first_token = len(tokens) + 1
+
+    spans = reply.hazard_spans()
+    hazard_cuts = tuple(
+        (cut, reply.text[start:end])
+        for cut in sorted(_cuts(pieces))
+        for start, end in spans
+        if start < cut < end
+    )
+    first_end = pieces[0][2] if len(pieces) > 1 else -1  # a lone piece makes no cut
+    first_cut_in_hazard = any(cut == first_end for cut, _ in hazard_cuts)
+    # Subsequences, not equality: the chunker may remove markdown (a link's URL) from
+    # what it says, but may not invent, reorder or misplace anything.
+    bad_offsets = any(
+        not 0 <= start <= end <= len(reply.text)
+        or not _is_subsequence(_alnum(text), _alnum(reply.text[start:end]))
+        for text, start, end in pieces
+    )
+    spoken = _alnum("".join(text for text, _, _ in pieces))
+    content_changed = not _is_subsequence(spoken, _alnum(reply.text))
+    return ReplyRun(
+        reply=reply,
+        tokens=len(tokens),
+        first_token=first_token,
+        first_by_flush=first_by_flush,
+        first_text=pieces[0][0] if pieces else "",
+        pieces=tuple(pieces),
+        hazard_cuts=hazard_cuts,
+        first_cut_in_hazard=first_cut_in_hazard,
+        bad_offsets=bad_offsets,
+        content_changed=content_changed,
+        dropped=len(_alnum(reply.text)) - len(spoken),
+    )
+
+
+def run_corpus(make: Callable[[], Splitter], replies: Sequence[Reply]) -> list[ReplyRun]:
+    """A fresh splitter per reply, as each reply is a new utterance."""
+    return [run_reply(make(), reply) for reply in replies]
+
+
+def summarize(label: str, runs: Sequence[ReplyRun]) -> Summary:
+    firsts = [run.first_token for run in runs]
+    return Summary(
+        label=label,
+        replies=len(runs),
+        median_tokens=median(firsts),
+        p90_tokens=nearest_rank(firsts, 0.9),
+        max_tokens=max(firsts),
+        within_fast=share([n <= FAST_FIRST_TOKENS for n in firsts]),
+        first_cut_in_hazard=sum(run.first_cut_in_hazard for run in runs),
+        median_first_chars=median([len(run.first_text.strip()) for run in runs]),
+        flush_only=sum(run.first_by_flush for run in runs),
+        hazard_splits=sum(len(run.hazard_cuts) for run in runs),
+        replies_with_hazard_split=sum(bool(run.hazard_cuts) for run in runs),
+    )
+
+
+OURS_LABEL = "voice_membrane SpeechChunker (default)"
+SENTENCE_LABEL = "baseline: sentence-only"
+MIN20_LABEL = "baseline: min-20-chars sentence"
+
+
+def sweep_label(words: int) -> str:
+    return f"SpeechChunker(first_chunk_words={words})"
+
+
+def run_chunker_bench(replies: Sequence[Reply] = REPLIES) -> ChunkerResults:
+    # Imported here so the parser benchmark still runs while the chunker is missing.
+    from voice_membrane.chunking import SpeechChunker
+
+    makers: dict[str, Callable[[], Splitter]] = {
+        OURS_LABEL: SpeechChunker,
+        SENTENCE_LABEL: SentenceSplitter,
+        MIN20_LABEL: partial(SentenceSplitter, min_first_chars=20),
+    }
+    for words in SWEEP_FIRST_CHUNK_WORDS:
+        makers[sweep_label(words)] = partial(SpeechChunker, first_chunk_words=words)
+
+    runs = {label: run_corpus(make, replies) for label, make in makers.items()}
+    summaries = {label: summarize(label, label_runs) for label, label_runs in runs.items()}
+    return ChunkerResults(
+        comparison=[summaries[OURS_LABEL], summaries[SENTENCE_LABEL], summaries[MIN20_LABEL]],
+        sweep=[summaries[sweep_label(words)] for words in SWEEP_FIRST_CHUNK_WORDS],
+        runs=runs,
+    )

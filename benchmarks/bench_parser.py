@@ -1,0 +1,150 @@
+"""Parser benchmark: XmlStreamParser throughput on a ~1 MB mixed prefill-mode stream.
+
+Two feeding patterns: 4-character tokens (close to an LLM's stream, and the worst case
+for per-call overhead) and one string per block (large feeds, close to the parser's raw
+scanning speed). Each is timed ``repeats`` times on a fresh parser; the medians are
+reported with min and max. Every run's output is checked against what was generated, so
+a parser that drops or mangles text cannot post a fast number.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.parser_stream import DEFAULT_TARGET_CHARS, MixedStream, build_stream
+from benchmarks.stats import median
+from voice_membrane.events import BlockStart, Chunk, Event
+
+TOKEN_CHARS = 4
+REPEATS = 5
+BLANK_TEXT = "text, whitespace only"  # counted apart: such blocks carry nothing to speak
+
+
+class ParserOutputError(RuntimeError):
+    """The parser's output does not match the generated stream; its timing is void."""
+
+
+@dataclass(frozen=True, slots=True)
+class VariantResult:
+    label: str
+    feeds: int  # feed() calls per run
+    seconds: tuple[float, ...]  # one per repeat, flush() included
+
+    def mb_per_s(self, megabytes: float) -> tuple[float, float, float]:
+        """(median, min, max) throughput."""
+        rates = [megabytes / s for s in self.seconds]
+        return median(rates), min(rates), max(rates)
+
+    def us_per_feed(self) -> tuple[float, float, float]:
+        """(median, min, max) mean microseconds per feed() call."""
+        per_feed = [s * 1e6 / self.feeds for s in self.seconds]
+        return median(per_feed), min(per_feed), max(per_feed)
+
+
+@dataclass(frozen=True, slots=True)
+class ParserResults:
+    megabytes: float  # UTF-8 size of the stream, 10**6 bytes
+    chars_by_kind: dict[str, int]
+    generated_blocks: dict[str, int]
+    seen_blocks: dict[str, int]  # BlockStart counts (and BLANK_TEXT) from the last run
+    variants: list[VariantResult]
+
+
+def _normalized(texts: Sequence[str]) -> str:
+    # Whitespace around tags is wire format and the parser may trim it; words may not move.
+    return " ".join(" ".join(texts).split())
+
+
+def check_output(events: Sequence[Event], stream: MixedStream) -> dict[str, int]:
+    """Raise ``ParserOutputError`` unless the events carry the generated text; count blocks."""
+    # Chunks joined per block, blocks joined with a space: a parser that trims the
+    # newlines between blocks must not glue the last word of one to the next.
+    by_block: dict[int, list[str]] = {}
+    text_indices: list[int] = []
+    thinking_indices: list[int] = []
+    seen: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, Chunk):
+            by_block.setdefault(event.meta.block_index, []).append(event.text)
+        elif isinstance(event, BlockStart):
+            seen[event.type] = seen.get(event.type, 0) + 1
+            if event.type == "text":
+                text_indices.append(event.index)
+            elif event.type == "thinking":
+                thinking_indices.append(event.index)
+        elif event.block.type == "text" and not (event.block.content or "").strip():
+            seen[BLANK_TEXT] = seen.get(BLANK_TEXT, 0) + 1
+    if any(
+        event.meta.visible != (event.meta.type == "text")
+        for event in events
+        if isinstance(event, Chunk)
+    ):
+        raise ParserOutputError("a chunk's visibility does not match its block type")
+    spoken = ["".join(by_block.get(index, [])) for index in text_indices]
+    if _normalized(spoken) != _normalized(stream.text_blocks):
+        raise ParserOutputError("visible text differs from the generated text blocks")
+    thought = ["".join(by_block.get(index, [])) for index in thinking_indices]
+    if _normalized(thought) != _normalized(stream.thinking_blocks):
+        raise ParserOutputError("thinking text differs from the generated thinking blocks")
+    return seen
+
+
+def _timed_run(pieces: Sequence[str]) -> tuple[float, list[Event]]:
+    from voice_membrane.parse import XmlStreamParser
+
+    parser = XmlStreamParser()
+    events: list[Event] = []
+    feed, keep = parser.feed, events.extend  # bound once: the loop is what is measured
+    # As timeit does: a GC pass landing in one repeat would only add noise.
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter_ns()
+        for piece in pieces:
+            keep(feed(piece))
+        keep(parser.flush())
+        elapsed = time.perf_counter_ns() - start
+    finally:
+        gc.enable()
+    return elapsed / 1e9, events
+
+
+def _run_variant(
+    label: str, pieces: Sequence[str], stream: MixedStream, repeats: int
+) -> tuple[VariantResult, dict[str, int]]:
+    seconds: list[float] = []
+    seen: dict[str, int] = {}
+    for _ in range(repeats):
+        elapsed, events = _timed_run(pieces)
+        seen = check_output(events, stream)
+        seconds.append(elapsed)
+    return VariantResult(label, len(pieces), tuple(seconds)), seen
+
+
+def run_parser_bench(
+    target_chars: int = DEFAULT_TARGET_CHARS, repeats: int = REPEATS
+) -> ParserResults:
+    stream = build_stream(target_chars)
+    wire = stream.wire
+    tokens = [wire[i : i + TOKEN_CHARS] for i in range(0, len(wire), TOKEN_CHARS)]
+    per_block = [block for _, block in stream.blocks]
+
+    small, seen = _run_variant(f"{TOKEN_CHARS}-char tokens", tokens, stream, repeats)
+    large, _ = _run_variant("one feed per block", per_block, stream, repeats)
+
+    generated = {
+        "text": len(stream.text_blocks),
+        "thinking": len(stream.thinking_blocks),
+        "tool_call": stream.invokes,
+        "tool_result": stream.results,
+    }
+    return ParserResults(
+        megabytes=len(wire.encode("utf-8")) / 1e6,
+        chars_by_kind=stream.chars_by_kind(),
+        generated_blocks=generated,
+        seen_blocks=seen,
+        variants=[small, large],
+    )

@@ -1,0 +1,50 @@
+"""Run every benchmark, print the report and write it to ``docs/benchmarks.md``.
+
+Usage: ``python -m benchmarks.run [--output PATH]`` (``make bench``). A benchmark whose
+library module is missing is reported as not run rather than failing the whole suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from benchmarks import report
+from benchmarks.bench_chunker import run_chunker_bench
+from benchmarks.bench_parser import run_parser_bench
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def build_report() -> str:
+    sections = [report.header()]
+    try:
+        sections.append(report.parser_section(run_parser_bench()))
+    except ImportError as error:
+        sections.append(report.unavailable(report.PARSER_TITLE, error))
+    try:
+        chunker = run_chunker_bench()
+    except ImportError as error:
+        sections.append(report.unavailable(report.CHUNKER_TITLE, error))
+    else:
+        sections += [report.chunker_section(chunker), report.findings_section(chunker)]
+    sections.append(report.method_section())
+    return "\n\n".join(sections) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="report path")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    text = build_report()
+    print(text)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {args.output} in {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
