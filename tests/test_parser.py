@@ -192,6 +192,13 @@ def test_block_start_fires_at_open_tag_and_complete_at_close_tag() -> None:
     assert parser.flush() == [BlockComplete(2, Block("text", "Bye"))]
 
 
+def test_whitespace_between_blocks_is_layout_not_a_text_block() -> None:
+    stream = "<thinking>a</thinking>\n<function_calls>\n</function_calls>\n\nDone.\n"
+    for pieces in ([stream], list(stream)):
+        blocks = [b.block for b in completed(parse(pieces))]
+        assert blocks == [Block("thinking", "a"), Block("text", "\n\nDone.\n")]
+
+
 def test_empty_implicit_text_blocks_are_not_emitted() -> None:
     events = parse(["<thinking>a</thinking><thinking>b</thinking>"])
     assert [type(e).__name__ for e in events] == [

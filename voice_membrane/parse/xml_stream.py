@@ -78,6 +78,7 @@ class XmlStreamParser:
         self._pending = ""  # a partial tag held back, always starting with "<"
         self._stray: list[str] = []  # text between structural tags, decided at the next tag
         self._entity_hold = ""  # a partial "&…" at the end of result text
+        self._lead_space: list[str] = []  # whitespace that may yet open a text block
         self._silent = False
         self._out: list[Event] = []
         self._accumulated: list[str] = []
@@ -102,6 +103,7 @@ class XmlStreamParser:
         try:
             self.feed(text)
             self._stray.clear()
+            self._lead_space.clear()
             self._entity_hold = ""
         finally:
             self._silent = False
@@ -116,6 +118,7 @@ class XmlStreamParser:
             text, self._pending = self._pending, ""
             self._content(text)
         self._end_segment()
+        self._lead_space.clear()
         while len(self._stack) > 1:
             self._finish(self._stack.pop())
         if self._open is not None:
@@ -181,7 +184,21 @@ class XmlStreamParser:
     def _content(self, text: str) -> None:
         top = self._stack[-1]
         kind = top.kind
-        if kind is Kind.ROOT or kind is Kind.THINKING:
+        if kind is Kind.ROOT:
+            if self._silent:
+                return
+            if self._open is None or self._open.frame is not top:
+                # Whitespace between blocks (`</thinking>\n<function_calls>`) is
+                # layout, as in chat mode: a text block opens at its first
+                # non-space character, taking the whitespace before it along.
+                if text.isspace():
+                    self._lead_space.append(text)
+                    return
+                if self._lead_space:
+                    text = "".join(self._lead_space) + text
+                    self._lead_space.clear()
+            self._chunk(top, text)
+        elif kind is Kind.THINKING:
             if not self._silent:
                 self._chunk(top, text)
         elif kind is Kind.PARAM:
@@ -229,6 +246,7 @@ class XmlStreamParser:
     # ------------------------------------------------------------------ structure
 
     def _on_tag(self, tag: Tag) -> None:
+        self._lead_space.clear()  # a block boundary: whitespace before it opened nothing
         if tag.closing:
             self._close(CLOSES[tag.name])
             return
