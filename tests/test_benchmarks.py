@@ -9,7 +9,6 @@ from benchmarks.bench_chunker import run_corpus
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.replies import REPLIES
 from benchmarks.tokens import tokenize
-
 from voice_membrane.chunking import SpeechChunker
 
 
