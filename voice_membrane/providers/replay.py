@@ -15,12 +15,14 @@ Offsets never decrease. Blank lines are ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+
+from .base import ChatMessage
 
 FORMAT = "voice-membrane-replay"
 VERSION = 1
@@ -103,3 +105,24 @@ async def replay(recording: Recording, *, speed: float = 1.0) -> AsyncIterator[D
         if speed > 0:
             await anyio.sleep_until(start + delta.t_ms / 1000 / speed)
         yield delta
+
+
+class ReplaySource:
+    """An ``LlmSource`` that replays a recording, whatever the conversation: the
+    parser's hidden blocks can be seen and heard about without any model."""
+
+    def __init__(self, path: str | Path, *, speed: float = 1.0) -> None:
+        self.recording = load_recording(path)
+        self.speed = speed
+        self.name = f"replay:{self.recording.path.name}"
+        self.mode = self.recording.mode
+
+    async def start(self) -> None:
+        return None
+
+    async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
+        async for delta in replay(self.recording, speed=self.speed):
+            yield delta.text
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,73 @@
+"""AudioChunk and the PCM conversions and resampling every engine and sink relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voice_membrane.audio import AudioChunk, pcm16_from_bytes, pcm16_from_float, resample
+
+
+def test_pcm16_from_bytes_is_little_endian() -> None:
+    samples = pcm16_from_bytes(b"\x01\x00\xff\xff\x00\x80\xff\x7f")
+    assert samples.dtype == np.int16
+    assert samples.tolist() == [1, -1, -32768, 32767]
+
+
+def test_pcm16_from_bytes_empty() -> None:
+    assert len(pcm16_from_bytes(b"")) == 0
+
+
+def test_pcm16_from_float_scales_rounds_and_clips() -> None:
+    floats = np.array([0.0, 1.0, -1.0, 0.5, 2.0, -3.0, 1 / 32767 * 0.6])
+    assert pcm16_from_float(floats).tolist() == [0, 32767, -32767, 16384, 32767, -32767, 1]
+    assert pcm16_from_float(floats).dtype == np.int16
+
+
+def test_float_round_trip_is_within_one_step() -> None:
+    samples = np.arange(-32767, 32768, 97, dtype=np.int16)
+    back = pcm16_from_float(samples.astype(np.float64) / 32767.0)
+    assert np.max(np.abs(back.astype(int) - samples)) <= 1
+
+
+def test_chunk_seconds() -> None:
+    assert AudioChunk(np.zeros(11025, np.int16), 22050).seconds == 0.5
+
+
+@pytest.mark.parametrize(
+    ("n", "src", "dst", "expected"),
+    [
+        (22050, 22050, 48000, 48000),
+        (441, 44100, 16000, 160),
+        (1000, 16000, 22050, 1378),
+        (3, 48000, 8000, 1),
+        (1, 8000, 48000, 6),
+    ],
+)
+def test_resample_length(n: int, src: int, dst: int, expected: int) -> None:
+    out = resample(np.zeros(n, np.int16), src, dst)
+    assert len(out) == expected
+    assert out.dtype == np.int16
+
+
+def test_resample_same_rate_and_empty_are_unchanged() -> None:
+    samples = np.array([1, 2, 3], np.int16)
+    assert resample(samples, 16000, 16000) is samples
+    assert len(resample(np.zeros(0, np.int16), 16000, 48000)) == 0
+
+
+def test_resample_interpolates_linearly() -> None:
+    out = resample(np.array([0, 100, 200, 300], np.int16), 1, 2)
+    assert out.tolist() == [0, 50, 100, 150, 200, 250, 300, 300]  # the last edge is held
+
+
+def test_resample_keeps_a_tone_and_its_level() -> None:
+    rate_in, rate_out, freq = 22050, 48000, 440.0
+    t = np.arange(rate_in) / rate_in
+    tone = pcm16_from_float(0.5 * np.sin(2 * np.pi * freq * t))
+    out = resample(tone, rate_in, rate_out)
+    expected = 0.5 * 32767 * np.sin(2 * np.pi * freq * np.arange(len(out)) / rate_out)
+    inner = slice(0, len(out) - 3)  # past the last input sample the edge is held
+    assert np.max(np.abs(out[inner] - expected[inner])) < 0.01 * 32767
+    spectrum = np.abs(np.fft.rfft(out))
+    assert abs(np.argmax(spectrum) * rate_out / len(out) - freq) < 2

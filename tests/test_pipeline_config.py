@@ -1,0 +1,69 @@
+"""Pipeline files: the shipped ones load; every bad one is a single clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
+
+PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", ["local.toml", "local-espeak.toml", "replay.toml"])
+def test_shipped_pipelines_load(name: str) -> None:
+    config = load_pipeline(PIPELINES / name)
+    assert config.description
+
+
+def test_replay_path_is_relative_to_the_pipeline_file() -> None:
+    config = load_pipeline(PIPELINES / "replay.toml")
+    kind, _, path = config.llm.spec.partition(":")
+    assert kind == "replay" and Path(path).is_file()
+
+
+def test_defaults_and_overrides() -> None:
+    config = PipelineConfig()
+    assert (config.llm.spec, config.tts.spec, config.sink.kind) == ("local", "piper", "auto")
+    changed = config.with_overrides({"tts": {"spec": "espeak"}, "llm": {"spec": None}})
+    assert changed.tts.spec == "espeak" and changed.llm.spec == "local"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[llm]\nmax_token = 3\n", "unknown key 'llm.max_token' (allowed here: spec"),
+        ("[tts]\nengine = 'x'\n", "unknown key 'tts.engine' (allowed here: spec)"),
+        ("colour = 'red'\n", "unknown key 'colour' (allowed here: description, llm"),
+        ("[llm]\nmax_tokens = 0\n", "llm.max_tokens: Input should be greater than 0, got 0"),
+        ("[sink]\nkind = 'radio'\n", "sink.kind: Input should be 'auto', 'speaker', 'wav' or"),
+        ("[chunker]\nmarkdown = 'maybe'\n", "chunker.markdown: Input should be a valid boolean"),
+        ("[llm\nspec = 1\n", "invalid TOML"),
+        ("llm = 3\n", "llm: Input should be a valid dictionary"),
+    ],
+)
+def test_bad_pipeline_files_are_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as excinfo:
+        load_pipeline(path)
+    line = str(excinfo.value)
+    assert "\n" not in line
+    assert line.startswith(f"{path}: ")
+    assert message in line, line
+
+
+def test_missing_pipeline_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such pipeline file"):
+        load_pipeline(tmp_path / "nope.toml")
+
+
+def test_bad_override_names_the_command_line() -> None:
+    with pytest.raises(ConfigError, match=r"^command line: llm.replay_speed"):
+        PipelineConfig().with_overrides({"llm": {"replay_speed": -1}})

@@ -1,0 +1,290 @@
+"""The WAV, null and speaker sinks, without any audio device (see test_speaker_pulse for one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+import soundfile as sf
+
+from voice_membrane.audio import AudioChunk, Samples
+from voice_membrane.sinks._ring import PlaybackBuffer
+from voice_membrane.sinks.base import AudioSink, SinkError
+from voice_membrane.sinks.null import NullSink
+from voice_membrane.sinks.registry import create_sink
+from voice_membrane.sinks.speaker import SpeakerSink, speaker_available
+from voice_membrane.sinks.wav import WavSink
+
+NO_DEVICE = "no audio output device (PortAudio found none)"
+
+
+def ramp(n: int) -> Samples:
+    return (np.arange(n) % 2000 - 1000).astype(np.int16)
+
+
+def sine(hz: float, seconds: float, rate: int) -> Samples:
+    t = np.arange(round(seconds * rate)) / rate
+    return np.round(16000 * np.sin(2 * np.pi * hz * t)).astype(np.int16)
+
+
+def run(sink: AudioSink, *turns: list[AudioChunk]) -> None:
+    """Play each turn (open, writes + drain per turn, close) on a fresh event loop."""
+
+    async def session() -> None:
+        await sink.open()
+        for chunks in turns:
+            for chunk in chunks:
+                await sink.write(chunk)
+            await sink.drain()
+        await sink.aclose()
+
+    anyio.run(session)
+
+
+# --- WAV ---------------------------------------------------------------------------
+
+
+def test_wav_adopts_the_first_chunks_rate_and_resamples_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "out.wav"
+    sink = WavSink(path)
+    assert sink.sample_rate == 0  # unknown until the first chunk
+    first = ramp(1600)
+    run(sink, [AudioChunk(first, 16000), AudioChunk(ramp(800), 8000)])
+
+    data, rate = sf.read(path, dtype="int16")
+    info = sf.info(path)
+    assert (rate, info.channels, info.subtype) == (16000, 1, "PCM_16")
+    assert sink.sample_rate == 16000
+    assert len(data) == 1600 + 1600  # 800 samples at 8 kHz became 1600 at 16 kHz
+    assert np.array_equal(data[:1600], first)
+    assert sink.played_seconds == pytest.approx(0.2)
+
+
+def test_wav_with_a_fixed_rate_resamples_and_keeps_the_pitch(tmp_path: Path) -> None:
+    path = tmp_path / "out.wav"
+    run(WavSink(path, sample_rate=24000), [AudioChunk(sine(440, 1.0, 22050), 22050)])
+
+    data, rate = sf.read(path, dtype="int16")
+    assert rate == 24000 and len(data) == 24000
+    spectrum = np.abs(np.fft.rfft(data.astype(np.float64)))
+    assert np.fft.rfftfreq(len(data), 1 / rate)[np.argmax(spectrum)] == pytest.approx(440, abs=2)
+
+
+def test_wav_turns_follow_one_another_in_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "turns.wav"
+    a, b, c = ramp(500), ramp(700) // 2, ramp(300) // 3
+    sink = WavSink(path, sample_rate=16000)
+
+    async def session() -> None:
+        await sink.open()
+        await sink.write(AudioChunk(a, 16000))
+        await sink.drain()
+        await sink.write(AudioChunk(b, 16000))
+        await sink.stop()  # an interrupted turn: what was written stays written
+        await sink.write(AudioChunk(c, 16000))
+        await sink.drain()
+        await sink.aclose()
+
+    anyio.run(session)
+    data, _ = sf.read(path, dtype="int16")
+    assert np.array_equal(data, np.concatenate([a, b, c]))
+    assert sink.played_seconds == pytest.approx(1500 / 16000)
+
+
+def test_wav_session_without_audio_leaves_a_valid_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.wav"
+    run(WavSink(path))
+    assert sf.info(path).frames == 0
+
+
+def test_wav_bad_path_names_the_path_and_the_os_error(tmp_path: Path) -> None:
+    path = tmp_path / "missing-dir" / "out.wav"
+    with pytest.raises(SinkError) as err:
+        anyio.run(WavSink(path).open)
+    assert str(path) in str(err.value)
+    assert "No such file or directory" in str(err.value)
+
+
+def test_wav_write_before_open_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SinkError, match="not open"):
+        anyio.run(WavSink(tmp_path / "x.wav").write, AudioChunk(ramp(10), 16000))
+
+
+# --- null --------------------------------------------------------------------------
+
+
+def test_null_sink_counts_without_waiting() -> None:
+    sink = NullSink()
+    started = time.monotonic()
+    run(sink, [AudioChunk(ramp(24000), 24000)] * 10)
+    assert sink.played_seconds == pytest.approx(10.0)
+    assert time.monotonic() - started < 5  # not real time (10 s of audio)
+
+
+def test_null_sink_in_real_time_takes_at_least_as_long_as_the_audio() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)
+    started = time.monotonic()
+    run(sink, [AudioChunk(ramp(1600), 16000)] * 3)  # 0.3 s in three writes
+    assert time.monotonic() - started >= 0.29  # a lower bound (minus timer slack) only
+    assert sink.played_seconds == pytest.approx(0.3)
+
+
+def test_null_sink_in_real_time_stop_discards_the_unplayed_rest() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)
+
+    async def interrupted() -> tuple[float, float]:
+        await sink.open()
+        with anyio.move_on_after(0.1):
+            await sink.write(AudioChunk(ramp(16000), 16000))  # 1 s
+        await sink.stop()
+        played = sink.played_seconds
+        await anyio.sleep(0.05)
+        return played, sink.played_seconds
+
+    played, later = anyio.run(interrupted)
+    assert 0.09 <= played < 1.0  # the 0.1 s did pass (minus timer slack)
+    assert later == played  # nothing more plays after stop
+
+
+# --- registry ----------------------------------------------------------------------
+
+
+def test_registry_creates_each_kind(tmp_path: Path) -> None:
+    assert isinstance(create_sink("wav", path=tmp_path / "a.wav"), WavSink)
+    assert isinstance(create_sink("null", realtime=True), NullSink)
+    speaker = create_sink("speaker", backend="pyaudio", sample_rate=16000, device="pulse")
+    assert isinstance(speaker, SpeakerSink) and speaker.sample_rate == 16000
+
+
+def test_registry_rejects_an_unknown_kind_in_one_line() -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown sink 'hdmi' \(choose from: speaker, wav, null\)"
+    ):
+        create_sink("hdmi")
+
+
+# --- speaker without a device --------------------------------------------------------
+
+
+def test_speaker_available_gives_a_reason_on_a_machine_without_a_sound_card() -> None:
+    # A fresh process pointed at no PulseAudio server sees only what the machine has.
+    env = {**os.environ, "PULSE_SERVER": "unix:/nonexistent/voice-membrane-test"}
+    code = "from voice_membrane.sinks.speaker import speaker_available as a; print(a())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "None":
+        pytest.skip("this machine has an audio output device")
+    assert done.stdout.strip() == NO_DEVICE
+
+
+def fake_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
+    """Make ``import name`` load ``source`` for the rest of the test."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # setitem first so that teardown also removes the fake when the real module
+    # had not been imported yet; then delitem so that the next import finds the fake.
+    monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, name)
+
+
+NO_DEFAULT_SOUNDDEVICE = """
+class PortAudioError(Exception):
+    pass
+
+def query_devices(device=None, kind=None):
+    raise PortAudioError("Error querying device -1")
+"""
+
+NO_DEFAULT_PYAUDIO = """
+class PyAudio:
+    def get_default_output_device_info(self):
+        raise OSError("No Default Output Device Available")
+
+    def terminate(self):
+        pass
+"""
+
+
+def test_no_default_device_is_a_reason_and_a_sink_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_module(tmp_path, monkeypatch, "sounddevice", NO_DEFAULT_SOUNDDEVICE)
+    fake_module(tmp_path, monkeypatch, "pyaudio", NO_DEFAULT_PYAUDIO)
+    assert speaker_available("sounddevice") == NO_DEVICE
+    assert speaker_available("pyaudio") == NO_DEVICE
+    for backend in ("sounddevice", "pyaudio"):
+        with pytest.raises(SinkError, match="no audio output device"):
+            anyio.run(SpeakerSink(backend=backend).open)  # type: ignore[arg-type]
+
+
+def test_missing_portaudio_library_is_a_reason_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What sounddevice raises at import when libportaudio2 is not installed.
+    fake_module(
+        tmp_path, monkeypatch, "sounddevice", 'raise OSError("PortAudio library not found")'
+    )
+    reason = speaker_available("sounddevice")
+    assert reason is not None and "PortAudio library not found" in reason
+    assert "\n" not in reason
+    with pytest.raises(SinkError, match="PortAudio"):
+        anyio.run(SpeakerSink().open)
+
+
+def test_missing_pyaudio_package_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyaudio", None)  # makes ``import pyaudio`` fail
+    reason = speaker_available("pyaudio")
+    assert reason is not None and "pip install pyaudio" in reason
+
+
+def test_speaker_rejects_an_unknown_backend() -> None:
+    assert speaker_available("alsa") is not None
+    with pytest.raises(ValueError, match="unknown speaker backend"):
+        SpeakerSink(backend="alsa")  # type: ignore[arg-type]
+
+
+def test_speaker_used_before_open_is_a_sink_error() -> None:
+    with pytest.raises(SinkError, match="not open"):
+        anyio.run(SpeakerSink().write, AudioChunk(ramp(10), 22050))
+    assert SpeakerSink().played_seconds == 0.0
+
+
+# --- the speaker's buffer and playback clock -----------------------------------------
+
+
+def test_playback_buffer_is_bounded_and_keeps_order_across_the_wrap() -> None:
+    buf = PlaybackBuffer(capacity=8, sample_rate=100)
+    assert buf.push(ramp(5)) == 5
+    out = np.empty(3, dtype=np.int16)
+    buf.fill(out, now=0.0, delay=0.0)
+    assert np.array_equal(out, ramp(5)[:3])
+    assert buf.push(np.arange(10, 20, dtype=np.int16)) == 6  # 2 left + 6 = capacity
+    out = np.empty(10, dtype=np.int16)
+    buf.fill(out, now=0.1, delay=0.0)
+    expected = np.concatenate([ramp(5)[3:], np.arange(10, 16), np.zeros(2)])
+    assert np.array_equal(out, expected)  # silence after the buffered audio
+    assert buf.buffered == 0 and buf.handed == 11
+
+
+def test_playback_clock_counts_audio_once_the_device_latency_has_passed() -> None:
+    rate = 100
+    buf = PlaybackBuffer(capacity=100, sample_rate=rate)
+    buf.push(ramp(30))
+    block = np.empty(10, dtype=np.int16)
+    buf.fill(block, now=1.0, delay=0.05)  # heard from 1.05 to 1.15
+    buf.fill(block, now=1.1, delay=0.05)  # heard from 1.15 to 1.25
+    assert buf.heard(1.14) == 0
+    assert buf.heard(1.16) == 10
+    assert buf.in_flight(1.16) == 20  # 10 in the device, 10 still buffered
+    assert buf.clear() == 10  # a stop: the unsent rest is discarded
+    assert buf.heard(1.3) == 20 and buf.in_flight(1.3) == 0
+    buf.fill(block, now=1.3, delay=0.05)  # silence: nothing more to hear
+    assert buf.heard(2.0) == 20

@@ -1,0 +1,55 @@
+"""Audio buffers as they travel from a TTS engine to a sink.
+
+Audio is mono 16-bit PCM held in numpy ``int16`` arrays: the format every engine
+here produces natively and every sink accepts. Conversions are vectorised numpy
+(no per-sample Python loops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Samples = npt.NDArray[np.int16]
+"""Mono int16 PCM samples."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """A piece of mono int16 audio at ``sample_rate`` Hz."""
+
+    samples: Samples
+    sample_rate: int
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+
+def pcm16_from_bytes(data: bytes) -> Samples:
+    """Little-endian 16-bit PCM bytes (an even count) as samples."""
+    samples: Samples = np.frombuffer(data, dtype="<i2").astype(np.int16, copy=False)
+    return samples
+
+
+def pcm16_from_float(samples: npt.NDArray[np.floating]) -> Samples:
+    """Float samples in [-1, 1] as int16, clipped."""
+    scaled = np.clip(samples, -1.0, 1.0) * 32767.0
+    out: Samples = np.round(scaled).astype(np.int16)
+    return out
+
+
+def resample(samples: Samples, src_rate: int, dst_rate: int) -> Samples:
+    """``samples`` at ``src_rate`` converted to ``dst_rate`` (linear interpolation).
+
+    Speech chunks are resampled one at a time; linear interpolation keeps each
+    chunk's length exact (``round(n * dst / src)``) and costs microseconds.
+    """
+    if src_rate == dst_rate or len(samples) == 0:
+        return samples
+    n_out = max(1, round(len(samples) * dst_rate / src_rate))
+    positions = np.arange(n_out, dtype=np.float64) * (src_rate / dst_rate)
+    out = np.interp(positions, np.arange(len(samples)), samples.astype(np.float64))
+    return np.round(out).astype(np.int16)

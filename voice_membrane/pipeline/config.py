@@ -1,0 +1,122 @@
+"""Pipeline files: TOML, validated with pydantic.
+
+A pipeline file names the LLM, the TTS engine, the sink and the chunker's
+options. Every problem — a missing file, bad TOML, an unknown key, a bad value —
+becomes one ``ConfigError`` line naming the file, the key and what is allowed.
+
+Example (``pipelines/local.toml``)::
+
+    [llm]
+    spec = "local"
+    max_tokens = 120
+
+    [tts]
+    spec = "piper"
+
+    [sink]
+    kind = "auto"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A pipeline file or option that cannot be used; the message is one line."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LlmConfig(_Section):
+    spec: str = Field("local", description="local | replay:PATH | PROVIDER:MODEL")
+    model_path: str | None = None
+    max_tokens: int = Field(160, gt=0, le=4096)
+    temperature: float = Field(0.7, ge=0, le=2)
+    system_prompt: str | None = None
+    replay_speed: float = Field(1.0, ge=0)
+
+
+class TtsConfig(_Section):
+    spec: str = Field("piper", description="piper | piper:MODEL.onnx | espeak | espeak:VOICE")
+
+
+class SinkConfig(_Section):
+    kind: Literal["auto", "speaker", "wav", "null"] = "auto"
+    path: str = "voice-membrane-reply.wav"
+    backend: Literal["sounddevice", "pyaudio"] = "sounddevice"
+    device: str | None = None
+
+
+class ChunkerConfig(_Section):
+    first_chunk_words: int = Field(3, ge=1)
+    min_clause_words: int = Field(3, ge=0)
+    clause_chars: int = Field(120, ge=0)
+    max_chars: int = Field(250, ge=1)
+    markdown: bool = True
+    code_block_text: str | None = None
+
+
+class PipelineConfig(_Section):
+    description: str = ""
+    llm: LlmConfig = LlmConfig()
+    tts: TtsConfig = TtsConfig()
+    sink: SinkConfig = SinkConfig()
+    chunker: ChunkerConfig = ChunkerConfig()
+
+    def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
+        """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""
+        data = self.model_dump()
+        for section, values in overrides.items():
+            data[section].update({k: v for k, v in values.items() if v is not None})
+        return _validate(data, "command line")
+
+
+def load_pipeline(path: str | Path) -> PipelineConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such pipeline file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    config = _validate(data, str(path))
+    # A recording named in a pipeline file is found relative to that file.
+    kind, _, target = config.llm.spec.partition(":")
+    if kind == "replay" and target and not Path(target).is_absolute():
+        spec = f"replay:{(path.parent / target).resolve()}"
+        config = config.with_overrides({"llm": {"spec": spec}})
+    return config
+
+
+def _validate(data: dict[str, Any], where: str) -> PipelineConfig:
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"]]
+    key = ".".join(loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        model: type[BaseModel] = PipelineConfig
+        for part in loc[:-1]:
+            annotation = model.model_fields[part].annotation
+            assert isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            model = annotation
+        allowed = ", ".join(model.model_fields)
+        return f"unknown key {key!r} (allowed here: {allowed})"
+    extra = f" ({exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    return f"{key}: {error['msg']}, got {error['input']!r}{extra}"

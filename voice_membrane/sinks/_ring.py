@@ -1,0 +1,114 @@
+"""The bounded buffer between the event loop and an audio device's callback thread.
+
+The event loop ``push``es samples; the device's callback ``fill``s each output
+block from it (silence where it runs dry) and notes when that audio will reach
+the speaker, so ``heard`` can tell how much has actually been played. One lock
+guards everything; each side holds it only for a copy of a few milliseconds of
+audio.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import numpy as np
+
+from ..audio import Samples
+
+
+class PlaybackBuffer:
+    """A FIFO of at most ``capacity`` int16 samples, plus the playback clock."""
+
+    def __init__(self, capacity: int, sample_rate: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity}")
+        self._rate = float(sample_rate)
+        self._lock = threading.Lock()
+        self._buf = np.zeros(capacity, dtype=np.int16)
+        self._start = 0  # index of the oldest buffered sample
+        self._size = 0
+        self._handed = 0  # samples of audio handed to the device so far
+        self._heard = 0  # of those, samples whose playing time has passed
+        # (monotonic time the block's last sample is heard, _handed after it),
+        # oldest first; only blocks still in the device's pipeline stay here.
+        self._pending: deque[tuple[float, int]] = deque()
+        self._last_fill: float | None = None
+
+    @property
+    def capacity(self) -> int:
+        return len(self._buf)
+
+    @property
+    def buffered(self) -> int:
+        with self._lock:
+            return self._size
+
+    @property
+    def handed(self) -> int:
+        with self._lock:
+            return self._handed
+
+    @property
+    def last_fill(self) -> float | None:
+        """Monotonic time of the device's latest callback (None before the first)."""
+        with self._lock:
+            return self._last_fill
+
+    def push(self, samples: Samples) -> int:
+        """Append as many of ``samples`` as fit; return how many did."""
+        with self._lock:
+            cap = len(self._buf)
+            n = min(len(samples), cap - self._size)
+            end = (self._start + self._size) % cap
+            first = min(n, cap - end)
+            self._buf[end : end + first] = samples[:first]
+            self._buf[: n - first] = samples[first:n]
+            self._size += n
+            return n
+
+    def fill(self, out: Samples, now: float, delay: float) -> None:
+        """Callback side: fill ``out`` from the buffer, silence after it.
+
+        ``delay`` is how long until the first sample of ``out`` is heard
+        (the stream's output latency at this callback).
+        """
+        with self._lock:
+            self._last_fill = now
+            cap = len(self._buf)
+            n = min(len(out), self._size)
+            first = min(n, cap - self._start)
+            out[:first] = self._buf[self._start : self._start + first]
+            out[first:n] = self._buf[: n - first]
+            out[n:] = 0
+            self._start = (self._start + n) % cap
+            self._size -= n
+            if n:
+                self._handed += n
+                done_at = now + delay + n / self._rate
+                self._pending.append((done_at, self._handed))
+            self._advance(now)
+
+    def clear(self) -> int:
+        """Drop everything buffered (not yet handed to the device); return how much."""
+        with self._lock:
+            dropped = self._size
+            self._start = 0
+            self._size = 0
+            return dropped
+
+    def heard(self, now: float) -> int:
+        """Samples heard by ``now``: handed to the device and past its latency."""
+        with self._lock:
+            self._advance(now)
+            return self._heard
+
+    def in_flight(self, now: float) -> int:
+        """Samples not yet heard: buffered here or still in the device's pipeline."""
+        with self._lock:
+            self._advance(now)
+            return self._size + self._handed - self._heard
+
+    def _advance(self, now: float) -> None:
+        while self._pending and self._pending[0][0] <= now:
+            self._heard = self._pending.popleft()[1]

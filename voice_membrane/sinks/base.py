@@ -1,0 +1,45 @@
+"""The interface every audio sink implements."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..audio import AudioChunk
+
+
+class SinkError(RuntimeError):
+    """The sink cannot take audio (no device, cannot write the file, …)."""
+
+
+class AudioSink(Protocol):
+    """Takes the audio of a session, turn after turn.
+
+    ``await sink.open()`` once, then per turn any number of ``write`` calls,
+    ending with ``drain()`` (wait until everything written has been heard) or
+    ``stop()`` (interruption: silence within 100 ms, buffered audio discarded),
+    and finally ``aclose()``.
+
+    ``write`` is where backpressure comes from: a real-time sink blocks while its
+    buffer is full, so a slow sink slows the producer and never drops audio. A
+    sink converts audio whose ``sample_rate`` differs from its own
+    (``audio.resample``).
+    """
+
+    name: str
+    sample_rate: int  # the rate it plays or stores at
+
+    async def open(self) -> None: ...
+
+    async def write(self, chunk: AudioChunk) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def played_seconds(self) -> float:
+        """Seconds of audio heard since ``open`` (written minus still buffered
+        minus discarded by ``stop``); never decreases."""
+        ...
+
+    async def aclose(self) -> None: ...

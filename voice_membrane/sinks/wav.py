@@ -1,0 +1,90 @@
+"""Write the session's audio to a 16-bit mono WAV file (not real time)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..audio import AudioChunk, resample
+from .base import SinkError
+
+EMPTY_FILE_RATE = 24000  # the header's rate when a session ends without any audio
+
+
+class WavSink:
+    """Every turn's audio, one after another, in one WAV file.
+
+    ``write`` returns at once and ``played_seconds`` is the seconds written: a file
+    has no playback to wait for, so ``drain`` and ``stop`` have nothing to do. The
+    header is finalised by ``aclose``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], sample_rate: int | None = None) -> None:
+        self.name = "wav"
+        self.path = Path(path)
+        # 0 until known: with sample_rate=None the file takes its first chunk's rate.
+        self.sample_rate = sample_rate or 0
+        self._configured_rate = sample_rate or 0
+        self._file: BinaryIO | None = None
+        self._wav: Any = None  # soundfile.SoundFile, created at the first write
+        self._written = 0  # samples, at self.sample_rate
+
+    async def open(self) -> None:
+        if self._file is not None:
+            raise SinkError(f"WAV sink {self.path} is already open")
+        # The file is opened here, not at the first write, so a bad path fails early.
+        try:
+            self._file = self.path.open("wb")
+        except OSError as exc:
+            raise SinkError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self.sample_rate = self._configured_rate
+        self._written = 0
+
+    async def write(self, chunk: AudioChunk) -> None:
+        if self._file is None:
+            raise SinkError(f"WAV sink {self.path} is not open")
+        if self._wav is None:
+            self.sample_rate = self.sample_rate or chunk.sample_rate
+            self._wav = self._start_wav(self._file)
+        samples = resample(chunk.samples, chunk.sample_rate, self.sample_rate)
+        try:
+            self._wav.write(samples)
+        except Exception as exc:  # soundfile's LibsndfileError or OSError: disk full, …
+            raise SinkError(f"cannot write {self.path}: {exc}") from exc
+        self._written += len(samples)
+
+    async def drain(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None  # everything written is already in the file
+
+    @property
+    def played_seconds(self) -> float:
+        return self._written / self.sample_rate if self.sample_rate else 0.0
+
+    async def aclose(self) -> None:
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            if self._wav is None:  # no audio at all: still leave a valid, empty WAV
+                self.sample_rate = self.sample_rate or EMPTY_FILE_RATE
+                self._wav = self._start_wav(file)
+            self._wav.close()  # writes the final header sizes
+        except Exception as exc:
+            raise SinkError(f"cannot finish {self.path}: {exc}") from exc
+        finally:
+            self._wav = None
+            file.close()
+
+    def _start_wav(self, file: BinaryIO) -> Any:
+        try:
+            sf = importlib.import_module("soundfile")  # lazily: it loads libsndfile
+        except (ImportError, OSError) as exc:
+            raise SinkError(f"the WAV sink needs soundfile (pip install soundfile): {exc}") from exc
+        return sf.SoundFile(
+            file, mode="w", samplerate=self.sample_rate, channels=1, format="WAV", subtype="PCM_16"
+        )
