@@ -159,6 +159,17 @@ def _load_model(path: str, n_ctx: int, n_threads: int) -> LoadedModel:
             )
         except Exception as exc:
             raise LlmError(f"{path}: cannot load the model: {exc}") from exc
+        # Warm-up: the weights are memory-mapped, so the first evaluation pages them
+        # in (seconds when cold); pay that here, once, not in the user's first turn.
+        # The default system prompt is evaluated too, and reused by the next prompt.
+        warm_up = [
+            {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+            {"role": "user", "content": "Hi"},
+        ]
+        for _ in llama.create_chat_completion(
+            messages=warm_up, stream=True, max_tokens=1, temperature=0.0, top_p=1.0, seed=0
+        ):
+            pass
         model = LoadedModel(llama, path, n_ctx, n_threads)
         _MODELS[key] = model
         return model

@@ -1,0 +1,187 @@
+"""`voice-membrane run` end to end with the real embedded engines: SmolLM2 through
+llama.cpp, espeak-ng and Piper, into WAV files, a real-time PulseAudio speaker,
+and the command line itself (a subprocess for stdin and Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+import soundfile as sf
+
+from voice_membrane.cli import main
+from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
+from voice_membrane.pipeline.metrics import STAMPS
+from voice_membrane.run_command import run_assistant
+from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+from voice_membrane.testing.speech_check import analyze_speech, speech_problems
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPELINES = ROOT / "pipelines"
+CLI = [sys.executable, "-m", "voice_membrane.cli"]
+
+pytest.importorskip("llama_cpp", reason="the local extra (llama-cpp-python) is not installed")
+
+
+def local_config(tts: str, wav: Path) -> PipelineConfig:
+    return load_pipeline(PIPELINES / "local.toml").with_overrides(
+        {
+            "llm": {"max_tokens": 40, "temperature": 0.0},
+            "tts": {"spec": tts},
+            "sink": {"kind": "wav", "path": str(wav)},
+        }
+    )
+
+
+@pytest.mark.parametrize("tts", ["espeak", "piper"])
+def test_local_model_answers_out_loud(tmp_path: Path, tts: str) -> None:
+    wav, metrics, events = tmp_path / "a.wav", tmp_path / "m.json", tmp_path / "e.jsonl"
+    printed: list[str] = []
+    (result,) = anyio.run(
+        lambda: run_assistant(
+            local_config(tts, wav),
+            prompt="Why is the sky blue?",
+            metrics_json=metrics,
+            events_jsonl=events,
+            out=printed.append,
+        )
+    )
+    assert result.error is None and not result.interrupted
+    assert len(result.spoken_text) > 20
+    samples, rate = sf.read(wav, dtype="int16")
+    problems = speech_problems(analyze_speech(samples, rate), result.spoken_text)
+    assert problems == [], problems
+
+    report = json.loads(metrics.read_text())
+    stamps = [report["stamps_ms"][name] for name in STAMPS]
+    assert None not in stamps and stamps == sorted(stamps)
+    assert report["llm"].startswith("local:") and report["tts"] == tts
+    assert report["counts"]["audio_seconds"] == pytest.approx(len(samples) / rate, abs=0.05)
+
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    kinds = {line["event"] for line in lines}
+    assert {"block_start", "chunk", "block_complete", "tts_input"} <= kinds
+    assert all(isinstance(line["t_ms"], float) for line in lines)
+    spoken = " ".join(line["text"] for line in lines if line["event"] == "tts_input")
+    assert spoken.split() == result.spoken_text.split()
+    transcript = "".join(printed)
+    assert result.spoken_text.split()[0] in transcript and "first audio" in transcript
+
+
+@pytest.fixture(scope="module")
+def pulse() -> PulseServer:
+    try:
+        with pulse_null_sink() as server:
+            yield server  # type: ignore[misc]
+    except PulseUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_speaker_plays_the_answer_in_real_time(tmp_path: Path, pulse: PulseServer) -> None:
+    config = load_pipeline(PIPELINES / "replay.toml").with_overrides(
+        {"llm": {"replay_speed": 0}, "sink": {"kind": "speaker"}}
+    )
+    recording = tmp_path / "heard.wav"
+    started = time.perf_counter()
+    with pulse.record(recording):
+        (result,) = anyio.run(
+            lambda: run_assistant(config, prompt="weather?", out=lambda text: None)
+        )
+    took = time.perf_counter() - started
+    assert result.error is None
+    # Played, not just written: the turn lasted about as long as its audio (lower bound).
+    assert took >= result.report.audio_seconds * 0.9
+    heard, rate = sf.read(recording, dtype="int16")
+    if heard.ndim > 1:
+        heard = heard[:, 0]
+    report = analyze_speech(heard, rate)
+    assert report.span_s >= result.report.audio_seconds * 0.8
+    first_piece = heard[: int(rate * 2.0)]  # "Sure! Let me look that up for you."
+    assert report.bursts >= 3 and analyze_speech(first_piece, rate).nuclei >= 3
+
+
+def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
+    cases = [
+        (["--llm", "anthropic:claude-x"], "cloud providers are not built yet"),
+        (["--llm", "gpt"], "expected 'local', 'replay:PATH' or 'PROVIDER:MODEL'"),
+        (["--tts", "nope"], "nope"),
+        (["--pipeline", str(tmp_path / "missing.toml")], "no such pipeline file"),
+    ]
+    for args, message in cases:
+        with pytest.raises(SystemExit) as excinfo:
+            main(["run", "--prompt", "hi", *args])
+        text = str(excinfo.value)
+        assert text.startswith("voice-membrane run: ") and "\n" not in text
+        assert message in text, text
+
+
+def run_cli(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [*CLI, "run", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def test_interactive_loop_answers_each_line_until_end_of_input(tmp_path: Path) -> None:
+    wav = tmp_path / "loop.wav"
+    replay = f"replay:{ROOT / 'audio_fixtures/streams/weather_tool_turn.jsonl'}"
+    proc = run_cli(
+        [
+            "--llm",
+            replay,
+            "--tts",
+            "espeak",
+            "--out",
+            str(wav),
+            "--metrics-json",
+            str(tmp_path / "m.json"),
+        ]
+    )
+    out, err = proc.communicate("first\n\nsecond\n", timeout=120)
+    assert proc.returncode == 0, err
+    assert out.count("latency (") == 2
+    assert "Ctrl-D quits" in out and f"audio written to {wav}" in out
+    reports = json.loads((tmp_path / "m.json").read_text())
+    assert isinstance(reports, list) and len(reports) == 2
+
+
+def test_ctrl_c_interrupts_the_speech(tmp_path: Path) -> None:
+    metrics = tmp_path / "m.json"
+    proc = run_cli(
+        [
+            "--pipeline",
+            str(PIPELINES / "replay.toml"),
+            "--prompt",
+            "weather?",
+            "--out",
+            str(tmp_path / "i.wav"),
+            "--metrics-json",
+            str(metrics),
+        ]
+    )
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    seen = ""
+    while "Sure!" not in seen and time.monotonic() < deadline:  # speech has started
+        seen += proc.stdout.read(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "[interrupted]" in seen + out
+    report = json.loads(metrics.read_text())
+    assert report["interrupted"] is True
+    assert report["stamps_ms"]["last_audio"] is None
