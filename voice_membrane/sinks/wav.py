@@ -30,6 +30,7 @@ class WavSink:
         self._file: BinaryIO | None = None
         self._wav: Any = None  # soundfile.SoundFile, created at the first write
         self._written = 0  # samples, at self.sample_rate
+        self._soundfile: Any = None
 
     async def open(self) -> None:
         if self._file is not None:
@@ -41,6 +42,9 @@ class WavSink:
             raise SinkError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
         self.sample_rate = self._configured_rate
         self._written = 0
+        # Imported now (it loads libsndfile, ~35 ms), not in the first write, where it
+        # would add to the first-audio latency.
+        self._soundfile = _import_soundfile()
 
     async def write(self, chunk: AudioChunk) -> None:
         if self._file is None:
@@ -81,10 +85,14 @@ class WavSink:
             file.close()
 
     def _start_wav(self, file: BinaryIO) -> Any:
-        try:
-            sf = importlib.import_module("soundfile")  # lazily: it loads libsndfile
-        except (ImportError, OSError) as exc:
-            raise SinkError(f"the WAV sink needs soundfile (pip install soundfile): {exc}") from exc
+        sf = self._soundfile or _import_soundfile()
         return sf.SoundFile(
             file, mode="w", samplerate=self.sample_rate, channels=1, format="WAV", subtype="PCM_16"
         )
+
+
+def _import_soundfile() -> Any:
+    try:
+        return importlib.import_module("soundfile")  # lazily: it loads libsndfile
+    except (ImportError, OSError) as exc:
+        raise SinkError(f"the WAV sink needs soundfile (pip install soundfile): {exc}") from exc
