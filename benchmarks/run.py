@@ -1,7 +1,8 @@
 """Run every benchmark, print the report and write it to ``docs/benchmarks.md``.
 
-Usage: ``python -m benchmarks.run [--output PATH]`` (``make bench``). A benchmark whose
-library module is missing is reported as not run rather than failing the whole suite.
+Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]`` (``make bench``).
+A benchmark whose library module is missing is reported as not run rather than failing
+the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.bench_chunker import run_chunker_bench
+from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_parser import run_parser_bench
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
-def build_report() -> str:
+def build_report(*, first_audio: bool = True) -> str:
     sections = [report.header()]
     try:
         sections.append(report.parser_section(run_parser_bench()))
@@ -29,6 +31,13 @@ def build_report() -> str:
         sections.append(report.unavailable(report.CHUNKER_TITLE, error))
     else:
         sections += [report.chunker_section(chunker), report.findings_section(chunker)]
+    if not first_audio:
+        sections.append(report.skipped(report.FIRST_AUDIO_TITLE, "--skip-first-audio"))
+    else:
+        try:
+            sections.append(report.first_audio_section(run_first_audio_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report.FIRST_AUDIO_TITLE, error))
     sections.append(report.method_section())
     return "\n\n".join(sections) + "\n"
 
@@ -36,10 +45,15 @@ def build_report() -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="report path")
+    parser.add_argument(
+        "--skip-first-audio",
+        action="store_true",
+        help="leave out the first-audio latency of the embedded pipelines (~2 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    text = build_report()
+    text = build_report(first_audio=not args.skip_first_audio)
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
