@@ -51,7 +51,7 @@ MAX_TOKENS = 40  # local.toml says 120; first audio does not depend on it, run t
 SEED = 7  # fixed, so every setup hears the same reply to the same prompt
 SINK_RATE = 22050  # the rate of both embedded voices
 SESSIONS = 2  # per setup; the prompts are split between them
-GAP_S = 0.2  # pause before each turn, as a user takes one; lets idle threads settle
+GAP_S = 0.15  # pause before each turn, as a user takes one; lets idle threads settle
 IDLE_GAP_S = 0.1  # pause before each idle-engine synthesis
 LOCK_POLL_S = 0.005  # as LocalLlama polls its model's lock
 HOLD_MAX_S = 1.0  # the hold diagnostic never holds the LLM longer than this
@@ -130,6 +130,13 @@ OPTION_SETUPS = (
         hold_llm=True,
         option="diagnostic, not an option: no LLM step from the first piece's hand-over to "
         "the TTS engine until its first audio",
+    ),
+    Setup(
+        "default, both diagnostics",
+        PIPELINE_DEFAULT,
+        one_thread=True,
+        hold_llm=True,
+        option="both diagnostics together: one thread, and the LLM held for the first piece",
     ),
 )
 SETUPS = (DEFAULT_SETUP, ESPEAK_SETUP, *OPTION_SETUPS)

@@ -551,11 +551,12 @@ def first_audio_section(results: FirstAudioResults) -> str:
             "to the median of the whole.",
             _breakdown(default, espeak),
             "### What moves first-audio latency",
-            "The default pipeline with one change. *p50 per session* gives the p50 of each "
-            f"of the setup's {SESSIONS} sessions ({len(PROMPTS) // SESSIONS} prompts each): "
-            "a difference between rows smaller than the spread within a row is noise.",
+            "The default pipeline with one change per row (two in the last). *p50 per "
+            f"session* gives the p50 of each of the setup's {SESSIONS} sessions "
+            f"({len(PROMPTS) // SESSIONS} prompts each): a difference between rows smaller "
+            "than the spread within a row is noise.",
             _options(default, [default, espeak, *(results.run(s) for s in OPTION_SETUPS)]),
-            "The last two rows are diagnostics made in `benchmarks/bench_first_audio.py`, "
+            "The last three rows are diagnostics made in `benchmarks/bench_first_audio.py`, "
             "not library options. *One dedicated thread*: `LocalLlama` advances llama.cpp one "
             "token per `anyio.to_thread.run_sync` call, which runs on whichever anyio worker "
             "thread is idle, and in a Piper session Piper's synthesis steps use worker "
