@@ -105,40 +105,32 @@ ESPEAK_SETUP = Setup(
     idle_tts=True,
 )
 # One change each to the default pipeline: what moves its first-audio latency.
-OPTION_SETUPS = (
-    Setup(
-        "default, LLM on 1 thread",
-        PIPELINE_DEFAULT,
-        n_threads=1,
-        option="`LocalLlama(n_threads=1)` (default: one per CPU, here 2)",
-    ),
-    Setup(
-        "default, first piece of 2 words",
-        PIPELINE_DEFAULT,
-        chunker=(("first_chunk_words", 2),),
-        option="`[chunker] first_chunk_words = 2` (default 3)",
-    ),
-    Setup(
-        "default, LLM steps on one thread",
-        PIPELINE_DEFAULT,
-        one_thread=True,
-        option="diagnostic, not an option: every llama.cpp step on one dedicated thread",
-    ),
-    Setup(
-        "default, LLM held for the first piece",
-        PIPELINE_DEFAULT,
-        hold_llm=True,
-        option="diagnostic, not an option: no LLM step from the first piece's hand-over to "
-        "the TTS engine until its first audio",
-    ),
-    Setup(
-        "default, both diagnostics",
-        PIPELINE_DEFAULT,
-        one_thread=True,
-        hold_llm=True,
-        option="both diagnostics together: one thread, and the LLM held for the first piece",
-    ),
+ONE_LLM_THREAD_SETUP = Setup(
+    "default, LLM on 1 thread",
+    PIPELINE_DEFAULT,
+    n_threads=1,
+    option="`LocalLlama(n_threads=1)` (default: one per CPU)",
 )
+TWO_WORDS_SETUP = Setup(
+    "default, first piece of 2 words",
+    PIPELINE_DEFAULT,
+    chunker=(("first_chunk_words", 2),),
+    option="`[chunker] first_chunk_words = 2` (default 3)",
+)
+PINNED_SETUP = Setup(
+    "default, LLM steps on one thread",
+    PIPELINE_DEFAULT,
+    one_thread=True,
+    option="diagnostic, not an option: every llama.cpp step on one dedicated thread",
+)
+HELD_SETUP = Setup(
+    "default, LLM held for the first piece",
+    PIPELINE_DEFAULT,
+    hold_llm=True,
+    option="diagnostic, not an option: no LLM step from the first piece's hand-over to "
+    "the TTS engine until its first audio",
+)
+OPTION_SETUPS = (ONE_LLM_THREAD_SETUP, TWO_WORDS_SETUP, PINNED_SETUP, HELD_SETUP)
 SETUPS = (DEFAULT_SETUP, ESPEAK_SETUP, *OPTION_SETUPS)
 
 

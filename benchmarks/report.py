@@ -21,8 +21,10 @@ from benchmarks.bench_first_audio import (
     DEFAULT_SETUP,
     ESPEAK_SETUP,
     GAP_S,
+    HELD_SETUP,
     MAX_TOKENS,
     OPTION_SETUPS,
+    PINNED_SETUP,
     PIPELINE_DEFAULT,
     PIPELINE_ESPEAK,
     PROMPTS,
@@ -509,6 +511,21 @@ def _first_audio_findings(results: FirstAudioResults) -> list[str]:
             f"{_ms(default.p50('ms_per_token'), 1)} against "
             f"{_ms(espeak.p50('ms_per_token'), 1)} ms per delta after it."
         )
+    one_thread, held = results.run(PINNED_SETUP), results.run(HELD_SETUP)
+    if one_thread.error is None:
+        lines.append(
+            "- With every llama.cpp step on one thread (first diagnostic), the default "
+            f"pipeline's LLM reached its first token in {_ms(one_thread.p50('first_token'))} ms "
+            f"and went on at {_ms(one_thread.p50('ms_per_token'), 1)} ms per delta; Piper's "
+            f"first audio of the first piece then took {_ms(one_thread.p50('tts_first_byte'))} "
+            f"ms (default {_ms(tts)})."
+        )
+    if held.error is None:
+        lines.append(
+            "- With the LLM held while the first piece is synthesized (second diagnostic), "
+            f"Piper's first audio of the first piece took {_ms(held.p50('tts_first_byte'))} ms "
+            f"(default {_ms(tts)}, Piper alone {_ms(idle)})."
+        )
     return lines
 
 
@@ -551,17 +568,20 @@ def first_audio_section(results: FirstAudioResults) -> str:
             "to the median of the whole.",
             _breakdown(default, espeak),
             "### What moves first-audio latency",
-            "The default pipeline with one change per row (two in the last). *p50 per "
+            "The default pipeline with one change per row. *p50 per "
             f"session* gives the p50 of each of the setup's {SESSIONS} sessions "
             f"({len(PROMPTS) // SESSIONS} prompts each): a difference between rows smaller "
             "than the spread within a row is noise.",
             _options(default, [default, espeak, *(results.run(s) for s in OPTION_SETUPS)]),
-            "The last three rows are diagnostics made in `benchmarks/bench_first_audio.py`, "
+            "The last two rows are diagnostics made in `benchmarks/bench_first_audio.py`, "
             "not library options. *One dedicated thread*: `LocalLlama` advances llama.cpp one "
             "token per `anyio.to_thread.run_sync` call, which runs on whichever anyio worker "
             "thread is idle, and in a Piper session Piper's synthesis steps use worker "
-            "threads too, so llama.cpp is called from more than one thread; this source makes "
-            "the same calls, on the same model, from one thread. *Held*: the benchmark's "
+            "threads too, so llama.cpp is called from more than one thread. The llama.cpp "
+            "build installed here uses OpenMP: libgomp keeps a pool of threads per calling "
+            "thread, and once it manages more threads than there are CPUs it spins only "
+            "briefly at a barrier before sleeping. This source makes the same calls, on the "
+            "same model, from one thread. *Held*: the benchmark's "
             "wrapper around the LLM source asks for no delta from the moment the first piece "
             "is handed to the TTS engine until its first audio reaches the sink (the token "
             "being computed still finishes), so that the engine has the CPUs to itself: what "
