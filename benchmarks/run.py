@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks import report
+from benchmarks import report, report_first_audio
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_parser import run_parser_bench
@@ -32,12 +32,12 @@ def build_report(*, first_audio: bool = True) -> str:
     else:
         sections += [report.chunker_section(chunker), report.findings_section(chunker)]
     if not first_audio:
-        sections.append(report.skipped(report.FIRST_AUDIO_TITLE, "--skip-first-audio"))
+        sections.append(report.skipped(report_first_audio.FIRST_AUDIO_TITLE, "--skip-first-audio"))
     else:
         try:
-            sections.append(report.first_audio_section(run_first_audio_bench()))
+            sections.append(report_first_audio.first_audio_section(run_first_audio_bench()))
         except ImportError as error:
-            sections.append(report.unavailable(report.FIRST_AUDIO_TITLE, error))
+            sections.append(report.unavailable(report_first_audio.FIRST_AUDIO_TITLE, error))
     sections.append(report.method_section())
     return "\n\n".join(sections) + "\n"
 
