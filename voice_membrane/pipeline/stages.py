@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -61,7 +61,6 @@ class Visible:
 class Piece:
     """A speakable piece; ``t_token_ns`` is when the delta that released it arrived."""
 
-    index: int
     chunk: SpeechChunk
     t_token_ns: int
 
@@ -77,35 +76,10 @@ class PieceAudio:
 def event_record(event: Event) -> dict[str, Any]:
     """A parser event as a JSON-ready log record."""
     if isinstance(event, Chunk):
-        meta = event.meta
-        return {
-            "event": "chunk",
-            "text": event.text,
-            "meta": {
-                "type": meta.type,
-                "visible": meta.visible,
-                "block_index": meta.block_index,
-                "depth": meta.depth,
-                "tool_call_part": meta.tool_call_part,
-                "tool_id": meta.tool_id,
-                "tool_name": meta.tool_name,
-            },
-        }
+        return {"event": "chunk", "text": event.text, "meta": asdict(event.meta)}
     if isinstance(event, BlockStart):
         return {"event": "block_start", "index": event.index, "type": event.type}
-    block = event.block
-    return {
-        "event": "block_complete",
-        "index": event.index,
-        "block": {
-            "type": block.type,
-            "content": block.content,
-            "tool_id": block.tool_id,
-            "tool_name": block.tool_name,
-            "input": block.input,
-            "is_error": block.is_error,
-        },
-    }
+    return {"event": "block_complete", "index": event.index, "block": asdict(event.block)}
 
 
 class LlmStage:
@@ -183,7 +157,6 @@ class ChunkStage:
 
     def __init__(self, chunker: SpeechChunker, m: TurnMetrics) -> None:
         self.chunker, self.m = chunker, m
-        self.count = 0
 
     async def run(self, inp: ObjectReceiveStream[Visible], out: ObjectSendStream[Piece]) -> None:
         timer = self.m.stages["chunk"]
@@ -200,12 +173,11 @@ class ChunkStage:
                 await out.send(self._piece(chunk, last_ns))
 
     def _piece(self, chunk: SpeechChunk, t_token_ns: int) -> Piece:
-        if self.count == 0:
+        if self.m.chunks == 0:
             self.m.stamp("first_chunk")
             self.m.first_chunk_token_ns = t_token_ns
-        self.count += 1
         self.m.chunks += 1
-        return Piece(self.count - 1, chunk, t_token_ns)
+        return Piece(chunk, t_token_ns)
 
 
 class TtsStage:
