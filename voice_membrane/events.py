@@ -80,6 +80,9 @@ class Block:
         input: a ``tool_call``'s parameters: name → value, each value parsed as
             JSON where it is valid JSON, else the raw string.
         is_error: True for a ``tool_result`` that reports an error.
+        signature: a ``thinking`` block's signature (chat mode, Anthropic), kept
+            so the block can be sent back in the next request.
+        redacted_data: an encrypted (redacted) thinking block's data (Anthropic).
     """
 
     type: BlockType
@@ -88,6 +91,8 @@ class Block:
     tool_name: str | None = None
     input: dict[str, Any] | None = None
     is_error: bool = False
+    signature: str | None = None
+    redacted_data: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

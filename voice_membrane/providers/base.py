@@ -1,14 +1,97 @@
-"""The interface of an LLM source as the pipeline sees it."""
+"""The interfaces of LLM providers.
+
+Two kinds of source feed a reply:
+
+- ``LlmSource`` (embedded model, recordings): streams text for a plain chat
+  conversation; the text is parsed as prefill-mode output.
+- ``Provider`` (Anthropic, OpenAI, Gemini over their SDKs, and the embedded
+  sources through ``TextSourceProvider``): takes a formatted request
+  (``formats.BuiltRequest``) and streams ``ProviderOutput`` items — raw text
+  (``TextDelta``, parsed by the XML parser) or native block events
+  (``NativeStart`` / ``NativeDelta`` / ``NativeStop``, assembled by
+  ``parse.NativeBlockAssembler``), plus ``Usage`` and a final ``StopInfo``.
+  ``Membrane`` turns either into the one event vocabulary.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from ..formats.base import BuiltRequest
+    from ..messages import ModelConfig
 
 
 class LlmError(RuntimeError):
     """The model could not be loaded or failed while generating."""
+
+
+ErrorKind: TypeAlias = Literal[
+    "rate_limit",  # 429
+    "overloaded",  # 529 / 503
+    "server",  # other 5xx
+    "connection",  # could not connect, or the connection dropped
+    "timeout",
+    "bad_request",  # 400 / 404 / 422: the request itself is wrong
+    "auth",  # 401 / 403
+    "stream",  # a malformed or failing stream after it began
+]
+
+
+class ProviderError(LlmError):
+    """A provider call failed. ``retryable`` errors (429, 5xx, connection) are
+    retried by ``Membrane`` while no output has arrived; after that the reply
+    ends with this error and keeps what was produced."""
+
+    def __init__(
+        self,
+        provider: str,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        where = f" (HTTP {status})" if status is not None else ""
+        super().__init__(f"{provider}: {kind}{where}: {message}")
+        self.provider, self.kind, self.detail = provider, kind, message
+        self.status, self.retry_after_s = status, retry_after_s
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in ("rate_limit", "overloaded", "server", "connection", "timeout")
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The ``retry-after`` (or ``retry-after-ms``) header in seconds, if present."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            continue  # an HTTP date: rare from these APIs; fall back to backoff
+    return None
+
+
+def status_kind(status: int) -> ErrorKind:
+    """The error kind of an HTTP status."""
+    if status == 429:
+        return "rate_limit"
+    if status in (503, 529):
+        return "overloaded"
+    if status >= 500:
+        return "server"
+    if status in (401, 403):
+        return "auth"
+    if status == 408:
+        return "timeout"
+    return "bad_request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,5 +117,100 @@ class LlmSource(Protocol):
     async def start(self) -> None: ...
 
     def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]: ...
+
+    async def aclose(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- provider output
+
+NativeType: TypeAlias = Literal["text", "thinking", "tool_call"]
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal", "pause_turn", "other"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Raw reply text (prefill mode, completions): the XML parser reads it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NativeStart:
+    """A native content block begins (chat mode)."""
+
+    type: NativeType
+    tool_id: str | None = None
+    tool_name: str | None = None
+    redacted_data: str | None = None  # Anthropic redacted_thinking, kept for the history
+
+
+@dataclass(frozen=True, slots=True)
+class NativeDelta:
+    """Text, thinking text, or a fragment of a tool call's JSON input."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NativeStop:
+    """The open native block ends. ``input`` is a tool call's whole input when the
+    provider sends it parsed (Gemini); ``signature`` a thinking block's signature."""
+
+    input: dict[str, Any] | None = None
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one call (cumulative within the call)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    thinking_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.thinking_tokens + other.thinking_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StopInfo:
+    """Why the call ended, in one vocabulary; ``raw`` is the provider's own word."""
+
+    reason: StopReason
+    stop_sequence: str | None = None
+    raw: str | None = None
+
+
+ProviderOutput: TypeAlias = TextDelta | NativeStart | NativeDelta | NativeStop | Usage | StopInfo
+
+
+class Provider(Protocol):
+    """An LLM API behind one interface.
+
+    ``stream(built, config)`` sends one formatted request and yields its output
+    as it arrives; with ``streaming=False`` it makes a non-streaming call and
+    yields the same kinds of item, each block whole. Errors are raised as
+    ``ProviderError``. Closing the generator closes the HTTP stream at once.
+    The SDK's own retries are off: ``Membrane`` holds the one retry policy.
+    """
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    def stream(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> AsyncGenerator[ProviderOutput, None]: ...
 
     async def aclose(self) -> None: ...

@@ -1,0 +1,178 @@
+"""NativeBlockAssembler: native (chat-mode) block events → the event vocabulary.
+
+Providers in chat mode report structure natively — Anthropic's
+``content_block_start/delta/stop``, OpenAI's content / reasoning / tool-call
+deltas, Gemini's parts. Their adapters reduce that to three calls —
+``start(type, …)``, ``delta(text)``, ``stop(…)`` — and this class turns them
+into the same ``BlockStart`` / ``Chunk`` / ``BlockComplete`` sequence the XML
+parser produces for the same logical reply:
+
+- a text block opens at its first non-whitespace text; a text block that holds
+  only whitespace is layout and never emitted (as between XML blocks);
+- a thinking block opens at its start, so an empty one still appears;
+- a tool call opens with its name chunk and id chunk (``tool_call_part`` "name",
+  "id"), then the JSON input fragments as "input" chunks, at ``depth`` 1; it
+  completes with the parsed input (malformed JSON is kept as the block's
+  ``content`` with an empty input, never lost);
+- ``tool_result(…)`` emits a whole tool result block (the tool loop's results).
+
+Block indices continue across calls of a tool loop: one assembler serves a whole
+``Membrane.stream``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from ..providers.base import NativeDelta, NativeStart, NativeStop, NativeType, ProviderOutput
+
+
+class NativeBlockAssembler:
+    def __init__(self, first_index: int = 0) -> None:
+        self._next_index = first_index
+        self._type: NativeType | None = None  # the open native block, if any
+        self._index: int | None = None  # its event index once emitted
+        self._parts: list[str] = []
+        self._held_space: list[str] = []  # leading whitespace of a text block
+        self._tool_id: str | None = None
+        self._tool_name: str | None = None
+        self._redacted: str | None = None
+        self._metas: dict[ToolCallPart | None, ChunkMeta] = {}
+
+    @property
+    def next_block_index(self) -> int:
+        return self._next_index
+
+    @property
+    def inside_block(self) -> bool:
+        return self._type is not None
+
+    def feed(self, item: ProviderOutput) -> list[Event]:
+        """Route one provider output (non-native items give no events)."""
+        if isinstance(item, NativeStart):
+            return self.start(item.type, item.tool_id, item.tool_name, item.redacted_data)
+        if isinstance(item, NativeDelta):
+            return self.delta(item.text)
+        if isinstance(item, NativeStop):
+            return self.stop(input=item.input, signature=item.signature)
+        return []
+
+    def start(
+        self,
+        type: NativeType,
+        tool_id: str | None = None,
+        tool_name: str | None = None,
+        redacted_data: str | None = None,
+    ) -> list[Event]:
+        out = self.stop() if self._type is not None else []
+        self._type, self._tool_id, self._tool_name = type, tool_id, tool_name
+        self._redacted = redacted_data
+        if type != "text":
+            self._open(out)
+            if type == "tool_call":
+                if tool_name:
+                    self._chunk(out, tool_name, "name")
+                if tool_id:
+                    self._chunk(out, tool_id, "id")
+        return out
+
+    def delta(self, text: str) -> list[Event]:
+        out: list[Event] = []
+        if not text:
+            return out
+        if self._type is None:  # text with no start (a lenient provider): a text block
+            self._type = "text"
+        if self._type == "text" and self._index is None:
+            if text.isspace():
+                self._held_space.append(text)
+                return out
+            text = "".join(self._held_space) + text
+            self._held_space.clear()
+            self._open(out)
+        self._chunk(out, text, "input" if self._type == "tool_call" else None)
+        return out
+
+    def stop(self, *, input: dict[str, Any] | None = None, signature: str | None = None) -> list[Event]:
+        out: list[Event] = []
+        if self._type is None:
+            return out
+        if self._index is not None:
+            out.append(BlockComplete(self._index, self._block(input, signature)))
+        self._type = self._index = None
+        self._parts, self._held_space, self._metas = [], [], {}
+        return out
+
+    def flush(self) -> list[Event]:
+        """End of stream (or a stream cut short): complete the open block."""
+        return self.stop()
+
+    def tool_result(
+        self, tool_id: str, content: str, *, tool_name: str | None = None, is_error: bool = False
+    ) -> list[Event]:
+        """A whole tool result block (the tool loop's output)."""
+        out = self.stop()
+        index = self._next_index
+        self._next_index += 1
+        out.append(BlockStart(index, "tool_result"))
+        if content:
+            meta = ChunkMeta("tool_result", False, index, 1, None, tool_id, tool_name)
+            out.append(Chunk(content, meta))
+        block = Block("tool_result", content, tool_id, tool_name, is_error=is_error)
+        out.append(BlockComplete(index, block))
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _open(self, out: list[Event]) -> None:
+        assert self._type is not None
+        self._index = self._next_index
+        self._next_index += 1
+        out.append(BlockStart(self._index, self._type))
+
+    def _chunk(self, out: list[Event], text: str, part: ToolCallPart | None) -> None:
+        assert self._type is not None and self._index is not None
+        if part != "name" and part != "id":
+            self._parts.append(text)
+        meta = self._metas.get(part)
+        if meta is None:
+            tool = self._type == "tool_call"
+            meta = self._metas[part] = ChunkMeta(
+                type=self._type,
+                visible=self._type == "text",
+                block_index=self._index,
+                depth=1 if tool else 0,
+                tool_call_part=part if tool else None,
+                tool_id=self._tool_id if tool else None,
+                tool_name=self._tool_name if tool else None,
+            )
+        out.append(Chunk(text, meta))
+
+    def _block(self, input: dict[str, Any] | None, signature: str | None) -> Block:
+        content = "".join(self._parts)
+        if self._type == "tool_call":
+            stray = None
+            if input is None:
+                input, stray = _parse_input(content)
+            return Block(
+                "tool_call", stray, self._tool_id, self._tool_name, input, signature=signature
+            )
+        if self._type == "thinking":
+            return Block(
+                "thinking", content, signature=signature, redacted_data=self._redacted
+            )
+        return Block("text", content)
+
+
+def _parse_input(text: str) -> tuple[dict[str, Any], str | None]:
+    """A tool call's streamed JSON input; malformed input is returned as stray text."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}, text
+    if not isinstance(value, dict):
+        return {}, text
+    return value, None

@@ -1,0 +1,179 @@
+"""The loopback server every fake provider runs on.
+
+A ``FakeServer`` serves a Starlette app with uvicorn on 127.0.0.1 (a free
+port) in a thread of its own, so any client — an async test, a sync test, or a
+``voice-membrane`` subprocess given the base URL — can talk to it. Replies are
+taken from a queue of ``ScriptedReply`` in order; every request received is
+recorded (path, headers, JSON body) for assertions.
+
+Use it as a context manager::
+
+    with FakeAnthropic(ScriptedReply.of("Hello.")) as server:
+        client = AsyncAnthropic(base_url=server.base_url, api_key="k", max_retries=0)
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .script import ScriptedReply
+
+
+class DropConnection(Exception):
+    """Raised inside a streaming body: the server closes the connection there."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any  # parsed JSON (None when the body was empty)
+
+
+class FakeServer:
+    """Base class: subclasses give ``routes()`` and ``base_url``."""
+
+    vendor = "fake"
+
+    def __init__(self, *replies: ScriptedReply) -> None:
+        self._replies: deque[ScriptedReply] = deque(replies)
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self.cancelled_streams = 0  # streams the client closed before their end
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------ scripting
+
+    def add(self, *replies: ScriptedReply) -> None:
+        """Queue more replies (served in order, one per request)."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def next_reply(self) -> ScriptedReply | None:
+        with self._lock:
+            return self._replies.popleft() if self._replies else None
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    async def record(self, request: Request) -> Any:
+        """Record a request; return its JSON body (None if empty or not JSON)."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = None
+        with self._lock:
+            self.requests.append(
+                RecordedRequest(
+                    request.method,
+                    request.url.path,
+                    dict(request.query_params),
+                    {k.lower(): v for k, v in request.headers.items()},
+                    body,
+                )
+            )
+        return body
+
+    @staticmethod
+    def no_reply_left() -> JSONResponse:
+        return JSONResponse(
+            {"error": {"type": "fake_server_error", "message": "no scripted reply left"}},
+            status_code=500,
+        )
+
+    # ------------------------------------------------------------ for subclasses
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return self.origin
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point the vendor's SDK at this server."""
+        return {}
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            Starlette(routes=self.routes()),
+            log_level="critical",  # a scripted drop is not an error worth printing
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        server = self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=f"{self.vendor}-fake", daemon=True
+        )
+        self._thread.start()
+        while not server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(f"{self.vendor} fake server failed to start")
+            threading.Event().wait(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+async def pause(seconds: float) -> None:
+    if seconds > 0:
+        await anyio.sleep(seconds)
+
+
+def sse(data: Any, event: str | None = None, *, newline: str = "\n") -> bytes:
+    """One server-sent event: optional ``event:`` line, a ``data:`` line, blank line."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}{newline}" if event else ""
+    return f"{head}data: {payload}{newline}{newline}".encode()
+

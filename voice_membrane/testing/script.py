@@ -1,0 +1,111 @@
+"""Scripted replies for the fake provider servers.
+
+A ``ScriptedReply`` is vendor-neutral: the blocks of one reply (text, thinking,
+tool use), how fast they stream, and what goes wrong where. Each fake server
+(``fake_anthropic``, ``fake_openai``, ``fake_gemini``) writes the same script in
+its vendor's real wire protocol, so one logical reply can be played through
+every provider::
+
+    reply = ScriptedReply.of(
+        thinking("The user wants weather."),
+        text("Let me check."),
+        tool_use("get_weather", {"city": "Paris"}),
+        delta_chars=4, delta_delay_s=0.01,
+    )
+    error = ScriptedReply.http_error(429, retry_after=0.2)
+
+Prefill mode is a script of one text block holding the raw XML the model
+writes. Faults: ``http_error`` (a status before any stream), ``error_event``
+(the vendor's in-stream error after ``after_deltas`` content deltas),
+``malformed`` (a line that is not valid SSE JSON), ``drop`` (the connection
+closes mid-stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BlockKind = Literal["text", "thinking", "redacted_thinking", "tool_use"]
+ScriptStop = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
+FaultKind = Literal["http_error", "error_event", "malformed", "drop"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptBlock:
+    type: BlockKind
+    text: str = ""  # text / thinking
+    name: str = ""  # tool_use
+    id: str | None = None  # tool_use id; the fake generates one when None
+    input: dict[str, Any] = field(default_factory=dict)
+    signature: str = ""  # thinking signature; redacted_thinking data
+
+
+def text(value: str) -> ScriptBlock:
+    return ScriptBlock("text", text=value)
+
+
+def thinking(value: str, signature: str = "sig-fake") -> ScriptBlock:
+    return ScriptBlock("thinking", text=value, signature=signature)
+
+
+def redacted_thinking(data: str) -> ScriptBlock:
+    return ScriptBlock("redacted_thinking", signature=data)
+
+
+def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> ScriptBlock:
+    return ScriptBlock("tool_use", name=name, id=id, input=dict(input))
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: FaultKind
+    after_deltas: int = 0  # content deltas sent before a mid-stream fault
+    status: int = 500  # http_error status (error_event: the vendor's error code)
+    retry_after: float | None = None  # http_error: the retry-after header, seconds
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedReply:
+    blocks: tuple[ScriptBlock, ...] = ()
+    stop_reason: ScriptStop | None = None  # None: tool_use if a tool is used, else end_turn
+    stop_sequence: str | None = None  # with stop_reason "stop_sequence": the one matched
+    ttft_s: float = 0.0  # delay before the first content delta
+    delta_delay_s: float = 0.0  # delay between content deltas
+    delta_chars: int = 8  # streamed text is cut into pieces of this many characters
+    input_tokens: int = 12
+    output_tokens: int | None = None  # None: one per streamed delta
+    fault: Fault | None = None
+
+    @classmethod
+    def of(cls, *blocks: ScriptBlock | str, **options: Any) -> ScriptedReply:
+        """A reply of these blocks (a plain string is a text block)."""
+        return cls(tuple(text(b) if isinstance(b, str) else b for b in blocks), **options)
+
+    @classmethod
+    def http_error(
+        cls, status: int, *, retry_after: float | None = None, message: str = "scripted error"
+    ) -> ScriptedReply:
+        return cls(fault=Fault("http_error", status=status, retry_after=retry_after, message=message))
+
+    @property
+    def final_stop(self) -> ScriptStop:
+        if self.stop_reason is not None:
+            return self.stop_reason
+        return "tool_use" if any(b.type == "tool_use" for b in self.blocks) else "end_turn"
+
+    def pieces(self, value: str) -> Iterator[str]:
+        """``value`` cut into streamed deltas."""
+        step = max(1, self.delta_chars)
+        for start in range(0, len(value), step):
+            yield value[start : start + step]
+
+    def usage_out(self) -> int:
+        if self.output_tokens is not None:
+            return self.output_tokens
+        count = 0
+        for block in self.blocks:
+            count += len(list(self.pieces(block.text))) if block.type != "tool_use" else 1
+        return count
