@@ -94,7 +94,9 @@ class NativeBlockAssembler:
         self._chunk(out, text, "input" if self._type == "tool_call" else None)
         return out
 
-    def stop(self, *, input: dict[str, Any] | None = None, signature: str | None = None) -> list[Event]:
+    def stop(
+        self, *, input: dict[str, Any] | None = None, signature: str | None = None
+    ) -> list[Event]:
         out: list[Event] = []
         if self._type is None:
             return out
@@ -159,9 +161,7 @@ class NativeBlockAssembler:
                 "tool_call", stray, self._tool_id, self._tool_name, input, signature=signature
             )
         if self._type == "thinking":
-            return Block(
-                "thinking", content, signature=signature, redacted_data=self._redacted
-            )
+            return Block("thinking", content, signature=signature, redacted_data=self._redacted)
         return Block("text", content)
 
 

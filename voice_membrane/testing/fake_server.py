@@ -176,4 +176,3 @@ def sse(data: Any, event: str | None = None, *, newline: str = "\n") -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}{newline}" if event else ""
     return f"{head}data: {payload}{newline}{newline}".encode()
-

@@ -88,7 +88,9 @@ class ScriptedReply:
     def http_error(
         cls, status: int, *, retry_after: float | None = None, message: str = "scripted error"
     ) -> ScriptedReply:
-        return cls(fault=Fault("http_error", status=status, retry_after=retry_after, message=message))
+        return cls(
+            fault=Fault("http_error", status=status, retry_after=retry_after, message=message)
+        )
 
     @property
     def final_stop(self) -> ScriptStop:
