@@ -1,0 +1,155 @@
+"""NativeBlockAssembler: native block events → the event vocabulary, with the
+same guarantees as the XML parser (split invariance, hidden stays hidden)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from voice_membrane.events import Block, BlockComplete, BlockStart, Chunk, Event, merge_adjacent_chunks
+from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
+from voice_membrane.providers.base import NativeDelta, NativeStart, NativeStop, ProviderOutput
+
+# A logical block: ("text", s) | ("thinking", s) | ("tool", name, input)
+TEXT = st.text(alphabet="ab <>&\n.é", min_size=0, max_size=12)
+BLOCK = st.one_of(
+    st.tuples(st.just("text"), TEXT),
+    st.tuples(st.just("thinking"), TEXT),
+    st.tuples(
+        st.just("tool"),
+        st.sampled_from(["f", "get_weather"]),
+        st.dictionaries(st.sampled_from("xyz"), st.integers(0, 99) | TEXT, max_size=3),
+    ),
+)
+
+
+def outputs(blocks: list[tuple[Any, ...]], cuts: list[int]) -> list[ProviderOutput]:
+    """The blocks as native provider output, each body cut at ``cuts`` (mod length)."""
+    out: list[ProviderOutput] = []
+    for n, block in enumerate(blocks):
+        kind = block[0]
+        if kind == "tool":
+            out.append(NativeStart("tool_call", f"call_{n}", block[1]))
+            body = json.dumps(block[2])
+        else:
+            out.append(NativeStart(kind))
+            body = block[1]
+        points = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+        out += [NativeDelta(body[a:b]) for a, b in zip(points, points[1:], strict=False)]
+        out.append(NativeStop(signature="sig" if kind == "thinking" else None))
+    return out
+
+
+def assemble(items: list[ProviderOutput]) -> list[Event]:
+    assembler = NativeBlockAssembler()
+    events: list[Event] = []
+    for item in items:
+        events += assembler.feed(item)
+    return events + assembler.flush()
+
+
+@given(st.lists(BLOCK, max_size=6), st.lists(st.integers(0, 40), max_size=5))
+def test_any_split_gives_the_same_events(blocks: list[tuple[Any, ...]], cuts: list[int]) -> None:
+    whole = merge_adjacent_chunks(assemble(outputs(blocks, [])))
+    assert merge_adjacent_chunks(assemble(outputs(blocks, cuts))) == whole
+
+
+@given(st.lists(BLOCK, max_size=6), st.lists(st.integers(0, 40), max_size=5))
+def test_only_text_blocks_are_visible_and_structure_holds(
+    blocks: list[tuple[Any, ...]], cuts: list[int]
+) -> None:
+    events = assemble(outputs(blocks, cuts))
+    open_index: int | None = None
+    expected_index = 0
+    for event in events:
+        if isinstance(event, BlockStart):
+            assert open_index is None and event.index == expected_index
+            open_index, expected_index = event.index, expected_index + 1
+        elif isinstance(event, Chunk):
+            assert event.text and event.meta.block_index == open_index
+            assert event.meta.visible == (event.meta.type == "text")
+        else:
+            assert event.index == open_index
+            open_index = None
+    assert open_index is None
+    completed = [e.block for e in events if isinstance(e, BlockComplete)]
+    # Whitespace-only text is layout; every other block is kept whole.
+    kept = [b for b in blocks if not (b[0] == "text" and not b[1].strip())]
+    assert len(completed) == len(kept)
+    for block, original in zip(completed, kept, strict=True):
+        if original[0] == "tool":
+            assert block.input == original[2] and block.tool_name == original[1]
+        else:
+            assert block.content == original[1]
+
+
+def test_same_events_as_the_xml_parser_for_the_same_reply() -> None:
+    xml = XmlStreamParser()
+    wire = (
+        "<thinking>Weather, so the tool.</thinking>Let me check."
+        '<function_calls><invoke name="get_weather"><parameter name="city">Paris</parameter>'
+        "</invoke></function_calls>"
+    )
+    from_xml = merge_adjacent_chunks(xml.feed(wire) + xml.flush())
+    native = assemble(
+        [
+            NativeStart("thinking"),
+            NativeDelta("Weather, so the tool."),
+            NativeStop(),
+            NativeStart("text"),
+            NativeDelta("Let me check."),
+            NativeStop(),
+            NativeStart("tool_call", "toolu_xml_1", "get_weather"),
+            NativeDelta('{"city": "Paris"}'),
+            NativeStop(),
+        ]
+    )
+
+    def logical(events: list[Event]) -> list[Any]:
+        # Tool input chunks differ by nature (parameter values vs JSON); the parsed
+        # input on the completed block is what must agree.
+        return [
+            (e.meta.type, e.meta.tool_call_part, e.meta.visible, e.meta.depth)
+            if isinstance(e, Chunk) and e.meta.tool_call_part == "input"
+            else e
+            for e in events
+        ]
+
+    assert logical(merge_adjacent_chunks(native)) == logical(from_xml)
+
+
+def test_malformed_tool_input_is_kept_not_lost() -> None:
+    events = assemble(
+        [NativeStart("tool_call", "c1", "f"), NativeDelta('{"a": 1'), NativeStop()]
+    )
+    block = events[-1]
+    assert isinstance(block, BlockComplete)
+    assert block.block == Block("tool_call", '{"a": 1', "c1", "f", {})
+
+
+def test_whole_input_from_the_provider_wins_and_signatures_are_kept() -> None:
+    events = assemble(
+        [
+            NativeStart("thinking", redacted_data="opaque"),
+            NativeStop(),
+            NativeStart("tool_call", "c1", "f"),
+            NativeDelta('{"a": 1}'),
+            NativeStop(input={"a": 1}, signature="thought-sig"),
+        ]
+    )
+    blocks = [e.block for e in events if isinstance(e, BlockComplete)]
+    assert blocks[0] == Block("thinking", "", redacted_data="opaque")
+    assert blocks[1].input == {"a": 1} and blocks[1].signature == "thought-sig"
+
+
+def test_tool_results_continue_the_indices() -> None:
+    assembler = NativeBlockAssembler()
+    events = assembler.start("text") + assembler.delta("Hi") + assembler.stop()
+    events += assembler.tool_result("c1", "22 °C", tool_name="get_weather")
+    assert [e.index for e in events if isinstance(e, BlockStart)] == [0, 1]
+    chunk = events[-2]
+    assert isinstance(chunk, Chunk) and not chunk.meta.visible
+    assert chunk.meta.type == "tool_result" and chunk.meta.tool_id == "c1"
