@@ -3,13 +3,21 @@ same guarantees as the XML parser (split invariance, hidden stays hidden)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voice_membrane.events import Block, BlockComplete, BlockStart, Chunk, Event, merge_adjacent_chunks
+from voice_membrane.events import (
+    Block,
+    BlockComplete,
+    BlockStart,
+    Chunk,
+    Event,
+    merge_adjacent_chunks,
+)
 from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
 from voice_membrane.providers.base import NativeDelta, NativeStart, NativeStop, ProviderOutput
 
@@ -38,7 +46,7 @@ def outputs(blocks: list[tuple[Any, ...]], cuts: list[int]) -> list[ProviderOutp
             out.append(NativeStart(kind))
             body = block[1]
         points = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
-        out += [NativeDelta(body[a:b]) for a, b in zip(points, points[1:], strict=False)]
+        out += [NativeDelta(body[a:b]) for a, b in itertools.pairwise(points)]
         out.append(NativeStop(signature="sig" if kind == "thinking" else None))
     return out
 
@@ -122,9 +130,7 @@ def test_same_events_as_the_xml_parser_for_the_same_reply() -> None:
 
 
 def test_malformed_tool_input_is_kept_not_lost() -> None:
-    events = assemble(
-        [NativeStart("tool_call", "c1", "f"), NativeDelta('{"a": 1'), NativeStop()]
-    )
+    events = assemble([NativeStart("tool_call", "c1", "f"), NativeDelta('{"a": 1'), NativeStop()])
     block = events[-1]
     assert isinstance(block, BlockComplete)
     assert block.block == Block("tool_call", '{"a": 1', "c1", "f", {})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -9,7 +11,7 @@ from voice_membrane.parse import StopScanner
 
 STOPS = ["<|eot|>", "\nUser:", "</function_calls>"]
 TEXT = st.lists(
-    st.one_of(st.text(alphabet="ab\n:<|>U", max_size=6), st.sampled_from(STOPS + ["<|eo", "\nUs"])),
+    st.one_of(st.text(alphabet="ab\n:<|>U", max_size=6), st.sampled_from([*STOPS, "<|eo", "\nUs"])),
     max_size=8,
 ).map("".join)
 
@@ -17,7 +19,7 @@ TEXT = st.lists(
 def scan(text: str, cuts: list[int]) -> tuple[str, str | None]:
     scanner = StopScanner(STOPS)
     points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    out = "".join(scanner.feed(text[a:b]) for a, b in zip(points, points[1:], strict=False))
+    out = "".join(scanner.feed(text[a:b]) for a, b in itertools.pairwise(points))
     return out + scanner.flush(), scanner.stopped
 
 
