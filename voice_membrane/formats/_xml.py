@@ -1,0 +1,119 @@
+"""The XML wire format of prefill transcripts, written exactly as ``XmlStreamParser`` reads it.
+
+Tool calls (``<function_calls><invoke name=…><parameter name=…>``), tool results
+(``<function_results><result|error tool_use_id=…>``, XML-escaped), thinking
+(``<thinking>``) and the tool definitions described in a system prompt. Shared by
+every prefill formatter, so a past turn looks the same as the model's own output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ..messages import RequestError, ToolDefinition, ToolResultContent, ToolUseContent
+from ..parse.tool_input import parse_parameter_value
+
+FUNCTION_CALLS_END: Final = "</function_calls>"
+"""The stop sequence of xml tool mode: the model stops after its calls, the
+membrane writes it back, runs the tools and continues the turn."""
+
+_ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as entities: the parser unescapes them, so any text
+    (``</result>``, ``]]>``, ``&amp;`` included) comes back unchanged."""
+    return text.translate(_ESCAPES)
+
+
+def check_attribute(value: str, where: str) -> str:
+    """``value`` if it can stand in a tag's quoted attribute (the parser's tags have
+    no escapes there), else ``RequestError`` naming ``where``."""
+    if '"' in value or ">" in value:
+        raise RequestError(f'{where}: {value!r} cannot contain " or > in the XML format')
+    return value
+
+
+def parameter_text(value: Any) -> str:
+    """A parameter value as the parser reads it back: a string as it is unless it
+    would read as other JSON (``"42"``) or holds ``</``; everything else as JSON,
+    with ``</`` written ``<\\/`` (valid JSON) so no closing tag ends it early."""
+    if isinstance(value, str) and "</" not in value and parse_parameter_value(value) == value:
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str).replace("</", "<\\/")
+
+
+def tool_calls(calls: Sequence[tuple[ToolUseContent, str]]) -> str:
+    """One ``<function_calls>`` block for consecutive calls (each with its field path)."""
+    lines = ["<function_calls>"]
+    for call, where in calls:
+        lines.append(f'<invoke name="{check_attribute(call.name, f"{where}.name")}">')
+        for key, value in call.input.items():
+            name = check_attribute(key, f"{where}.input")
+            lines.append(f'<parameter name="{name}">{parameter_text(value)}</parameter>')
+        lines.append("</invoke>")
+    lines.append(FUNCTION_CALLS_END)
+    return "\n".join(lines)
+
+
+def tool_results(results: Sequence[tuple[ToolResultContent, str]]) -> str:
+    """One ``<function_results>`` block; ``<error>`` for failed calls. Images in a
+    result are left out here (formats that carry images place them after it)."""
+    lines = ["<function_results>"]
+    for result, where in results:
+        tag = "error" if result.is_error else "result"
+        tool_id = check_attribute(result.tool_use_id, f"{where}.tool_use_id")
+        lines.append(f'<{tag} tool_use_id="{tool_id}">{escape(result.text())}</{tag}>')
+    lines.append("</function_results>")
+    return "\n".join(lines)
+
+
+def format_tool_results(results: Sequence[ToolResultContent]) -> str:
+    """The results appended to an assistant turn right after its ``</function_calls>``
+    (which the membrane writes back), ending on the closing tag: a prefill must not
+    end in whitespace."""
+    if not results:
+        return ""
+    return tool_results([(r, f"results[{n}]") for n, r in enumerate(results)])
+
+
+def thinking(text: str) -> str:
+    return f"<thinking>{text}</thinking>"
+
+
+TOOLS_PREAMBLE: Final = """\
+In this environment you have access to a set of tools you can use to answer.
+You can invoke functions by writing a "<function_calls>" block like the following as \
+part of your reply:
+<function_calls>
+<invoke name="$FUNCTION_NAME">
+<parameter name="$PARAMETER_NAME">$PARAMETER_VALUE</parameter>
+...
+</invoke>
+</function_calls>
+
+String and scalar parameters should be specified as is, while lists and objects \
+should use JSON format. The results will follow in a "<function_results>" block; \
+continue your reply after it.
+
+Here are the functions available in JSONSchema format:"""
+
+
+def describe_tools(tools: Sequence[ToolDefinition]) -> str:
+    """The tool definitions as a system-prompt section: how to call, then a
+    ``<functions>`` list (one JSON object per tool: name, description, parameters)."""
+    lines = [TOOLS_PREAMBLE, "<functions>"]
+    for tool in tools:
+        spec = {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+        lines.append(f"<function>{json.dumps(spec, ensure_ascii=False)}</function>")
+    lines.append("</functions>")
+    return "\n".join(lines)
+
+
+def system_with_tools(system: str | None, tools: Sequence[ToolDefinition]) -> str | None:
+    """The system prompt with the tools described after it (xml tool mode)."""
+    if not tools:
+        return system
+    return "\n\n".join(part for part in (system, describe_tools(tools)) if part)
