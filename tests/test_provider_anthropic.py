@@ -1,0 +1,474 @@
+"""AnthropicProvider against FakeAnthropic: request mapping, stream mapping into
+the event vocabulary, non-streaming parity, errors and cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from voice_membrane.events import Block, BlockComplete, Event, merge_adjacent_chunks
+from voice_membrane.formats.base import BuiltRequest, ProviderMessage
+from voice_membrane.messages import (
+    Base64Source,
+    CacheControl,
+    ImageContent,
+    ModelConfig,
+    RedactedThinkingContent,
+    RequestError,
+    TextContent,
+    ThinkingContent,
+    ToolDefinition,
+    ToolResultContent,
+    ToolUseContent,
+    UrlSource,
+)
+from voice_membrane.parse import NativeBlockAssembler
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.providers.base import (
+    NativeDelta,
+    NativeStart,
+    NativeStop,
+    ProviderError,
+    ProviderOutput,
+    StopInfo,
+    TextDelta,
+    Usage,
+)
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.script import (
+    Fault,
+    ScriptedReply,
+    redacted_thinking,
+    thinking,
+    tool_use,
+)
+
+pytestmark = pytest.mark.anyio
+CONFIG = ModelConfig(model="claude-test", max_tokens=2048, temperature=0.5)
+CHAT = BuiltRequest("chat", [ProviderMessage("user", [TextContent(text="Weather in Paris?")])])
+WEATHER = {"city": "Paris", "days": [1, 2], "units": "metric"}
+REPLY = ScriptedReply.of(
+    thinking("The user wants weather.", signature="sig-1"),
+    redacted_thinking("opaque=="),
+    "Let me check.",
+    tool_use("get_weather", WEATHER, id="toolu_1"),
+    delta_chars=4,
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake(server: FakeAnthropic) -> FakeAnthropic:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
+    adapter = AnthropicProvider(api_key="k", base_url=fake.base_url, timeout_s=5)
+    await adapter.start()
+    yield adapter
+    await adapter.aclose()
+
+
+async def collect(
+    provider: AnthropicProvider,
+    built: BuiltRequest = CHAT,
+    config: ModelConfig = CONFIG,
+    *,
+    streaming: bool = True,
+    into: list[ProviderOutput] | None = None,
+) -> list[ProviderOutput]:
+    """All outputs of one call (also appended to ``into``, kept when it raises)."""
+    out = [] if into is None else into
+    async with aclosing(provider.stream(built, config, streaming=streaming)) as items:
+        async for item in items:
+            out.append(item)
+    return out
+
+
+def assemble(outputs: list[ProviderOutput]) -> list[Event]:
+    assembler = NativeBlockAssembler()
+    events: list[Event] = []
+    for item in outputs:
+        events += assembler.feed(item)
+    return events + assembler.flush()
+
+
+def blocks(events: list[Event]) -> list[Block]:
+    return [event.block for event in events if isinstance(event, BlockComplete)]
+
+
+def body(fake: FakeAnthropic, n: int = -1) -> dict[str, Any]:
+    recorded = fake.requests[n].body
+    assert isinstance(recorded, dict)
+    return recorded
+
+
+# ---------------------------------------------------------------- stream mapping
+
+
+async def test_chat_stream_becomes_native_blocks(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(REPLY)
+    outputs = await collect(provider)
+    assert outputs[0] == Usage(12, 1)
+    assert outputs[1] == NativeStart("thinking")
+    assert NativeStart("thinking", redacted_data="opaque==") in outputs
+    assert NativeStart("text") in outputs
+    assert NativeStart("tool_call", "toolu_1", "get_weather") in outputs
+    assert NativeStop(signature="sig-1") in outputs
+    tool_deltas = outputs[outputs.index(NativeStart("tool_call", "toolu_1", "get_weather")) :]
+    pieces = [item.text for item in tool_deltas if isinstance(item, NativeDelta)]
+    assert len(pieces) > 3 and "" not in pieces  # split input, no empty first delta
+    assert outputs[-2:] == [Usage(12, REPLY.usage_out()), StopInfo("tool_use", None, "tool_use")]
+    assert blocks(assemble(outputs)) == [
+        Block("thinking", "The user wants weather.", signature="sig-1"),
+        Block("thinking", "", redacted_data="opaque=="),
+        Block("text", "Let me check."),
+        Block("tool_call", None, "toolu_1", "get_weather", WEATHER),
+    ]
+
+
+async def test_non_streaming_gives_the_same_events(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(REPLY, REPLY)
+    streamed = await collect(provider)
+    whole = await collect(provider, streaming=False)
+    assert "stream" not in body(fake) or body(fake)["stream"] is False
+    assert merge_adjacent_chunks(assemble(whole)) == merge_adjacent_chunks(assemble(streamed))
+    assert whole[0] == Usage(12, REPLY.usage_out()) and whole[-1] == streamed[-1]
+
+
+async def test_prefill_stream_is_raw_text(fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+    raw = "<thinking>hm</thinking>Hello there."
+    fake.add(
+        ScriptedReply.of(raw, delta_chars=5, stop_reason="stop_sequence", stop_sequence="\nUser:"),
+        ScriptedReply.of(raw),
+    )
+    built = BuiltRequest(
+        "prefill",
+        [ProviderMessage("user", [TextContent(text="<cmd>cat untitled.log</cmd>")])],
+        prefill="User: hi\nAssistant: ",
+        stop_sequences=["\nUser:"],
+    )
+    config = CONFIG.model_copy(update={"thinking_budget": 1024})
+    outputs = await collect(provider, built, config)
+    texts = [item for item in outputs if isinstance(item, TextDelta)]
+    assert "".join(t.text for t in texts) == raw and len(texts) > 1
+    assert not [item for item in outputs if isinstance(item, NativeStart | NativeStop)]
+    assert outputs[-1] == StopInfo("stop_sequence", "\nUser:", "stop_sequence")
+    sent = body(fake)
+    assert sent["messages"][-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "User: hi\nAssistant:"}],
+    }
+    assert "thinking" not in sent and sent["temperature"] == 0.5
+    assert sent["stop_sequences"] == ["\nUser:"]
+    whole = await collect(provider, built, config, streaming=False)
+    assert [item for item in whole if isinstance(item, TextDelta)] == [TextDelta(raw)]
+
+
+# ---------------------------------------------------------------- request mapping
+
+
+async def test_request_mapping(fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+    fake.add(ScriptedReply.of("ok"))
+    history = [
+        ProviderMessage(
+            "user",
+            [
+                TextContent(text="Look:", cache_control=CacheControl(ttl="1h")),
+                ImageContent(source=Base64Source(media_type="image/png", data="iVBO")),
+                ImageContent(source=UrlSource(url="https://example.com/a.jpg")),
+                ImageContent(source=UrlSource(url="data:image/gif;base64,R0lG")),
+                TextContent(text=""),  # the API rejects empty text blocks: left out
+            ],
+        ),
+        ProviderMessage(
+            "assistant",
+            [
+                ThinkingContent(thinking="Hmm.", signature="sig-0"),
+                RedactedThinkingContent(data="opaque"),
+                ToolUseContent(id="toolu_0", name="get_weather", input={"city": "Oslo"}),
+            ],
+        ),
+        ProviderMessage(
+            "user",
+            [
+                ToolResultContent(tool_use_id="toolu_0", content="12 C"),
+                ToolResultContent(
+                    tool_use_id="toolu_0",
+                    content=[TextContent(text="failed")],
+                    is_error=True,
+                ),
+            ],
+        ),
+    ]
+    tool = ToolDefinition(
+        name="get_weather",
+        description="Weather by city.",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+    built = BuiltRequest(
+        "chat",
+        history,
+        system="Be brief.",
+        system_cache=True,
+        stop_sequences=["STOP"],
+        tools=[tool],
+        params={"metadata": {"user_id": "u1"}, "top_k": 5},
+    )
+    await collect(provider, built, CONFIG.model_copy(update={"thinking_budget": 1024}))
+    sent = body(fake)
+    assert fake.requests[-1].headers["authorization"] == "Bearer k"
+    assert sent["model"] == "claude-test" and sent["max_tokens"] == 2048 and sent["stream"]
+    assert sent["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert "temperature" not in sent  # the API allows none with thinking
+    assert sent["stop_sequences"] == ["STOP"]
+    assert sent["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Weather by city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
+    assert sent["metadata"] == {"user_id": "u1"} and sent["top_k"] == 5
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Look:",
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                },
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+                },
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.jpg"}},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/gif", "data": "R0lG"},
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Hmm.", "signature": "sig-0"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_0",
+                    "name": "get_weather",
+                    "input": {"city": "Oslo"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_0", "content": "12 C"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_0",
+                    "content": [{"type": "text", "text": "failed"}],
+                    "is_error": True,
+                },
+            ],
+        },
+    ]
+
+
+async def test_unsigned_thinking_is_refused_before_any_call(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    built = BuiltRequest(
+        "chat",
+        [
+            ProviderMessage("user", [TextContent(text="hi")]),
+            ProviderMessage("assistant", [ThinkingContent(thinking="unsigned")]),
+        ],
+    )
+    with pytest.raises(RequestError, match=r"messages\[1\]\.content\[0\]"):
+        await collect(provider, built)
+    assert fake.requests == []
+
+
+# ---------------------------------------------------------------- errors
+
+
+async def test_rate_limit_with_retry_after_and_no_sdk_retry(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(ScriptedReply.http_error(429, retry_after=2.5, message="slow down"))
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider)
+    error = caught.value
+    assert (error.provider, error.kind, error.status, error.retry_after_s) == (
+        "anthropic",
+        "rate_limit",
+        429,
+        2.5,
+    )
+    assert error.detail == "slow down" and error.retryable
+    assert len(fake.requests) == 1  # the SDK's own retries are off
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(529, "overloaded"), (500, "server"), (400, "bad_request")]
+)
+async def test_http_status_kinds(
+    fake: FakeAnthropic, provider: AnthropicProvider, status: int, kind: str
+) -> None:
+    fake.add(ScriptedReply.http_error(status))
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, streaming=status != 500)
+    assert (caught.value.kind, caught.value.status) == (kind, status)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(500, "server"), (529, "overloaded"), (429, "rate_limit"), (400, "stream")]
+)
+async def test_error_event_after_three_deltas(
+    fake: FakeAnthropic, provider: AnthropicProvider, status: int, kind: str
+) -> None:
+    fault = Fault("error_event", after_deltas=3, status=status, message="boom")
+    fake.add(ScriptedReply.of("abcdefgh", delta_chars=1, fault=fault))
+    outputs: list[ProviderOutput] = []
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, into=outputs)
+    assert [item for item in outputs if isinstance(item, NativeDelta)] == [
+        NativeDelta("a"),
+        NativeDelta("b"),
+        NativeDelta("c"),
+    ]
+    assert caught.value.kind == kind and "boom" in caught.value.detail
+    assert caught.value.status is None
+
+
+async def test_malformed_line(fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+    fake.add(ScriptedReply.of("abcdef", delta_chars=1, fault=Fault("malformed", 2)))
+    outputs: list[ProviderOutput] = []
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, into=outputs)
+    assert caught.value.kind == "stream" and "not JSON" in caught.value.detail
+    assert len([item for item in outputs if isinstance(item, NativeDelta)]) == 2
+
+
+async def test_dropped_connection_keeps_earlier_deltas(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(ScriptedReply.of("abcdef", delta_chars=1, fault=Fault("drop", 4)))
+    outputs: list[ProviderOutput] = []
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, into=outputs)
+    assert caught.value.kind == "connection" and caught.value.retryable
+    assert "".join(i.text for i in outputs if isinstance(i, NativeDelta)) == "abcd"
+
+
+async def test_non_streaming_drop_and_unreachable_server(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(ScriptedReply.of("abc", fault=Fault("drop")))
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, streaming=False)
+    assert caught.value.kind == "connection"
+    closed = AnthropicProvider(api_key="k", base_url="http://127.0.0.1:9", timeout_s=2)
+    with pytest.raises(ProviderError) as caught:
+        await collect(closed)
+    assert caught.value.kind == "connection"
+    await closed.aclose()
+
+
+async def test_read_timeout(fake: FakeAnthropic) -> None:
+    fake.add(ScriptedReply.of("late", ttft_s=2))
+    slow = AnthropicProvider(api_key="k", base_url=fake.base_url, timeout_s=0.2)
+    with pytest.raises(ProviderError) as caught:
+        await collect(slow)
+    await slow.aclose()
+    assert caught.value.kind == "timeout"
+
+
+async def test_missing_key_is_an_auth_error(
+    fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("API_KEY", "AUTH_TOKEN", "PROFILE", "CONFIG_DIR", "IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(f"ANTHROPIC_{name}", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no credentials profile on disk either
+    keyless = AnthropicProvider(base_url=fake.base_url)
+    with pytest.raises(ProviderError) as caught:
+        await collect(keyless)
+    assert caught.value.kind == "auth" and "ANTHROPIC_API_KEY" in str(caught.value)
+    assert fake.requests == []
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    fake.add(ScriptedReply.of("ok"))
+    from_env = AnthropicProvider(base_url=fake.base_url)
+    await collect(from_env)
+    await from_env.aclose()
+    assert fake.requests[-1].headers["authorization"] == "Bearer from-env"
+
+
+# ---------------------------------------------------------------- cancellation
+
+
+async def test_closing_the_stream_closes_the_http_response(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(ScriptedReply.of("x" * 400, delta_chars=1, delta_delay_s=0.005))
+    got = 0
+    async with aclosing(provider.stream(CHAT, CONFIG)) as items:
+        async for item in items:
+            got += isinstance(item, NativeDelta)
+            if got == 3:
+                break
+    with anyio.fail_after(3):
+        while fake.cancelled_streams == 0:
+            await anyio.sleep(0.01)
+    assert fake.cancelled_streams == 1
+
+
+async def test_cancelling_the_consumer_closes_the_http_response(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    fake.add(ScriptedReply.of("x" * 400, delta_chars=1, delta_delay_s=0.005))
+    seen = anyio.Event()
+
+    async def consume() -> None:
+        async with aclosing(provider.stream(CHAT, CONFIG)) as items:
+            async for item in items:
+                if isinstance(item, NativeDelta):
+                    seen.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(consume)
+        await seen.wait()
+        group.cancel_scope.cancel()
+    with anyio.fail_after(3):
+        while fake.cancelled_streams == 0:
+            await anyio.sleep(0.01)
+    assert fake.cancelled_streams == 1
