@@ -460,7 +460,7 @@ async def _open(stack: AsyncExitStack, run: PipelineRun, index: int) -> _Live | 
         return None
     if index == 0:
         run.start_s = time.perf_counter() - started
-        run.llm, run.tts = session.source.name, session.engine.name
+        run.llm, run.tts = session.membrane.provider.name, session.engine.name
     return _Live(run, index, session, source, watch)
 
 

@@ -15,11 +15,13 @@ import pytest
 import soundfile as sf
 
 from voice_membrane.audio import AudioChunk
+from voice_membrane.messages import Message
 from voice_membrane.pipeline.metrics import STAMPS
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers.base import ChatMessage, LlmError
 from voice_membrane.providers.replay import ReplaySource
+from voice_membrane.providers.text_source import chat_messages
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.sinks.wav import WavSink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
@@ -137,7 +139,9 @@ async def test_interrupt_mid_sentence_stops_everything_and_keeps_what_was_heard(
     assert result.spoken_text.startswith("Sure!")
     assert result.report.stamps_ms["last_audio"] is None
     # The history keeps what was heard, not what was planned.
-    assert session.messages("next")[-2] == ChatMessage("assistant", result.spoken_text)
+    assert session.request("next").messages[-2] == Message(
+        participant="Assistant", content=result.spoken_text
+    )
 
 
 async def test_history_is_sent_with_the_next_turn() -> None:
@@ -146,8 +150,16 @@ async def test_history_is_sent_with_the_next_turn() -> None:
     )
     async with session:
         first = await session.turn("weather?")
-        messages = session.messages("and Sunday?")
-    assert messages == [
+        request = session.request("and Sunday?")
+    assert request.system_prompt == "Be brief."
+    assert request.messages == [
+        Message(participant="User", content="weather?"),
+        Message(participant="Assistant", content=first.spoken_text),
+        Message(participant="User", content="and Sunday?"),
+    ]
+    # What the source receives: the same conversation as plain chat messages.
+    built = session.membrane.formatter.build(request)
+    assert chat_messages(built) == [
         ChatMessage("system", "Be brief."),
         ChatMessage("user", "weather?"),
         ChatMessage("assistant", first.spoken_text),
@@ -176,7 +188,8 @@ class FailingSource:
 async def test_an_llm_error_mid_stream_ends_the_turn_and_keeps_what_was_produced() -> None:
     sink = NullSink()
     result = await one_turn(Session(FailingSource(), EspeakEngine(), sink))
-    assert result.error == "model crashed at token 4"
+    assert result.error is not None and result.error.endswith("model crashed at token 4")
+    assert result.reply is not None and result.reply.error == result.error
     assert result.visible_text == "Hello there. This is going "
     assert result.report.tokens == 3
     assert not result.interrupted

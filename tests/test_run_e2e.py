@@ -109,8 +109,9 @@ def test_speaker_plays_the_answer_in_real_time(tmp_path: Path, pulse: PulseServe
 
 def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
     cases = [
-        (["--llm", "anthropic:claude-x"], "cloud providers are not built yet"),
-        (["--llm", "gpt"], "expected 'local', 'replay:PATH' or 'PROVIDER:MODEL'"),
+        (["--llm", "gpt"], "expected 'local', 'replay:PATH', 'anthropic:MODEL'"),
+        (["--llm", "anthropic:"], "expected 'local'"),
+        (["--formatter", "xml"], "llm.formatter: Input should be 'native', 'anthropic-xml'"),
         (["--tts", "nope"], "nope"),
         (["--pipeline", str(tmp_path / "missing.toml")], "no such pipeline file"),
     ]

@@ -52,7 +52,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--pipeline", type=Path, help="pipeline file (default pipelines/local.toml)")
     run.add_argument("--prompt", help="answer this prompt once and exit")
-    run.add_argument("--llm", help="local | replay:PATH | PROVIDER:MODEL")
+    run.add_argument(
+        "--llm", help="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"
+    )
+    run.add_argument(
+        "--formatter",
+        help="native (chat mode) | anthropic-xml | chatml | completions | gemini-prefill",
+    )
     run.add_argument("--tts", help="piper | espeak | PROVIDER:VOICE")
     run.add_argument("--out", metavar="FILE.wav", help="write the audio to this WAV file")
     run.add_argument("--metrics-json", type=Path, metavar="PATH", help="write latency report(s)")
@@ -67,7 +73,9 @@ def _run(args: argparse.Namespace) -> None:
     from .run_command import ConfigError, resolve_config, run_assistant
 
     try:
-        config = resolve_config(args.pipeline, llm=args.llm, tts=args.tts, out=args.out)
+        config = resolve_config(
+            args.pipeline, llm=args.llm, formatter=args.formatter, tts=args.tts, out=args.out
+        )
         prompt = args.prompt if args.prompt is not None else None
         anyio.run(
             partial(

@@ -30,9 +30,9 @@ class RetryPolicy:
         """Seconds to wait before retry number ``retry`` (0-based)."""
         if error.retry_after_s is not None:
             return min(error.retry_after_s, self.max_delay_s)
-        rng = rng or random
-        backoff = self.base_delay_s * (2**retry)
-        spread = 1 + self.jitter * (2 * rng.random() - 1)
+        draw = rng.random() if rng is not None else random.random()
+        backoff = self.base_delay_s * 2.0**retry
+        spread = 1 + self.jitter * (2 * draw - 1)
         return min(backoff * spread, self.max_delay_s)
 
     def should_retry(self, retry: int, error: ProviderError) -> bool:

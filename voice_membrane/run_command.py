@@ -30,6 +30,7 @@ def resolve_config(
     pipeline: Path | None,
     *,
     llm: str | None = None,
+    formatter: str | None = None,
     tts: str | None = None,
     out: str | None = None,
 ) -> PipelineConfig:
@@ -38,7 +39,9 @@ def resolve_config(
     sink: dict[str, Any] = {}
     if out is not None:
         sink = {"kind": "wav", "path": out}
-    return config.with_overrides({"llm": {"spec": llm}, "tts": {"spec": tts}, "sink": sink})
+    return config.with_overrides(
+        {"llm": {"spec": llm, "formatter": formatter}, "tts": {"spec": tts}, "sink": sink}
+    )
 
 
 async def run_assistant(
@@ -69,16 +72,19 @@ async def run_assistant(
             jsonl.start_turn(turn.metrics.started_ns)
 
     session = Session(
-        parts.source,
+        parts.membrane,
         parts.engine,
         parts.sink,
+        system_prompt=config.llm.system_prompt,
+        model=parts.model,
+        options=parts.options,
         chunker_options=config.chunker.model_dump(),
         log=log,
         on_piece_start=out,
         on_turn_start=on_turn_start,
     )
     results: list[TurnResult] = []
-    out(f"loading {parts.source.name} and {parts.engine.name} …\n")
+    out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
     try:
         async with session, anyio.create_task_group() as tg:
             stop_loop = tg.cancel_scope

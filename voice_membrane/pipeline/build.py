@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..providers.base import LlmSource
-from ..providers.registry import create_source
+from ..membrane import Membrane
+from ..messages import ModelConfig, RequestOptions
+from ..providers.registry import create_provider
+from ..retry import RetryPolicy
 from ..sinks.base import AudioSink
 from ..sinks.registry import create_sink
 from ..sinks.speaker import speaker_available
@@ -18,7 +20,9 @@ SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resamp
 
 @dataclass(frozen=True, slots=True)
 class Parts:
-    source: LlmSource
+    membrane: Membrane
+    model: ModelConfig
+    options: RequestOptions
     engine: TtsEngine
     sink: AudioSink
     notice: str | None  # something the user should be told once (a fallback taken)
@@ -26,22 +30,39 @@ class Parts:
 
 
 def build_parts(config: PipelineConfig) -> Parts:
-    """Create (not start) the source, engine and sink a pipeline names."""
+    """Create (not start) the membrane, engine and sink a pipeline names."""
     llm = config.llm
     try:
-        source = create_source(
+        provider, model = create_provider(
             llm.spec,
             model_path=llm.model_path,
             max_tokens=llm.max_tokens,
             temperature=llm.temperature,
-            system_prompt=llm.system_prompt,
             replay_speed=llm.replay_speed,
+            base_url=llm.base_url,
+            api_key_env=llm.api_key_env,
+            timeout_s=llm.timeout_s,
+        )
+        membrane = Membrane(
+            provider,
+            llm.formatter,
+            retry=RetryPolicy(max_retries=llm.max_retries),
+            streaming=llm.streaming,
         )
         engine = create_engine(config.tts.spec)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    model_config = ModelConfig(
+        model=model,
+        max_tokens=llm.max_tokens,
+        temperature=llm.temperature,
+        thinking_budget=llm.thinking_budget,
+    )
+    options = RequestOptions(
+        assistant_participant=llm.assistant_name, human_participant=llm.user_name
+    )
     sink, notice, wav_path = _sink(config)
-    return Parts(source, engine, sink, notice, wav_path)
+    return Parts(membrane, model_config, options, engine, sink, notice, wav_path)
 
 
 def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:

@@ -7,7 +7,7 @@ becomes one ``ConfigError`` line naming the file, the key and what is allowed.
 Example (``pipelines/local.toml``)::
 
     [llm]
-    spec = "local"
+    spec = "local"            # or "anthropic:claude-…", "openai:gpt-…", "gemini:gemini-…"
     max_tokens = 120
 
     [tts]
@@ -35,12 +35,25 @@ class _Section(BaseModel):
 
 
 class LlmConfig(_Section):
-    spec: str = Field("local", description="local | replay:PATH | PROVIDER:MODEL")
+    spec: str = Field(
+        "local", description="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"
+    )
+    formatter: Literal["native", "anthropic-xml", "chatml", "completions", "gemini-prefill"] = (
+        "native"
+    )
     model_path: str | None = None
-    max_tokens: int = Field(160, gt=0, le=4096)
+    max_tokens: int = Field(160, gt=0, le=65536)
     temperature: float = Field(0.7, ge=0, le=2)
+    thinking_budget: int | None = Field(None, ge=1024)
     system_prompt: str | None = None
     replay_speed: float = Field(1.0, ge=0)
+    base_url: str | None = None  # default: the SDK's environment variable, then the vendor
+    api_key_env: str | None = None  # the variable holding the key (default: the SDK's own)
+    streaming: bool = True
+    max_retries: int = Field(3, ge=0, le=10)
+    timeout_s: float = Field(60.0, gt=0)
+    assistant_name: str = Field("Assistant", min_length=1)
+    user_name: str = Field("User", min_length=1)
 
 
 class TtsConfig(_Section):

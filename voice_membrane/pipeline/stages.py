@@ -1,8 +1,7 @@
 """The stages of a turn, each a small class with one job, joined by bounded anyio
 memory streams::
 
-    LlmStage ─deltas→ ParseStage ─events→ RouteStage ─visible→ ChunkStage ─pieces→
-        TtsStage ─audio→ SinkStage
+    ReplyStage ─events→ RouteStage ─visible→ ChunkStage ─pieces→ TtsStage ─audio→ SinkStage
 
 A stage's ``run`` reads its input stream until it closes, then closes its
 output, so the end of the reply flows down the graph. Backpressure comes from
@@ -13,7 +12,7 @@ buffers in between let a fast LLM run ahead by their size, no more.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -23,8 +22,11 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from ..audio import AudioChunk
 from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
-from ..parse import XmlStreamParser
-from ..providers.base import ChatMessage, LlmError, LlmSource
+from ..membrane import Membrane
+from ..messages import Request
+from ..providers.base import ProviderOutput, StopInfo, Usage
+from ..reply import ReplyError, ReplyResult
+from ..tools import OnToolCalls
 from ..sinks.base import AudioSink
 from ..tts.base import TtsEngine
 from .metrics import TurnMetrics
@@ -34,16 +36,8 @@ EventLogger = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
-class Delta:
-    """A text delta from the LLM and when it arrived."""
-
-    text: str
-    t_ns: int
-
-
-@dataclass(frozen=True, slots=True)
 class Timed:
-    """A parser event, stamped with the arrival of the delta that produced it."""
+    """A reply event, stamped with the arrival of the provider output that produced it."""
 
     event: Event
     t_ns: int
@@ -82,43 +76,54 @@ def event_record(event: Event) -> dict[str, Any]:
     return {"event": "block_complete", "index": event.index, "block": asdict(event.block)}
 
 
-class LlmStage:
-    def __init__(self, source: LlmSource, messages: Sequence[ChatMessage], m: TurnMetrics):
-        self.source, self.messages, self.m = source, messages, m
-        self.error: str | None = None
+class ReplyStage:
+    """Streams the reply through a ``Membrane`` (provider call, parsing, tool loop)
+    and sends its events on, each stamped with the arrival of the provider output
+    that produced it. A provider error ends the reply there; what came before
+    still flows on and is spoken, and the turn reports the error."""
 
-    async def run(self, out: ObjectSendStream[Delta]) -> None:
+    def __init__(
+        self,
+        membrane: Membrane,
+        request: Request,
+        m: TurnMetrics,
+        on_tool_calls: OnToolCalls | None = None,
+    ) -> None:
+        self.membrane, self.request, self.m = membrane, request, m
+        self.on_tool_calls = on_tool_calls
+        self.error: str | None = None
+        self.result: ReplyResult | None = None
+        self._last_ns = 0
+
+    def _on_output(self, output: ProviderOutput) -> None:
+        if isinstance(output, Usage | StopInfo):
+            return
+        now = time.perf_counter_ns()
+        self.m.stamp("first_token", now)
+        self.m.tokens += 1
+        self._last_ns = now
+
+    async def run(self, out: ObjectSendStream[Timed]) -> None:
+        parse_before = self.membrane.parse_ns
+        timer = self.m.stages["parse"]
         async with out:
             self.m.stamp("request_sent")
+            self._last_ns = time.perf_counter_ns()
+            stream = self.membrane.stream(
+                self.request, on_output=self._on_output, on_tool_calls=self.on_tool_calls
+            )
             try:
-                async with aclosing(self.source.stream(self.messages)) as stream:
-                    async for text in stream:
-                        now = time.perf_counter_ns()
-                        self.m.stamp("first_token", now)
-                        self.m.tokens += 1
-                        await out.send(Delta(text, now))
-            except LlmError as exc:
-                # The reply ends here; what came before still flows on and is spoken.
-                self.error = str(exc)
-
-
-class ParseStage:
-    def __init__(self, parser: XmlStreamParser, m: TurnMetrics) -> None:
-        self.parser, self.m = parser, m
-
-    async def run(self, inp: ObjectReceiveStream[Delta], out: ObjectSendStream[Timed]) -> None:
-        timer = self.m.stages["parse"]
-        last_ns = time.perf_counter_ns()
-        async with inp, out:
-            async for delta in inp:
-                started = time.perf_counter_ns()
-                events = self.parser.feed(delta.text)
-                timer.add(started)
-                last_ns = delta.t_ns
-                for event in events:
-                    await out.send(Timed(event, delta.t_ns))
-            for event in self.parser.flush():
-                await out.send(Timed(event, last_ns))
+                async with aclosing(stream) as items:
+                    async for item in items:
+                        if isinstance(item, Chunk | BlockStart | BlockComplete):
+                            timer.items += 1
+                            await out.send(Timed(item, self._last_ns))
+                        elif isinstance(item, ReplyError):
+                            self.error = item.message
+                        elif isinstance(item, ReplyResult):
+                            self.result = item
+            finally:
+                timer.busy_ns += self.membrane.parse_ns - parse_before
 
 
 class RouteStage:

@@ -8,26 +8,27 @@ position, so the conversation history holds what the user heard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
 
 from ..chunking import SpeechChunker
 from ..events import Block
-from ..parse import XmlStreamParser
-from ..providers.base import ChatMessage, LlmError, LlmSource
+from ..membrane import Membrane
+from ..messages import Request
+from ..providers.base import LlmError
+from ..reply import ReplyResult
+from ..tools import OnToolCalls
 from ..sinks.base import AudioSink, SinkError
 from ..tts.base import TtsEngine, TtsError
 from .metrics import LatencyReport, TurnMetrics
 from .stages import (
     ChunkStage,
-    Delta,
     EventLogger,
-    LlmStage,
-    ParseStage,
     Piece,
     PieceAudio,
+    ReplyStage,
     RouteStage,
     SinkStage,
     SpokenPiece,
@@ -38,7 +39,6 @@ from .stages import (
 
 # Stream sizes: enough for the LLM to run well ahead of speech, small enough that
 # an interruption never has much queued work to throw away.
-DELTA_BUFFER = 256
 EVENT_BUFFER = 256
 PIECE_BUFFER = 32
 AUDIO_BUFFER = 8
@@ -51,7 +51,9 @@ class TurnResult:
     ``blocks`` are every completed block of the reply (hidden ones included);
     ``spoken_text`` is what was heard — all of the visible text unless the turn
     was interrupted; ``error`` says why the turn ended early, if it did (what was
-    produced before is kept).
+    produced before is kept); ``reply`` is the membrane's result (usage, stop
+    reason, the messages to add to the conversation), None if the turn was
+    interrupted before the reply ended.
     """
 
     blocks: tuple[Block, ...]
@@ -60,22 +62,26 @@ class TurnResult:
     interrupted: bool
     error: str | None
     report: LatencyReport
+    reply: ReplyResult | None = None
 
 
 class Turn:
     def __init__(
         self,
         *,
-        source: LlmSource,
+        membrane: Membrane,
         engine: TtsEngine,
         sink: AudioSink,
-        messages: Sequence[ChatMessage],
+        request: Request,
         chunker: SpeechChunker,
+        on_tool_calls: OnToolCalls | None = None,
         log: EventLogger,
         on_piece_start: Callable[[str], None] = lambda text: None,
     ) -> None:
-        self.source, self.engine, self.sink = source, engine, sink
-        self.messages = messages
+        self.membrane, self.engine, self.sink = membrane, engine, sink
+        self.request = request
+        self.on_tool_calls = on_tool_calls
+        self._reply: ReplyStage | None = None
         self.chunker = chunker
         self.log = log
         self.on_piece_start = on_piece_start
@@ -113,7 +119,7 @@ class Turn:
             self._interrupted or error
         ))
         m.chars_spoken = len(spoken.strip())
-        report = m.report(llm=self.source.name, tts=self.engine.name, sink=self.sink.name)
+        report = m.report(llm=self.membrane.provider.name, tts=self.engine.name, sink=self.sink.name)
         return TurnResult(
             blocks=tuple(route.blocks),
             visible_text="".join(route.visible),
@@ -121,25 +127,24 @@ class Turn:
             interrupted=self._interrupted,
             error=error,
             report=report,
+            reply=self._reply.result if self._reply is not None else None,
         )
 
     async def _run_stages(self, route: RouteStage, sink_stage: SinkStage) -> None:
         m = self.metrics
-        deltas_in, deltas_out = anyio.create_memory_object_stream[Delta](DELTA_BUFFER)
         events_in, events_out = anyio.create_memory_object_stream[Timed](EVENT_BUFFER)
         visible_in, visible_out = anyio.create_memory_object_stream[Visible](EVENT_BUFFER)
         pieces_in, pieces_out = anyio.create_memory_object_stream[Piece](PIECE_BUFFER)
         audio_in, audio_out = anyio.create_memory_object_stream[PieceAudio](AUDIO_BUFFER)
-        llm = LlmStage(self.source, self.messages, m)
+        reply = self._reply = ReplyStage(self.membrane, self.request, m, self.on_tool_calls)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(llm.run, deltas_in)
-            tg.start_soon(ParseStage(XmlStreamParser(), m).run, deltas_out, events_in)
+            tg.start_soon(reply.run, events_in)
             tg.start_soon(route.run, events_out, visible_in)
             tg.start_soon(ChunkStage(self.chunker, m).run, visible_out, pieces_in)
             tg.start_soon(TtsStage(self.engine, self.log, m).run, pieces_out, audio_in)
             tg.start_soon(sink_stage.run, audio_out)
-        if llm.error is not None:
-            raise LlmError(llm.error)
+        if reply.error is not None:
+            raise LlmError(reply.error)
 
 
 def _spoken_text(
