@@ -1,0 +1,170 @@
+"""OpenAIProvider: Chat Completions (chat mode) and legacy Completions (prefill
+mode) over the official ``openai`` SDK — for OpenAI and any OpenAI-compatible
+server (vLLM, llama.cpp, OpenRouter, DeepSeek…) given its ``base_url``.
+
+The SDK's retries are off (``Membrane`` holds the retry policy) and its errors
+become ``ProviderError``s with one vocabulary of kinds. Request mapping lives in
+``openai_request``, response reading in ``openai_read``; this module makes the
+calls, keeps the HTTP stream closed when the consumer stops, and maps errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx2
+import openai
+
+from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .openai_read import ChatReader, TextReader
+from .openai_request import chat_request, completion_request, token_field
+
+if TYPE_CHECKING:
+    from ..formats.base import BuiltRequest
+    from ..messages import ModelConfig
+
+NAME = "openai"
+KEY_ENV = "OPENAI_API_KEY"
+
+
+class OpenAIProvider:
+    """``stream(built, config)`` yields native blocks (chat mode) or raw text
+    (prefill mode); see ``providers.base.Provider``.
+
+    ``max_tokens_field`` overrides which field carries ``config.max_tokens`` in
+    chat mode (default: ``max_completion_tokens`` for api.openai.com,
+    ``max_tokens`` elsewhere). ``api_key`` / ``base_url`` default to the SDK's
+    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 60.0,
+        max_tokens_field: str | None = None,
+    ) -> None:
+        self._api_key, self._base_url, self._timeout_s = api_key, base_url, timeout_s
+        self._max_tokens_field = max_tokens_field
+        self._client: openai.AsyncOpenAI | None = None
+
+    async def start(self) -> None:
+        """Nothing to load: the client is made on first use, so a missing key
+        surfaces as a ``ProviderError`` from ``stream``."""
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key = self._api_key or os.environ.get(KEY_ENV)
+            if not key:
+                raise ProviderError(NAME, "auth", f"no API key: pass api_key or set {KEY_ENV}")
+            try:
+                self._client = openai.AsyncOpenAI(
+                    api_key=key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
+                )
+            except openai.OpenAIError as exc:
+                raise ProviderError(NAME, "bad_request", str(exc)) from exc
+        return self._client
+
+    async def stream(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> AsyncGenerator[ProviderOutput, None]:
+        client = self.client()
+        try:
+            if built.mode == "chat":
+                field = token_field(str(client.base_url), self._max_tokens_field)
+                kwargs = chat_request(built, config, max_tokens_field=field, streaming=streaming)
+                reader: ChatReader | TextReader = ChatReader(built.stop_sequences)
+                create: Any = client.chat.completions.create
+            else:
+                kwargs = completion_request(built, config, streaming=streaming)
+                reader = TextReader(built.stop_sequences, built.end_of_turn)
+                create = client.completions.create
+            response = await create(**kwargs)
+            if streaming:
+                try:
+                    async for chunk in response:
+                        for item in reader.chunk(chunk):
+                            yield item
+                        if reader.done:  # a client-side stop: read no further
+                            break
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.close()
+            elif isinstance(reader, ChatReader):
+                for item in reader.completion(response):
+                    yield item
+            else:
+                for item in reader.chunk(response):
+                    yield item
+            for item in reader.end():
+                yield item
+        except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+            raise provider_error(exc) from exc
+
+
+def provider_error(exc: BaseException) -> ProviderError:
+    """An SDK (or transport) failure as a ``ProviderError``."""
+    if isinstance(exc, openai.APIStatusError):
+        message = _message(exc.body) or exc.message
+        return ProviderError(
+            NAME,
+            status_kind(exc.status_code),
+            message,
+            status=exc.status_code,
+            retry_after_s=retry_after_seconds(exc.response.headers),
+        )
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError(NAME, "timeout", "the request timed out")
+    if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
+        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+        detail = f": {cause}" if cause is not None and str(cause) else ""
+        return ProviderError(NAME, "connection", f"connection failed or dropped{detail}")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderError(NAME, "stream", f"unexpected response: {exc.message}")
+    if isinstance(exc, openai.APIError):  # an error sent inside the stream
+        return ProviderError(NAME, stream_error_kind(exc.body), _message(exc.body) or exc.message)
+    if isinstance(exc, json.JSONDecodeError):
+        return ProviderError(NAME, "stream", f"malformed data (not JSON): {exc.doc[:80]!r}")
+    return ProviderError(NAME, "bad_request", str(exc))  # e.g. a client-side OpenAIError
+
+
+def stream_error_kind(body: object) -> ErrorKind:
+    """The kind an in-stream error's ``code`` / ``type`` implies; ``stream`` when
+    they say nothing known. OpenRouter sends HTTP codes, OpenAI names."""
+    if not isinstance(body, dict):
+        return "stream"
+    code, kind = body.get("code"), body.get("type")
+    number = code if isinstance(code, int) else int(str(code)) if str(code).isdigit() else 0
+    if 400 <= number < 600:
+        return status_kind(number)
+    words = " ".join(str(w) for w in (code, kind) if w)
+    if "rate_limit" in words or kind in ("requests", "tokens"):
+        return "rate_limit"
+    if "overloaded" in words:
+        return "overloaded"
+    if "server_error" in words or "internal" in words:
+        return "server"
+    if "timeout" in words:
+        return "timeout"
+    return "stream"
+
+
+def _message(body: object) -> str | None:
+    """The ``message`` of an OpenAI error body (``{"error": {…}}`` or its inside)."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return None

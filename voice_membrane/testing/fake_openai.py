@@ -1,0 +1,359 @@
+"""A fake OpenAI API (Chat Completions and legacy Completions) on loopback.
+
+``FakeOpenAI`` answers ``POST /v1/chat/completions`` and ``POST /v1/completions``
+in the real wire protocol — ``data: {chunk}`` lines ending in ``data: [DONE]``,
+or a whole object when not streaming — so the official ``openai`` SDK, or any
+app built on it (or on an OpenAI-compatible server), runs against it unchanged::
+
+    from openai import AsyncOpenAI
+    from voice_membrane.testing.fake_openai import FakeOpenAI
+    from voice_membrane.testing.script import ScriptedReply, thinking, tool_use
+
+    weather = tool_use("get_weather", {"city": "Paris"})
+    with FakeOpenAI(
+        ScriptedReply.of(thinking("Weather?"), "Let me check.", weather, delta_delay_s=0.01),
+        ScriptedReply.http_error(429, retry_after=1),
+    ) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="fake-key", max_retries=0)
+        ...  # or run a subprocess with env={**os.environ, **server.env()}
+        assert server.requests[0].body["model"] == "gpt-x"
+
+Thinking blocks stream as ``delta.reasoning_content`` (DeepSeek, vLLM) or, with
+``reasoning_field="reasoning"``, as ``delta.reasoning`` (OpenRouter). Legacy
+Completions stream the script's text blocks joined as the raw text; with
+``leak_stop=True`` the matched stop string is appended to it, as some backends
+do, and ``stop_field`` names an extra choice field that reports it (vLLM's
+``"stop_reason"``, llama.cpp's ``"stopping_word"``). Like the real API the
+fake rejects (400) more than 4 stop sequences and a ``tool`` message that
+answers no earlier tool call. Replies are served in order; with none left the
+fake answers 500. Streams the client closes early are counted in
+``cancelled_streams``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Send
+
+from .fake_server import DropConnection, FakeServer, pause, sse
+from .script import ScriptedReply
+
+ERRORS: dict[int, tuple[str, str | None]] = {  # status → (error type, code)
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    503: ("server_error", "overloaded"),
+}
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "stop"}
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """OpenAI's error JSON for a status (also the data of an in-stream error)."""
+    default = ("server_error" if status >= 500 else "invalid_request_error", None)
+    kind, code = ERRORS.get(status, default)
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class FakeOpenAI(FakeServer):
+    vendor = "openai"
+
+    def __init__(
+        self,
+        *replies: ScriptedReply,
+        reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content",
+        leak_stop: bool = False,
+        stop_field: str | None = None,
+    ) -> None:
+        super().__init__(*replies)
+        self.reasoning_field = reasoning_field
+        self.leak_stop, self.stop_field = leak_stop, stop_field
+        self._ids = itertools.count(1)
+        self._tool_ids = itertools.count(1)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/v1/completions", self._completions, methods=["POST"]),
+        ]
+
+    @property
+    def base_url(self) -> str:
+        return self.origin + "/v1"
+
+    def env(self) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": "fake-key"}
+
+    # ------------------------------------------------------------ the endpoints
+
+    async def _chat(self, request: Request) -> Response:
+        return await self._serve(request, chat=True)
+
+    async def _completions(self, request: Request) -> Response:
+        return await self._serve(request, chat=False)
+
+    async def _serve(self, request: Request, *, chat: bool) -> Response:
+        body = await self.record(request)
+        n = next(self._ids)
+        headers = {"x-request-id": f"req_fake_{n}"}
+        if not request.headers.get("authorization"):
+            return _error(401, "You didn't provide an API key.", headers)
+        problem = invalid_request(body, chat=chat)
+        if problem is not None:
+            return _error(400, problem, headers)
+        reply = self.next_reply()
+        if reply is None:
+            return self.no_reply_left()
+        fault = reply.fault
+        if fault is not None and fault.kind == "http_error":
+            if fault.retry_after is not None:
+                headers["retry-after"] = f"{fault.retry_after:g}"
+            return _error(fault.status, fault.message, headers)
+        head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-fake-{n}", "created": int(time.time())}
+        head["model"] = body.get("model", "gpt-fake")
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            pieces = self._chat_deltas(reply) if chat else self._text_deltas(reply, body)
+            events = self._events(reply, head, pieces, chat=chat, usage=usage, body=body)
+            return _CountedStream(self, events, headers)
+        whole = self._chat_whole(reply) if chat else self._text_whole(reply, body)
+        return _whole(reply, {**head, **whole}, headers)
+
+    # ------------------------------------------------------------ chat
+
+    def _tool_calls(self, reply: ScriptedReply) -> list[tuple[str, str, str]]:
+        """(id, name, arguments JSON) of each tool_use block, ids generated once."""
+        calls = []
+        for block in reply.blocks:
+            if block.type == "tool_use":
+                call_id = block.id or f"call_fake_{next(self._tool_ids)}"
+                calls.append((call_id, block.name, json.dumps(block.input)))
+        return calls
+
+    def _chat_deltas(self, reply: ScriptedReply) -> Iterator[tuple[dict[str, Any], bool]]:
+        """(delta, counts as a content delta) for each block of the script, in order."""
+        calls = iter(self._tool_calls(reply))
+        index = 0
+        for block in reply.blocks:
+            if block.type == "text":
+                yield from (({"content": p}, True) for p in reply.pieces(block.text))
+            elif block.type == "thinking":
+                field: str = self.reasoning_field
+                yield from (({field: p}, True) for p in reply.pieces(block.text))
+            elif block.type == "tool_use":
+                call_id, name, arguments = next(calls)
+                function = {"name": name, "arguments": ""}
+                yield {"tool_calls": [_call(index, id=call_id, function=function)]}, False
+                for piece in reply.pieces(arguments):
+                    yield {"tool_calls": [_call(index, function={"arguments": piece})]}, True
+                index += 1
+
+    def _chat_whole(self, reply: ScriptedReply) -> dict[str, Any]:
+        text = "".join(b.text for b in reply.blocks if b.type == "text")
+        message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+        reasoning = "".join(b.text for b in reply.blocks if b.type == "thinking")
+        if reasoning:
+            message[self.reasoning_field] = reasoning
+        calls = self._tool_calls(reply)
+        if calls:
+            message["tool_calls"] = [
+                {"id": i, "type": "function", "function": {"name": name, "arguments": args}}
+                for i, name, args in calls
+            ]
+        choice = {"index": 0, "message": message, "logprobs": None}
+        return {"object": "chat.completion", "choices": [choice], "finish": _finish(reply, True)}
+
+    # ------------------------------------------------------------ legacy completions
+
+    def _raw_text(self, reply: ScriptedReply, body: dict[str, Any]) -> tuple[str, str | None]:
+        """The completion's text (with a leaked stop when so configured) and the stop."""
+        text = "".join(b.text for b in reply.blocks if b.type == "text")
+        stop = None
+        if reply.final_stop == "stop_sequence":
+            stops = body.get("stop")
+            first = stops if isinstance(stops, str) else (stops or [None])[0]
+            stop = reply.stop_sequence or first
+        if self.leak_stop and stop:
+            text += stop
+        return text, stop
+
+    def _text_deltas(
+        self, reply: ScriptedReply, body: dict[str, Any]
+    ) -> Iterator[tuple[dict[str, Any], bool]]:
+        text, _ = self._raw_text(reply, body)
+        yield from (({"text": piece}, True) for piece in reply.pieces(text))
+
+    def _text_whole(self, reply: ScriptedReply, body: dict[str, Any]) -> dict[str, Any]:
+        text, stop = self._raw_text(reply, body)
+        choice = {"text": text, "index": 0, "logprobs": None, **self._stop_extra(stop)}
+        return {"object": "text_completion", "choices": [choice], "finish": _finish(reply, False)}
+
+    def _stop_extra(self, stop: str | None) -> dict[str, Any]:
+        return {self.stop_field: stop} if self.stop_field and stop else {}
+
+    # ------------------------------------------------------------ the stream
+
+    async def _events(
+        self,
+        reply: ScriptedReply,
+        head: dict[str, Any],
+        deltas: Iterator[tuple[dict[str, Any], bool]],
+        *,
+        chat: bool,
+        usage: bool,
+        body: dict[str, Any],
+    ) -> AsyncIterator[bytes]:
+        fault = reply.fault
+        sent = 0  # content deltas so far
+        head = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
+        extra: dict[str, Any] = {"usage": None} if usage else {}
+
+        def chunk(choice: dict[str, Any]) -> bytes:
+            choice = {"index": 0, **choice, "logprobs": None}
+            if "finish_reason" not in choice:
+                choice["finish_reason"] = None
+            return sse({**head, "choices": [choice], **extra})
+
+        def faulted() -> bytes | None:
+            """The fault's bytes if it fires now (DropConnection is raised)."""
+            if fault is None or fault.kind == "http_error" or sent != fault.after_deltas:
+                return None
+            if fault.kind == "drop":
+                raise DropConnection
+            if fault.kind == "error_event":
+                return sse(error_body(fault.status, fault.message))
+            return b"data: {not json\n\n"
+
+        if chat:
+            yield chunk({"delta": {"role": "assistant", "content": "", "refusal": None}})
+        for delta, counts in deltas:
+            if counts:
+                if (bad := faulted()) is not None:
+                    yield bad
+                    return
+                await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+                sent += 1
+            yield chunk({"delta": delta} if chat else delta)
+        if (bad := faulted()) is not None:
+            yield bad
+            return
+        finish = _finish(reply, chat)
+        if chat:
+            yield chunk({"delta": {}, "finish_reason": finish})
+        else:
+            _, stop = self._raw_text(reply, body)
+            yield chunk({"text": "", "finish_reason": finish, **self._stop_extra(stop)})
+        if usage:
+            yield sse({**head, "choices": [], "usage": _usage(reply)})
+        yield sse("[DONE]")
+
+
+class _CountedStream(StreamingResponse):
+    """An SSE response that counts a stream the client closed before its end.
+
+    Starlette cancels the response when the client disconnects; the cancellation
+    lands in the body generator (while it waits between deltas) or in ``send``,
+    so it is caught around both, counted, and let go on."""
+
+    def __init__(
+        self, server: FakeServer, events: AsyncIterator[bytes], headers: dict[str, str]
+    ) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._server = server
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        except anyio.get_cancelled_exc_class():
+            with self._server._lock:
+                self._server.cancelled_streams += 1
+            raise
+
+
+def _call(index: int, **fields: Any) -> dict[str, Any]:
+    return {"index": index, **({"type": "function"} if "id" in fields else {}), **fields}
+
+
+def _finish(reply: ScriptedReply, chat: bool) -> str:
+    if chat and reply.final_stop == "tool_use":
+        return "tool_calls"
+    return FINISH[reply.final_stop]
+
+
+def _usage(reply: ScriptedReply) -> dict[str, Any]:
+    out = reply.usage_out()
+    reasoning = sum(len(list(reply.pieces(b.text))) for b in reply.blocks if b.type == "thinking")
+    return {
+        "prompt_tokens": reply.input_tokens,
+        "completion_tokens": out,
+        "total_tokens": reply.input_tokens + out,
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def _error(status: int, message: str, headers: dict[str, str]) -> JSONResponse:
+    return JSONResponse(error_body(status, message), status_code=status, headers=headers)
+
+
+def _whole(reply: ScriptedReply, whole: dict[str, Any], headers: dict[str, str]) -> Response:
+    """A non-streaming reply; a mid-stream fault becomes its nearest equivalent."""
+    whole["choices"][0]["finish_reason"] = whole.pop("finish")
+    whole["usage"] = _usage(reply)
+    fault = reply.fault
+    if fault is None:
+        return JSONResponse(whole, headers=headers)
+    if fault.kind == "error_event":
+        return _error(fault.status, fault.message, headers)
+    if fault.kind == "malformed":
+        return Response("{not json", media_type="application/json", headers=headers)
+    text = json.dumps(whole)
+
+    async def cut() -> AsyncIterator[bytes]:  # drop: half the body, then close
+        yield text[: len(text) // 2].encode()
+        raise DropConnection
+
+    return StreamingResponse(cut(), media_type="application/json", headers=headers)
+
+
+def invalid_request(body: Any, *, chat: bool) -> str | None:
+    """What the real API would reject in this body with a 400, if anything."""
+    if not isinstance(body, dict):
+        return "We could not parse the JSON body of your request."
+    required = "messages" if chat else "prompt"
+    for key in ("model", required):
+        if key not in body:
+            return f"Missing required parameter: '{key}'."
+    stop = body.get("stop")
+    if isinstance(stop, list) and len(stop) > 4:
+        return (
+            "Invalid 'stop': array too long. Expected an array with maximum length 4, "
+            f"but got an array with length {len(stop)} instead."
+        )
+    if not chat:
+        return None
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        return "Invalid 'messages': empty array. Expected an array with minimum length 1."
+    called: set[str] = set()
+    for n, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"Invalid type for 'messages[{n}]': expected an object."
+        for call in message.get("tool_calls") or []:
+            called.add(call.get("id"))
+        if message.get("role") == "tool" and message.get("tool_call_id") not in called:
+            return (
+                f"Invalid parameter: messages with role 'tool' must be a response to a "
+                f"preceeding message with 'tool_calls' (messages[{n}])."
+            )
+    return None
