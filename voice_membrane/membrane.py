@@ -71,7 +71,7 @@ class _Round:
     raw: list[str] = field(default_factory=list)  # prefill: the text as written
     blocks: list[Block] = field(default_factory=list)
     stop: StopInfo | None = None
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     error: ProviderError | None = None
     produced: bool = False
     written_back: str = ""  # prefill: a stop sequence put back after the raw text
@@ -83,14 +83,14 @@ class Membrane:
         provider: Provider,
         formatter: Formatter | str = "native",
         *,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy | None = None,
         max_tool_depth: int = 10,
         tool_timeout_s: float = 30.0,
         streaming: bool = True,
     ) -> None:
         self.provider = provider
         self.formatter = get_formatter(formatter) if isinstance(formatter, str) else formatter
-        self.retry = retry
+        self.retry = retry if retry is not None else RetryPolicy()
         self.max_tool_depth = max_tool_depth
         self.tool_timeout_s = tool_timeout_s
         self.streaming = streaming
@@ -193,7 +193,12 @@ class _Reply:
             stop = round_.stop or StopInfo("end_turn")
             # Prefill: the stop sequence that ended the call, written back if it belongs.
             prefill = self.mode == "prefill" and self.parser is not None
-            if prefill and stop.reason == "stop_sequence" and stop.stop_sequence:
+            if prefill and self._stopped_after_calls(round_, stop):
+                assert self.parser is not None
+                round_.written_back = FUNCTION_CALLS_END
+                for event in self._feed_text(FUNCTION_CALLS_END, round_):
+                    yield event
+            elif prefill and stop.reason == "stop_sequence" and stop.stop_sequence:
                 assert self.parser is not None
                 if stop.stop_sequence == FUNCTION_CALLS_END and self.parser.inside_hidden:
                     round_.written_back = stop.stop_sequence
@@ -222,6 +227,16 @@ class _Reply:
             for event in self._emit_results(calls, results, round_):
                 yield event
             resumes = 0
+
+    def _stopped_after_calls(self, round_: _Round, stop: StopInfo) -> bool:
+        """Prefill: the call ended right after a tool call, inside ``<function_calls>``.
+        Some servers honour the ``</function_calls>`` stop without naming it (OpenAI
+        Completions says only "stop"), so the parser's state decides, not the name."""
+        assert self.parser is not None
+        if stop.reason == "max_tokens" or not self.parser.inside_hidden or not round_.blocks:
+            return False
+        named = stop.stop_sequence
+        return round_.blocks[-1].type == "tool_call" and named in (None, FUNCTION_CALLS_END)
 
     # ------------------------------------------------------------ one call
 

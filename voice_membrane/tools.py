@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import inspect
 import json
-from functools import partial
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeAlias
 
 import anyio

@@ -22,8 +22,8 @@ from ..messages import Message, ModelConfig, Request, RequestOptions, ToolDefini
 from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
 from ..sinks.base import AudioSink
-from ..tts.base import TtsEngine
 from ..tools import OnToolCalls
+from ..tts.base import TtsEngine
 from .stages import EventLogger
 from .turn import Turn, TurnResult
 
@@ -42,8 +42,8 @@ class Session:
     engine: TtsEngine
     sink: AudioSink
     system_prompt: str | None = None
-    model: ModelConfig = ModelConfig(model="default")
-    options: RequestOptions = RequestOptions()
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(model="default"))
+    options: RequestOptions = field(default_factory=RequestOptions)
     tools: list[ToolDefinition] = field(default_factory=list)
     on_tool_calls: OnToolCalls | None = None
     chunker_options: dict[str, Any] = field(default_factory=dict)

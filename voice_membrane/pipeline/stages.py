@@ -26,8 +26,8 @@ from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import ProviderOutput, StopInfo, Usage
 from ..reply import ReplyError, ReplyResult
-from ..tools import OnToolCalls
 from ..sinks.base import AudioSink
+from ..tools import OnToolCalls
 from ..tts.base import TtsEngine
 from .metrics import TurnMetrics
 

@@ -19,8 +19,8 @@ from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import LlmError
 from ..reply import ReplyResult
-from ..tools import OnToolCalls
 from ..sinks.base import AudioSink, SinkError
+from ..tools import OnToolCalls
 from ..tts.base import TtsEngine, TtsError
 from .metrics import LatencyReport, TurnMetrics
 from .stages import (
@@ -119,7 +119,8 @@ class Turn:
             self._interrupted or error
         ))
         m.chars_spoken = len(spoken.strip())
-        report = m.report(llm=self.membrane.provider.name, tts=self.engine.name, sink=self.sink.name)
+        llm = self.membrane.provider.name
+        report = m.report(llm=llm, tts=self.engine.name, sink=self.sink.name)
         return TurnResult(
             blocks=tuple(route.blocks),
             visible_text="".join(route.visible),
