@@ -24,7 +24,7 @@ from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..membrane import Membrane
 from ..messages import Request
-from ..providers.base import ProviderOutput, StopInfo, Usage
+from ..providers.base import NativeDelta, ProviderOutput, TextDelta
 from ..reply import ReplyError, ReplyResult
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
@@ -96,8 +96,8 @@ class ReplyStage:
         self._last_ns = 0
 
     def _on_output(self, output: ProviderOutput) -> None:
-        if isinstance(output, Usage | StopInfo):
-            return
+        if not isinstance(output, TextDelta | NativeDelta):
+            return  # block boundaries, usage and the stop are not tokens
         now = time.perf_counter_ns()
         self.m.stamp("first_token", now)
         self.m.tokens += 1
