@@ -1,0 +1,113 @@
+"""`voice-membrane run --llm VENDOR:MODEL` end to end: the command line (a
+subprocess) talks through the vendor's official SDK to its fake server, found
+through the SDK's environment variables, and speaks only the visible text."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+from vendors import VENDORS, Vendor
+
+from voice_membrane.testing.script import Fault, ScriptedReply, text, thinking
+from voice_membrane.testing.speech_check import analyze_speech, speech_problems
+
+CLI = [sys.executable, "-m", "voice_membrane.cli"]
+ANSWER = "The sky looks blue because air scatters blue light the most."
+PLAN = "Rayleigh scattering, keep it short."
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **env}
+    for name in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"):
+        if name not in env:
+            full_env.pop(name, None)
+    return subprocess.run(
+        [*CLI, "run", *args], env=full_env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("vendor", VENDORS, ids=lambda v: v.name)
+def test_run_speaks_only_the_visible_text(tmp_path: Path, vendor: Vendor) -> None:
+    wav, events = tmp_path / "a.wav", tmp_path / "e.jsonl"
+    reply = ScriptedReply.of(thinking(PLAN), text(ANSWER), delta_chars=6, delta_delay_s=0.002)
+    with vendor.server(reply) as server:
+        done = run_cli(
+            [
+                "--llm",
+                f"{vendor.name}:{vendor.model}",
+                "--tts",
+                "espeak",
+                "--out",
+                str(wav),
+                "--events-jsonl",
+                str(events),
+                "--prompt",
+                "Why is the sky blue?",
+            ],
+            server.env(),
+        )
+        (request,) = server.requests
+    assert done.returncode == 0, done.stderr
+    assert "Why is the sky blue?" in json.dumps(request.body)
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    spoken = " ".join(line["text"] for line in lines if line["event"] == "tts_input")
+    assert spoken.split() == ANSWER.split()
+    hidden = [line for line in lines if line["event"] == "chunk" and not line["meta"]["visible"]]
+    assert "".join(line["text"] for line in hidden) == PLAN
+    samples, rate = sf.read(wav, dtype="int16")
+    assert speech_problems(analyze_speech(samples, rate), ANSWER) == []
+    assert "first audio" in done.stdout
+
+
+def test_a_provider_error_is_reported_and_what_was_said_is_kept(tmp_path: Path) -> None:
+    vendor = VENDORS[0]
+    reply = ScriptedReply.of(
+        text("Hello there, friend. And more words that never arrive."),
+        delta_chars=4,
+        fault=Fault("drop", after_deltas=6),
+    )
+    with vendor.server(reply) as server:
+        done = run_cli(
+            [
+                "--llm",
+                "anthropic:claude-test",
+                "--tts",
+                "espeak",
+                "--out",
+                str(tmp_path / "a.wav"),
+                "--prompt",
+                "hi",
+            ],
+            server.env(),
+        )
+    assert done.returncode == 0, done.stderr
+    assert "Hello there, friend." in done.stdout
+    assert "error: anthropic: connection" in done.stdout
+
+
+def test_a_missing_key_is_one_clear_line(tmp_path: Path) -> None:
+    env = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    done = run_cli(
+        [
+            "--llm",
+            "anthropic:claude-test",
+            "--tts",
+            "espeak",
+            "--out",
+            str(tmp_path / "a.wav"),
+            "--prompt",
+            "hi",
+        ],
+        env,
+    )
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "voice-membrane run: llm 'anthropic:claude-test': no API key: set ANTHROPIC_API_KEY "
+        "(or name another variable with llm.api_key_env)"
+    )
