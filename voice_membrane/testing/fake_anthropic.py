@@ -45,11 +45,9 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Send
 
 from .fake_server import DropConnection, FakeServer, pause, sse
 from .script import ScriptBlock, ScriptedReply
@@ -81,13 +79,7 @@ class FakeAnthropic(FakeServer):
         self._ids = itertools.count(1)  # request and message ids
         self._tool_ids = itertools.count(1)
 
-    def reset(self) -> None:
-        """Forget queued replies, recorded requests, counts and generated ids: one
-        server can then serve a whole test module (starting one costs ~0.15 s)."""
-        with self._lock:
-            self._replies.clear()
-            self.requests.clear()
-            self.cancelled_streams = 0
+    def reset_ids(self) -> None:
         self._ids, self._tool_ids = itertools.count(1), itertools.count(1)
 
     def routes(self) -> list[Route]:
@@ -117,7 +109,7 @@ class FakeAnthropic(FakeServer):
             return self._error(fault.status, fault.message, headers)
         message = self._message(reply, body, n)
         if body.get("stream"):
-            return _CountedStream(self, self._events(reply, message), headers=headers)
+            return self.stream(self._events(reply, message), headers=headers)
         return self._whole(reply, message, headers)
 
     @staticmethod
@@ -238,28 +230,6 @@ class FakeAnthropic(FakeServer):
             "message_delta",
         )
         yield sse({"type": "message_stop"}, "message_stop")
-
-
-class _CountedStream(StreamingResponse):
-    """An SSE response that counts a stream the client closed before its end.
-
-    Starlette cancels the response when the client disconnects; the cancellation
-    lands in the body generator (while it waits between deltas) or in ``send``,
-    so it is caught around both, counted, and let go on."""
-
-    def __init__(
-        self, server: FakeServer, events: AsyncIterator[bytes], headers: dict[str, str]
-    ) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self._server = server
-
-    async def stream_response(self, send: Send) -> None:
-        try:
-            await super().stream_response(send)
-        except anyio.get_cancelled_exc_class():
-            with self._server._lock:
-                self._server.cancelled_streams += 1
-            raise
 
 
 def _opening(whole: dict[str, Any]) -> dict[str, Any]:

@@ -38,11 +38,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Send
 
 from .fake_server import DropConnection, FakeServer, pause, sse
 from .script import ScriptedReply
@@ -126,7 +124,7 @@ class FakeOpenAI(FakeServer):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             pieces = self._chat_deltas(reply) if chat else self._text_deltas(reply, body)
             events = self._events(reply, head, pieces, chat=chat, usage=usage, body=body)
-            return _CountedStream(self, events, headers)
+            return self.stream(events, headers)
         whole = self._chat_whole(reply) if chat else self._text_whole(reply, body)
         return _whole(reply, {**head, **whole}, headers)
 
@@ -257,28 +255,6 @@ class FakeOpenAI(FakeServer):
         if usage:
             yield sse({**head, "choices": [], "usage": _usage(reply)})
         yield sse("[DONE]")
-
-
-class _CountedStream(StreamingResponse):
-    """An SSE response that counts a stream the client closed before its end.
-
-    Starlette cancels the response when the client disconnects; the cancellation
-    lands in the body generator (while it waits between deltas) or in ``send``,
-    so it is caught around both, counted, and let go on."""
-
-    def __init__(
-        self, server: FakeServer, events: AsyncIterator[bytes], headers: dict[str, str]
-    ) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self._server = server
-
-    async def stream_response(self, send: Send) -> None:
-        try:
-            await super().stream_response(send)
-        except anyio.get_cancelled_exc_class():
-            with self._server._lock:
-                self._server.cancelled_streams += 1
-            raise
 
 
 def _call(index: int, **fields: Any) -> dict[str, Any]:

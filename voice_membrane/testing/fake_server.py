@@ -18,6 +18,7 @@ import json
 import socket
 import threading
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -26,8 +27,9 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Send
 
 from .script import ScriptedReply
 
@@ -70,6 +72,22 @@ class FakeServer:
     def next_reply(self) -> ScriptedReply | None:
         with self._lock:
             return self._replies.popleft() if self._replies else None
+
+    def reset(self) -> None:
+        """Forget queued replies, recorded requests and counts: one server can then
+        serve a whole test module (starting one costs ~0.15 s)."""
+        with self._lock:
+            self._replies.clear()
+            self.requests.clear()
+            self.cancelled_streams = 0
+        self.reset_ids()
+
+    def reset_ids(self) -> None:
+        """Subclasses restart the ids they generate here."""
+
+    def stream(self, events: AsyncIterator[bytes], headers: dict[str, str]) -> StreamingResponse:
+        """An SSE response that counts a stream the client closed before its end."""
+        return _CountedStream(self, events, headers)
 
     @property
     def pending(self) -> int:
@@ -164,6 +182,26 @@ class FakeServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class _CountedStream(StreamingResponse):
+    """Starlette cancels the response when the client disconnects; the cancellation
+    lands in the body generator (while it waits between deltas) or in ``send``, so
+    it is caught around both, counted, and let go on."""
+
+    def __init__(
+        self, server: FakeServer, events: AsyncIterator[bytes], headers: dict[str, str]
+    ) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._server = server
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        except anyio.get_cancelled_exc_class():
+            with self._server._lock:
+                self._server.cancelled_streams += 1
+            raise
 
 
 async def pause(seconds: float) -> None:
