@@ -123,7 +123,8 @@ async def test_chat_tool_loop_with_a_timeout_and_a_failure(vendor: Vendor) -> No
 async def test_prefill_tool_loop_appends_results_and_resumes_the_turn() -> None:
     first = ScriptedReply.of(
         'Let me check.\n<function_calls>\n<invoke name="get_weather">'
-        '<parameter name="city">Paris</parameter></invoke>\n',
+        '<parameter name="city">Paris</parameter></invoke>\n'
+        '<invoke name="slow"></invoke>\n<invoke name="boom"></invoke>\n',
         stop_reason="stop_sequence",
         stop_sequence="</function_calls>",
         delta_chars=6,
@@ -138,9 +139,17 @@ async def test_prefill_tool_loop_appends_results_and_resumes_the_turn() -> None:
         bodies = [r.body for r in server.requests]
     result = result_of(items)
     assert result.error is None and result.tool_rounds == 1
-    assert [b.type for b in result.blocks] == ["text", "tool_call", "tool_result", "text"]
-    assert result.blocks[2].content == "Sunny in Paris, 21 °C"
-    assert result.blocks[2].tool_name == "get_weather"
+    types = [b.type for b in result.blocks]
+    assert types == ["text", *["tool_call"] * 3, *["tool_result"] * 3, "text"]
+    results = result.blocks[4:7]
+    assert [(b.tool_name, b.is_error) for b in results] == [
+        ("get_weather", False),
+        ("slow", True),
+        ("boom", True),
+    ]
+    assert results[0].content == "Sunny in Paris, 21 °C"
+    assert "timed out" in (results[1].content or "")
+    assert "backend down" in (results[2].content or "")
     assert visible(items) == "Let me check.\n\nIt is sunny in Paris."
     # The second call continues the same assistant turn: call, stop text, results.
     prefill_1 = bodies[0]["messages"][-1]["content"]
@@ -150,6 +159,7 @@ async def test_prefill_tool_loop_appends_results_and_resumes_the_turn() -> None:
     assert prefill_2.startswith(prefill_1)
     assert "</invoke>\n</function_calls><function_results>" in prefill_2
     assert "Sunny in Paris, 21 °C</result>" in prefill_2
+    assert "<error tool_use_id=" in prefill_2 and "backend down" in prefill_2
 
 
 async def test_tool_depth_is_bounded() -> None:
@@ -316,3 +326,22 @@ async def test_prefill_tool_loop_over_completions_where_the_stop_is_not_named() 
     assert result_of(items).tool_rounds == 1
     assert prompts[1].startswith(prompts[0])
     assert "</invoke>\n</function_calls><function_results>" in prompts[1]
+
+
+async def test_a_request_can_override_the_formatter() -> None:
+    with FakeAnthropic(
+        ScriptedReply.of("<thinking>plan</thinking>Hi."), ScriptedReply.of("Hi.")
+    ) as server:
+        provider = AnthropicProvider(api_key="k", base_url=server.base_url)
+        membrane = Membrane(provider, "native")
+        prefill = await membrane.complete(make_request(formatter="anthropic-xml"))
+        chat = await membrane.complete(make_request())
+        await provider.aclose()
+        first, second = (r.body for r in server.requests)
+    assert [b.type for b in prefill.blocks] == ["thinking", "text"]
+    assert first["messages"][-1]["role"] == "assistant"  # the transcript it continues
+    assert "Claude:" in str(first["messages"][-1]["content"])
+    assert second["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]}
+    ]
+    assert chat.text == "Hi."

@@ -32,15 +32,27 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.parametrize("vendor", VENDORS, ids=lambda v: v.name)
-def test_run_speaks_only_the_visible_text(tmp_path: Path, vendor: Vendor) -> None:
+# Prefill mode per vendor: the format each one continues best.
+PREFILL = {"anthropic": "anthropic-xml", "openai": "completions", "gemini": "gemini-prefill"}
+MODES = [(vendor, mode) for vendor in VENDORS for mode in ("chat", "prefill")]
+
+
+@pytest.mark.parametrize(("vendor", "mode"), MODES, ids=[f"{v.name}-{m}" for v, m in MODES])
+def test_run_speaks_only_the_visible_text(tmp_path: Path, vendor: Vendor, mode: str) -> None:
     wav, events = tmp_path / "a.wav", tmp_path / "e.jsonl"
-    reply = ScriptedReply.of(thinking(PLAN), text(ANSWER), delta_chars=6, delta_delay_s=0.002)
+    if mode == "chat":
+        formatter = "native"
+        reply = ScriptedReply.of(thinking(PLAN), text(ANSWER), delta_chars=6)
+    else:
+        formatter = PREFILL[vendor.name]
+        reply = ScriptedReply.of(f"<thinking>{PLAN}</thinking>{ANSWER}", delta_chars=6)
     with vendor.server(reply) as server:
         done = run_cli(
             [
                 "--llm",
                 f"{vendor.name}:{vendor.model}",
+                "--formatter",
+                formatter,
                 "--tts",
                 "espeak",
                 "--out",
@@ -54,7 +66,10 @@ def test_run_speaks_only_the_visible_text(tmp_path: Path, vendor: Vendor) -> Non
         )
         (request,) = server.requests
     assert done.returncode == 0, done.stderr
-    assert "Why is the sky blue?" in json.dumps(request.body)
+    body = json.dumps(request.body)
+    assert "Why is the sky blue?" in body
+    # Prefill mode sends a transcript the model continues; chat mode sends roles.
+    assert ("User: Why is the sky blue?" in body) == (mode == "prefill")
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     spoken = " ".join(line["text"] for line in lines if line["event"] == "tts_input")
     assert spoken.split() == ANSWER.split()
