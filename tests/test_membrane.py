@@ -345,3 +345,29 @@ async def test_a_request_can_override_the_formatter() -> None:
         {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]}
     ]
     assert chat.text == "Hi."
+
+
+async def test_native_tool_calls_in_a_prefill_format() -> None:
+    """anthropic-xml with tool_mode="native": the transcript is continued as text,
+    a call comes as a native tool_use; its result goes back as a user message."""
+    from voice_membrane.formats.anthropic_xml import AnthropicXmlFormatter
+
+    first = ScriptedReply.of(
+        " Let me check.", tool_use("get_weather", {"city": "Paris"}, id="tu_1")
+    )
+    with FakeAnthropic(first, ScriptedReply.of("It is sunny.")) as server:
+        provider = AnthropicProvider(api_key="k", base_url=server.base_url)
+        membrane = Membrane(provider, AnthropicXmlFormatter(tool_mode="native"))
+        items = await collect(membrane, make_request(), on_tool_calls=HANDLER)
+        await provider.aclose()
+        bodies = [r.body for r in server.requests]
+    result = result_of(items)
+    assert [b.type for b in result.blocks] == ["text", "tool_call", "tool_result", "text"]
+    starts = [i.index for i in items if type(i).__name__ == "BlockStart"]
+    assert starts == [0, 1, 2, 3]
+    assert visible(items) == " Let me check.It is sunny."
+    assert "tools" in bodies[0]
+    *_, turn, answer = bodies[1]["messages"]
+    assert turn["role"] == "assistant" and turn["content"][-1]["type"] == "tool_use"
+    assert turn["content"][0]["text"].endswith("Claude: Let me check.")
+    assert answer["role"] == "user" and answer["content"][0]["tool_use_id"] == "tu_1"

@@ -45,6 +45,10 @@ class NativeBlockAssembler:
     def next_block_index(self) -> int:
         return self._next_index
 
+    def skip_to(self, index: int) -> None:
+        """Number the next block at least ``index`` (see ``XmlStreamParser.skip_to``)."""
+        self._next_index = max(self._next_index, index)
+
     @property
     def inside_block(self) -> bool:
         return self._type is not None

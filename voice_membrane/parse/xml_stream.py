@@ -141,6 +141,11 @@ class XmlStreamParser:
         """The index the next block will get."""
         return self._next_index
 
+    def skip_to(self, index: int) -> None:
+        """Number the next block at least ``index``: blocks that came from elsewhere
+        in the same reply (native blocks beside prefill text) keep their indices."""
+        self._next_index = max(self._next_index, index)
+
     # ------------------------------------------------------------------ scanning
 
     def _scan(self, text: str) -> None:

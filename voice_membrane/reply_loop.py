@@ -1,0 +1,351 @@
+"""One ``Membrane.stream`` call: the provider calls of a reply and its tool loop.
+
+``ReplyLoop.items()`` makes a call (retried while nothing has arrived), reads
+its output into events — raw text through the XML parser, native blocks through
+``NativeBlockAssembler``, one index sequence for both — and decides what comes
+next: the end, a resume after a false stop, or tool calls and another call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+from .events import Block, BlockComplete, Event
+from .formats import Formatter
+from .formats.base import BuiltRequest, ProviderMessage
+from .messages import (
+    ContentBlock,
+    Message,
+    RedactedThinkingContent,
+    Request,
+    TextContent,
+    ThinkingContent,
+    ToolResultContent,
+    ToolUseContent,
+)
+from .parse import NativeBlockAssembler, XmlStreamParser
+from .providers.base import (
+    LlmError,
+    NativeStart,
+    ProviderError,
+    ProviderOutput,
+    StopInfo,
+    TextDelta,
+    Usage,
+)
+from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
+from .tools import OnToolCalls, ToolCall, run_tool_calls
+
+if TYPE_CHECKING:
+    from .membrane import Membrane
+
+FUNCTION_CALLS_END = "</function_calls>"
+MAX_RESUMES = 8  # stop-sequence false positives resumed per reply, at most
+
+
+@dataclass
+class _Round:
+    """What one provider call produced."""
+
+    raw: list[str] = field(default_factory=list)  # prefill: the text as written
+    blocks: list[Block] = field(default_factory=list)
+    native_calls: list[Block] = field(default_factory=list)  # prefill: calls made natively
+    stop: StopInfo | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: ProviderError | None = None
+    produced: bool = False
+    written_back: str = ""  # prefill: a stop sequence put back after the raw text
+
+
+class ReplyLoop:
+    """The state of one reply across its calls."""
+
+    def __init__(
+        self,
+        membrane: Membrane,
+        formatter: Formatter,
+        request: Request,
+        built: BuiltRequest,
+        on_tool_calls: OnToolCalls | None,
+        on_output: Callable[[ProviderOutput], None] | None,
+    ) -> None:
+        self.m, self.fmt, self.request, self.built = membrane, formatter, request, built
+        self.on_tool_calls, self.on_output = on_tool_calls, on_output
+        self.mode: Literal["prefill", "chat"] = built.mode
+        self.parser: XmlStreamParser | None = None
+        if built.mode == "prefill":
+            self.parser = formatter.create_parser(built.prefill or "") or XmlStreamParser(
+                built.prefill or ""
+            )
+        self.assembler = NativeBlockAssembler()
+        self.blocks: list[Block] = []
+        self.messages: list[Message] = []
+        self.usage = Usage()
+        self.tool_rounds = 0
+
+    async def items(self) -> AsyncGenerator[MembraneItem, None]:
+        resumes = 0
+        while True:
+            round_ = _Round()
+            async with aclosing(self._call(round_)) as call_items:
+                async for item in call_items:
+                    yield item
+            self.usage = self.usage + round_.usage
+            if round_.error is not None:
+                for event in self._flush(round_):
+                    yield event
+                error = round_.error
+                yield ReplyError(
+                    error.kind, str(error), error.provider, error.status, round_.produced
+                )
+                yield self._result(round_, "error", str(error))
+                return
+            stop = round_.stop or StopInfo("end_turn")
+            # Prefill: the stop sequence that ended the call, written back if it belongs.
+            prefill = self.mode == "prefill" and self.parser is not None
+            if prefill and self._stopped_after_calls(round_, stop):
+                assert self.parser is not None
+                round_.written_back = FUNCTION_CALLS_END
+                for event in self._feed_text(FUNCTION_CALLS_END, round_):
+                    yield event
+            elif prefill and stop.reason == "stop_sequence" and stop.stop_sequence:
+                assert self.parser is not None
+                if stop.stop_sequence == FUNCTION_CALLS_END and self.parser.inside_hidden:
+                    round_.written_back = stop.stop_sequence
+                    for event in self._feed_text(stop.stop_sequence, round_):
+                        yield event
+                elif self.parser.inside_hidden and resumes < MAX_RESUMES and round_.produced:
+                    # A false positive inside thinking or a call: put it back, go on.
+                    resumes += 1
+                    round_.written_back = stop.stop_sequence
+                    for event in self._feed_text(stop.stop_sequence, round_):
+                        yield event
+                    self._continue_prefill("".join(round_.raw) + round_.written_back)
+                    continue
+            calls = [
+                ToolCall(b.tool_id or "", b.tool_name or "", dict(b.input or {}))
+                for b in round_.blocks
+                if b.type == "tool_call"
+            ]
+            if not calls or self.on_tool_calls is None or self.tool_rounds >= self.m.max_tool_depth:
+                for event in self._flush(round_):
+                    yield event
+                yield self._result(round_, stop.reason, None)
+                return
+            self.tool_rounds += 1
+            results = await run_tool_calls(calls, self.on_tool_calls, self.m.tool_timeout_s)
+            for event in self._emit_results(calls, results, round_):
+                yield event
+            resumes = 0
+
+    def _stopped_after_calls(self, round_: _Round, stop: StopInfo) -> bool:
+        """Prefill: the call ended right after a tool call, inside ``<function_calls>``.
+        Some servers honour the ``</function_calls>`` stop without naming it (OpenAI
+        Completions says only "stop"), so the parser's state decides, not the name."""
+        assert self.parser is not None
+        if stop.reason == "max_tokens" or not self.parser.inside_hidden or not round_.blocks:
+            return False
+        named = stop.stop_sequence
+        return round_.blocks[-1].type == "tool_call" and named in (None, FUNCTION_CALLS_END)
+
+    # ------------------------------------------------------------ one call
+
+    async def _call(self, round_: _Round) -> AsyncGenerator[MembraneItem, None]:
+        """One provider call with retries; fills ``round_``, never raises ProviderError."""
+        retry = 0
+        while True:
+            try:
+                async with aclosing(
+                    self.m.provider.stream(
+                        self.built, self.request.config, streaming=self.m.streaming
+                    )
+                ) as outputs:
+                    async for output in outputs:
+                        if self.on_output is not None:
+                            self.on_output(output)
+                        for item in self._take(output, round_):
+                            yield item
+                return
+            except ProviderError as exc:
+                error = exc
+            except LlmError as exc:  # a local source's failure: not retryable
+                error = ProviderError(self.m.provider.name, "stream", str(exc))
+            if round_.produced or not self.m.retry.should_retry(retry, error):
+                round_.error = error
+                return
+            delay = self.m.retry.delay_s(retry, error)
+            retry += 1
+            yield Retrying(retry, delay, str(error))
+            await anyio.sleep(delay)
+
+    def _take(self, output: ProviderOutput, round_: _Round) -> list[MembraneItem]:
+        if isinstance(output, Usage):
+            round_.usage = output
+            return [UsageUpdate(output, self.usage + output)]
+        if isinstance(output, StopInfo):
+            round_.stop = output
+            return []
+        round_.produced = True
+        if isinstance(output, TextDelta):
+            if self.parser is None:
+                # Raw text in chat mode (an embedded model's chat reply): XML is
+                # still read, so thinking or calls it writes are never spoken.
+                self.parser = XmlStreamParser()
+            round_.raw.append(output.text)
+            self.parser.skip_to(self.assembler.next_block_index)
+            return list(self._feed_text(output.text, round_))
+        events: list[Event] = []
+        if self.parser is not None and isinstance(output, NativeStart):
+            # A native block beside prefill text (native tools in a prefill format):
+            # the text so far ends here, and the indices run on from it.
+            events = self.parser.flush()
+            self.assembler.skip_to(self.parser.next_block_index)
+        started = time.perf_counter_ns()
+        events += self.assembler.feed(output)
+        self.m.parse_ns += time.perf_counter_ns() - started
+        if self.parser is not None:
+            round_.native_calls += [
+                e.block
+                for e in events
+                if isinstance(e, BlockComplete) and e.block.type == "tool_call"
+            ]
+        return list(self._record(events, round_))
+
+    def _feed_text(self, text: str, round_: _Round) -> list[Event]:
+        assert self.parser is not None
+        started = time.perf_counter_ns()
+        events = self.parser.feed(text)
+        self.m.parse_ns += time.perf_counter_ns() - started
+        return self._record(events, round_)
+
+    def _record(self, events: list[Event], round_: _Round) -> list[Event]:
+        for event in events:
+            if isinstance(event, BlockComplete):
+                round_.blocks.append(event.block)
+                self.blocks.append(event.block)
+        return events
+
+    def _flush(self, round_: _Round) -> list[Event]:
+        events = self.parser.flush() if self.parser is not None else []
+        events += self.assembler.flush()
+        return self._record(events, round_)
+
+    # ------------------------------------------------------------ tool loop
+
+    def _emit_results(
+        self, calls: list[ToolCall], results: list[ToolResultContent], round_: _Round
+    ) -> list[Event]:
+        names = {call.id: call.name for call in calls}
+        events: list[Event] = []
+        if self.mode == "prefill" and round_.native_calls:
+            return self._native_results_in_prefill(names, results, round_)
+        if self.mode == "prefill":
+            text = self.fmt.format_tool_results(results)
+            events = self._feed_text(text, round_)
+            self._continue_prefill("".join(round_.raw) + round_.written_back + text)
+            return events
+        events = self._result_blocks(names, results, round_)
+        assistant = Message(
+            participant=self.request.options.assistant_participant,
+            content=[c for b in round_.blocks if (c := _content_of(b)) is not None],
+        )
+        results_message = Message(
+            participant=self.request.options.human_participant, content=list(results)
+        )
+        self.messages += [assistant, results_message]
+        self.request = self.request.model_copy(
+            update={"messages": [*self.request.messages, assistant, results_message]}
+        )
+        self.built = self.fmt.build(self.request)
+        return events
+
+    def _native_results_in_prefill(
+        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
+    ) -> list[Event]:
+        """Native tool calls in a prefill format: the API wants the results as a
+        user message after the assistant's turn, so the transcript so far becomes
+        that turn (with its native calls) and the model answers in a new one."""
+        events = self._result_blocks(names, results, round_)
+        assert self.parser is not None
+        self.parser.skip_to(self.assembler.next_block_index)
+        written = ((self.built.prefill or "") + "".join(round_.raw)).rstrip()
+        turn: list[ContentBlock] = [TextContent(text=written)] if written else []
+        turn += [c for b in round_.native_calls if (c := _content_of(b)) is not None]
+        self.built = replace(
+            self.built,
+            messages=[
+                *self.built.messages,
+                ProviderMessage("assistant", turn),
+                ProviderMessage("user", list(results)),
+            ],
+            prefill=None,
+            prompt=None,
+        )
+        return events
+
+    def _result_blocks(
+        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
+    ) -> list[Event]:
+        events = self.assembler.flush()
+        for result in results:
+            events += self.assembler.tool_result(
+                result.tool_use_id,
+                result.text(),
+                tool_name=names.get(result.tool_use_id),
+                is_error=result.is_error,
+            )
+        return self._record(events, round_)
+
+    def _continue_prefill(self, appended: str) -> None:
+        built = self.built
+        self.built = replace(
+            built,
+            prefill=(built.prefill or "") + appended,
+            prompt=None if built.prompt is None else built.prompt + appended,
+        )
+
+    def _result(self, round_: _Round, stop: str, error: str | None) -> ReplyResult:
+        final = [c for b in round_.blocks if (c := _content_of(b)) is not None]
+        messages = list(self.messages)
+        if self.mode == "prefill":
+            text = "".join(b.content or "" for b in self.blocks if b.type == "text")
+            messages = [
+                Message(participant=self.request.options.assistant_participant, content=text)
+            ]
+        elif final:
+            messages.append(
+                Message(participant=self.request.options.assistant_participant, content=final)
+            )
+        return ReplyResult(
+            blocks=tuple(self.blocks),
+            text="".join(b.content or "" for b in self.blocks if b.type == "text"),
+            stop_reason=stop,
+            usage=self.usage,
+            tool_rounds=self.tool_rounds,
+            messages=tuple(messages),
+            error=error,
+        )
+
+
+def _content_of(block: Block) -> ContentBlock | None:
+    """A completed chat-mode block as content for the next request."""
+    if block.type == "text":
+        return TextContent(text=block.content or "")
+    if block.type == "thinking":
+        if block.redacted_data is not None:
+            return RedactedThinkingContent(data=block.redacted_data)
+        return ThinkingContent(thinking=block.content or "", signature=block.signature)
+    if block.type == "tool_call":
+        return ToolUseContent(
+            id=block.tool_id or "",
+            name=block.tool_name or "",
+            input=dict(block.input or {}),
+            signature=block.signature,
+        )
+    return None  # tool results are sent as their own message
