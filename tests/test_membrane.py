@@ -12,6 +12,7 @@ import pytest
 from vendors import VENDORS, Vendor
 
 from voice_membrane.events import BlockComplete, Chunk
+from voice_membrane.formats import get_formatter
 from voice_membrane.membrane import Membrane
 from voice_membrane.messages import (
     Message,
@@ -21,6 +22,7 @@ from voice_membrane.messages import (
     RequestOptions,
     ThinkingContent,
     ToolDefinition,
+    validate_request,
 )
 from voice_membrane.providers.anthropic import AnthropicProvider
 from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
@@ -160,6 +162,14 @@ async def test_prefill_tool_loop_appends_results_and_resumes_the_turn() -> None:
     assert "</invoke>\n</function_calls><function_results>" in prefill_2
     assert "Sunny in Paris, 21 °C</result>" in prefill_2
     assert "<error tool_use_id=" in prefill_2 and "backend down" in prefill_2
+    # The reply as history: calls, results, answer; a follow-up request takes it.
+    assert [m.participant for m in result.messages] == ["Claude", "User", "Claude"]
+    follow_up = make_request().model_copy(
+        update={"messages": [*make_request().messages, *result.messages]}
+    )
+    validate_request(follow_up)
+    transcript = get_formatter("anthropic-xml").build(follow_up).prefill or ""
+    assert '<invoke name="slow">' in transcript and "backend down" in transcript
 
 
 async def test_tool_depth_is_bounded() -> None:

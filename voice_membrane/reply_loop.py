@@ -9,7 +9,7 @@ next: the end, a resume after a false stop, or tool calls and another call.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
@@ -85,7 +85,6 @@ class ReplyLoop:
             )
         self.assembler = NativeBlockAssembler()
         self.blocks: list[Block] = []
-        self.messages: list[Message] = []
         self.usage = Usage()
         self.tool_rounds = 0
 
@@ -104,7 +103,7 @@ class ReplyLoop:
                 yield ReplyError(
                     error.kind, str(error), error.provider, error.status, round_.produced
                 )
-                yield self._result(round_, "error", str(error))
+                yield self._result("error", str(error))
                 return
             stop = round_.stop or StopInfo("end_turn")
             # Prefill: the stop sequence that ended the call, written back if it belongs.
@@ -136,7 +135,7 @@ class ReplyLoop:
             if not calls or self.on_tool_calls is None or self.tool_rounds >= self.m.max_tool_depth:
                 for event in self._flush(round_):
                     yield event
-                yield self._result(round_, stop.reason, None)
+                yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
             results = await run_tool_calls(calls, self.on_tool_calls, self.m.tool_timeout_s)
@@ -258,7 +257,6 @@ class ReplyLoop:
         results_message = Message(
             participant=self.request.options.human_participant, content=list(results)
         )
-        self.messages += [assistant, results_message]
         self.request = self.request.model_copy(
             update={"messages": [*self.request.messages, assistant, results_message]}
         )
@@ -310,27 +308,53 @@ class ReplyLoop:
             prompt=None if built.prompt is None else built.prompt + appended,
         )
 
-    def _result(self, round_: _Round, stop: str, error: str | None) -> ReplyResult:
-        final = [c for b in round_.blocks if (c := _content_of(b)) is not None]
-        messages = list(self.messages)
-        if self.mode == "prefill":
-            text = "".join(b.content or "" for b in self.blocks if b.type == "text")
-            messages = [
-                Message(participant=self.request.options.assistant_participant, content=text)
-            ]
-        elif final:
-            messages.append(
-                Message(participant=self.request.options.assistant_participant, content=final)
-            )
+    def _result(self, stop: str, error: str | None) -> ReplyResult:
+        options = self.request.options
         return ReplyResult(
             blocks=tuple(self.blocks),
             text="".join(b.content or "" for b in self.blocks if b.type == "text"),
             stop_reason=stop,
             usage=self.usage,
             tool_rounds=self.tool_rounds,
-            messages=tuple(messages),
+            messages=tuple(
+                conversation(self.blocks, options.assistant_participant, options.human_participant)
+            ),
             error=error,
         )
+
+
+def conversation(blocks: Sequence[Block], assistant: str, human: str) -> list[Message]:
+    """A reply's blocks as messages to append to the conversation, the same in both
+    modes: the assistant's content (text, thinking, tool uses) and, after each
+    round of calls, a message from ``human`` with the results."""
+    messages: list[Message] = []
+    said: list[ContentBlock] = []
+    results: list[ContentBlock] = []
+    for block in blocks:
+        if block.type == "tool_result":
+            if said:
+                messages.append(Message(participant=assistant, content=said))
+                said = []
+            if block.tool_id:  # a result that answers no call cannot be sent back
+                results.append(
+                    ToolResultContent(
+                        tool_use_id=block.tool_id,
+                        content=block.content or "",
+                        is_error=block.is_error,
+                    )
+                )
+            continue
+        if results:
+            messages.append(Message(participant=human, content=results))
+            results = []
+        content = _content_of(block)
+        if content is not None:
+            said.append(content)
+    if said:
+        messages.append(Message(participant=assistant, content=said))
+    if results:
+        messages.append(Message(participant=human, content=results))
+    return messages
 
 
 def _content_of(block: Block) -> ContentBlock | None:
