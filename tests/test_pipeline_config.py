@@ -17,7 +17,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["local.toml", "local-espeak.toml", "replay.toml"])
+@pytest.mark.parametrize("name", sorted(p.name for p in PIPELINES.glob("*.toml")))
 def test_shipped_pipelines_load(name: str) -> None:
     config = load_pipeline(PIPELINES / name)
     assert config.description

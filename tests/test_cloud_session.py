@@ -1,0 +1,115 @@
+"""A cloud provider in a session: base URL and key from the pipeline file, and an
+interrupted turn that closes the provider's HTTP stream with the rest."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import anyio
+import pytest
+
+from voice_membrane.pipeline.build import build_parts
+from voice_membrane.pipeline.config import ConfigError, load_pipeline
+from voice_membrane.pipeline.session import Session
+from voice_membrane.pipeline.turn import TurnResult
+from voice_membrane.sinks.null import NullSink
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.script import ScriptedReply, thinking
+
+pytestmark = pytest.mark.anyio
+ANSWER = "Here is a long answer. " * 40
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pipeline(tmp_path: Path, base_url: str, key_env: str = "MY_OPENAI_KEY") -> Path:
+    path = tmp_path / "cloud.toml"
+    path.write_text(
+        f"""description = "openai through a pipeline file"
+[llm]
+spec = "openai:gpt-test"
+base_url = "{base_url}"
+api_key_env = "{key_env}"
+max_tokens = 300
+system_prompt = "Be brief."
+user_name = "Ada"
+[tts]
+spec = "espeak"
+[sink]
+kind = "null"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+async def test_base_url_key_and_names_come_from_the_pipeline_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("MY_OPENAI_KEY", "secret-from-file-config")
+    with FakeOpenAI(ScriptedReply.of(thinking("plan"), "Hello, Ada.")) as server:
+        config = load_pipeline(pipeline(tmp_path, server.base_url))
+        parts = build_parts(config)
+        session = Session(
+            parts.membrane,
+            parts.engine,
+            parts.sink,
+            system_prompt=config.llm.system_prompt,
+            model=parts.model,
+            options=parts.options,
+        )
+        async with session:
+            result = await session.turn("Hi!")
+        (request,) = server.requests
+    assert result.error is None and result.spoken_text == "Hello, Ada."
+    assert request.headers["authorization"] == "Bearer secret-from-file-config"
+    assert request.body["model"] == "gpt-test" and request.body["max_tokens"] == 300
+    assert request.body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert [b.type for b in result.blocks] == ["thinking", "text"]
+
+
+def test_a_named_key_variable_that_is_not_set_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NOT_SET_KEY", raising=False)
+    config = load_pipeline(pipeline(tmp_path, "http://127.0.0.1:9/v1", "NOT_SET_KEY"))
+    with pytest.raises(ConfigError, match="api_key_env names NOT_SET_KEY, which is not set"):
+        build_parts(config)
+
+
+async def test_interrupting_a_turn_closes_the_provider_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_OPENAI_KEY", "k")
+    slow = ScriptedReply.of(ANSWER, delta_chars=6, delta_delay_s=0.02)
+    with FakeOpenAI(slow) as server:
+        parts = build_parts(load_pipeline(pipeline(tmp_path, server.base_url)))
+        sink = NullSink(sample_rate=22050, realtime=True)
+        session = Session(parts.membrane, parts.engine, sink, model=parts.model)
+        tasks_before = len(asyncio.all_tasks())
+        results: list[TurnResult] = []
+        async with session:
+
+            async def speak() -> None:
+                results.append(await session.turn("Talk for a while."))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(speak)
+                while (
+                    session.current is None or "first_audio" not in session.current.metrics.stamps
+                ):
+                    await anyio.sleep(0.01)
+                assert session.interrupt()
+            assert len(asyncio.all_tasks()) == tasks_before  # nothing outlived the turn
+        with anyio.fail_after(5):
+            while server.cancelled_streams == 0:
+                await anyio.sleep(0.01)
+    (result,) = results
+    assert result.interrupted and result.error is None
+    assert len(result.visible_text) < len(ANSWER)  # the LLM was still streaming
