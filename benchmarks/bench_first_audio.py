@@ -14,20 +14,17 @@ turns' first pieces again on its own, nothing else running: its idle time to fir
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import importlib.util
 import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
 
 from benchmarks.stats import median, nearest_rank
 from voice_membrane.pipeline.config import load_pipeline
@@ -41,8 +38,6 @@ from voice_membrane.sinks.base import SinkError
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.tts.base import TtsEngine, TtsError
 from voice_membrane.tts.registry import create_engine
-
-T = TypeVar("T")
 
 REQUIRED_MODULES = ("llama_cpp", "piper")  # without either, the benchmark is not run
 PIPELINE_DEFAULT = DEFAULT_PIPELINE  # pipelines/local.toml: LocalLlama + Piper
@@ -91,7 +86,6 @@ class Setup:
     pipeline: Path  # its [llm] temperature, system prompt, [tts] spec and [chunker] are used
     n_threads: int | None = None  # LocalLlama's; None is its default (the CPUs available)
     chunker: tuple[tuple[str, int], ...] = ()  # overrides of the file's chunker options
-    one_thread: bool = False  # diagnostic: every llama.cpp step on one dedicated thread
     hold_llm: bool = False  # diagnostic: no LLM step while the first piece is synthesized
     option: str = ""  # the change, as a user would make it ("" for a pipeline as shipped)
     idle_tts: bool = False  # afterwards, time the engine alone on the turns' first pieces
@@ -117,12 +111,6 @@ TWO_WORDS_SETUP = Setup(
     chunker=(("first_chunk_words", 2),),
     option="`[chunker] first_chunk_words = 2` (default 3)",
 )
-PINNED_SETUP = Setup(
-    "default, LLM steps on one thread",
-    PIPELINE_DEFAULT,
-    one_thread=True,
-    option="diagnostic, not an option: every llama.cpp step on one dedicated thread",
-)
 HELD_SETUP = Setup(
     "default, LLM held for the first piece",
     PIPELINE_DEFAULT,
@@ -130,7 +118,7 @@ HELD_SETUP = Setup(
     option="diagnostic, not an option: no LLM step from the first piece's hand-over to "
     "the TTS engine until its first audio",
 )
-OPTION_SETUPS = (ONE_LLM_THREAD_SETUP, TWO_WORDS_SETUP, PINNED_SETUP, HELD_SETUP)
+OPTION_SETUPS = (ONE_LLM_THREAD_SETUP, TWO_WORDS_SETUP, HELD_SETUP)
 SETUPS = (DEFAULT_SETUP, ESPEAK_SETUP, *OPTION_SETUPS)
 
 
@@ -272,7 +260,7 @@ class Hold:
 class CountingSource:
     """Passes an LLM source's deltas through, stamping when each one is handed on.
 
-    ``LlmStage`` stamps a delta right after receiving it and asks for the next one only
+    ``ReplyStage`` stamps a delta right after receiving it and asks for the next one only
     after passing it on, so the deltas stamped at or before the turn's
     ``first_chunk_token_ns`` are exactly those up to the one that released the first piece.
     With a ``hold``, it waits for the hold to be released before asking for a delta.
@@ -306,68 +294,6 @@ class CountingSource:
 
     def count_until(self, at_ns: int) -> int:
         return bisect.bisect_right(self.arrivals, at_ns)
-
-
-class OneThreadLlama:
-    """Diagnostic, not library code: ``LocalLlama``'s model, every step on one thread.
-
-    ``LocalLlama.stream`` advances llama.cpp one token per ``anyio.to_thread.run_sync``
-    call, which runs on whichever anyio worker thread is idle. This source makes the same
-    calls (same model, lock and options) on one dedicated thread, to measure what
-    hopping between threads costs.
-    """
-
-    mode: Literal["prefill", "chat"] = "chat"
-
-    def __init__(self, inner: LocalLlama) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self._executor: ThreadPoolExecutor | None = None
-
-    async def start(self) -> None:
-        await self.inner.start()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
-
-    async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
-        inner = self.inner
-        model = inner.model
-        request = inner.messages_for(messages)
-        while not model.lock.acquire(blocking=False):
-            await anyio.sleep(LOCK_POLL_S)
-        try:
-            steps = model.deltas(
-                request,
-                max_tokens=inner.max_tokens,
-                temperature=inner.temperature,
-                top_p=inner.top_p,
-                seed=inner.seed,
-            )
-            try:
-                while True:
-                    try:
-                        delta = await self._call(lambda: next(steps, None))
-                    except Exception as exc:
-                        raise LlmError(f"{self.name}: generation failed: {exc}") from exc
-                    if delta is None:
-                        return
-                    yield delta
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._call(steps.close)
-        finally:
-            model.lock.release()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            await anyio.to_thread.run_sync(executor.shutdown)
-
-    async def _call(self, func: Callable[[], T]) -> T:
-        if self._executor is None:
-            raise LlmError(f"{self.name}: not started; await start() first")
-        return await asyncio.wrap_future(self._executor.submit(func))
 
 
 class _TurnWatch:
@@ -435,7 +361,7 @@ def _session(setup: Setup) -> tuple[Session, CountingSource, _TurnWatch, int]:
         system_prompt=llm.system_prompt,
     )
     hold = Hold() if setup.hold_llm else None
-    source = CountingSource(OneThreadLlama(local) if setup.one_thread else local, hold)
+    source = CountingSource(local, hold)
     watch = _TurnWatch(hold)
     session = Session(
         source,

@@ -11,7 +11,6 @@ from benchmarks.bench_first_audio import (
     HELD_SETUP,
     MAX_TOKENS,
     OPTION_SETUPS,
-    PINNED_SETUP,
     PIPELINE_DEFAULT,
     PIPELINE_ESPEAK,
     PROMPTS,
@@ -228,15 +227,7 @@ def _first_audio_findings(results: FirstAudioResults) -> list[str]:
             f"{_ms(default.p50('ms_per_token'), 1)} against "
             f"{_ms(espeak.p50('ms_per_token'), 1)} ms per delta after it."
         )
-    one_thread, held = results.run(PINNED_SETUP), results.run(HELD_SETUP)
-    if one_thread.error is None:
-        lines.append(
-            "- With every llama.cpp step on one thread (first diagnostic), the default "
-            f"pipeline's LLM reached its first token in {_ms(one_thread.p50('first_token'))} ms "
-            f"and went on at {_ms(one_thread.p50('ms_per_token'), 1)} ms per delta; Piper's "
-            f"first audio of the first piece then took {_ms(one_thread.p50('tts_first_byte'))} "
-            f"ms (default {_ms(tts)})."
-        )
+    held = results.run(HELD_SETUP)
     if held.error is None:
         lines.append(
             "- With the LLM held while the first piece is synthesized (second diagnostic), "
@@ -290,15 +281,12 @@ def first_audio_section(results: FirstAudioResults) -> str:
             f"({len(PROMPTS) // SESSIONS} prompts each): a difference between rows smaller "
             "than the spread within a row is noise.",
             _options(default, [default, espeak, *(results.run(s) for s in OPTION_SETUPS)]),
-            "The last two rows are diagnostics made in `benchmarks/bench_first_audio.py`, "
-            "not library options. *One dedicated thread*: `LocalLlama` advances llama.cpp one "
-            "token per `anyio.to_thread.run_sync` call, which runs on whichever anyio worker "
-            "thread is idle, and in a Piper session Piper's synthesis steps use worker "
-            "threads too, so llama.cpp is called from more than one thread. The llama.cpp "
-            "build installed here uses OpenMP: libgomp keeps a pool of threads per calling "
-            "thread, and once it manages more threads than there are CPUs it spins only "
-            "briefly at a barrier before sleeping. This source makes the same calls, on the "
-            "same model, from one thread. *Held*: the benchmark's "
+            "The last row is a diagnostic made in `benchmarks/bench_first_audio.py`, not "
+            "a library option. `LocalLlama` runs every llama.cpp call of a model on one "
+            "thread of its own: this OpenMP build keeps a thread pool per calling thread, "
+            "and stepping it from whichever anyio worker thread was free (beside Piper, "
+            "which uses worker threads too) made each token about 1.5 times slower. "
+            "*Held*: the benchmark's "
             "wrapper around the LLM source asks for no delta from the moment the first piece "
             "is handed to the TTS engine until its first audio reaches the sink (the token "
             "being computed still finishes), so that the engine has the CPUs to itself: what "

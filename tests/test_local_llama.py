@@ -5,11 +5,14 @@ The model is loaded once for the module; replies are kept short (max_tokens ≤ 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 pytest.importorskip(
@@ -199,3 +202,35 @@ def test_llama_cpp_error_becomes_llm_error_and_source_stays_usable(source: Local
         collect(source, too_long)
     assert not source.model.lock.locked()
     assert "".join(collect(source, HELLO)).strip()
+
+
+def test_every_llama_cpp_call_runs_on_the_models_one_thread(
+    source: LocalLlama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's OpenMP pool is per calling thread: each token must be computed
+    on the same thread, never on whichever worker thread is free."""
+    model = source.model
+    threads: set[str] = set()
+    create = model.llama.create_chat_completion
+
+    def recording(**kwargs: object) -> object:
+        def chunks() -> Iterator[object]:
+            for chunk in create(**kwargs):  # type: ignore[arg-type]
+                threads.add(threading.current_thread().name)
+                yield chunk
+
+        return chunks()
+
+    monkeypatch.setattr(model.llama, "create_chat_completion", recording)
+
+    async def two_turns_beside_other_worker_threads() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):  # keep anyio's worker threads busy meanwhile
+                tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.05)
+            for _ in range(2):
+                async with aclosing(source.stream(STORY)) as deltas:
+                    async for _delta in deltas:
+                        pass
+
+    anyio.run(two_turns_beside_other_worker_threads)
+    assert len(threads) == 1 and next(iter(threads)).startswith("llama.cpp")

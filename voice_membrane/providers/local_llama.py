@@ -12,13 +12,20 @@ Sharing and threads
     the others wait for it (a ``threading.Lock``, so sessions on different event
     loops are also kept apart).
 
+    Every llama.cpp call on a model — loading, warm-up, each token — runs on one
+    thread of its own (``ModelThread``). This build of llama.cpp keeps an OpenMP
+    thread pool per calling thread: stepping it from whichever anyio worker thread
+    was free (as an earlier version did) made each token ~1.5x slower beside a TTS
+    engine that also uses worker threads (measured in
+    ``benchmarks/bench_first_audio.py``).
+
 Cancellation
-    llama.cpp's generator is advanced one token per worker-thread call
-    (``anyio.to_thread.run_sync(next, ...)``). A consumer that is cancelled, or that
-    stops iterating and closes the stream, takes effect when the token being
-    computed is done: the worker call is not abandoned, so the generator is never
-    touched by two threads. The generator is then closed in a worker thread, shielded
-    from the cancellation, and the model is released for the next call. The next
+    llama.cpp's generator is advanced one token per call on the model's thread. A
+    consumer that is cancelled, or that stops iterating and closes the stream, takes
+    effect when the token being computed is done: the call is not abandoned, so the
+    generator is never touched by two threads. The generator is then closed on the
+    model's thread, shielded from the cancellation, and the model is released for
+    the next call. The next
     prompt is matched against llama.cpp's KV cache token by token, so the tokens of
     the abandoned reply are dropped and the new reply starts fresh (the shared
     prefix, typically the system prompt, is reused). The first step also evaluates
@@ -27,16 +34,17 @@ Cancellation
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import os
 import threading
-from collections.abc import AsyncGenerator, Generator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from voice_membrane.providers.base import ChatMessage, LlmError
 
@@ -50,6 +58,21 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _LOCK_POLL_S = 0.005  # how often a stream waiting for a busy model checks it again
+T = TypeVar("T")
+
+
+class ModelThread:
+    """The one thread a model's llama.cpp calls run on (see "Sharing and threads")."""
+
+    def __init__(self, name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def run(self, func: Callable[[], T]) -> T:
+        """Run ``func`` on the thread. If the caller is cancelled, the call still
+        finishes there (llama.cpp cannot be interrupted mid-token)."""
+        # voice_membrane runs on anyio's asyncio backend; a concurrent future is
+        # awaited without occupying a worker thread.
+        return await asyncio.wrap_future(self._executor.submit(func))
 
 
 def default_model_path() -> str:
@@ -95,12 +118,15 @@ class _Llama(Protocol):
 class LoadedModel:
     """A llama.cpp model loaded once per process, and the lock that serialises its use."""
 
-    def __init__(self, llama: _Llama, path: str, n_ctx: int, n_threads: int) -> None:
+    def __init__(
+        self, llama: _Llama, path: str, n_ctx: int, n_threads: int, thread: ModelThread
+    ) -> None:
         self.llama = llama
         self.path = path
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.lock = threading.Lock()
+        self.thread = thread
 
     def deltas(
         self,
@@ -133,10 +159,19 @@ class LoadedModel:
 
 
 _MODELS: dict[tuple[str, int, int], LoadedModel] = {}
+_THREADS: dict[tuple[str, int, int], ModelThread] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _load_model(path: str, n_ctx: int, n_threads: int) -> LoadedModel:
+async def load_model(path: str, n_ctx: int, n_threads: int) -> LoadedModel:
+    """The process-wide model for this key, loaded (on its own thread) on first use."""
+    key = (path, n_ctx, n_threads)
+    with _MODELS_LOCK:
+        thread = _THREADS.setdefault(key, ModelThread("llama.cpp"))
+    return await thread.run(lambda: _load_model(path, n_ctx, n_threads, thread))
+
+
+def _load_model(path: str, n_ctx: int, n_threads: int, thread: ModelThread) -> LoadedModel:
     """Return the process-wide model for this key, loading it on first use (blocking)."""
     key = (path, n_ctx, n_threads)
     with _MODELS_LOCK:
@@ -170,7 +205,7 @@ def _load_model(path: str, n_ctx: int, n_threads: int) -> LoadedModel:
             messages=warm_up, stream=True, max_tokens=1, temperature=0.0, top_p=1.0, seed=0
         ):
             pass
-        model = LoadedModel(llama, path, n_ctx, n_threads)
+        model = LoadedModel(llama, path, n_ctx, n_threads, thread)
         _MODELS[key] = model
         return model
 
@@ -238,9 +273,7 @@ class LocalLlama:
         if not Path(path).is_file():
             raise LlmError(f"{path}: no such model file")
         resolved = os.path.realpath(path)
-        self._model = await anyio.to_thread.run_sync(
-            _load_model, resolved, self.n_ctx, self.n_threads
-        )
+        self._model = await load_model(resolved, self.n_ctx, self.n_threads)
 
     def messages_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
         """The conversation as llama.cpp receives it (with the default system prompt)."""
@@ -274,7 +307,7 @@ class LocalLlama:
             try:
                 while True:
                     try:
-                        delta = await anyio.to_thread.run_sync(next, steps, None)
+                        delta = await model.thread.run(lambda: next(steps, None))
                     except Exception as exc:
                         raise LlmError(f"{self.name}: generation failed: {exc}") from exc
                     if delta is None:
@@ -282,7 +315,7 @@ class LocalLlama:
                     yield delta
             finally:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(steps.close)
+                    await model.thread.run(steps.close)
         finally:
             model.lock.release()
 
