@@ -234,3 +234,20 @@ def test_every_llama_cpp_call_runs_on_the_models_one_thread(
 
     anyio.run(two_turns_beside_other_worker_threads)
     assert len(threads) == 1 and next(iter(threads)).startswith("llama.cpp")
+
+
+def test_without_a_seed_each_reply_draws_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = LocalLlama(max_tokens=2)  # seed=None
+    anyio.run(src.start)
+    model = src.model
+    seeds: list[object] = []
+    create = model.llama.create_chat_completion
+
+    def recording(**kwargs: object) -> object:
+        seeds.append(kwargs["seed"])
+        return create(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model.llama, "create_chat_completion", recording)
+    for _ in range(3):
+        collect(src, HELLO)
+    assert len(set(seeds)) == 3 and all(isinstance(seed, int) for seed in seeds)

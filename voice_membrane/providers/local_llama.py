@@ -38,6 +38,7 @@ import asyncio
 import importlib
 import importlib.util
 import os
+import random
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -302,7 +303,8 @@ class LocalLlama:
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
                 top_p=self.top_p,
-                seed=self.seed,
+                # llama.cpp's own "random" seed repeats from one process to the next.
+                seed=self.seed if self.seed is not None else random.getrandbits(31),
             )
             try:
                 while True:
