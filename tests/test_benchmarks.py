@@ -6,8 +6,10 @@ No timing is asserted here: speed is reported by `make bench`, not tested.
 from __future__ import annotations
 
 from benchmarks.bench_chunker import run_corpus
+from benchmarks.bench_membrane import CONSUMERS, VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.replies import REPLIES
+from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_paragraph
 from benchmarks.tokens import tokenize
 from voice_membrane.chunking import SpeechChunker
 
@@ -30,3 +32,25 @@ def test_parser_benchmark_runs_and_checks_its_output() -> None:
     results = run_parser_bench(target_chars=20_000, repeats=1)
     assert results.seen_blocks == results.generated_blocks
     assert all(v.feeds > 0 for v in results.variants)
+
+
+def test_membrane_benchmark_runs_every_vendor_and_renders_a_row_each() -> None:
+    # A tiny reply and one repetition: the outputs are checked inside the run (a
+    # consumer that loses the scripted blocks raises), the numbers are not.
+    results = run_membrane_bench(text_chars=120, thinking_chars=40, repeats=1)
+    modes = [(case.vendor, case.mode) for case in results.cases]
+    assert modes == [*((vendor, "chat") for vendor in VENDORS), ("anthropic", "prefill")]
+    for case in results.cases:
+        assert case.deltas > 10
+        assert all(len(case.seconds[c]) == 1 for c in CONSUMERS)
+    assert [p.component for p in results.in_process] == [
+        *["NativeBlockAssembler"] * len(VENDORS),
+        "XmlStreamParser",
+    ]
+    section = membrane_section(results)
+    assert section.startswith(f"## {MEMBRANE_TITLE}")
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    for case in results.cases:
+        assert sum(line.startswith(f"| {case.label} |") for line in rows) == 1, case.label
+    assert section.count("\n- ") >= 3  # the findings
+    assert "child process" in method_paragraph(results)

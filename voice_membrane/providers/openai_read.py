@@ -46,8 +46,13 @@ def _str(value: Any) -> str | None:
 
 def reasoning_of(obj: Any) -> str | None:
     """A delta's or message's reasoning text, in either spelling."""
+    # Looked up in the pydantic model's extras and fields directly: a getattr that
+    # misses raises inside pydantic, several µs on every delta.
+    extra = getattr(obj, "__pydantic_extra__", None) or {}
+    fields = getattr(obj, "__dict__", {})
     for name in REASONING_FIELDS:
-        if (text := _str(getattr(obj, name, None))) is not None:
+        value = extra.get(name) if name in extra else fields.get(name)
+        if (text := _str(value)) is not None:
             return text
     return None
 
