@@ -21,11 +21,6 @@ pytestmark = pytest.mark.anyio
 ANSWER = "Here is a long answer. " * 40
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def pipeline(tmp_path: Path, base_url: str, key_env: str = "MY_OPENAI_KEY") -> Path:
     path = tmp_path / "cloud.toml"
     path.write_text(

@@ -4,7 +4,7 @@ streams and whole messages, and sees its errors as it would the real API's."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
@@ -21,6 +21,7 @@ from voice_membrane.testing.script import (
 )
 
 pytestmark = pytest.mark.anyio
+FAKE = FakeAnthropic  # conftest: the module's `server`, reset as `fake`
 HI: list[Any] = [{"role": "user", "content": "Hi"}]
 REPLY = ScriptedReply.of(
     thinking("The user greets.", signature="sig-1"),
@@ -29,25 +30,6 @@ REPLY = ScriptedReply.of(
     tool_use("get_weather", {"city": "Paris", "days": 3}),
     delta_chars=5,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    fake = FakeAnthropic()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    server.reset()
-    return server
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -25,6 +25,7 @@ from voice_membrane.testing.script import (
 )
 
 pytestmark = pytest.mark.anyio
+FAKE = FakeGemini  # conftest: the module's `server`, reset as `fake`
 REPLY = ScriptedReply.of(
     thinking("The user greets.", signature="sig-1"),
     redacted_thinking("opaque=="),
@@ -34,25 +35,6 @@ REPLY = ScriptedReply.of(
     delta_chars=5,
 )
 NO_AFC = types.GenerateContentConfig(automatic_continuation=False)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeGemini]:
-    fake = FakeGemini()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake(server: FakeGemini) -> FakeGemini:
-    server.reset()
-    return server
 
 
 def client_for(fake: FakeGemini, **options: Any) -> genai.Client:

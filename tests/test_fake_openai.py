@@ -31,11 +31,6 @@ REPLY = ScriptedReply.of(
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def client(server: FakeOpenAI) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=server.base_url, api_key="fake-key", max_retries=0)
 

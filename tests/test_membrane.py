@@ -39,11 +39,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def make_request(model: str = "claude-test", **options: Any) -> Request:
     return Request(
         messages=[Message(participant="User", content="Weather in Paris?")],

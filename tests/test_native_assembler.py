@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from native_events import assemble
 
 from voice_membrane.events import (
     Block,
@@ -49,14 +50,6 @@ def outputs(blocks: list[tuple[Any, ...]], cuts: list[int]) -> list[ProviderOutp
         out += [NativeDelta(body[a:b]) for a, b in itertools.pairwise(points)]
         out.append(NativeStop(signature="sig" if kind == "thinking" else None))
     return out
-
-
-def assemble(items: list[ProviderOutput]) -> list[Event]:
-    assembler = NativeBlockAssembler()
-    events: list[Event] = []
-    for item in items:
-        events += assembler.feed(item)
-    return events + assembler.flush()
 
 
 @given(st.lists(BLOCK, max_size=6), st.lists(st.integers(0, 40), max_size=5))

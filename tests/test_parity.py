@@ -51,11 +51,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def request(model: str) -> Request:
     return Request(
         messages=[Message(participant="User", content="Weather in Paris and Rome?")],

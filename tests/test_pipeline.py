@@ -34,11 +34,6 @@ HIDDEN = ["forecast tool", "get_forecast", "Paris</parameter>", "high_c", "light
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def one_turn(session: Session, text: str = "weather?") -> TurnResult:
     async with session:
         return await session.turn(text)

@@ -3,15 +3,16 @@ the event vocabulary, non-streaming parity, errors and cancellation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from native_events import assemble, blocks
 
-from voice_membrane.events import Block, BlockComplete, Event, merge_adjacent_chunks
+from voice_membrane.events import Block, merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.messages import (
     Base64Source,
@@ -27,7 +28,6 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.parse import NativeBlockAssembler
 from voice_membrane.providers.anthropic import AnthropicProvider
 from voice_membrane.providers.base import (
     NativeDelta,
@@ -49,6 +49,7 @@ from voice_membrane.testing.script import (
 )
 
 pytestmark = pytest.mark.anyio
+FAKE = FakeAnthropic  # conftest: the module's `server`, reset as `fake`
 CONFIG = ModelConfig(model="claude-test", max_tokens=2048, temperature=0.5)
 CHAT = BuiltRequest("chat", [ProviderMessage("user", [TextContent(text="Weather in Paris?")])])
 WEATHER = {"city": "Paris", "days": [1, 2], "units": "metric"}
@@ -59,25 +60,6 @@ REPLY = ScriptedReply.of(
     tool_use("get_weather", WEATHER, id="toolu_1"),
     delta_chars=4,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeAnthropic]:
-    fake = FakeAnthropic()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake(server: FakeAnthropic) -> FakeAnthropic:
-    server.reset()
-    return server
 
 
 @pytest.fixture
@@ -104,18 +86,6 @@ async def collect(
     return out
 
 
-def assemble(outputs: list[ProviderOutput]) -> list[Event]:
-    assembler = NativeBlockAssembler()
-    events: list[Event] = []
-    for item in outputs:
-        events += assembler.feed(item)
-    return events + assembler.flush()
-
-
-def blocks(events: list[Event]) -> list[Block]:
-    return [event.block for event in events if isinstance(event, BlockComplete)]
-
-
 def body(fake: FakeAnthropic, n: int = -1) -> dict[str, Any]:
     recorded = fake.requests[n].body
     assert isinstance(recorded, dict)
@@ -140,7 +110,7 @@ async def test_chat_stream_becomes_native_blocks(
     pieces = [item.text for item in tool_deltas if isinstance(item, NativeDelta)]
     assert len(pieces) > 3 and "" not in pieces  # split input, no empty first delta
     assert outputs[-2:] == [Usage(12, REPLY.usage_out()), StopInfo("tool_use", None, "tool_use")]
-    assert blocks(assemble(outputs)) == [
+    assert blocks(outputs) == [
         Block("thinking", "The user wants weather.", signature="sig-1"),
         Block("thinking", "", redacted_data="opaque=="),
         Block("text", "Let me check."),

@@ -15,8 +15,9 @@ import anyio
 import httpx2
 import pytest
 from google.genai import errors, types
+from native_events import assemble, blocks
 
-from voice_membrane.events import Block, BlockComplete, Chunk, Event, merge_adjacent_chunks
+from voice_membrane.events import BlockComplete, Chunk, merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.messages import (
     Base64Source,
@@ -29,7 +30,6 @@ from voice_membrane.messages import (
     ToolResultContent,
     ToolUseContent,
 )
-from voice_membrane.parse.native import NativeBlockAssembler
 from voice_membrane.providers.base import (
     NativeDelta,
     NativeStart,
@@ -46,6 +46,7 @@ from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.script import Fault, ScriptedReply, thinking, tool_use
 
 pytestmark = pytest.mark.anyio
+FAKE = FakeGemini  # conftest: the module's `server`, reset as `fake`
 CONFIG = ModelConfig(model="gemini-test", max_tokens=500)
 HI = [ProviderMessage("user", [TextContent(text="Hi")])]
 CHAT = BuiltRequest(mode="chat", messages=HI)
@@ -57,25 +58,6 @@ TOOLS_REPLY = ScriptedReply.of(
     tool_use("get_weather", {"city": "Rome", "days": 2}),
     delta_chars=4,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeGemini]:
-    fake = FakeGemini()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fake(server: FakeGemini) -> FakeGemini:
-    server.reset()
-    return server
 
 
 @pytest.fixture
@@ -94,16 +76,6 @@ async def collect(
     config: ModelConfig = CONFIG,
 ) -> list[ProviderOutput]:
     return [item async for item in provider.stream(built, config, streaming=streaming)]
-
-
-def assemble(items: list[ProviderOutput]) -> list[Event]:
-    assembler = NativeBlockAssembler()
-    events = [event for item in items for event in assembler.feed(item)]
-    return events + assembler.flush()
-
-
-def blocks(items: list[ProviderOutput]) -> list[Block]:
-    return [e.block for e in assemble(items) if isinstance(e, BlockComplete)]
 
 
 async def wait_for(condition: Any, seconds: float = 3.0) -> bool:

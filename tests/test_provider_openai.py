@@ -9,8 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
+from native_events import assemble, blocks
 
-from voice_membrane.events import Block, BlockComplete, Event, merge_adjacent_chunks
+from voice_membrane.events import merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.messages import (
     Base64Source,
@@ -23,7 +24,6 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.parse.native import NativeBlockAssembler
 from voice_membrane.providers.base import (
     NativeDelta,
     ProviderError,
@@ -49,11 +49,6 @@ REPLY_BLOCKS = (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def run(
     server: FakeOpenAI, built: BuiltRequest = CHAT, *, streaming: bool = True, **kw: Any
 ) -> list[ProviderOutput]:
@@ -75,18 +70,6 @@ async def failing(
             got.append(item)
     await provider.aclose()
     return got, caught.value
-
-
-def events(items: list[ProviderOutput]) -> list[Event]:
-    assembler = NativeBlockAssembler()
-    out: list[Event] = []
-    for item in items:
-        out += assembler.feed(item)
-    return out + assembler.flush()
-
-
-def blocks(items: list[ProviderOutput]) -> list[Block]:
-    return [e.block for e in events(items) if isinstance(e, BlockComplete)]
 
 
 def last_stop(items: list[ProviderOutput]) -> StopInfo:
@@ -123,7 +106,7 @@ async def test_non_streaming_gives_the_same_blocks() -> None:
     with FakeOpenAI(reply, reply) as fake:
         streamed = await run(fake)
         whole = await run(fake, streaming=False)
-    assert merge_adjacent_chunks(events(whole)) == merge_adjacent_chunks(events(streamed))
+    assert merge_adjacent_chunks(assemble(whole)) == merge_adjacent_chunks(assemble(streamed))
     assert fake.requests[1].body.get("stream") is None
     assert isinstance(whole[-2], Usage) and last_stop(whole) == last_stop(streamed)
 

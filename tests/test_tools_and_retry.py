@@ -18,11 +18,6 @@ pytestmark = pytest.mark.anyio
 CALLS = [ToolCall("c1", "get_weather", {"city": "Paris"}), ToolCall("c2", "slow", {})]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_results_in_call_order_with_ids_filled_in() -> None:
     async def handler(calls: list[ToolCall]) -> Sequence[ToolOutput]:
         return ["sunny", ToolResultContent(tool_use_id="ignored", content="done")]

@@ -27,11 +27,6 @@ LONG = (
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def engine() -> AsyncIterator[EspeakEngine]:
     engine = EspeakEngine()
     await engine.start()

@@ -26,11 +26,6 @@ SHORT = "Let me look that up for you."
 THREE = "Here is the forecast. It will be sunny in the morning. Clouds arrive at night."
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def engine() -> Iterator[PiperEngine]:
     # Loading takes seconds: once per module. The engine keeps no event-loop state,

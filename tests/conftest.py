@@ -1,0 +1,32 @@
+"""Fixtures shared by the test modules.
+
+``server`` / ``fake``: a module that sets ``FAKE`` (a fake server class from
+``voice_membrane.testing``) gets one server for the module, reset before each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from voice_membrane.testing.fake_server import FakeServer
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
+    fake: FakeServer = request.module.FAKE()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake(server: FakeServer) -> FakeServer:
+    server.reset()
+    return server
