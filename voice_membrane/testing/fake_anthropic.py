@@ -46,10 +46,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, sse
+from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
 from .script import ScriptBlock, ScriptedReply
 
 ERROR_TYPES = {
@@ -102,15 +102,13 @@ class FakeAnthropic(FakeServer):
         reply = self.next_reply()
         if reply is None:
             return self.no_reply_left()
-        fault = reply.fault
-        if fault is not None and fault.kind == "http_error":
-            if fault.retry_after is not None:
-                headers["retry-after"] = f"{fault.retry_after:g}"
-            return self._error(fault.status, fault.message, headers)
+        refused = scripted_http_error(reply, headers, self._error)
+        if refused is not None:
+            return refused
         message = self._message(reply, body, n)
         if body.get("stream"):
             return self.stream(self._events(reply, message), headers=headers)
-        return self._whole(reply, message, headers)
+        return whole_response(reply, message, headers, self._error)
 
     @staticmethod
     def _error(status: int, message: str, headers: dict[str, str]) -> JSONResponse:
@@ -150,25 +148,6 @@ class FakeAnthropic(FakeServer):
             return {"type": "redacted_thinking", "data": block.signature}
         tool_id = block.id or f"toolu_fake_{next(self._tool_ids)}"
         return {"type": "tool_use", "id": tool_id, "name": block.name, "input": block.input}
-
-    def _whole(
-        self, reply: ScriptedReply, message: dict[str, Any], headers: dict[str, str]
-    ) -> Response:
-        """A non-streaming reply; a mid-stream fault becomes its nearest equivalent."""
-        fault = reply.fault
-        if fault is None:
-            return JSONResponse(message, headers=headers)
-        if fault.kind == "error_event":
-            return self._error(fault.status, fault.message, headers)
-        if fault.kind == "malformed":
-            return Response("{not json", media_type="application/json", headers=headers)
-        text = json.dumps(message)
-
-        async def cut() -> AsyncIterator[bytes]:  # drop: half the body, then close
-            yield text[: len(text) // 2].encode()
-            raise DropConnection
-
-        return StreamingResponse(cut(), media_type="application/json", headers=headers)
 
     # ------------------------------------------------------------ the stream
 

@@ -54,15 +54,14 @@ from __future__ import annotations
 
 import base64
 import itertools
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, sse
+from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
 from .script import ScriptBlock, ScriptedReply
 
 STATUSES = {
@@ -142,11 +141,9 @@ class FakeGemini(FakeServer):
         reply = self.next_reply()
         if reply is None:
             return self.no_reply_left()
-        fault = reply.fault
-        if fault is not None and fault.kind == "http_error":
-            if fault.retry_after is not None:
-                headers["retry-after"] = f"{fault.retry_after:g}"
-            return _error(fault.status, fault.message, headers, fault.retry_after)
+        refused = scripted_http_error(reply, headers, _error)
+        if refused is not None:
+            return refused
         model = target.rpartition(":")[0].rpartition("/")[2]
         events = Events(reply, model, f"resp-fake-{next(self._ids)}")
         if method == "generateContent":
@@ -154,9 +151,9 @@ class FakeGemini(FakeServer):
         return self.stream(events.stream(), headers)
 
 
-def _error(
-    code: int, message: str, headers: dict[str, str], retry_after: float | None = None
-) -> JSONResponse:
+def _error(code: int, message: str, headers: dict[str, str]) -> JSONResponse:
+    # The body repeats a retry-after header as google.rpc.RetryInfo, as the API does.
+    retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
     return JSONResponse(error_body(code, message, retry_after), status_code=code, headers=headers)
 
 
@@ -225,21 +222,8 @@ class Events:
 
     def whole(self, headers: dict[str, str]) -> Response:
         """A non-streaming reply; a mid-stream fault becomes its nearest equivalent."""
-        fault = self.reply.fault
         parts = self.parts(False) or [{"text": ""}]
-        if fault is None:
-            return JSONResponse(self.chunk(parts, True), headers=headers)
-        if fault.kind == "error_event":
-            return _error(fault.status, fault.message, headers)
-        if fault.kind == "malformed":
-            return Response("{not json", media_type="application/json", headers=headers)
-        text = json.dumps(self.chunk(parts, True))
-
-        async def cut() -> AsyncIterator[bytes]:  # drop: half the body, then close
-            yield text[: len(text) // 2].encode()
-            raise DropConnection
-
-        return StreamingResponse(cut(), media_type="application/json", headers=headers)
+        return whole_response(self.reply, self.chunk(parts, True), headers, _error)
 
     async def stream(self) -> AsyncIterator[bytes]:
         reply, fault = self.reply, self.reply.fault

@@ -39,10 +39,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, sse
+from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
 from .script import ScriptedReply
 
 ERRORS: dict[int, tuple[str, str | None]] = {  # status → (error type, code)
@@ -113,11 +113,9 @@ class FakeOpenAI(FakeServer):
         reply = self.next_reply()
         if reply is None:
             return self.no_reply_left()
-        fault = reply.fault
-        if fault is not None and fault.kind == "http_error":
-            if fault.retry_after is not None:
-                headers["retry-after"] = f"{fault.retry_after:g}"
-            return _error(fault.status, fault.message, headers)
+        refused = scripted_http_error(reply, headers, _error)
+        if refused is not None:
+            return refused
         head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-fake-{n}", "created": int(time.time())}
         head["model"] = body.get("model", "gpt-fake")
         if body.get("stream"):
@@ -283,23 +281,9 @@ def _error(status: int, message: str, headers: dict[str, str]) -> JSONResponse:
 
 
 def _whole(reply: ScriptedReply, whole: dict[str, Any], headers: dict[str, str]) -> Response:
-    """A non-streaming reply; a mid-stream fault becomes its nearest equivalent."""
     whole["choices"][0]["finish_reason"] = whole.pop("finish")
     whole["usage"] = _usage(reply)
-    fault = reply.fault
-    if fault is None:
-        return JSONResponse(whole, headers=headers)
-    if fault.kind == "error_event":
-        return _error(fault.status, fault.message, headers)
-    if fault.kind == "malformed":
-        return Response("{not json", media_type="application/json", headers=headers)
-    text = json.dumps(whole)
-
-    async def cut() -> AsyncIterator[bytes]:  # drop: half the body, then close
-        yield text[: len(text) // 2].encode()
-        raise DropConnection
-
-    return StreamingResponse(cut(), media_type="application/json", headers=headers)
+    return whole_response(reply, whole, headers, _error)
 
 
 def invalid_request(body: Any, *, chat: bool) -> str | None:

@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -27,11 +27,14 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Send
 
 from .script import ScriptedReply
+
+# A vendor's error response: (HTTP status, message, headers) → its JSON error body.
+ErrorResponse = Callable[[int, str, dict[str, str]], Response]
 
 
 class DropConnection(Exception):
@@ -217,3 +220,37 @@ def sse(data: Any, event: str | None = None, *, newline: str = "\n") -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}{newline}" if event else ""
     return f"{head}data: {payload}{newline}{newline}".encode()
+
+
+def scripted_http_error(
+    reply: ScriptedReply, headers: dict[str, str], error: ErrorResponse
+) -> Response | None:
+    """The reply's scripted HTTP error (with its ``retry-after`` header), if it has one."""
+    fault = reply.fault
+    if fault is None or fault.kind != "http_error":
+        return None
+    if fault.retry_after is not None:
+        headers["retry-after"] = f"{fault.retry_after:g}"
+    return error(fault.status, fault.message, headers)
+
+
+def whole_response(
+    reply: ScriptedReply, payload: Any, headers: dict[str, str], error: ErrorResponse
+) -> Response:
+    """A non-streaming reply; a mid-stream fault becomes its nearest equivalent: an
+    error event the error response, a malformed line a body that is not JSON, a drop
+    half the body and then the connection closed."""
+    fault = reply.fault
+    if fault is None:
+        return JSONResponse(payload, headers=headers)
+    if fault.kind == "error_event":
+        return error(fault.status, fault.message, headers)
+    if fault.kind == "malformed":
+        return Response("{not json", media_type="application/json", headers=headers)
+    text = json.dumps(payload)
+
+    async def cut() -> AsyncIterator[bytes]:
+        yield text[: len(text) // 2].encode()
+        raise DropConnection
+
+    return StreamingResponse(cut(), media_type="application/json", headers=headers)
