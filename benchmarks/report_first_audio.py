@@ -327,5 +327,3 @@ def _first_audio_method(results: FirstAudioResults) -> str:
 def _temperature() -> str:
     files = (PIPELINE_DEFAULT, PIPELINE_ESPEAK)
     return ", ".join(dict.fromkeys(f"{load_pipeline(p).llm.temperature:g}" for p in files))
-
-

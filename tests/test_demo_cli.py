@@ -47,7 +47,7 @@ def test_cli_demo_prints_the_timeline(capsys: pytest.CaptureFixture[str]) -> Non
     main(["demo", str(DEFAULT_RECORDING)])
     out = capsys.readouterr().out
     assert "┌ block 0 thinking  (hidden)" in out
-    assert "▶ speak [first] \"Sure!\"" in out
+    assert '▶ speak [first] "Sure!"' in out
     assert "tool_call get_forecast" in out
     assert "first speakable piece" in out
 

@@ -153,7 +153,7 @@ def test_any_split_gives_the_same_blocks_and_visible_text(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet="<>/abcdefghiklmnoprstuvw_=\" :\n&;", max_size=80), st.data())
+@given(st.text(alphabet='<>/abcdefghiklmnoprstuvw_=" :\n&;', max_size=80), st.data())
 def test_arbitrary_text_never_breaks_the_parser_and_is_split_invariant(
     text: str, data: st.DataObject
 ) -> None:

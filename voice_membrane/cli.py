@@ -105,5 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except RecordingError as exc:
             sys.exit(f"voice-membrane demo: {exc}")
         anyio.run(partial(run_demo, recording, speed=args.speed))
+
+
 if __name__ == "__main__":
     main()

@@ -105,5 +105,3 @@ class Membrane:
         if chosen is None:
             return self.formatter
         return get_formatter(chosen) if isinstance(chosen, str) else chosen
-
-

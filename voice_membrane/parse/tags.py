@@ -47,9 +47,7 @@ ALL_TAGS: Final[frozenset[TagKey]] = frozenset(
 MAX_TAG_LENGTH: Final = 256
 _NAMESPACE: Final = "antml:"
 
-_COMPLETE = re.compile(
-    r"<(/?)(?:antml:)?([a-z_]+)(?:\s+([a-z_]+)\s*=\s*\"([^\">]*)\")?\s*>\Z"
-)
+_COMPLETE = re.compile(r"<(/?)(?:antml:)?([a-z_]+)(?:\s+([a-z_]+)\s*=\s*\"([^\">]*)\")?\s*>\Z")
 
 
 @dataclass(frozen=True, slots=True)

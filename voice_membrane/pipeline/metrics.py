@@ -170,8 +170,10 @@ class LatencyReport:
 
     def table(self) -> str:
         """A human-readable table for the terminal."""
-        lines = [f"latency ({self.llm} → {self.tts} → {self.sink})"
-                 + ("  [interrupted]" if self.interrupted else "")]
+        lines = [
+            f"latency ({self.llm} → {self.tts} → {self.sink})"
+            + ("  [interrupted]" if self.interrupted else "")
+        ]
         for name in STAMPS[1:]:
             value = self.stamps_ms[name]
             shown = "—" if value is None else f"{value:8.1f} ms"

@@ -115,9 +115,12 @@ class Turn:
                 await self.sink.stop()
         m.stamp("turn_end")
         played = self.sink.played_seconds - played_base
-        spoken = _spoken_text(sink_stage.pieces, sink_stage.written_s, played, complete=not (
-            self._interrupted or error
-        ))
+        spoken = _spoken_text(
+            sink_stage.pieces,
+            sink_stage.written_s,
+            played,
+            complete=not (self._interrupted or error),
+        )
         m.chars_spoken = len(spoken.strip())
         llm = self.membrane.provider.name
         report = m.report(llm=llm, tts=self.engine.name, sink=self.sink.name)
