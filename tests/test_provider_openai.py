@@ -349,3 +349,32 @@ async def test_closing_the_generator_closes_the_stream() -> None:
             await anyio.sleep(0.02)
         await provider.aclose()
     assert fake.cancelled_streams == 1
+
+
+@pytest.mark.parametrize(
+    ("budget", "params", "effort"),
+    [
+        (1024, {}, "low"),
+        (8000, {}, "medium"),
+        (32000, {}, "high"),
+        (32000, {"reasoning_effort": "minimal"}, "minimal"),
+    ],
+)
+async def test_thinking_budget_becomes_reasoning_effort(
+    budget: int, params: dict[str, Any], effort: str
+) -> None:
+    config = ModelConfig(model="gpt-test", max_tokens=64000, thinking_budget=budget)
+    built = BuiltRequest("chat", HELLO, params=params)
+    with FakeOpenAI(ScriptedReply.of("Hi.")) as fake:
+        provider = OpenAIProvider(api_key="fake-key", base_url=fake.base_url)
+        try:
+            _ = [item async for item in provider.stream(built, config)]
+        finally:
+            await provider.aclose()
+    assert fake.requests[0].body["reasoning_effort"] == effort  # provider_params win
+
+
+async def test_no_thinking_budget_sends_no_reasoning_effort() -> None:
+    with FakeOpenAI(ScriptedReply.of("Hi.")) as fake:
+        await run(fake)
+    assert "reasoning_effort" not in fake.requests[0].body

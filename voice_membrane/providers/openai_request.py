@@ -26,6 +26,13 @@ from ..messages import (
 )
 
 MAX_STOPS = 4  # the API rejects more; the rest are enforced client-side
+# config.thinking_budget → reasoning_effort: the budget below which each level is chosen.
+EFFORT_BELOW = (("low", 4096), ("medium", 16384))
+
+
+def reasoning_effort(thinking_budget: int) -> str:
+    """OpenAI takes an effort level, not a token budget: the nearest level."""
+    return next((level for level, below in EFFORT_BELOW if thinking_budget < below), "high")
 
 
 def token_field(base_url: str, override: str | None = None) -> str:
@@ -53,6 +60,8 @@ def chat_request(
     }
     if built.tools:
         kwargs["tools"] = [tool_spec(tool) for tool in built.tools]
+    if config.thinking_budget is not None:  # provider_params may still set it exactly
+        kwargs["reasoning_effort"] = reasoning_effort(config.thinking_budget)
     return _common(kwargs, built, config, streaming)
 
 
