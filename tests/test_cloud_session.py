@@ -1,5 +1,6 @@
-"""A cloud provider in a session: base URL and key from the pipeline file, and an
-interrupted turn that closes the provider's HTTP stream with the rest."""
+"""A cloud provider in a session: base URL and key from the pipeline file, a retry
+reported in the turn's metrics, and an interrupted turn that closes the provider's
+HTTP stream with the rest."""
 
 from __future__ import annotations
 
@@ -42,13 +43,14 @@ kind = "null"
     return path
 
 
-async def test_base_url_key_and_names_come_from_the_pipeline_file(
+async def test_base_url_key_names_and_a_retry_in_a_session_from_a_pipeline_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("MY_OPENAI_KEY", "secret-from-file-config")
-    with FakeOpenAI(ScriptedReply.of(thinking("plan"), "Hello, Ada.")) as server:
+    busy = ScriptedReply.http_error(503, retry_after=0.05, message="busy")
+    with FakeOpenAI(busy, ScriptedReply.of(thinking("plan"), "Hello, Ada.")) as server:
         config = load_pipeline(pipeline(tmp_path, server.base_url))
         parts = build_parts(config)
         session = Session(
@@ -61,8 +63,12 @@ async def test_base_url_key_and_names_come_from_the_pipeline_file(
         )
         async with session:
             result = await session.turn("Hi!")
-        (request,) = server.requests
+        _, request = server.requests
     assert result.error is None and result.spoken_text == "Hello, Ada."
+    assert result.report.llm == "openai:gpt-test"
+    (retried,) = result.report.retries  # the report says why the first token was late
+    assert "HTTP 503" in retried and "busy" in retried and "waited 0.05 s" in retried
+    assert "retried: " in result.report.table() and result.report.to_dict()["retries"]
     assert request.headers["authorization"] == "Bearer secret-from-file-config"
     assert request.body["model"] == "gpt-test" and request.body["max_tokens"] == 300
     assert request.body["messages"][0] == {"role": "system", "content": "Be brief."}

@@ -66,6 +66,7 @@ class TurnMetrics:
     tts_busy_ns: int = 0  # wall time inside the engine, for its real-time factor
     tts_first_byte_ms: list[float] = field(default_factory=list)  # per piece
     first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
+    retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     interrupted: bool = False
 
     def stamp(self, name: str, at_ns: int | None = None) -> None:
@@ -101,6 +102,7 @@ class TurnMetrics:
             tts_rtf=rtf,
             tts_first_byte_ms_median=round(statistics.median(ttfb), 3) if ttfb else None,
             first_chunk_token_ms=ms(self.first_chunk_token_ns),
+            retries=tuple(self.retries),
         )
 
 
@@ -128,6 +130,7 @@ class LatencyReport:
     tts_rtf: float | None
     tts_first_byte_ms_median: float | None
     first_chunk_token_ms: float | None
+    retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
 
     @property
     def first_audio_ms(self) -> float | None:
@@ -163,6 +166,7 @@ class LatencyReport:
             "tts_first_byte_ms_median": self.tts_first_byte_ms_median,
             "first_chunk_token_ms": self.first_chunk_token_ms,
             "pipeline_added_ms": self.pipeline_added_ms,
+            "retries": list(self.retries),
         }
 
     def to_json(self) -> str:
@@ -181,6 +185,8 @@ class LatencyReport:
         added = self.pipeline_added_ms
         if added is not None:
             lines.append(f"  {'pipeline added':<16}{added:>9.1f} ms")
+        for retry in self.retries:  # they explain a late first token
+            lines.append(f"  retried: {retry}")
         busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
         lines.append(f"  busy ms: {busy}")
         rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"

@@ -25,7 +25,7 @@ from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import NativeDelta, ProviderOutput, TextDelta
-from ..reply import ReplyError, ReplyResult
+from ..reply import ReplyError, ReplyResult, Retrying
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine
@@ -118,6 +118,8 @@ class ReplyStage:
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
                             await out.send(Timed(item, self._last_ns))
+                        elif isinstance(item, Retrying):
+                            self.m.retries.append(f"{item.error} (waited {item.delay_s:.2f} s)")
                         elif isinstance(item, ReplyError):
                             self.error = item.message
                         elif isinstance(item, ReplyResult):

@@ -95,6 +95,12 @@ class Turn:
         if self._scope is not None:
             self._scope.cancel()
 
+    def _llm_label(self) -> str:
+        """``vendor:model`` for a cloud provider; an embedded source's name already
+        says which model it runs (``local:SmolLM2-…``)."""
+        name = self.membrane.provider.name
+        return name if ":" in name else f"{name}:{self.request.config.model}"
+
     async def run(self) -> TurnResult:
         m = self.metrics
         played_base = self.sink.played_seconds
@@ -122,8 +128,7 @@ class Turn:
             complete=not (self._interrupted or error),
         )
         m.chars_spoken = len(spoken.strip())
-        llm = self.membrane.provider.name
-        report = m.report(llm=llm, tts=self.engine.name, sink=self.sink.name)
+        report = m.report(llm=self._llm_label(), tts=self.engine.name, sink=self.sink.name)
         return TurnResult(
             blocks=tuple(route.blocks),
             visible_text="".join(route.visible),
