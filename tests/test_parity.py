@@ -143,3 +143,21 @@ async def test_chat_mode_matches_prefill_mode(vendor: Vendor, streaming: bool) -
 
 async def test_non_streaming_prefill_matches_streaming_prefill() -> None:
     assert logical(await prefill_events(streaming=False)) == logical(await prefill_events())
+
+
+@pytest.mark.parametrize("vendor", [v for v in VENDORS if v.name != "openai"], ids=lambda v: v.name)
+async def test_non_streaming_gives_each_block_as_one_chunk(vendor: Vendor) -> None:
+    # (OpenAI: see CASES; its adapter tests compare whole and streamed replies.)
+    with vendor.server(ScriptedReply.of(*BLOCKS, delta_chars=3)) as server:
+        provider = vendor.provider(server)
+        events = await events_of(
+            Membrane(provider, "native", streaming=False), request(vendor.model)
+        )
+        await provider.aclose()
+    chunks: dict[tuple[int, str | None], int] = {}
+    for event in events:
+        if isinstance(event, Chunk):
+            key = (event.meta.block_index, event.meta.tool_call_part)
+            chunks[key] = chunks.get(key, 0) + 1
+    assert len(chunks) >= len(BLOCKS)
+    assert set(chunks.values()) == {1}, chunks  # one chunk per block (per part of a call)
