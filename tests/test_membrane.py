@@ -4,6 +4,7 @@ before any network call, cancellation."""
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
@@ -266,6 +267,20 @@ async def test_a_bad_request_is_not_retried(vendor: Vendor) -> None:
         assert len(server.requests) == 1
     (error,) = [i for i in items if isinstance(i, ReplyError)]
     assert error.kind == "bad_request" and error.status == 400 and not error.after_output
+
+
+@pytest.mark.parametrize("vendor", VENDORS, ids=lambda v: v.name)
+async def test_an_unreachable_server_is_named_in_the_error(vendor: Vendor) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    provider = vendor.adapter(api_key="fake-key", base_url=url)
+    items = await collect(Membrane(provider, retry=FAST_RETRY), make_request(vendor.model))
+    await provider.aclose()
+    retries = [i for i in items if isinstance(i, Retrying)]
+    (error,) = [i for i in items if isinstance(i, ReplyError)]
+    assert len(retries) == FAST_RETRY.max_retries  # a refused connection is retried
+    assert error.kind == "connection" and url in error.message and not error.after_output
 
 
 async def test_invalid_requests_fail_before_any_network_call() -> None:

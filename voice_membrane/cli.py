@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace) -> None:
             args.pipeline, llm=args.llm, formatter=args.formatter, tts=args.tts, out=args.out
         )
         prompt = args.prompt if args.prompt is not None else None
-        anyio.run(
+        results = anyio.run(
             partial(
                 run_assistant,
                 config,
@@ -89,6 +89,8 @@ def _run(args: argparse.Namespace) -> None:
         )
     except ConfigError as exc:
         sys.exit(f"voice-membrane run: {exc}")
+    if prompt is not None and any(result.error for result in results):
+        sys.exit(1)  # the error, what was spoken and the report are already printed
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -118,13 +118,16 @@ class AnthropicProvider:
                 # Close the HTTP response at once, even when cancelled or already broken.
                 with anyio.CancelScope(shield=True), suppress(httpx2.HTTPError, httpx2.StreamError):
                     await events.close()
-        except ProviderError:
-            raise
+        except ProviderError as ours:
+            raise ours.at(self._where()) from ours.__cause__
         except Exception as exc:
             error = provider_error(exc)
             if error is None:
                 raise
-            raise error from exc
+            raise error.at(self._where()) from exc
+
+    def _where(self) -> str | None:
+        return str(self._client.base_url) if self._client is not None else self.base_url
 
 
 class _StreamReader:

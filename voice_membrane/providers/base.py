@@ -63,6 +63,19 @@ class ProviderError(LlmError):
     def retryable(self) -> bool:
         return self.kind in ("rate_limit", "overloaded", "server", "connection", "timeout")
 
+    def at(self, url: str | None) -> ProviderError:
+        """This error naming the server it could not reach (a connection or timeout
+        error says nothing of where it was going: a wrong base URL is the usual cause)."""
+        if not url or self.kind not in ("connection", "timeout"):
+            return self
+        return ProviderError(
+            self.provider,
+            self.kind,
+            f"{self.detail} ({url})",
+            status=self.status,
+            retry_after_s=self.retry_after_s,
+        )
+
 
 def retry_after_seconds(headers: Any) -> float | None:
     """The ``retry-after`` (or ``retry-after-ms``) header in seconds, if present."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..messages import ModelConfig
 
+BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"  # google-genai's own
 NO_KEY = "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) or pass api_key"
 
 # The HTTP responses opened by the stream being read in this context.
@@ -146,13 +149,16 @@ class GeminiProvider:
                     await chunks.aclose()
                     for response in opened:
                         await response.aclose()
-        except ProviderError:
-            raise
+        except ProviderError as ours:
+            raise ours.at(self._where()) from ours.__cause__
         except Exception as exc:
             error = provider_error(exc)
             if error is None:
                 raise
-            raise error from exc
+            raise error.at(self._where()) from exc
+
+    def _where(self) -> str:
+        return self.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
 
 
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")

@@ -111,7 +111,7 @@ class OpenAIProvider:
             for item in reader.end():
                 yield item
         except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
-            raise provider_error(exc) from exc
+            raise provider_error(exc).at(str(client.base_url)) from exc
 
 
 def provider_error(exc: BaseException) -> ProviderError:
