@@ -126,3 +126,25 @@ def test_a_missing_key_is_one_clear_line(tmp_path: Path) -> None:
         "voice-membrane run: llm 'anthropic:claude-test': no API key: set ANTHROPIC_API_KEY "
         "(or name another variable with llm.api_key_env)"
     )
+
+
+def test_a_refused_request_says_so_and_that_no_audio_was_made(tmp_path: Path) -> None:
+    vendor = VENDORS[0]
+    wav = tmp_path / "a.wav"
+    with vendor.server(ScriptedReply.http_error(400, message="max_tokens: too large")) as server:
+        done = run_cli(
+            [
+                "--llm",
+                "anthropic:claude-test",
+                "--tts",
+                "espeak",
+                "--out",
+                str(wav),
+                "--prompt",
+                "hi",
+            ],
+            server.env(),
+        )
+    assert done.returncode == 1, done.stderr
+    assert "error: anthropic: bad_request (HTTP 400): max_tokens: too large" in done.stdout
+    assert f"no audio was produced: {wav} holds no sound" in done.stdout

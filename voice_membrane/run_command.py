@@ -105,7 +105,10 @@ async def run_assistant(
     if metrics_json is not None and prompt is not None and results:
         _write_metrics(metrics_json, [results[0].report], True)
     if parts.wav_path is not None:
-        out(f"audio written to {parts.wav_path}\n")
+        if any(result.report.audio_seconds > 0 for result in results):
+            out(f"audio written to {parts.wav_path}\n")
+        else:
+            out(f"no audio was produced: {parts.wav_path} holds no sound\n")
     return results
 
 
