@@ -26,15 +26,19 @@ class StopScanner:
         if not self._stops:
             return text
         buffer = self._held + text
-        first: tuple[int, str] | None = None
+        # The stop the model completed first wins (as on the server, which checks
+        # after every token): the earliest end; of two ending together, the longer.
+        # Choosing by earliest start instead would depend on how the text was cut
+        # when one stop contains another ("\nUser:" and "User").
+        first: tuple[int, int, str] | None = None  # (end, start, stop)
         for stop in self._stops:
             at = buffer.find(stop)
-            if at >= 0 and (first is None or at < first[0]):
-                first = (at, stop)
+            if at >= 0 and (first is None or (at + len(stop), at) < first[:2]):
+                first = (at + len(stop), at, stop)
         if first is not None:
-            self.stopped = first[1]
+            self.stopped = first[2]
             self._held = ""
-            return buffer[: first[0]]
+            return buffer[: first[1]]
         keep = 0  # the longest tail of buffer that begins some stop sequence
         for stop in self._stops:
             for n in range(min(len(stop) - 1, len(buffer)), keep, -1):
