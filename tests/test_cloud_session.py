@@ -69,6 +69,10 @@ async def test_base_url_key_names_and_a_retry_in_a_session_from_a_pipeline_file(
     (retried,) = result.report.retries  # the report says why the first token was late
     assert "HTTP 503" in retried and "busy" in retried and "waited 0.05 s" in retried
     assert "retried: " in result.report.table() and result.report.to_dict()["retries"]
+    # The provider's token counts and why the reply ended, as the fake reported them.
+    assert result.report.stop_reason == "end_turn"
+    assert result.report.usage["input_tokens"] > 0 and result.report.usage["output_tokens"] > 0
+    assert "reply: stop end_turn, input tokens " in result.report.table()
     assert request.headers["authorization"] == "Bearer secret-from-file-config"
     assert request.body["model"] == "gpt-test" and request.body["max_tokens"] == 300
     assert request.body["messages"][0] == {"role": "system", "content": "Be brief."}

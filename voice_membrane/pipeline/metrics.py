@@ -67,6 +67,8 @@ class TurnMetrics:
     tts_first_byte_ms: list[float] = field(default_factory=list)  # per piece
     first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
+    usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
+    stop_reason: str | None = None  # why the reply ended, as the membrane says
     interrupted: bool = False
 
     def stamp(self, name: str, at_ns: int | None = None) -> None:
@@ -103,6 +105,8 @@ class TurnMetrics:
             tts_first_byte_ms_median=round(statistics.median(ttfb), 3) if ttfb else None,
             first_chunk_token_ms=ms(self.first_chunk_token_ns),
             retries=tuple(self.retries),
+            usage=dict(self.usage),
+            stop_reason=self.stop_reason,
         )
 
 
@@ -131,6 +135,8 @@ class LatencyReport:
     tts_first_byte_ms_median: float | None
     first_chunk_token_ms: float | None
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
+    usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
+    stop_reason: str | None = None
 
     @property
     def first_audio_ms(self) -> float | None:
@@ -167,6 +173,8 @@ class LatencyReport:
             "first_chunk_token_ms": self.first_chunk_token_ms,
             "pipeline_added_ms": self.pipeline_added_ms,
             "retries": list(self.retries),
+            "usage": dict(self.usage),
+            "stop_reason": self.stop_reason,
         }
 
     def to_json(self) -> str:
@@ -187,6 +195,10 @@ class LatencyReport:
             lines.append(f"  {'pipeline added':<16}{added:>9.1f} ms")
         for retry in self.retries:  # they explain a late first token
             lines.append(f"  retried: {retry}")
+        if self.stop_reason or self.usage:
+            said = [f"stop {self.stop_reason}"] if self.stop_reason else []
+            said += [f"{name.replace('_', ' ')} {n}" for name, n in self.usage.items()]
+            lines.append(f"  reply: {', '.join(said)}")
         busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
         lines.append(f"  busy ms: {busy}")
         rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"

@@ -24,8 +24,8 @@ from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..membrane import Membrane
 from ..messages import Request
-from ..providers.base import NativeDelta, ProviderOutput, TextDelta
-from ..reply import ReplyError, ReplyResult, Retrying
+from ..providers.base import NativeDelta, ProviderOutput, TextDelta, Usage
+from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine
@@ -118,14 +118,22 @@ class ReplyStage:
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
                             await out.send(Timed(item, self._last_ns))
+                        elif isinstance(item, UsageUpdate):  # kept if the turn is cut short
+                            self.m.usage = _nonzero(item.total)
                         elif isinstance(item, Retrying):
                             self.m.retries.append(f"{item.error} (waited {item.delay_s:.2f} s)")
                         elif isinstance(item, ReplyError):
                             self.error = item.message
                         elif isinstance(item, ReplyResult):
                             self.result = item
+                            self.m.usage = _nonzero(item.usage)
+                            self.m.stop_reason = str(item.stop_reason)
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _nonzero(usage: Usage) -> dict[str, int]:
+    return {name: n for name, n in asdict(usage).items() if n}
 
 
 class RouteStage:
