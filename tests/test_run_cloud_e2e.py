@@ -32,6 +32,20 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     )
 
 
+def one_shot(wav: Path) -> list[str]:
+    """``run`` arguments for one Anthropic turn spoken by espeak into ``wav``."""
+    return [
+        "--llm",
+        "anthropic:claude-test",
+        "--tts",
+        "espeak",
+        "--out",
+        str(wav),
+        "--prompt",
+        "hi",
+    ]
+
+
 # Prefill mode per vendor: the format each one continues best.
 PREFILL = {"anthropic": "anthropic-xml", "openai": "completions", "gemini": "gemini-prefill"}
 MODES = [(vendor, mode) for vendor in VENDORS for mode in ("chat", "prefill")]
@@ -89,16 +103,7 @@ def test_a_provider_error_is_reported_and_what_was_said_is_kept(tmp_path: Path) 
     )
     with vendor.server(reply) as server:
         done = run_cli(
-            [
-                "--llm",
-                "anthropic:claude-test",
-                "--tts",
-                "espeak",
-                "--out",
-                str(tmp_path / "a.wav"),
-                "--prompt",
-                "hi",
-            ],
+            one_shot(tmp_path / "a.wav"),
             server.env(),
         )
     assert done.returncode == 1, done.stderr  # the turn failed …
@@ -109,16 +114,7 @@ def test_a_provider_error_is_reported_and_what_was_said_is_kept(tmp_path: Path) 
 def test_a_missing_key_is_one_clear_line(tmp_path: Path) -> None:
     env = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     done = run_cli(
-        [
-            "--llm",
-            "anthropic:claude-test",
-            "--tts",
-            "espeak",
-            "--out",
-            str(tmp_path / "a.wav"),
-            "--prompt",
-            "hi",
-        ],
+        one_shot(tmp_path / "a.wav"),
         env,
     )
     assert done.returncode != 0 and done.stdout == ""
@@ -133,16 +129,7 @@ def test_a_refused_request_says_so_and_that_no_audio_was_made(tmp_path: Path) ->
     wav = tmp_path / "a.wav"
     with vendor.server(ScriptedReply.http_error(400, message="max_tokens: too large")) as server:
         done = run_cli(
-            [
-                "--llm",
-                "anthropic:claude-test",
-                "--tts",
-                "espeak",
-                "--out",
-                str(wav),
-                "--prompt",
-                "hi",
-            ],
+            one_shot(wav),
             server.env(),
         )
     assert done.returncode == 1, done.stderr

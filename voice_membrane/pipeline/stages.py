@@ -118,7 +118,7 @@ class ReplyStage:
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
                             await out.send(Timed(item, self._last_ns))
-                        elif isinstance(item, UsageUpdate):  # kept if the turn is cut short
+                        elif isinstance(item, UsageUpdate):  # its total is the reply's so far
                             self.m.usage = _nonzero(item.total)
                         elif isinstance(item, Retrying):
                             self.m.retries.append(f"{item.error} (waited {item.delay_s:.2f} s)")
@@ -126,7 +126,6 @@ class ReplyStage:
                             self.error = item.message
                         elif isinstance(item, ReplyResult):
                             self.result = item
-                            self.m.usage = _nonzero(item.usage)
                             self.m.stop_reason = str(item.stop_reason)
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
