@@ -51,6 +51,12 @@ class ParserResults:
     generated_blocks: dict[str, int]
     seen_blocks: dict[str, int]  # BlockStart counts (and BLANK_TEXT) from the last run
     variants: list[VariantResult]
+    hostile: VariantResult  # HOSTILE_FEED in one feed (a "<" every other character)
+
+
+# Untrusted text dense with "<" that never closes: each "<" may look for its ">"
+# only as far as the longest tag, or one such feed costs time quadratic in its size.
+HOSTILE_FEED = "a<" * 200_000
 
 
 def _normalized(texts: Sequence[str]) -> str:
@@ -135,6 +141,14 @@ def run_parser_bench(
     small, seen = _run_variant(f"{TOKEN_CHARS}-char tokens", tokens, stream, repeats)
     large, _ = _run_variant("one feed per block", per_block, stream, repeats)
 
+    hostile_seconds: list[float] = []
+    for _ in range(repeats):
+        elapsed, events = _timed_run([HOSTILE_FEED])
+        spoken = "".join(e.text for e in events if isinstance(e, Chunk) and e.meta.visible)
+        if spoken != HOSTILE_FEED:
+            raise ParserOutputError("the hostile feed did not come back as visible text")
+        hostile_seconds.append(elapsed)
+
     generated = {
         "text": len(stream.text_blocks),
         "thinking": len(stream.thinking_blocks),
@@ -147,4 +161,5 @@ def run_parser_bench(
         generated_blocks=generated,
         seen_blocks=seen,
         variants=[small, large],
+        hostile=VariantResult("`a<` times 200,000, one feed", 1, tuple(hostile_seconds)),
     )

@@ -18,9 +18,16 @@ from benchmarks.bench_chunker import (
     Summary,
 )
 from benchmarks.bench_first_audio import PROMPTS
-from benchmarks.bench_parser import BLANK_TEXT, REPEATS, TOKEN_CHARS, ParserResults
+from benchmarks.bench_parser import (
+    BLANK_TEXT,
+    HOSTILE_FEED,
+    REPEATS,
+    TOKEN_CHARS,
+    ParserResults,
+)
 from benchmarks.markdown import quoted, table
 from benchmarks.replies import REPLIES
+from benchmarks.stats import median
 from benchmarks.tokens import tokenize
 
 BLOCK_KINDS = ("text", "thinking", "tool_call", "tool_result")
@@ -101,6 +108,8 @@ def parser_section(results: ParserResults) -> str:
             for v in results.variants
         ],
     )
+    hostile = results.hostile
+    hostile_ms = [s * 1e3 for s in hostile.seconds]
     blocks = table(
         ["Block type", "generated", "reported by the parser"],
         [
@@ -117,6 +126,11 @@ def parser_section(results: ParserResults) -> str:
             "is checked: the visible and thinking text that comes out must equal (up to "
             "whitespace) the text that was generated, or the run fails.",
             timing,
+            f"Untrusted text dense with `<`: {hostile.label} ({len(HOSTILE_FEED) / 1e3:.0f} kB, "
+            "a `<` every other character, none closing) takes "
+            f"{_range((median(hostile_ms), min(hostile_ms), max(hostile_ms)), 1)} ms "
+            "(median, min to max): each `<` looks for its `>` only as far as the longest "
+            "tag, so the cost stays linear in the feed.",
             "Blocks the parser reported against blocks generated. The stream puts a newline "
             "after every closing tag; text blocks holding only such whitespace are counted "
             "in their own row (they are part of the text row too).",

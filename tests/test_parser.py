@@ -425,3 +425,25 @@ def test_accumulated_holds_everything_fed() -> None:
     for piece in ["Hello ", "World", "!", "<function_calls>test</function_calls>"]:
         parser.feed(piece)
     assert parser.accumulated == "Hello World!<function_calls>test</function_calls>"
+
+
+def test_a_tag_is_looked_for_only_as_far_as_the_longest_tag() -> None:
+    """A "<" looks for its ">" within MAX_TAG_LENGTH characters (so untrusted text
+    dense with "<" costs linear time, as before: MAX_TAG_LENGTH characters and
+    the ">"): a tag of exactly that length still acts, one character more is
+    text, and a run of unclosed "<" stays text."""
+    from voice_membrane.parse.tags import MAX_TAG_LENGTH
+
+    name = "n" * (MAX_TAG_LENGTH + 1 - len('<invoke name="">'))
+    longest = f'<invoke name="{name}"></invoke>'
+    events = parse(["Hi. ", longest, " Bye."])
+    assert [e.block.tool_name for e in events if isinstance(e, BlockComplete)] == [
+        None,
+        name,
+        None,
+    ]
+    too_long = f'<invoke name="{name}n"></invoke>'
+    for pieces in ([too_long], [too_long[:100], too_long[100:]]):
+        assert visible_text(parse(pieces)) == f'<invoke name="{name}n">'
+    hostile = "a<" * 5_000 + "<thinking>x</thinking>!"
+    assert visible_text(parse([hostile])) == "a<" * 5_000 + "!"

@@ -13,13 +13,27 @@ fails before any network call with a ``RequestError`` naming the field.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class RequestError(ValueError):
     """A request that cannot be sent; the message names the offending field."""
+
+
+# Every character str.splitlines() breaks on: a name holding one could forge a
+# "Name:" line in a transcript.
+_LINE_BREAK: Final = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def short(value: str, limit: int = 60) -> str:
+    """``repr(value)``, cut to about ``limit`` characters: an error quotes the
+    start of a bad value, not a megabyte of it."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
 
 
 class _Model(BaseModel):
@@ -201,8 +215,26 @@ def make_request(data: dict[str, Any]) -> Request:
 
 
 def validate_request(request: Request) -> None:
-    """Rules that span fields: each tool result answers a tool use before it, tool
-    names are unique, the thinking budget fits in ``max_tokens``."""
+    """Rules that span fields: participant names are one line each and the user is
+    not named like the assistant, each tool result answers a tool use before
+    it, tool names are unique, the thinking budget fits in ``max_tokens``."""
+    options = request.options
+    named = [
+        ("options.assistant_participant", options.assistant_participant),
+        ("options.human_participant", options.human_participant),
+        *(
+            (f"messages[{m}].participant", msg.participant)
+            for m, msg in enumerate(request.messages)
+        ),
+    ]
+    for where, name in named:
+        if _LINE_BREAK.search(name):
+            raise RequestError(f"{where}: {short(name)} contains a line break; a name is one line")
+    if options.human_participant == options.assistant_participant:
+        raise RequestError(
+            f"options.human_participant: {short(options.human_participant)} is also the "
+            "assistant's name; the user's messages would be sent as the assistant's"
+        )
     names = [tool.name for tool in request.tools]
     for n, name in enumerate(names):
         if name in names[:n]:

@@ -80,8 +80,16 @@ class ReplyLoop:
         self.mode: Literal["prefill", "chat"] = built.mode
         self.parser: XmlStreamParser | None = None
         if built.mode == "prefill":
-            self.parser = formatter.create_parser(built.prefill or "") or XmlStreamParser(
-                built.prefill or ""
+            # Seeded with the open assistant turn only: what earlier turns and other
+            # participants wrote never changes how the reply is read.
+            self.parser = formatter.create_parser(built.open_turn) or XmlStreamParser(
+                built.open_turn
+            )
+            self.parser.reserve_ids(
+                block.id
+                for message in request.messages
+                for block in message.content
+                if isinstance(block, ToolUseContent)
             )
         self.assembler = NativeBlockAssembler()
         self.blocks: list[Block] = []
@@ -174,7 +182,8 @@ class ReplyLoop:
             except ProviderError as exc:
                 error = exc
             except LlmError as exc:  # a local source's failure: not retryable
-                error = ProviderError(self.m.provider.name, "stream", str(exc))
+                name = self.m.provider.name  # named once, not in both error and message
+                error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
             if round_.produced or not self.m.retry.should_retry(retry, error):
                 round_.error = error
                 return

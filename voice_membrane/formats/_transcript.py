@@ -5,6 +5,10 @@ it is, thinking as ``<thinking>``, tool calls and results as XML (``_xml``).
 Images and cache breakpoints stay separate parts, for the formatter to place
 (Anthropic) or refuse (text-only formats).
 
+Text from anyone but the assistant is written inert (``_xml.neutralise``): tag
+text and the format's own turn tokens in it cannot open a block, forge a tool
+call or end a turn.
+
 A message holding only tool results joins the turn before it, and a message
 from that turn's speaker right after the results continues it — the turn reads
 as one stretch of output, as in prefill mode itself. When the last turn is the
@@ -90,15 +94,22 @@ class Transcript:
         request: the request.
         names: who is written under which name, and when names are left out.
         name_format: the prefix format (``"{name}: "``).
+        tokens: the format's own structural tokens (``<|im_end|>``), made inert
+            in non-assistant text.
     """
 
     def __init__(
-        self, request: Request, names: ParticipantNames, name_format: str = NAME_FORMAT
+        self,
+        request: Request,
+        names: ParticipantNames,
+        name_format: str = NAME_FORMAT,
+        tokens: Sequence[str] = (),
     ) -> None:
         self.caching = request.options.prompt_caching
+        self.tokens = tuple(tokens)
         self.turns: list[Turn] = []
         for m, message in enumerate(request.messages):
-            items = self._render(message, m)
+            items = self._render(message, m, inert=not names.is_assistant(message))
             joins = results_only(message)
             last = self.turns[-1] if self.turns else None
             if last is not None and (
@@ -124,7 +135,15 @@ class Transcript:
         in it rather than in a new turn."""
         return bool(self.turns) and self.turns[-1].is_assistant and self.turns[-1].ends_with_results
 
-    def _render(self, message: Message, m: int) -> list[tuple[bool, Part]]:
+    def open_turn(self, cue: str) -> str:
+        """The text of the assistant turn the reply continues, after its ``Name:``:
+        the continued turn's body, or ``cue`` for a new turn (what seeds the reply's
+        parser: ``BuiltRequest.open_turn``)."""
+        if not self.continues:
+            return cue
+        return "".join(part for part in self.turns[-1].parts if isinstance(part, str))
+
+    def _render(self, message: Message, m: int, inert: bool) -> list[tuple[bool, Part]]:
         items: list[tuple[bool, Part]] = []
         calls: list[tuple[ToolUseContent, str]] = []
         results: list[tuple[ToolResultContent, str]] = []
@@ -160,7 +179,9 @@ class Transcript:
                 continue
             settle()
             if isinstance(block, TextContent):
-                items.append((False, block.text))
+                items.append(
+                    (False, _xml.neutralise(block.text, self.tokens) if inert else block.text)
+                )
                 if self.caching and block.cache_control is not None:
                     items.append((False, CacheMark(block.cache_control)))
             elif isinstance(block, ImageContent):
@@ -169,7 +190,8 @@ class Transcript:
                 source = Base64Source(media_type=block.mime_type, data=block.data)
                 items.append((False, ImagePart(ImageContent(source=source), where)))
             elif isinstance(block, ThinkingContent):
-                items.append((True, _xml.thinking(block.thinking)))
+                thought = _xml.neutralise(block.thinking, self.tokens) if inert else block.thinking
+                items.append((True, _xml.thinking(thought)))
             # Redacted thinking has no text to write: it is left out.
         settle()
         if self.caching and message.cache_control is not None:

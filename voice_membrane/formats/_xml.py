@@ -9,10 +9,12 @@ every prefill formatter, so a past turn looks the same as the model's own output
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
 from ..messages import RequestError, ToolDefinition, ToolResultContent, ToolUseContent
+from ..parse.tags import TAG_ATTRIBUTE
 from ..parse.tool_input import parse_parameter_value
 
 FUNCTION_CALLS_END: Final = "</function_calls>"
@@ -26,6 +28,30 @@ def escape(text: str) -> str:
     """``&``, ``<`` and ``>`` as entities: the parser unescapes them, so any text
     (``</result>``, ``]]>``, ``&amp;`` included) comes back unchanged."""
     return text.translate(_ESCAPES)
+
+
+# The "<" of anything that reads as a membrane tag (or the tool list's
+# <functions>/<function>), opener or closer, namespaced or not, complete or not.
+_TAG_TEXT: Final = re.compile(
+    r"<(?=/?(?:antml:)?(?:" + "|".join(TAG_ATTRIBUTE) + r"|functions?)(?![a-z_]))",
+    re.IGNORECASE,
+)
+_ENTITY_OF: Final = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def neutralise(text: str, tokens: Sequence[str] = ()) -> str:
+    """Non-assistant text with its tag text made inert: the ``<`` of every membrane
+    tag becomes ``&lt;`` (``&lt;thinking>`` still reads as the tag's name), and
+    the first character of each of the format's own ``tokens`` (``<|im_end|>``)
+    becomes its entity. Nothing a user writes can then open a block, forge a
+    tool call or close a turn; the rest of the text is left exactly as written."""
+    if "<" in text:
+        text = _TAG_TEXT.sub("&lt;", text)
+    for token in tokens:
+        if token and token in text:
+            first = _ENTITY_OF.get(token[0], f"&#{ord(token[0])};")
+            text = text.replace(token, first + token[1:])
+    return text
 
 
 def check_attribute(value: str, where: str) -> str:

@@ -37,7 +37,12 @@ from ._transcript import (
     thinking_cue,
 )
 from .base import BuiltRequest, ProviderMessage
-from .participants import ParticipantNames, SuppressionPredicate, stop_sequences
+from .participants import (
+    ParticipantNames,
+    SuppressionPredicate,
+    check_written_names,
+    stop_sequences,
+)
 
 
 class AnthropicXmlFormatter:
@@ -69,12 +74,13 @@ class AnthropicXmlFormatter:
     def build(self, request: Request) -> BuiltRequest:
         options = request.options
         names = ParticipantNames(options, self.suppression)
+        check_written_names(request, names)
         transcript = Transcript(request, names)
         parts: list[Part] = []
         for n, turn in enumerate(transcript.turns):
             parts += ["\n\n" if n else "", turn.prefix, *turn.parts]
+        cue = thinking_cue(request)
         if not transcript.continues:
-            cue = thinking_cue(request)
             parts.append(f"\n\n{names.assistant}:" + (f" {cue}" if cue else ""))
         messages, prefill = _split(parts, lead_message(options, self.placeholder))
         xml_tools = self.tool_mode == "xml" and bool(request.tools)
@@ -89,6 +95,7 @@ class AnthropicXmlFormatter:
             messages=messages,
             system=system,
             prefill=prefill,
+            open_turn=transcript.open_turn(cue),
             prompt=join_sections(system, options.context_prefix, text.strip()),
             stop_sequences=stop_sequences(
                 request, names, leading=[_xml.FUNCTION_CALLS_END] if xml_tools else []

@@ -36,6 +36,12 @@ class BuiltRequest:
         system: the system prompt, if any.
         prefill: prefill mode: the assistant text the reply continues (the
             transcript, ending in ``"{assistant}:"``), with no trailing space.
+        open_turn: prefill mode: the part of ``prefill`` inside the assistant
+            turn the reply continues (after its ``Name:``) — a thinking cue, or
+            the turn's calls and results when it goes on after tools. The
+            reply's parser is seeded with this alone, never with earlier turns
+            or other participants' text, so nothing a user wrote can change how
+            the reply is read.
         prompt: prefill mode: the whole request as one text, for completion
             endpoints (OpenAI legacy Completions, local servers).
         stop_sequences: all stop sequences for this call.
@@ -52,6 +58,7 @@ class BuiltRequest:
     messages: list[ProviderMessage]
     system: str | None = None
     prefill: str | None = None
+    open_turn: str = ""
     prompt: str | None = None
     stop_sequences: list[str] = field(default_factory=list)
     tools: list[ToolDefinition] | None = None
@@ -72,8 +79,9 @@ class Formatter(Protocol):
         ...
 
     def create_parser(self, prefill: str = "") -> XmlStreamParser | None:
-        """Prefill formats: the parser for the reply (seeded with ``prefill``).
-        Chat formats: None (native blocks need no parsing)."""
+        """Prefill formats: the parser for the reply, seeded with ``prefill`` (the
+        built request's ``open_turn``). Chat formats: None (native blocks need no
+        parsing)."""
         ...
 
     def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:

@@ -32,7 +32,12 @@ from ._transcript import (
     thinking_cue,
 )
 from .base import BuiltRequest
-from .participants import ParticipantNames, SuppressionPredicate, stop_sequences
+from .participants import (
+    ParticipantNames,
+    SuppressionPredicate,
+    check_written_names,
+    stop_sequences,
+)
 
 ROLE_NAMES: Mapping[str, str] = {"system": "system", "user": "user", "assistant": "assistant"}
 
@@ -78,8 +83,10 @@ class ChatMLFormatter:
     def build(self, request: Request) -> BuiltRequest:
         options = request.options
         names = ParticipantNames(options, self.suppression)
-        transcript = Transcript(request, names)
         multiuser = options.participant_mode == "multiuser"
+        if multiuser:
+            check_written_names(request, names, assistant=False)
+        transcript = Transcript(request, names, tokens=(self.start_token, self.end_token))
         parts: list[Part] = []
         for n, turn in enumerate(transcript.turns):
             role = "assistant" if turn.is_assistant else "user"
@@ -87,8 +94,9 @@ class ChatMLFormatter:
             parts += [self._open(role), prefix, *turn.parts]
             if not (transcript.continues and n == len(transcript.turns) - 1):
                 parts.append(f"{self.end_token}\n")
+        cue = thinking_cue(request)
         if not transcript.continues:
-            parts += [self._open("assistant"), thinking_cue(request)]
+            parts += [self._open("assistant"), cue]
         prefill = text_only(parts, options.unsupported_media, self.name)
         system = _xml.system_with_tools(request.system_prompt, request.tools)
         header = [self._turn("system", system)] if system else []
@@ -101,6 +109,7 @@ class ChatMLFormatter:
             messages=[lead_message(options, self.placeholder)],
             system=system,
             prefill=prefill,
+            open_turn=transcript.open_turn(cue),
             prompt="".join(header) + prefill,
             stop_sequences=stop_sequences(request, names, leading=leading, participants=False),
             params=dict(options.provider_params),

@@ -33,7 +33,13 @@ from ._transcript import (
     thinking_cue,
 )
 from .base import BuiltRequest
-from .participants import NAME_FORMAT, ParticipantNames, SuppressionPredicate, stop_sequences
+from .participants import (
+    NAME_FORMAT,
+    ParticipantNames,
+    SuppressionPredicate,
+    check_written_names,
+    stop_sequences,
+)
 
 
 class CompletionsFormatter:
@@ -73,15 +79,17 @@ class CompletionsFormatter:
             raise RequestError(f"tools: the {self.name} format does not support tools")
         options = request.options
         names = ParticipantNames(options, self.suppression)
-        transcript = Transcript(request, names, self.name_format)
+        check_written_names(request, names, self.name_format)
+        tokens = [self.eot_token] if self.eot_token else []
+        transcript = Transcript(request, names, self.name_format, tokens)
         parts: list[Part] = []
         for n, turn in enumerate(transcript.turns):
             parts += [self.message_separator if n else "", turn.prefix, *turn.parts]
             if not (transcript.continues and n == len(transcript.turns) - 1):
                 parts.append(self.eot_token)
+        thinking = thinking_cue(request)
         if not transcript.continues:
             cue = self.name_format.format(name=names.assistant).rstrip()
-            thinking = thinking_cue(request)
             parts += [self.message_separator, f"{cue} {thinking}" if thinking else cue]
         prefill = text_only(parts, options.unsupported_media, self.name).rstrip()
         return BuiltRequest(
@@ -89,6 +97,7 @@ class CompletionsFormatter:
             messages=[lead_message(options, self.placeholder)],
             system=request.system_prompt,
             prefill=prefill,
+            open_turn=transcript.open_turn(thinking),
             prompt=join_sections(request.system_prompt, options.context_prefix, prefill),
             stop_sequences=stop_sequences(
                 request, names, leading=[self.eot_token] if self.eot_token else []

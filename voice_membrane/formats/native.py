@@ -25,7 +25,7 @@ from ..messages import (
 from ..parse import XmlStreamParser
 from . import _xml
 from .base import BuiltRequest, ProviderMessage
-from .participants import ParticipantNames, SuppressionPredicate, dedupe
+from .participants import ParticipantNames, SuppressionPredicate, check_written_names, dedupe
 
 
 class NativeFormatter:
@@ -44,6 +44,8 @@ class NativeFormatter:
     def build(self, request: Request) -> BuiltRequest:
         options = request.options
         names = ParticipantNames(options, self.suppression)
+        if options.participant_mode == "multiuser":
+            check_written_names(request, names, assistant=False)
         messages: list[ProviderMessage] = []
         previous: Message | None = None
         for m, message in enumerate(request.messages):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
-from ..messages import Message, Request, RequestOptions, ToolResultContent
+from ..messages import Message, Request, RequestError, RequestOptions, ToolResultContent, short
 
 SuppressionPredicate: TypeAlias = Callable[[Message, Message | None, bool, bool], bool]
 """``(message, previous, is_consecutive, is_empty) -> suppress?``: ``previous`` is the
@@ -103,6 +103,41 @@ class ParticipantNames:
             if name.strip() and name not in names:
                 names.append(name)
         return names
+
+
+def check_written_names(
+    request: Request,
+    names: ParticipantNames,
+    name_format: str = NAME_FORMAT,
+    *,
+    assistant: bool = True,
+) -> None:
+    """``RequestError`` for a name that would break the ``Name:`` lines it is
+    written in: one holding the format's separator (``:`` in ``"{name}: "``)
+    would let a name forge a turn. Checks every non-assistant name as written
+    and, when the format writes it (``assistant``), the assistant's. (Line
+    breaks and a user named like the assistant are refused for every format by
+    ``validate_request``.)"""
+    separator = name_format.split("{name}", 1)[-1].strip()
+    if not separator:
+        return
+
+    def check(name: str, where: str) -> None:
+        if separator in name:
+            raise RequestError(
+                f"{where}: {short(name)} contains {separator!r}, which ends a name in "
+                "this format; choose a name without it"
+            )
+
+    options = request.options
+    if assistant:
+        check(options.assistant_participant, "options.assistant_participant")
+    if options.participant_mode == "simple":
+        check(options.human_participant, "options.human_participant")
+        return
+    for m, message in enumerate(request.messages):
+        if not names.is_assistant(message):
+            check(message.participant, f"messages[{m}].participant")
 
 
 def results_only(message: Message) -> bool:

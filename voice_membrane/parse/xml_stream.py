@@ -28,6 +28,7 @@ The rules per context (see ``frames.STRUCTURAL``):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
 from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
@@ -74,6 +75,7 @@ class XmlStreamParser:
         self._open: OpenBlock | None = None
         self._next_index = 0
         self._invokes = 0
+        self._taken_ids: set[str] = set()
         self._tool_names: dict[str, str] = {}
         self._pending = ""  # a partial tag held back, always starting with "<"
         self._stray: list[str] = []  # text between structural tags, decided at the next tag
@@ -141,6 +143,11 @@ class XmlStreamParser:
         """The index the next block will get."""
         return self._next_index
 
+    def reserve_ids(self, ids: Iterable[str]) -> None:
+        """Never generate these tool-use ids (calls already in the conversation), so
+        a call's id stays unique across the turns of a session."""
+        self._taken_ids.update(ids)
+
     def skip_to(self, index: int) -> None:
         """Number the next block at least ``index``: blocks that came from elsewhere
         in the same reply (native blocks beside prefill text) keep their indices."""
@@ -158,16 +165,17 @@ class XmlStreamParser:
             if lt < 0:
                 break
             kind = self._stack[-1].kind
-            gt = buf.find(">", lt + 1)
+            # A tag is at most MAX_TAG_LENGTH long: look no further for its ">".
+            gt = buf.find(">", lt + 1, lt + MAX_TAG_LENGTH + 1)
             if gt < 0:
-                if could_become_tag(buf[lt : lt + MAX_TAG_LENGTH + 1], HELD_TAGS[kind]):
+                # With no ">" in reach, only a "<" near the end can still become a tag.
+                if end - lt <= MAX_TAG_LENGTH and could_become_tag(buf[lt:], HELD_TAGS[kind]):
                     if lt > run:
                         self._content(buf[run:lt])
                     self._pending = buf[lt:]
                     return
             else:
-                candidate = buf[lt : gt + 1]
-                tag = match_tag(candidate) if len(candidate) <= MAX_TAG_LENGTH + 1 else None
+                tag = match_tag(buf[lt : gt + 1])
                 if tag is not None:
                     acts = tag.key in STRUCTURAL[kind]
                     if acts or kind in DROPS_OTHER_TAGS:
@@ -268,7 +276,8 @@ class XmlStreamParser:
                 top = Frame(Kind.CALLS, top.depth + 1, implicit=True)
                 self._push(top)
             self._invokes += 1
-            tool_id = f"{self._id_prefix}{self._invokes}"
+            while (tool_id := f"{self._id_prefix}{self._invokes}") in self._taken_ids:
+                self._invokes += 1
             self._tool_names[tool_id] = tag.value or ""
             self._push(Frame(Kind.INVOKE, top.depth, tool_name=tag.value, tool_id=tool_id), True)
         elif name == "parameter":

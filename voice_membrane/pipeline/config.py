@@ -23,11 +23,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
     """A pipeline file or option that cannot be used; the message is one line."""
+
+
+_NAME = r"^[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029:]+$"
 
 
 class _Section(BaseModel):
@@ -52,8 +55,18 @@ class LlmConfig(_Section):
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
     timeout_s: float = Field(60.0, gt=0)
-    assistant_name: str = Field("Assistant", min_length=1)
-    user_name: str = Field("User", min_length=1)
+    # One line each, no ":" (a name is written as a "Name:" line in prefill formats).
+    assistant_name: str = Field("Assistant", min_length=1, max_length=100, pattern=_NAME)
+    user_name: str = Field("User", min_length=1, max_length=100, pattern=_NAME)
+
+    @model_validator(mode="after")
+    def _two_sides(self) -> LlmConfig:
+        if self.user_name == self.assistant_name:
+            raise ValueError(
+                f"user_name and assistant_name are both {self.user_name!r}: the user's "
+                "messages would be sent as the assistant's"
+            )
+        return self
 
 
 class TtsConfig(_Section):

@@ -39,6 +39,7 @@ import importlib
 import importlib.util
 import os
 import random
+import re
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -217,6 +218,13 @@ async def _acquire(lock: threading.Lock) -> None:
         await anyio.sleep(_LOCK_POLL_S)
 
 
+_CONTROL_TOKEN = re.compile(r"<(?=\|[^|<>\s]{1,40}\|>)")
+
+
+def _inert(text: str) -> str:
+    return _CONTROL_TOKEN.sub("&lt;", text) if "<|" in text else text
+
+
 class LocalLlama:
     """An ``LlmSource`` running a local GGUF chat model in this process.
 
@@ -277,8 +285,15 @@ class LocalLlama:
         self._model = await load_model(resolved, self.n_ctx, self.n_threads)
 
     def messages_for(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
-        """The conversation as llama.cpp receives it (with the default system prompt)."""
-        out = [{"role": m.role, "content": m.content} for m in messages]
+        """The conversation as llama.cpp receives it (with the default system prompt).
+
+        llama.cpp reads the chat template's text with special tokens enabled, so
+        ``<|im_end|>`` typed by a user would end the turn for real: in user and
+        assistant text the ``<`` of every ``<|…|>`` is written ``&lt;``."""
+        out = [
+            {"role": m.role, "content": m.content if m.role == "system" else _inert(m.content)}
+            for m in messages
+        ]
         if self.system_prompt and not any(m.role == "system" for m in messages):
             out.insert(0, {"role": "system", "content": self.system_prompt})
         return out
