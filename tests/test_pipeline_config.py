@@ -47,6 +47,12 @@ def test_defaults_and_overrides() -> None:
         ("[chunker]\nmarkdown = 'maybe'\n", "chunker.markdown: Input should be a valid boolean"),
         ("[llm\nspec = 1\n", "invalid TOML"),
         ("llm = 3\n", "llm: Input should be a valid dictionary"),
+        (
+            '[llm]\nuser_name = "Bo\\nAssistant"\n',
+            "llm.user_name: Value error, a name is one line without ':'",
+        ),
+        ("[llm]\nassistant_name = 'A: B'\n", "llm.assistant_name: Value error, a name is one line"),
+        ("[llm]\nuser_name = 'Assistant'\n", "user_name and assistant_name are both"),
     ],
 )
 def test_bad_pipeline_files_are_one_clear_line(tmp_path: Path, text: str, message: str) -> None:

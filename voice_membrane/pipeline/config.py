@@ -19,18 +19,26 @@ Example (``pipelines/local.toml``)::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
     """A pipeline file or option that cannot be used; the message is one line."""
 
 
-_NAME = r"^[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029:]+$"
+_NOT_IN_NAME = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029:]")
 
 
 class _Section(BaseModel):
@@ -55,9 +63,17 @@ class LlmConfig(_Section):
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
     timeout_s: float = Field(60.0, gt=0)
-    # One line each, no ":" (a name is written as a "Name:" line in prefill formats).
-    assistant_name: str = Field("Assistant", min_length=1, max_length=100, pattern=_NAME)
-    user_name: str = Field("User", min_length=1, max_length=100, pattern=_NAME)
+    assistant_name: str = Field("Assistant", min_length=1, max_length=100)
+    user_name: str = Field("User", min_length=1, max_length=100)
+
+    @field_validator("assistant_name", "user_name")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        # Prefill formats write names as "Name:" lines: a name with a line break
+        # or a ":" could forge a turn.
+        if _NOT_IN_NAME.search(value):
+            raise ValueError("a name is one line without ':'")
+        return value
 
     @model_validator(mode="after")
     def _two_sides(self) -> LlmConfig:
