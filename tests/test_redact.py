@@ -3,14 +3,27 @@ value is quoted redacted and cut."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vendors import VENDORS, Vendor
 
+from voice_membrane.membrane import Membrane
+from voice_membrane.messages import Message, ModelConfig, Request
+from voice_membrane.pipeline.event_log import JsonlEventLog, OutputFileError
+from voice_membrane.pipeline.metrics import TurnMetrics
 from voice_membrane.providers.base import ProviderError
 from voice_membrane.redact import KEY_VARIABLES, MASK, forget_all, quote, redact, remember
+from voice_membrane.reply import ReplyError, Retrying
+from voice_membrane.retry import NO_RETRY
+from voice_membrane.run_command import _write_metrics
+from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.testing.script import text as text_block
 
 # Planted keys in each vendor's shape.
 PLANTED = {
@@ -20,6 +33,12 @@ PLANTED = {
     "GOOGLE_API_KEY": "AIzaSyPLANTEDgoogleKEY0123456789",
     "ELEVENLABS_API_KEY": "sk_PLANTEDelevenlabsKEY0123456789",
     "XI_API_KEY": "PLANTEDxiKEY0123456789abcdef",
+}
+
+PLANTED_BY_VENDOR = {
+    "anthropic": PLANTED["ANTHROPIC_API_KEY"],
+    "openai": PLANTED["OPENAI_API_KEY"],
+    "gemini": PLANTED["GEMINI_API_KEY"],
 }
 
 
@@ -115,3 +134,75 @@ def test_a_known_key_never_survives(key: str, before: str, after: str) -> None:
     remember(key)
     for text in (before + key + after, f"{before}{key!r}{after}", f"{key.encode()!r}"):
         assert key not in redact(text)
+
+
+# ------------------------------------------------ keys a provider was given, by value
+
+
+def reply_errors(vendor: Vendor, key: str, reply: ScriptedReply) -> list[str]:
+    """Every error text a Membrane over ``vendor``'s adapter (given ``key``) reports."""
+
+    async def run() -> list[str]:
+        texts: list[str] = []
+        with vendor.server(reply) as server:
+            provider = vendor.adapter(api_key=key, base_url=server.base_url)
+            membrane = Membrane(provider, "native", retry=NO_RETRY)
+            request = Request(
+                messages=[Message(participant="User", content="hi")],
+                config=ModelConfig(model=vendor.model, max_tokens=10),
+            )
+            async for item in membrane.stream(request):
+                if isinstance(item, ReplyError | Retrying):
+                    texts.append(item.message if isinstance(item, ReplyError) else item.error)
+        return texts
+
+    return anyio.run(run)
+
+
+@pytest.mark.parametrize("vendor", VENDORS, ids=[v.name for v in VENDORS])
+def test_a_key_given_to_an_adapter_is_masked_when_the_server_echoes_it(vendor: Vendor) -> None:
+    key = PLANTED_BY_VENDOR[vendor.name]
+    errors = reply_errors(vendor, key, ScriptedReply.http_error(401, message=f"bad key {key}"))
+    assert errors and all(key not in e and "bad key ***" in e for e in errors), errors
+
+
+# anthropic and openai send the key in a header that httpx refuses with the key in
+# its message (Gemini's SDK strips it).
+@pytest.mark.parametrize("vendor", VENDORS[:2], ids=[v.name for v in VENDORS[:2]])
+def test_a_key_with_a_line_end_is_masked_in_the_transport_error(vendor: Vendor) -> None:
+    key = PLANTED_BY_VENDOR[vendor.name]
+    errors = reply_errors(vendor, key + "\r", ScriptedReply.of(text_block("hi")))
+    assert errors and all(key not in e and "Illegal header value" in e for e in errors), errors
+
+
+# ------------------------------------------------------- the output files, second net
+
+
+def test_the_events_log_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = PLANTED["OPENAI_API_KEY"]
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    log = JsonlEventLog(tmp_path / "e.jsonl")
+    log({"event": "chunk", "text": f"the tool said {key}"})
+    log.close()
+    (line,) = (tmp_path / "e.jsonl").read_text().splitlines()
+    assert key not in line and json.loads(line)["text"] == "the tool said ***"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_events_log_does_not_stop_the_turn() -> None:
+    log = JsonlEventLog("/dev/full")
+    for n in range(2000):  # past the file's buffer: writes fail quietly …
+        log({"event": "chunk", "text": f"piece {n} " * 10})
+    with pytest.raises(OutputFileError, match=r"^cannot write /dev/full: No space left"):
+        log.close()  # … and close says so, once
+
+
+def test_the_metrics_file_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = PLANTED["GEMINI_API_KEY"]
+    monkeypatch.setenv("GEMINI_API_KEY", key)
+    metrics = TurnMetrics()
+    metrics.retries.append(f"gemini: connection: rejected {key} (waited 0.5 s)")
+    report = metrics.report(llm="gemini:x", tts="espeak", sink="null")
+    _write_metrics(tmp_path / "m.json", [report], True)
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert written["retries"] == ["gemini: connection: rejected *** (waited 0.5 s)"]
