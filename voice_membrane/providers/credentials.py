@@ -41,17 +41,14 @@ def api_key(kind: str, where: str, api_key_env: str | None) -> str | None:
                 f"{where}: llm.api_key_env must name an environment variable "
                 "(letters, digits, _), not hold the key"
             )
-        conventional = _CONVENTIONAL_NAME.fullmatch(api_key_env)
-        shown = api_key_env if conventional else "the variable llm.api_key_env names"
+        echoed = _CONVENTIONAL_NAME.fullmatch(api_key_env) is not None
+        variable = api_key_env if echoed else "the variable llm.api_key_env names"
         key = os.environ.get(api_key_env)
         if not key:
-            raise ValueError(
-                f"{where}: api_key_env names {api_key_env}, which is not set"
-                if conventional
-                else f"{where}: {shown} is not set"
-            )
+            said = f"api_key_env names {api_key_env}, which" if echoed else variable
+            raise ValueError(f"{where}: {said} is not set")
         remember(key)
-        _check_key(key, where, shown)
+        _check_key(key, where, variable)
         return key
     names = [name for name in KEY_VARS[kind] if os.environ.get(name)]
     if not names:
