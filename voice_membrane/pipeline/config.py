@@ -54,7 +54,7 @@ class LlmConfig(_Section):
     api_key_env: str | None = None  # the variable holding the key (default: the SDK's own)
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
-    # Finite and at most a day: an infinite timeout overflows the HTTP client's clock.
+    # Finite, at most a day: google-genai turns an infinite one into OverflowError.
     timeout_s: float = Field(60.0, gt=0, le=86400, allow_inf_nan=False)
     assistant_name: str = Field("Assistant", min_length=1)
     user_name: str = Field("User", min_length=1)
