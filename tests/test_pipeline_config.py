@@ -53,6 +53,18 @@ def test_defaults_and_overrides() -> None:
         ),
         ("[llm]\nassistant_name = 'A: B'\n", "llm.assistant_name: Value error, a name is one line"),
         ("[llm]\nuser_name = 'Assistant'\n", "user_name and assistant_name are both"),
+        # checked on load, not found by the HTTP client at the first prompt
+        ("[llm]\ntimeout_s = inf\n", "llm.timeout_s: Input should be a finite number"),
+        ("[llm]\ntimeout_s = 1e300\n", "llm.timeout_s: Input should be less than or equal"),
+        ("[llm]\nbase_url = 'ftp://h'\n", "llm.base_url: Value error, expected an http://"),
+        ("[llm]\nbase_url = 'http://h:70000'\n", "Port out of range 0-65535"),
+        ("[llm]\nbase_url = 'http:///v1'\n", "the URL has no host"),
+        ("[llm]\nbase_url = 'http://[::1/'\n", "not a valid URL (Invalid IPv6 URL)"),
+        # hostile files: one line, not a traceback or a megabyte of echo
+        ("description = " + "[" * 100_000 + "]" * 100_000 + "\n", "invalid TOML: nested too"),
+        ("[llm]\nmax_tokens = " + "7" * 5000 + "\n", "invalid TOML: Exceeds the limit"),
+        ("[llm]\nsystem_prompt = " + "1" * 4000 + "\n", "got 1111111111"),
+        ("[tts]\n" + "k" * 1_000_000 + " = 1\n", "unknown key 'tts.kkkkk"),
     ],
 )
 def test_bad_pipeline_files_are_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
@@ -63,6 +75,17 @@ def test_bad_pipeline_files_are_one_clear_line(tmp_path: Path, text: str, messag
     assert "\n" not in line
     assert line.startswith(f"{path}: ")
     assert message in line, line
+    assert len(line) < len(f"{path}: ") + 300, line  # a huge bad value is cut
+
+
+def test_a_credential_in_a_bad_value_is_masked(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "[llm]\nbase_url = 'ftp://me:sk-SECRET-0123456789@host/?key=sk-SECRET'\n"
+    )
+    with pytest.raises(ConfigError) as excinfo:
+        load_pipeline(path)
+    assert "SECRET" not in str(excinfo.value)
+    assert "got 'ftp://***@host/?key=***'" in str(excinfo.value)
 
 
 def test_missing_pipeline_file(tmp_path: Path) -> None:

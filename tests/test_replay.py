@@ -42,6 +42,9 @@ def test_loads_deltas_in_order(tmp_path: Path) -> None:
     assert recording.text == "Hi!"
 
 
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested far past Python's recursion limit
+
+
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
@@ -49,8 +52,17 @@ def test_loads_deltas_in_order(tmp_path: Path) -> None:
         (('{"t_ms": 1, "text": "x"}',), "not a recording"),
         ((HEADER, "{not json"), ":2: invalid JSON"),
         ((HEADER, "[1, 2]"), ":2: expected a JSON object"),
-        ((HEADER, '{"t_ms": -1, "text": "x"}'), ":2: t_ms must be a number"),
-        ((HEADER, '{"t_ms": true, "text": "x"}'), ":2: t_ms must be a number"),
+        ((HEADER, '{"t_ms": -1, "text": "x"}'), ":2: t_ms must be a finite number"),
+        ((HEADER, '{"t_ms": true, "text": "x"}'), ":2: t_ms must be a finite number"),
+        # json reads these; a replay would sleep until NaN or forever
+        ((HEADER, '{"t_ms": NaN, "text": "x"}'), ":2: t_ms must be a finite number ≥ 0, got nan"),
+        ((HEADER, '{"t_ms": Infinity, "text": "x"}'), ":2: t_ms must be a finite number"),
+        (
+            (HEADER, '{"t_ms": 1, "text": "x"}', '{"t_ms": -Infinity, "text": "x"}'),
+            ":3: t_ms must be a finite number",
+        ),
+        ((HEADER, '{"t_ms": 1, "text": ' + DEEP + "}"), ":2: invalid JSON: nested too deeply"),
+        ((HEADER, '{"t_ms": ' + "7" * 5000 + ', "text": "x"}'), ":2: invalid JSON: Exceeds"),
         ((HEADER, '{"t_ms": 1, "text": 3}'), ":2: text must be a string"),
         ((HEADER, '{"t_ms": 5, "text": "a"}', '{"t_ms": 4, "text": "b"}'), ":3: t_ms 4"),
         ((HEADER.replace("prefill", "voice"),), "mode must be prefill or chat"),
@@ -64,6 +76,15 @@ def test_bad_recordings_say_what_and_where(
         load_recording(path)
     assert str(path) in str(excinfo.value)
     assert message in str(excinfo.value)
+
+
+def test_a_huge_bad_value_is_not_echoed_whole(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER, '{"t_ms": 1, "text": ["' + "x" * 1_000_000 + '"]}')
+    with pytest.raises(RecordingError) as excinfo:
+        load_recording(path)
+    message = str(excinfo.value)
+    assert ":2: text must be a string, got ['xxxx" in message
+    assert len(message) < len(str(path)) + 200 and "(1,000,004 characters)" in message
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -117,13 +117,18 @@ async def test_synthesize_before_start_raises() -> None:
         await speak(PiperEngine(), "Hello.")
 
 
-def test_registry_makes_piper_engines() -> None:
+def test_registry_makes_piper_engines(tmp_path: Path) -> None:
     engine = create_engine("piper")
     assert isinstance(engine, PiperEngine) and engine.model is None
-    engine = create_engine("piper:/voices/x.onnx")
-    assert isinstance(engine, PiperEngine) and engine.model == "/voices/x.onnx"
+    model = tmp_path / "x.onnx"
+    model.write_bytes(b"")
+    engine = create_engine(f"piper:{model}")
+    assert isinstance(engine, PiperEngine) and engine.model == str(model)
     with pytest.raises(ValueError, match=re.escape("piper:/path/model.onnx")):
         create_engine("piper:")
+    # A model that is not there is a configuration error, before anything loads.
+    with pytest.raises(ValueError, match="no such Piper model file"):
+        create_engine(f"piper:{tmp_path / 'missing.onnx'}")
 
 
 def test_the_library_does_not_import_piper_until_start() -> None:

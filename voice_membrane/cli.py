@@ -70,13 +70,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from .run_command import ConfigError, resolve_config, run_assistant
+    from .run_command import resolve_config, run_assistant
 
+    prompt: str | None = args.prompt
+    if prompt is not None and not _is_utf8(prompt):
+        sys.exit("voice-membrane run: --prompt is not UTF-8 text")
     try:
         config = resolve_config(
             args.pipeline, llm=args.llm, formatter=args.formatter, tts=args.tts, out=args.out
         )
-        prompt = args.prompt if args.prompt is not None else None
         results = anyio.run(
             partial(
                 run_assistant,
@@ -87,10 +89,53 @@ def _run(args: argparse.Namespace) -> None:
                 show_hidden=args.show_hidden,
             )
         )
-    except ConfigError as exc:
-        sys.exit(f"voice-membrane run: {exc}")
+    except Exception as exc:
+        # The boundary: what a user can cause (configuration, a model or voice that
+        # will not load, a device, a file) is one line; anything else is a bug and
+        # keeps its traceback.
+        causes = _leaves(exc)
+        if not all(isinstance(cause, _user_errors()) for cause in causes):
+            raise
+        sys.exit(f"voice-membrane run: {'; '.join(_one_line(cause) for cause in causes)}")
     if prompt is not None and any(result.error for result in results):
         sys.exit(1)  # the error, what was spoken and the report are already printed
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from .pipeline.config import ConfigError
+    from .providers.base import LlmError
+    from .sinks.base import SinkError
+    from .tts.base import TtsError
+
+    return (ConfigError, LlmError, TtsError, SinkError, RecordingError, OSError)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups (anyio task groups)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _one_line(exc: BaseException) -> str:
+    from .redact import redact
+
+    text = str(exc) if not isinstance(exc, OSError) or not exc.strerror else _os_error(exc)
+    return redact(" ".join(text.split()) or type(exc).__name__)
+
+
+def _os_error(exc: OSError) -> str:
+    """``[Errno 2] No such file or directory: 'x'`` as ``x: No such file or directory``."""
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc.strerror)
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text with bytes that were not UTF-8 (decoded as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> None:

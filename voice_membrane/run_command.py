@@ -6,6 +6,7 @@ line, hear the answer; Ctrl-C interrupts the speech, Ctrl-D quits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -15,12 +16,13 @@ from typing import Any
 
 import anyio
 
-from .pipeline.build import build_parts
+from .pipeline.build import build_parts, output_path_problem
 from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
-from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
+from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
 from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
+from .redact import redact
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 DEFAULT_PIPELINE = PIPELINES / "local.toml"
@@ -53,6 +55,13 @@ async def run_assistant(
     show_hidden: bool = False,
     out: Callable[[str], None] = lambda text: print(text, end="", flush=True),
 ) -> list[TurnResult]:
+    """Raises ``ConfigError`` before anything starts for a bad configuration or
+    output path, and ``OutputFileError`` (one line) if an output file cannot be
+    written (the turns have run and been spoken by then)."""
+    for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
+        problem = path and output_path_problem(path)
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
     parts = build_parts(config)
     if parts.notice:
         out(f"{parts.notice}\n")
@@ -99,36 +108,62 @@ async def run_assistant(
                         if metrics_json is not None:
                             _write_metrics(metrics_json, [r.report for r in results], False)
             tg.cancel_scope.cancel()
-    finally:
+    except BaseException:
         if jsonl:
-            jsonl.close()
-    if metrics_json is not None and prompt is not None and results:
-        _write_metrics(metrics_json, [results[0].report], True)
+            with contextlib.suppress(OSError):  # the error in flight says more
+                jsonl.close()
+        raise
     if parts.wav_path is not None:
         if any(result.report.audio_seconds > 0 for result in results):
             out(f"audio written to {parts.wav_path}\n")
         else:
             out(f"no audio was produced: {parts.wav_path} holds no sound\n")
+    # Each output file is attempted even if another failed; then one line for all.
+    failures: list[str] = []
+    if jsonl:
+        try:
+            jsonl.close()
+        except OutputFileError as exc:
+            failures.append(str(exc))
+    if metrics_json is not None and prompt is not None and results:
+        try:
+            _write_metrics(metrics_json, [results[0].report], True)
+        except OutputFileError as exc:
+            failures.append(str(exc))
+    if failures:
+        raise OutputFileError("; ".join(failures))
     return results
 
 
 async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> TurnResult:
     result = await session.turn(text)
     out(" [interrupted]\n" if result.interrupted else "\n")
-    if result.error:
-        out(f"error: {result.error}\n")
-    out(result.report.table() + "\n")
+    if result.error:  # redacted again here: a second net under ProviderError's own
+        out(f"error: {redact(result.error)}\n")
+    out(redact(result.report.table()) + "\n")
     return result
 
 
 async def _read_line(out: Callable[[str], None]) -> str | None:
-    """The next line typed, stripped; None at end of input (Ctrl-D)."""
-    out("> ")
-    line: str = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    if not line:
-        out("\n")
-        return None
-    return line.strip()
+    """The next line typed, stripped; None at end of input (Ctrl-D). A line that
+    is not UTF-8 is refused with one line, and the loop goes on."""
+    while True:
+        out("> ")
+        raw = await anyio.to_thread.run_sync(_read_raw_line, abandon_on_cancel=True)
+        if not raw:
+            out("\n")
+            return None
+        try:
+            return raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            out(f"that line is not UTF-8 text (byte {exc.start + 1}), type it again\n")
+
+
+def _read_raw_line() -> bytes:
+    buffer = getattr(sys.stdin, "buffer", None)  # the bytes, decoded by _read_line
+    if buffer is not None:
+        return bytes(buffer.readline())
+    return str(sys.stdin.readline()).encode("utf-8", "surrogateescape")
 
 
 async def _interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -> None:
@@ -143,7 +178,10 @@ async def _interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -
 def _write_metrics(path: Path, reports: list[LatencyReport], single: bool) -> None:
     """One turn (``--prompt``): its report object; interactive: a list of reports."""
     data: Any = reports[0].to_dict() if single else [r.to_dict() for r in reports]
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    try:
+        path.write_text(redact(json.dumps(data, indent=2)) + "\n", encoding="utf-8")
+    except OSError as exc:  # a full disk, after the turn was spoken
+        raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-__all__ = ["DEFAULT_PIPELINE", "ConfigError", "resolve_config", "run_assistant"]
+__all__ = ["DEFAULT_PIPELINE", "ConfigError", "OutputFileError", "resolve_config", "run_assistant"]

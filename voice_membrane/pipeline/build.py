@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
@@ -85,5 +86,19 @@ def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:
             None,
         )
     if kind == "wav":
+        problem = output_path_problem(sink.path)
+        if problem:
+            raise ConfigError(f"cannot write the audio to {sink.path}: {problem}")
         return create_sink("wav", path=sink.path), notice, sink.path
     return create_sink("null"), notice, None
+
+
+def output_path_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at ``path`` (checked before a turn runs, so a
+    typo does not cost the turn), or None. Permissions are left to the open."""
+    path = Path(path)
+    if path.is_dir():
+        return "is a directory"
+    if not path.parent.is_dir():
+        return f"no such folder: {path.parent}"
+    return None

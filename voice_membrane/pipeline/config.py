@@ -33,6 +33,9 @@ from pydantic import (
     model_validator,
 )
 
+from ..providers.credentials import base_url_problem
+from ..redact import quote
+
 
 class ConfigError(ValueError):
     """A pipeline file or option that cannot be used; the message is one line."""
@@ -62,7 +65,8 @@ class LlmConfig(_Section):
     api_key_env: str | None = None  # the variable holding the key (default: the SDK's own)
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
-    timeout_s: float = Field(60.0, gt=0)
+    # Finite, at most a day: google-genai turns an infinite one into OverflowError.
+    timeout_s: float = Field(60.0, gt=0, le=86400, allow_inf_nan=False)
     assistant_name: str = Field("Assistant", min_length=1, max_length=100)
     user_name: str = Field("User", min_length=1, max_length=100)
 
@@ -83,6 +87,14 @@ class LlmConfig(_Section):
                 "messages would be sent as the assistant's"
             )
         return self
+
+    @field_validator("base_url")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        problem = url and base_url_problem(url)
+        if problem:
+            raise ValueError(problem)
+        return url
 
 
 class TtsConfig(_Section):
@@ -132,6 +144,10 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     config = _validate(data, str(path))
     # A recording named in a pipeline file is found relative to that file.
     kind, _, target = config.llm.spec.partition(":")
@@ -159,6 +175,7 @@ def _describe(exc: ValidationError) -> str:
             assert isinstance(annotation, type) and issubclass(annotation, BaseModel)
             model = annotation
         allowed = ", ".join(model.model_fields)
-        return f"unknown key {key!r} (allowed here: {allowed})"
+        return f"unknown key {quote(key)} (allowed here: {allowed})"
     extra = f" ({exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    return f"{key}: {error['msg']}, got {error['input']!r}{extra}"
+    # The bad value is quoted redacted and cut: it may be a pasted key, or 1 MB.
+    return f"{key}: {error['msg']}, got {quote(error['input'])}{extra}"

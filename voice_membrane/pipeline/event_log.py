@@ -8,24 +8,52 @@ import time
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from ..redact import redact
+
+
+class OutputFileError(OSError):
+    """A file the run writes (the events log, the metrics) could not be written;
+    the message is one line naming the file and why."""
+
 
 class JsonlEventLog:
-    """Writes one JSON object per line, each with ``t_ms`` since the turn's request."""
+    """Writes one JSON object per line, each with ``t_ms`` since the turn's request.
+
+    Lines are redacted (no key reaches the file). A failing write (a full disk)
+    does not stop the turn: the log stops there and ``close`` raises
+    ``OutputFileError`` saying why, after the turn has been spoken.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        try:
+            self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise OutputFileError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
         self._t0 = time.perf_counter_ns()
+        self._failure: OSError | None = None
 
     def start_turn(self, t0_ns: int) -> None:
         self._t0 = t0_ns
 
     def __call__(self, record: dict[str, Any]) -> None:
+        if self._failure is not None:
+            return
         t_ms = round((time.perf_counter_ns() - self._t0) / 1e6, 3)
-        self._file.write(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False) + "\n")
+        line = redact(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False))
+        try:
+            self._file.write(line + "\n")
+        except OSError as exc:
+            self._failure = exc
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()  # flushes: a full disk often shows only here
+        except OSError as exc:
+            self._failure = self._failure or exc
+        if self._failure is not None:
+            reason = self._failure.strerror or self._failure
+            raise OutputFileError(f"cannot write {self.path}: {reason}")
 
 
 class HiddenBlockPrinter:
@@ -43,5 +71,5 @@ class HiddenBlockPrinter:
             body = f"{block['tool_name']}({json.dumps(block['input'], ensure_ascii=False)})"
         else:
             body = " ".join((block["content"] or "").split())
-        line = f"[{block['type']}] {body}"
+        line = redact(f"[{block['type']}] {body}")
         print(f"\n\x1b[2m{line}\x1b[0m" if self.dim else f"\n{line}", file=self.out, flush=True)

@@ -21,6 +21,7 @@ import anyio
 import httpx2
 from anthropic import types as wire
 
+from ..redact import remember
 from .anthropic_request import request_params
 from .base import (
     ErrorKind,
@@ -65,6 +66,7 @@ class AnthropicProvider:
         self, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float = 60.0
     ) -> None:
         self.api_key, self.base_url, self.timeout_s = api_key, base_url, timeout_s
+        remember(api_key)  # masked in every message from now on
         self._client: anthropic.AsyncAnthropic | None = None
 
     async def start(self) -> None:

@@ -19,6 +19,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
+from ..redact import redact
+
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..messages import ModelConfig
@@ -43,7 +45,10 @@ ErrorKind: TypeAlias = Literal[
 class ProviderError(LlmError):
     """A provider call failed. ``retryable`` errors (429, 5xx, connection) are
     retried by ``Membrane`` while no output has arrived; after that the reply
-    ends with this error and keeps what was produced."""
+    ends with this error and keeps what was produced.
+
+    The message is redacted (``redact.py``): it is built from transport errors
+    and URLs, which may quote a key, and it is printed and logged."""
 
     def __init__(
         self,
@@ -55,6 +60,7 @@ class ProviderError(LlmError):
         retry_after_s: float | None = None,
     ) -> None:
         where = f" (HTTP {status})" if status is not None else ""
+        message = redact(message)
         super().__init__(f"{provider}: {kind}{where}: {message}")
         self.provider, self.kind, self.detail = provider, kind, message
         self.status, self.retry_after_s = status, retry_after_s

@@ -46,6 +46,7 @@ import pydantic
 from google import genai
 from google.genai import errors, types
 
+from ..redact import remember
 from .base import ProviderError, ProviderOutput, retry_after_seconds, status_kind
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import client_stops, request_config, request_contents
@@ -79,6 +80,7 @@ class GeminiProvider:
         self, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float = 60.0
     ) -> None:
         self.api_key, self.base_url, self.timeout_s = api_key, base_url, timeout_s
+        remember(api_key)  # masked in every message from now on
         self._client: genai.Client | None = None
         self._ids = itertools.count(1)  # generated tool call ids, unique per provider
 

@@ -19,6 +19,7 @@ import anyio
 import httpx2
 import openai
 
+from ..redact import remember
 from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
 from .openai_read import ChatReader, TextReader
 from .openai_request import chat_request, completion_request, token_field
@@ -52,6 +53,7 @@ class OpenAIProvider:
         max_tokens_field: str | None = None,
     ) -> None:
         self._api_key, self._base_url, self._timeout_s = api_key, base_url, timeout_s
+        remember(api_key)  # masked in every message from now on
         self._max_tokens_field = max_tokens_field
         self._client: openai.AsyncOpenAI | None = None
 

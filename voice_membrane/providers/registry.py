@@ -3,18 +3,13 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
+from ..redact import quote
 from .base import Provider
+from .credentials import api_key, check_base_url
 
 CLOUD = ("anthropic", "openai", "gemini")
-# Where each SDK looks for its key; checked up front so a missing key is one
-# clear line before anything loads, not an error after the first prompt.
-KEY_VARS = {
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-}
 SPECS = "'local', 'replay:PATH', 'anthropic:MODEL', 'openai:MODEL' or 'gemini:MODEL'"
 
 
@@ -30,11 +25,16 @@ def create_provider(
     timeout_s: float = 60.0,
 ) -> tuple[Provider, str]:
     """The provider a spec names and the model to ask it for; ``ValueError`` (one
-    line) for a bad spec. Cloud SDKs are imported only when asked for."""
+    line) for a bad spec, a missing model file, or an unusable key or base URL
+    (checked here, so it is one clear line before anything loads, not an error
+    after the first prompt). Cloud SDKs are imported only when asked for."""
     from .text_source import TextSourceProvider
 
     kind, _, arg = spec.partition(":")
+    where = f"llm {quote(spec)}"
     if spec == "local":
+        if model_path is not None and not Path(model_path).is_file():
+            raise ValueError(f"llm.model_path {quote(model_path)}: no such model file")
         from .local_llama import LocalLlama  # heavy: only when asked for
 
         # The system prompt comes with each request (else LocalLlama's default).
@@ -45,18 +45,10 @@ def create_provider(
 
         return TextSourceProvider(ReplaySource(arg, speed=replay_speed)), "replay"
     if kind in CLOUD and arg:
-        api_key = None
-        if api_key_env is not None:
-            api_key = os.environ.get(api_key_env)
-            if not api_key:
-                raise ValueError(f"llm {spec!r}: api_key_env names {api_key_env}, which is not set")
-        elif not any(os.environ.get(name) for name in KEY_VARS[kind]):
-            raise ValueError(
-                f"llm {spec!r}: no API key: set {' or '.join(KEY_VARS[kind])} "
-                "(or name another variable with llm.api_key_env)"
-            )
-        return _cloud(kind, api_key, base_url, timeout_s), arg
-    raise ValueError(f"llm {spec!r}: expected {SPECS}")
+        key = api_key(kind, where, api_key_env)
+        check_base_url(kind, where, base_url)
+        return _cloud(kind, key, base_url, timeout_s), arg
+    raise ValueError(f"{where}: expected {SPECS}")
 
 
 def _cloud(kind: str, api_key: str | None, base_url: str | None, timeout_s: float) -> Provider:

@@ -15,6 +15,7 @@ Offsets never decrease. Blank lines are ignored.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ..redact import quote
 from .base import ChatMessage
 
 FORMAT = "voice-membrane-replay"
@@ -72,15 +74,22 @@ def load_recording(path: str | Path) -> Recording:
         )
     mode = header.get("mode", "prefill")
     if mode not in ("prefill", "chat"):
-        raise RecordingError(f"{path}:{records[0][0]}: mode must be prefill or chat, not {mode!r}")
+        raise RecordingError(
+            f"{path}:{records[0][0]}: mode must be prefill or chat, not {quote(mode)}"
+        )
     deltas: list[Delta] = []
     for n, line in records[1:]:
         record = _object(path, n, line)
         t_ms, text = record.get("t_ms"), record.get("text")
-        if not isinstance(t_ms, int | float) or isinstance(t_ms, bool) or t_ms < 0:
-            raise RecordingError(f"{path}:{n}: t_ms must be a number ≥ 0, got {t_ms!r}")
+        if (
+            not isinstance(t_ms, int | float)
+            or isinstance(t_ms, bool)
+            or not math.isfinite(t_ms)  # json reads NaN and Infinity
+            or t_ms < 0
+        ):
+            raise RecordingError(f"{path}:{n}: t_ms must be a finite number ≥ 0, got {quote(t_ms)}")
         if not isinstance(text, str):
-            raise RecordingError(f"{path}:{n}: text must be a string, got {text!r}")
+            raise RecordingError(f"{path}:{n}: text must be a string, got {quote(text)}")
         if deltas and t_ms < deltas[-1].t_ms:
             raise RecordingError(f"{path}:{n}: t_ms {t_ms} is earlier than the line before")
         deltas.append(Delta(float(t_ms), text))
@@ -92,6 +101,10 @@ def _object(path: Path, n: int, line: str) -> dict[str, Any]:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise RecordingError(f"{path}:{n}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise RecordingError(f"{path}:{n}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
+        raise RecordingError(f"{path}:{n}: invalid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise RecordingError(f"{path}:{n}: expected a JSON object")
     return value

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..redact import quote
 from .base import TtsEngine
 from .espeak import EspeakEngine
 from .piper import PiperEngine  # does not import piper itself (GPL): start() does
@@ -10,7 +13,9 @@ SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx"
 
 
 def create_engine(spec: str) -> TtsEngine:
-    """The engine named by ``spec`` (not started): one of ``SPEC_FORMS``."""
+    """The engine named by ``spec`` (not started): one of ``SPEC_FORMS``;
+    ``ValueError`` (one line) for another spec or a Piper model file that is not
+    there. An unknown espeak voice is found by the engine's ``start``."""
     name, sep, arg = spec.strip().partition(":")
     if name == "espeak" and not sep:
         return EspeakEngine()
@@ -19,5 +24,7 @@ def create_engine(spec: str) -> TtsEngine:
     if name == "piper" and not sep:
         return PiperEngine()
     if name == "piper" and arg:
+        if not Path(arg).is_file():
+            raise ValueError(f"tts {quote(spec)}: no such Piper model file")
         return PiperEngine(model=arg)
-    raise ValueError(f"unknown TTS engine {spec!r}: use one of {SPEC_FORMS}")
+    raise ValueError(f"unknown TTS engine {quote(spec)}: use one of {SPEC_FORMS}")

@@ -1,0 +1,122 @@
+"""Secrets out of every message: known keys by value, credentials in URLs and headers.
+
+Any text that leaves the process (an ``error:`` line, a ``retried:`` line, the
+``--metrics-json`` report, the events log, a configuration error) may carry a
+secret: a transport error quotes the header it could not send, a URL error
+quotes the URL with its ``user:password@`` or ``?key=…``. ``redact(text)``
+masks
+
+- every key known by value: the values of the vendors' key variables
+  (``KEY_VARIABLES``, read when called) and any value passed to ``remember``
+  (a key read from ``llm.api_key_env``), in the forms a message may quote it
+  (as is, stripped, escaped as in a ``repr`` of text or bytes);
+- URL userinfo (``scheme://user:secret@host``) and query credentials
+  (``key=``, ``api_key=``, ``token=``, … in a query string);
+- the value after a credential header name (``x-api-key: …``,
+  ``Authorization: Bearer …``, ``xi-api-key: …``).
+
+``quote(value)`` is how a user's value appears in a message: redacted, and cut
+to a readable length (a 1 MB bad value is not echoed whole). This module is
+vocabulary: every layer may import it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Final
+
+MASK: Final = "***"
+# The variables the vendors' SDKs read their keys from (ElevenLabs: for the
+# cloud voices to come; its key is masked already wherever it could appear).
+KEY_VARIABLES: Final = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "ELEVENLABS_API_KEY",
+    "XI_API_KEY",
+)
+# Shorter values are not masked by value: masking "abc" everywhere would garble
+# messages, and no vendor issues keys that short.
+MIN_SECRET_LENGTH: Final = 8
+QUOTE_LIMIT: Final = 80
+
+_remembered: set[str] = set()
+_version = 0  # counts changes of _remembered
+# The secrets in masking order, and what they were computed from (the key
+# variables' values, the remembered values): redact() runs on every line of
+# the events log, so it is computed again only when either changes.
+_cache: tuple[tuple[object, ...], tuple[str, ...]] = ((), ())
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s@'\"]+@")
+_QUERY_CREDENTIAL = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_\-]*(?:key|token|secret|password|passwd|pwd|signature|sig)"
+    r"|auth|code|credential|credentials)=)[^&#\s'\"()<>\[\],;]*"
+)
+_HEADER_CREDENTIAL = re.compile(
+    r"(?i)\b((?:x-api-key|x-goog-api-key|xi-api-key|api-key|authorization|proxy-authorization)"
+    r"['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token)\s+)?)[^\s'\",;()<>\[\]{}]+"
+)
+
+
+def remember(*secrets: str | None) -> None:
+    """Mask these values (keys read from other variables) from now on."""
+    global _version
+    for secret in secrets:
+        if secret:
+            _remembered.update(_forms(secret))
+    _version += 1
+
+
+def forget_all() -> None:
+    """Drop every remembered value (tests)."""
+    global _version
+    _remembered.clear()
+    _version += 1
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret this module knows of masked."""
+    for secret in _secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
+    if "://" in text:
+        text = _USERINFO.sub(rf"\1{MASK}@", text)
+    if "=" in text:
+        text = _QUERY_CREDENTIAL.sub(rf"\1{MASK}", text)
+    return _HEADER_CREDENTIAL.sub(rf"\1{MASK}", text)
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for a message: redacted and at most about ``limit`` characters."""
+    try:
+        shown = redact(repr(value))
+    except RecursionError:  # a value nested thousands deep (TOML, JSON)
+        return "a value nested too deeply to show"
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[: limit - 1]}… ({len(shown):,} characters)"
+
+
+def _secrets() -> tuple[str, ...]:
+    global _cache
+    source = (_version, *(os.environ.get(name) for name in KEY_VARIABLES))
+    if source != _cache[0]:
+        secrets = set(_remembered)
+        for value in source[1:]:
+            if isinstance(value, str) and value:
+                secrets.update(_forms(value))
+        # Longest first: a value that contains another is masked whole.
+        _cache = (source, tuple(sorted(secrets, key=len, reverse=True)))
+    return _cache[1]
+
+
+def _forms(secret: str) -> set[str]:
+    """The ways a message may quote ``secret``: raw, stripped, escaped as text or bytes."""
+    core = secret.strip()
+    forms = {secret, core, repr(core)[1:-1], repr(core.encode("utf-8", "replace"))[2:-1]}
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
+__all__ = ["KEY_VARIABLES", "MASK", "forget_all", "quote", "redact", "remember"]
