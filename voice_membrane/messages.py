@@ -18,6 +18,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .redact import quote
+
 
 class RequestError(ValueError):
     """A request that cannot be sent; the message names the offending field."""
@@ -26,14 +28,6 @@ class RequestError(ValueError):
 # Every character str.splitlines() breaks on: a name holding one could forge a
 # "Name:" line in a transcript.
 _LINE_BREAK: Final = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
-
-
-def short(value: str, limit: int = 60) -> str:
-    """``repr(value)``, cut to about ``limit`` characters: an error quotes the
-    start of a bad value, not a megabyte of it."""
-    if len(value) <= limit:
-        return repr(value)
-    return f"{value[:limit]!r}… ({len(value)} characters)"
 
 
 class _Model(BaseModel):
@@ -229,10 +223,10 @@ def validate_request(request: Request) -> None:
     ]
     for where, name in named:
         if _LINE_BREAK.search(name):
-            raise RequestError(f"{where}: {short(name)} contains a line break; a name is one line")
+            raise RequestError(f"{where}: {quote(name)} contains a line break; a name is one line")
     if options.human_participant == options.assistant_participant:
         raise RequestError(
-            f"options.human_participant: {short(options.human_participant)} is also the "
+            f"options.human_participant: {quote(options.human_participant)} is also the "
             "assistant's name; the user's messages would be sent as the assistant's"
         )
     names = [tool.name for tool in request.tools]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
-from ..messages import Message, Request, RequestError, RequestOptions, ToolResultContent, short
+from ..messages import Message, Request, RequestError, RequestOptions, ToolResultContent
+from ..redact import quote
 
 SuppressionPredicate: TypeAlias = Callable[[Message, Message | None, bool, bool], bool]
 """``(message, previous, is_consecutive, is_empty) -> suppress?``: ``previous`` is the
@@ -125,7 +126,7 @@ def check_written_names(
     def check(name: str, where: str) -> None:
         if separator in name:
             raise RequestError(
-                f"{where}: {short(name)} contains {separator!r}, which ends a name in "
+                f"{where}: {quote(name)} contains {separator!r}, which ends a name in "
                 "this format; choose a name without it"
             )
 
