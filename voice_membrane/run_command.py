@@ -21,6 +21,7 @@ from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
 from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
+from .surrogates import replace_surrogates
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 DEFAULT_PIPELINE = PIPELINES / "local.toml"
@@ -51,7 +52,7 @@ async def run_assistant(
     metrics_json: Path | None = None,
     events_jsonl: Path | None = None,
     show_hidden: bool = False,
-    out: Callable[[str], None] = lambda text: print(text, end="", flush=True),
+    out: Callable[[str], None] = lambda text: print(replace_surrogates(text), end="", flush=True),
 ) -> list[TurnResult]:
     parts = build_parts(config)
     if parts.notice:

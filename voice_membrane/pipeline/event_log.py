@@ -1,4 +1,8 @@
-"""The log stream: every parser event and TTS input, as JSON Lines and on the console."""
+"""The log stream: every parser event and TTS input, as JSON Lines and on the console.
+
+Both write bytes, so a lone surrogate in the text (which UTF-8 cannot encode) is
+replaced with U+FFFD here too, whatever its source.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 from typing import IO, Any, TextIO
+
+from ..surrogates import replace_surrogates
 
 
 class JsonlEventLog:
@@ -22,7 +28,8 @@ class JsonlEventLog:
 
     def __call__(self, record: dict[str, Any]) -> None:
         t_ms = round((time.perf_counter_ns() - self._t0) / 1e6, 3)
-        self._file.write(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False) + "\n")
+        line = json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False)
+        self._file.write(replace_surrogates(line) + "\n")
 
     def close(self) -> None:
         self._file.close()
@@ -39,9 +46,11 @@ class HiddenBlockPrinter:
         if record["event"] != "block_complete" or record["block"]["type"] == "text":
             return
         block = record["block"]
-        if block["type"] == "tool_call":
+        kind = block["type"]
+        if kind == "tool_call" and block["tool_name"]:
             body = f"{block['tool_name']}({json.dumps(block['input'], ensure_ascii=False)})"
-        else:
+        else:  # a nameless call is stray text the parser kept hidden
+            kind = "stray" if kind == "tool_call" else kind
             body = " ".join((block["content"] or "").split())
-        line = f"[{block['type']}] {body}"
+        line = replace_surrogates(f"[{kind}] {body}")
         print(f"\n\x1b[2m{line}\x1b[0m" if self.dim else f"\n{line}", file=self.out, flush=True)
