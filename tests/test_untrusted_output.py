@@ -341,3 +341,35 @@ async def test_espeak_speaks_text_with_a_lone_surrogate() -> None:
     finally:
         await engine.aclose()
     assert sum(len(c.samples) for c in audio) > 0
+
+
+async def test_stray_text_in_prefill_mode_does_not_turn_xml_calls_into_native_ones() -> None:
+    # Stray text is kept as a nameless tool_call block; it must not be taken for
+    # a native call, or the XML call's result would go back as a native one.
+    wire = 'Ok.<function_calls><invoke name="get_weather"><parameter name="city">Paris'
+    stray = {"type": "input_json_delta", "partial_json": '{"x": 1}'}
+    first = ScriptedReply.of(
+        thinking("Hmm."),
+        wire + "</parameter></invoke>",
+        stop_reason="stop_sequence",
+        stop_sequence="</function_calls>",
+        raw=(
+            RawEvent(
+                {"type": "content_block_delta", "index": 0, "delta": stray},
+                0,
+                "content_block_delta",
+            ),
+        ),
+    )
+    handler = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
+    with FakeAnthropic(first, ScriptedReply.of("Sunny.")) as fake:
+        provider = AnthropicProvider(api_key="k", base_url=fake.base_url)
+        items = await collect(
+            Membrane(provider, "anthropic-xml", retry=NO_RETRY),
+            make_request("c"),
+            on_tool_calls=handler,
+        )
+        await provider.aclose()
+        resumed = fake.requests[1].body["messages"][-1]
+    assert result_of(items).tool_rounds == 1 and visible(items) == "Ok.Sunny."
+    assert resumed["role"] == "assistant" and "<function_results>" in str(resumed["content"])

@@ -209,10 +209,12 @@ class ReplyLoop:
         events += self.assembler.feed(output)
         self.m.parse_ns += time.perf_counter_ns() - started
         if self.parser is not None:
-            round_.native_calls += [
+            round_.native_calls += [  # (a nameless call is stray text, never run)
                 e.block
                 for e in events
-                if isinstance(e, BlockComplete) and e.block.type == "tool_call"
+                if isinstance(e, BlockComplete)
+                and e.block.type == "tool_call"
+                and e.block.tool_name
             ]
         return list(self._record(events, round_))
 

@@ -60,6 +60,7 @@ class StreamReader:
         self.prefill = prefill
         self.usage = Usage()
         self.block: str | None = None  # the open block's type, as the wire names it
+        self.expects: str | None = None  # the delta type that block takes
         self.native = False  # the open block was announced with NativeStart
         self.signature = ""
         self.stop = StopInfo("other")
@@ -93,7 +94,7 @@ class StreamReader:
     def _start(self, block: Any) -> list[ProviderOutput]:
         out = self._close()  # a start with no stop before it ends the open block
         kind = fields.text(block, "type", "content_block") or "?"
-        self.block = kind
+        self.block, self.expects = kind, DELTA_OF_BLOCK.get(kind)
         where = f"content_block_start.{kind}"
         if kind == "text":
             if not self.prefill:
@@ -124,18 +125,18 @@ class StreamReader:
             if self.block == "thinking":
                 self.signature = fields.text(delta, "signature", "signature_delta") or ""
             return []
-        field = DELTA_TEXT.get(kind or "")
+        field = DELTA_TEXT.get(kind) if kind is not None else None
         if field is None:
             if kind not in QUIET_DELTAS:
                 self._skip(f"delta type {kind!r}")
             return []
-        value = fields.text(delta, field, str(kind))
+        value = fields.text(delta, field, field)
         if not value:
             return []
-        if self.block is None or DELTA_OF_BLOCK.get(self.block) != kind:
+        if kind != self.expects:
             where = f"a {self.block!r} block" if self.block is not None else "no open block"
             return [StrayDelta(value, f"{kind} in {where}")]
-        return self._content(value)
+        return [NativeDelta(value) if self.native else TextDelta(value)]
 
     def _content(self, value: str | None) -> list[ProviderOutput]:
         if not value:
@@ -146,7 +147,7 @@ class StreamReader:
         out: list[ProviderOutput] = []
         if self.native:
             out.append(NativeStop(signature=self.signature or None))
-        self.block, self.native, self.signature = None, False, ""
+        self.block, self.expects, self.native, self.signature = None, None, False, ""
         return out
 
     def _skip(self, what: str) -> None:

@@ -17,9 +17,8 @@ log = logging.getLogger("voice_membrane.providers")
 
 def get(obj: Any, name: str) -> Any:
     """``obj.name`` (or ``obj[name]`` for a dict); None when absent."""
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+    # type() is: these run on every streamed delta; SDK objects are never dicts.
+    return obj.get(name) if type(obj) is dict else getattr(obj, name, None)
 
 
 def _wrong(where: str, name: str, expected: str, value: Any) -> None:
@@ -28,9 +27,11 @@ def _wrong(where: str, name: str, expected: str, value: Any) -> None:
 
 def text(obj: Any, name: str, where: str) -> str | None:
     """A string field; None when absent or of another type (logged)."""
-    value = get(obj, name)
-    if value is None or isinstance(value, str):
+    value = obj.get(name) if type(obj) is dict else getattr(obj, name, None)
+    if type(value) is str or value is None:
         return value
+    if isinstance(value, str):  # a str subclass (an SDK enum)
+        return str(value)
     _wrong(where, name, "a string", value)
     return None
 
