@@ -49,8 +49,10 @@ class HiddenBlockPrinter:
         kind = block["type"]
         if kind == "tool_call" and block["tool_name"]:
             body = f"{block['tool_name']}({json.dumps(block['input'], ensure_ascii=False)})"
-        else:  # a nameless call is stray text the parser kept hidden
-            kind = "stray" if kind == "tool_call" else kind
+        elif kind == "tool_call":  # no name: stray text kept hidden, or a call never run
+            kind = "stray"
+            body = block["content"] or json.dumps(block["input"], ensure_ascii=False)
+        else:
             body = " ".join((block["content"] or "").split())
         line = replace_surrogates(f"[{kind}] {body}")
         print(f"\n\x1b[2m{line}\x1b[0m" if self.dim else f"\n{line}", file=self.out, flush=True)
