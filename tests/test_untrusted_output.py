@@ -33,7 +33,7 @@ from voice_membrane.retry import RetryPolicy
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.fake_openai import FakeOpenAI
-from voice_membrane.testing.script import RawEvent, ScriptedReply, thinking
+from voice_membrane.testing.script import RawEvent, ScriptedReply, thinking, tool_use
 from voice_membrane.tools import tool_handler
 from voice_membrane.tts.espeak import EspeakEngine, _text_lines
 
@@ -373,3 +373,26 @@ async def test_stray_text_in_prefill_mode_does_not_turn_xml_calls_into_native_on
         resumed = fake.requests[1].body["messages"][-1]
     assert result_of(items).tool_rounds == 1 and visible(items) == "Ok.Sunny."
     assert resumed["role"] == "assistant" and "<function_results>" in str(resumed["content"])
+
+
+async def test_unsigned_reasoning_before_a_tool_call_does_not_stop_the_tool_loop() -> None:
+    # OpenAI-compatible reasoning comes unsigned: it cannot go back as thinking,
+    # so the continuation leaves it out instead of failing mid-reply.
+    first = ScriptedReply.of(
+        thinking("Need the weather."), tool_use("get_weather", {"city": "Paris"}, id="c1")
+    )
+    handler = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
+    tools = [ToolDefinition(name="get_weather", input_schema={"type": "object"})]
+    with FakeOpenAI(first, ScriptedReply.of("Sunny.")) as fake:
+        provider = OpenAIProvider(api_key="k", base_url=fake.base_url)
+        items = await collect(
+            Membrane(provider, "native", retry=NO_RETRY),
+            make_request("g", tools),
+            on_tool_calls=handler,
+        )
+        await provider.aclose()
+        sent = fake.requests[1].body
+    result = result_of(items)
+    assert result.error is None and result.tool_rounds == 1 and visible(items) == "Sunny."
+    assert "Need the weather." not in json.dumps(sent)
+    assert result.blocks[0] == Block("thinking", "Need the weather.")  # kept in the reply

@@ -254,10 +254,12 @@ class ReplyLoop:
             self._continue_prefill("".join(round_.raw) + round_.written_back + text)
             return events
         events = self._result_blocks(names, results, round_)
-        assistant = Message(
-            participant=self.request.options.assistant_participant,
-            content=[c for b in round_.blocks if (c := _content_of(b)) is not None],
-        )
+        content = [c for b in round_.blocks if (c := _content_of(b)) is not None]
+        if not self.request.options.convert_unsigned_thinking_to_text:
+            # Unsigned thinking (OpenAI-compatible reasoning) cannot go back as
+            # thinking: the formatter would refuse the continuation mid-reply.
+            content = [c for c in content if not _unsigned_thinking(c)]
+        assistant = Message(participant=self.request.options.assistant_participant, content=content)
         results_message = Message(
             participant=self.request.options.human_participant, content=list(results)
         )
@@ -375,6 +377,10 @@ def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
             continue
         calls.append(ToolCall(block.tool_id, block.tool_name, dict(block.input or {})))
     return calls
+
+
+def _unsigned_thinking(content: ContentBlock) -> bool:
+    return isinstance(content, ThinkingContent) and content.signature is None
 
 
 def _content_of(block: Block) -> ContentBlock | None:
