@@ -20,7 +20,13 @@ from voice_membrane.events import (
     merge_adjacent_chunks,
 )
 from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
-from voice_membrane.providers.base import NativeDelta, NativeStart, NativeStop, ProviderOutput
+from voice_membrane.providers.base import (
+    NativeDelta,
+    NativeStart,
+    NativeStop,
+    ProviderOutput,
+    StrayDelta,
+)
 
 # A logical block: ("text", s) | ("thinking", s) | ("tool", name, input)
 TEXT = st.text(alphabet="ab <>&\n.é", min_size=0, max_size=12)
@@ -152,3 +158,102 @@ def test_tool_results_continue_the_indices() -> None:
     chunk = events[-2]
     assert isinstance(chunk, Chunk) and not chunk.meta.visible
     assert chunk.meta.type == "tool_result" and chunk.meta.tool_id == "c1"
+
+
+# ------------------------------------------------------------------ visibility by construction
+
+
+def visible_text(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, Chunk) and e.meta.visible)
+
+
+def test_a_delta_with_no_open_block_is_hidden_stray_text() -> None:
+    # A thinking delta after its block stopped (or before any start) must never be spoken.
+    events = assemble(
+        [
+            NativeStart("thinking"),
+            NativeStop(),
+            NativeDelta("the secret plan"),
+            NativeStart("text"),
+            NativeDelta("Hello."),
+            NativeStop(),
+        ]
+    )
+    assert visible_text(events) == "Hello."
+    stray = [e.block for e in events if isinstance(e, BlockComplete)][1]
+    assert stray == Block("tool_call", "the secret plan", input={})
+    hidden = [e for e in events if isinstance(e, Chunk) and e.text == "the secret plan"]
+    assert len(hidden) == 1 and not hidden[0].meta.visible and hidden[0].meta.tool_name is None
+
+
+def test_deltas_of_a_block_of_unknown_type_are_hidden() -> None:
+    unknown: Any = "server_tool_use"  # a type a newer reader might pass through
+    events = assemble([NativeStart(unknown), NativeDelta('{"query": "x"}'), NativeStop()])
+    assert visible_text(events) == ""
+    assert [e.type for e in events if isinstance(e, BlockStart)] == ["tool_call"]
+
+
+def test_stray_text_never_interrupts_the_open_block() -> None:
+    events = assemble(
+        [
+            NativeStart("text"),
+            NativeDelta("Hello "),
+            StrayDelta("LEAK", "thinking_delta in a 'text' block"),
+            NativeDelta("there."),
+            NativeStop(),
+            StrayDelta("   ", "whitespace"),  # layout: dropped
+        ]
+    )
+    assert visible_text(events) == "Hello there."
+    completed = [e.block for e in events if isinstance(e, BlockComplete)]
+    assert completed == [Block("text", "Hello there."), Block("tool_call", "LEAK", input={})]
+
+
+def test_a_tool_call_with_no_id_gets_a_generated_one() -> None:
+    events = assemble(
+        [NativeStart("tool_call", None, "f"), NativeStop(), NativeStart("tool_call", "", "g")]
+    )
+    ids = [e.block.tool_id for e in events if isinstance(e, BlockComplete)]
+    assert ids == ["toolu_gen_1", "toolu_gen_2"]
+    id_chunks = [e.text for e in events if isinstance(e, Chunk) and e.meta.tool_call_part == "id"]
+    assert id_chunks == ids
+
+
+# Any sequence of native items, well formed or not: visible text is exactly what
+# was sent inside started text blocks.
+ITEM = st.one_of(
+    st.builds(NativeStart, st.sampled_from(["text", "thinking", "tool_call", "citations"])),
+    st.builds(NativeStart, st.just("tool_call"), st.sampled_from([None, "", "c1"]), st.just("f")),
+    st.builds(NativeDelta, st.sampled_from(["ab", " ", "a b", "\n"])),
+    st.builds(StrayDelta, st.sampled_from(["XY", " "]), st.just("stray")),
+    st.builds(NativeStop),
+)
+
+
+@given(st.lists(ITEM, max_size=14))
+def test_only_text_inside_a_started_text_block_is_ever_visible(items: list[Any]) -> None:
+    events = assemble(items)
+    open_type: str | None = None
+    said: list[list[str]] = []  # the deltas of each started text block
+    for item in items:
+        if isinstance(item, NativeStart):
+            open_type = item.type
+            if open_type == "text":
+                said.append([])
+        elif isinstance(item, NativeStop):
+            open_type = None
+        elif isinstance(item, NativeDelta) and open_type == "text":
+            said[-1].append(item.text)
+    # (a text block holding only whitespace is layout, never emitted)
+    assert visible_text(events) == "".join(t for b in said if (t := "".join(b)).strip())
+    open_index: int | None = None
+    for event in events:  # blocks never overlap, even with stray text between them
+        if isinstance(event, BlockStart):
+            assert open_index is None
+            open_index = event.index
+        elif isinstance(event, Chunk):
+            assert event.meta.block_index == open_index
+            assert event.meta.visible == (event.meta.type == "text")
+        else:
+            assert event.index == open_index
+            open_index = None

@@ -18,6 +18,7 @@ from .chunking import SpeechChunk, SpeechChunker
 from .events import BlockComplete, BlockStart, Chunk, Event
 from .parse import XmlStreamParser
 from .providers.replay import Recording, replay
+from .surrogates import replace_surrogates
 
 _PREVIEW = 70
 
@@ -112,22 +113,24 @@ def _describe_complete(event: BlockComplete) -> str:
 
 
 async def run_demo(recording: Recording, *, speed: float, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+    stream = out or sys.stdout
+
+    def say(line: str = "", flush: bool = False) -> None:
+        # The console takes bytes: a lone surrogate (a path from argv) must not crash it.
+        print(replace_surrogates(line), file=stream, flush=flush)
+
     timeline = DemoTimeline()
-    print(
-        f"replaying {recording.path} ({recording.mode} mode, {len(recording.deltas)} deltas)",
-        file=out,
-    )
+    say(f"replaying {recording.path} ({recording.mode} mode, {len(recording.deltas)} deltas)")
     if recording.description:
-        print(f"  {recording.description}", file=out)
-    print(file=out)
+        say(f"  {recording.description}")
+    say()
     last_t = 0.0
     async for delta in replay(recording, speed=speed):
         last_t = delta.t_ms
         for line in timeline.feed(delta.t_ms, delta.text):
-            print(line, file=out, flush=True)
+            say(line, flush=True)
     for line in timeline.finish(last_t):
-        print(line, file=out)
-    print(file=out)
+        say(line)
+    say()
     for line in timeline.summary():
-        print(line, file=out)
+        say(line)

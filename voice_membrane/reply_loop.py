@@ -8,6 +8,7 @@ next: the end, a resume after a false stop, or tool calls and another call.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
@@ -38,6 +39,7 @@ from .providers.base import (
     StopInfo,
     TextDelta,
     Usage,
+    clean_output,
 )
 from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
 from .tools import OnToolCalls, ToolCall, run_tool_calls
@@ -45,6 +47,7 @@ from .tools import OnToolCalls, ToolCall, run_tool_calls
 if TYPE_CHECKING:
     from .membrane import Membrane
 
+_log = logging.getLogger(__name__)
 FUNCTION_CALLS_END = "</function_calls>"
 MAX_RESUMES = 8  # stop-sequence false positives resumed per reply, at most
 
@@ -135,11 +138,7 @@ class ReplyLoop:
                         yield event
                     self._continue_prefill("".join(round_.raw) + round_.written_back)
                     continue
-            calls = [
-                ToolCall(b.tool_id or "", b.tool_name or "", dict(b.input or {}))
-                for b in round_.blocks
-                if b.type == "tool_call"
-            ]
+            calls = runnable_calls(round_.blocks)
             if not calls or self.on_tool_calls is None or self.tool_rounds >= self.m.max_tool_depth:
                 for event in self._flush(round_):
                     yield event
@@ -174,6 +173,7 @@ class ReplyLoop:
                     )
                 ) as outputs:
                     async for output in outputs:
+                        output = clean_output(output)  # where model text enters: no lone surrogates
                         if self.on_output is not None:
                             self.on_output(output)
                         for item in self._take(output, round_):
@@ -218,10 +218,12 @@ class ReplyLoop:
         events += self.assembler.feed(output)
         self.m.parse_ns += time.perf_counter_ns() - started
         if self.parser is not None:
-            round_.native_calls += [
+            round_.native_calls += [  # (a nameless call is stray text, never run)
                 e.block
                 for e in events
-                if isinstance(e, BlockComplete) and e.block.type == "tool_call"
+                if isinstance(e, BlockComplete)
+                and e.block.type == "tool_call"
+                and e.block.tool_name
             ]
         return list(self._record(events, round_))
 
@@ -241,6 +243,8 @@ class ReplyLoop:
 
     def _flush(self, round_: _Round) -> list[Event]:
         events = self.parser.flush() if self.parser is not None else []
+        if self.parser is not None:  # held stray text comes after the parser's blocks
+            self.assembler.skip_to(self.parser.next_block_index)
         events += self.assembler.flush()
         return self._record(events, round_)
 
@@ -259,10 +263,12 @@ class ReplyLoop:
             self._continue_prefill("".join(round_.raw) + round_.written_back + text)
             return events
         events = self._result_blocks(names, results, round_)
-        assistant = Message(
-            participant=self.request.options.assistant_participant,
-            content=[c for b in round_.blocks if (c := _content_of(b)) is not None],
-        )
+        content = [c for b in round_.blocks if (c := _content_of(b)) is not None]
+        if not self.request.options.convert_unsigned_thinking_to_text:
+            # Unsigned thinking (OpenAI-compatible reasoning) cannot go back as
+            # thinking: the formatter would refuse the continuation mid-reply.
+            content = [c for c in content if not _unsigned_thinking(c)]
+        assistant = Message(participant=self.request.options.assistant_participant, content=content)
         results_message = Message(
             participant=self.request.options.human_participant, content=list(results)
         )
@@ -366,6 +372,26 @@ def conversation(blocks: Sequence[Block], assistant: str, human: str) -> list[Me
     return messages
 
 
+def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
+    """The round's tool calls that can run. A call with no name (stray text kept
+    as a nameless call, or a model that left the name out) names no tool and
+    cannot be sent back: it is not run, and logged."""
+    calls: list[ToolCall] = []
+    for block in blocks:
+        if block.type != "tool_call":
+            continue
+        if not block.tool_name or not block.tool_id:
+            if block.content is None or block.tool_id:  # stray text was logged when found
+                _log.warning("tool call with no name not run (id %r)", block.tool_id)
+            continue
+        calls.append(ToolCall(block.tool_id, block.tool_name, dict(block.input or {})))
+    return calls
+
+
+def _unsigned_thinking(content: ContentBlock) -> bool:
+    return isinstance(content, ThinkingContent) and content.signature is None
+
+
 def _content_of(block: Block) -> ContentBlock | None:
     """A completed chat-mode block as content for the next request."""
     if block.type == "text":
@@ -375,6 +401,8 @@ def _content_of(block: Block) -> ContentBlock | None:
             return RedactedThinkingContent(data=block.redacted_data)
         return ThinkingContent(thinking=block.content or "", signature=block.signature)
     if block.type == "tool_call":
+        if not block.tool_name or not block.tool_id:
+            return None  # stray text, or a call with no name: it cannot be sent back
         return ToolUseContent(
             id=block.tool_id or "",
             name=block.tool_name or "",

@@ -23,6 +23,7 @@ from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
 from .redact import redact
+from .surrogates import replace_surrogates
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 DEFAULT_PIPELINE = PIPELINES / "local.toml"
@@ -53,7 +54,7 @@ async def run_assistant(
     metrics_json: Path | None = None,
     events_jsonl: Path | None = None,
     show_hidden: bool = False,
-    out: Callable[[str], None] = lambda text: print(text, end="", flush=True),
+    out: Callable[[str], None] = lambda text: print(replace_surrogates(text), end="", flush=True),
 ) -> list[TurnResult]:
     """Raises ``ConfigError`` before anything starts for a bad configuration or
     output path, and ``OutputFileError`` (one line) if an output file cannot be

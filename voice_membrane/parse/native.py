@@ -16,6 +16,19 @@ parser produces for the same logical reply:
   ``content`` with an empty input, never lost);
 - ``tool_result(…)`` emits a whole tool result block (the tool loop's results).
 
+Visibility is decided here, by construction: a chunk is visible only when it
+belongs to an open block of the one visible type, ``text``. Anything the
+assembler cannot place — a delta with no open block, a delta of a block whose
+type it does not know, a ``StrayDelta`` (text its reader could not place) — is
+stray: kept hidden (logged), as a block of its own shaped like the XML parser's
+stray text between calls (a ``tool_call`` block with no name, no id and the
+text as ``content``; whitespace alone is dropped). A stray block never
+interrupts the open block: it is emitted at the next block boundary (a start,
+a stop, a tool result, the end).
+
+A tool call whose id is missing gets one generated (``toolu_gen_1``, …, counted
+per assembler, so stable for a given stream): an id is what its result answers.
+
 Block indices continue across calls of a tool loop: one assembler serves a whole
 ``Membrane.stream``.
 """
@@ -23,10 +36,21 @@ Block indices continue across calls of a tool loop: one assembler serves a whole
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+from typing import Any, get_args
 
 from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
-from ..providers.base import NativeDelta, NativeStart, NativeStop, NativeType, ProviderOutput
+from ..providers.base import (
+    NativeDelta,
+    NativeStart,
+    NativeStop,
+    NativeType,
+    ProviderOutput,
+    StrayDelta,
+)
+
+KNOWN_TYPES: frozenset[str] = frozenset(get_args(NativeType))
+_log = logging.getLogger(__name__)
 
 
 class NativeBlockAssembler:
@@ -40,6 +64,9 @@ class NativeBlockAssembler:
         self._tool_name: str | None = None
         self._redacted: str | None = None
         self._metas: dict[ToolCallPart | None, ChunkMeta] = {}
+        self._unknown: str | None = None  # the open block's type when it is not one we know
+        self._stray: list[str] = []  # stray text, emitted at the next block boundary
+        self._generated_ids = 0
 
     @property
     def next_block_index(self) -> int:
@@ -59,6 +86,9 @@ class NativeBlockAssembler:
             return self.start(item.type, item.tool_id, item.tool_name, item.redacted_data)
         if isinstance(item, NativeDelta):
             return self.delta(item.text)
+        if isinstance(item, StrayDelta):
+            self.stray(item.text, item.why)
+            return []
         if isinstance(item, NativeStop):
             return self.stop(input=item.input, signature=item.signature)
         return []
@@ -70,7 +100,14 @@ class NativeBlockAssembler:
         tool_name: str | None = None,
         redacted_data: str | None = None,
     ) -> list[Event]:
-        out = self.stop() if self._type is not None else []
+        out = self.stop()
+        if type not in KNOWN_TYPES:  # a new kind of block: its deltas will be stray
+            self._unknown = str(type)
+            return out
+        if type == "tool_call" and not tool_id:
+            self._generated_ids += 1
+            tool_id = f"toolu_gen_{self._generated_ids}"
+            _log.warning("tool call %r came without an id: using %s", tool_name, tool_id)
         self._type, self._tool_id, self._tool_name = type, tool_id, tool_name
         self._redacted = redacted_data
         if type != "text":
@@ -86,8 +123,10 @@ class NativeBlockAssembler:
         out: list[Event] = []
         if not text:
             return out
-        if self._type is None:  # text with no start (a lenient provider): a text block
-            self._type = "text"
+        if self._type is None:  # never visible: no block says what this text is
+            where = f"a block of unknown type {self._unknown!r}" if self._unknown else "no block"
+            self.stray(text, f"a delta in {where}")
+            return out
         if self._type == "text" and self._index is None:
             if text.isspace():
                 self._held_space.append(text)
@@ -102,13 +141,21 @@ class NativeBlockAssembler:
         self, *, input: dict[str, Any] | None = None, signature: str | None = None
     ) -> list[Event]:
         out: list[Event] = []
-        if self._type is None:
-            return out
-        if self._index is not None:
+        if self._type is not None and self._index is not None:
             out.append(BlockComplete(self._index, self._block(input, signature)))
-        self._type = self._index = None
+        self._type = self._index = self._unknown = None
         self._parts, self._held_space, self._metas = [], [], {}
+        self._emit_stray(out)
         return out
+
+    def stray(self, text: str, why: str) -> None:
+        """Text that belongs to no block known to be visible: held, then emitted
+        hidden at the next block boundary."""
+        if not text:
+            return
+        if not self._stray:
+            _log.warning("stray model output kept hidden (%s): %.60r", why, text)
+        self._stray.append(text)
 
     def flush(self) -> list[Event]:
         """End of stream (or a stream cut short): complete the open block."""
@@ -130,6 +177,18 @@ class NativeBlockAssembler:
         return out
 
     # ------------------------------------------------------------------ internals
+
+    def _emit_stray(self, out: list[Event]) -> None:
+        """The held stray text as a hidden block of its own (like the XML parser's
+        stray text between calls: a tool call with no name, never run)."""
+        text, self._stray = "".join(self._stray), []
+        if not text.strip():
+            return  # whitespace is layout
+        index = self._next_index
+        self._next_index += 1
+        meta = ChunkMeta("tool_call", False, index, 1)
+        block = Block("tool_call", text, input={})
+        out += [BlockStart(index, "tool_call"), Chunk(text, meta), BlockComplete(index, block)]
 
     def _open(self, out: list[Event]) -> None:
         assert self._type is not None

@@ -1,4 +1,8 @@
-"""The log stream: every parser event and TTS input, as JSON Lines and on the console."""
+"""The log stream: every parser event and TTS input, as JSON Lines and on the console.
+
+Both write bytes, so a lone surrogate in the text (which UTF-8 cannot encode) is
+replaced with U+FFFD here too, whatever its source.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from ..redact import redact
+from ..surrogates import replace_surrogates
 
 
 class OutputFileError(OSError):
@@ -40,7 +45,7 @@ class JsonlEventLog:
         if self._failure is not None:
             return
         t_ms = round((time.perf_counter_ns() - self._t0) / 1e6, 3)
-        line = redact(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False))
+        line = redact(replace_surrogates(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False)))
         try:
             self._file.write(line + "\n")
         except OSError as exc:
@@ -67,9 +72,13 @@ class HiddenBlockPrinter:
         if record["event"] != "block_complete" or record["block"]["type"] == "text":
             return
         block = record["block"]
-        if block["type"] == "tool_call":
+        kind = block["type"]
+        if kind == "tool_call" and block["tool_name"]:
             body = f"{block['tool_name']}({json.dumps(block['input'], ensure_ascii=False)})"
+        elif kind == "tool_call":  # no name: stray text kept hidden, or a call never run
+            kind = "stray"
+            body = block["content"] or json.dumps(block["input"], ensure_ascii=False)
         else:
             body = " ".join((block["content"] or "").split())
-        line = redact(f"[{block['type']}] {body}")
+        line = redact(replace_surrogates(f"[{kind}] {body}"))
         print(f"\n\x1b[2m{line}\x1b[0m" if self.dim else f"\n{line}", file=self.out, flush=True)

@@ -15,15 +15,19 @@ Two kinds of source feed a reply:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from ..redact import redact
+from ..surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..messages import ModelConfig
+
+_log = logging.getLogger("voice_membrane.providers")
 
 
 class LlmError(RuntimeError):
@@ -174,6 +178,17 @@ class NativeDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class StrayDelta:
+    """Text the reader cannot place in a block it knows: a delta with no open
+    block, one whose kind does not match the open block (``thinking_delta`` in a
+    text block), or one of a block type it does not know. Kept hidden, never
+    spoken; ``why`` says what was wrong, for the log."""
+
+    text: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class NativeStop:
     """The open native block ends. ``input`` is a tool call's whole input when the
     provider sends it parsed (Gemini); ``signature`` a thinking block's signature."""
@@ -211,7 +226,32 @@ class StopInfo:
     raw: str | None = None
 
 
-ProviderOutput: TypeAlias = TextDelta | NativeStart | NativeDelta | NativeStop | Usage | StopInfo
+ProviderOutput: TypeAlias = (
+    TextDelta | NativeStart | NativeDelta | StrayDelta | NativeStop | Usage | StopInfo
+)
+
+
+def clean_output(output: ProviderOutput) -> ProviderOutput:
+    """``output`` with every lone surrogate in its text replaced by U+FFFD (see
+    ``surrogates``); ``output`` itself when it has none."""
+    if isinstance(output, TextDelta | NativeDelta | StrayDelta):  # the hot path: one check
+        if not has_surrogates(output.text):
+            return output
+        _log.warning("lone surrogate in model output replaced with U+FFFD")
+        return replace(output, text=replace_surrogates(output.text))
+    changes: dict[str, Any] = {}
+    for name in ("tool_id", "tool_name", "redacted_data", "signature", "stop_sequence", "raw"):
+        value = getattr(output, name, None)
+        if isinstance(value, str) and has_surrogates(value):
+            changes[name] = replace_surrogates(value)
+    if isinstance(output, NativeStop) and output.input is not None:
+        cleaned = replace_surrogates_in(output.input)
+        if cleaned != output.input:
+            changes["input"] = cleaned
+    if not changes:
+        return output
+    _log.warning("lone surrogate in model output replaced with U+FFFD (%s)", ", ".join(changes))
+    return replace(output, **changes)
 
 
 class Provider(Protocol):

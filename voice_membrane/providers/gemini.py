@@ -120,9 +120,12 @@ class GeminiProvider:
             client = self._get_client()
             models = client.aio.models
             if not streaming:
-                response = await models.generate_content(
-                    model=config.model, contents=contents, config=request
-                )
+                try:
+                    response = await models.generate_content(
+                        model=config.model, contents=contents, config=request
+                    )
+                except Exception as exc:
+                    raise unreadable_chunk(exc) from exc
                 for item in [*reader.read(response), *reader.end(complete=True)]:
                     yield item
                 return
@@ -140,6 +143,8 @@ class GeminiProvider:
                         chunk = await anext(chunks)
                     except StopAsyncIteration:
                         break
+                    except Exception as exc:
+                        raise unreadable_chunk(exc) from exc
                     finally:
                         _RESPONSES.reset(token)
                     for item in reader.read(chunk):
@@ -161,6 +166,17 @@ class GeminiProvider:
 
     def _where(self) -> str:
         return self.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+
+
+def unreadable_chunk(exc: Exception) -> ProviderError:
+    """A failure while the SDK reads the next chunk. The SDK parses each chunk
+    into its types and fails in its own ways on data it does not expect (a
+    mistyped enum raises ``AttributeError`` from the enum's lookup): model output
+    is untrusted, so any such failure ends the reply as a ``stream`` error."""
+    known = provider_error(exc)
+    if known is not None:
+        return known
+    return ProviderError(NAME, "stream", f"unreadable response chunk: {type(exc).__name__}: {exc}")
 
 
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
@@ -195,6 +211,8 @@ def provider_error(exc: BaseException) -> ProviderError | None:
     if isinstance(exc, errors.UnknownApiResponseError | json.JSONDecodeError):
         raw = str(exc).partition("Raw response: ")[2] or getattr(exc, "doc", "")
         return ProviderError(NAME, "stream", f"malformed response data (not JSON): {raw[:80]!r}")
+    if isinstance(exc, UnicodeDecodeError):
+        return ProviderError(NAME, "stream", f"malformed response data (not UTF-8): {exc.reason}")
     if isinstance(exc, pydantic.ValidationError):
         return ProviderError(NAME, "stream", f"unexpected response shape: {exc}")
     if isinstance(exc, httpx2.TimeoutException | TimeoutError):

@@ -2,6 +2,8 @@
 
 Gemini sends parts, not blocks: consecutive parts of one kind form a block, and
 a change of kind closes the open one. See ``providers.gemini`` for the mapping.
+The SDK validates each chunk (one that does not fit its schema fails as a
+``stream`` error); fields are still read through ``fields``, as untrusted input.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..parse.stops import StopScanner
+from . import fields
 from .base import (
     NativeDelta,
     NativeStart,
@@ -48,22 +51,22 @@ class ChunkReader:
         self.done = False  # a client-side stop was found: read no further
 
     def read(self, response: Any) -> list[ProviderOutput]:
-        if response.usage_metadata is not None:
-            self.usage = usage_of(response.usage_metadata)
-        feedback = response.prompt_feedback
-        if feedback is not None and feedback.block_reason:
-            self.blocked = _word(feedback.block_reason)
+        if (usage := fields.get(response, "usage_metadata")) is not None:
+            self.usage = usage_of(usage)
+        feedback = fields.get(response, "prompt_feedback")
+        if block_reason := fields.get(feedback, "block_reason"):
+            self.blocked = _word(block_reason)
         out: list[ProviderOutput] = []
-        if not response.candidates:
+        candidates = fields.items(response, "candidates", "response")
+        if not candidates:
             return out
-        candidate = response.candidates[0]
-        content = candidate.content
-        for part in (content.parts if content is not None else None) or []:
+        candidate = candidates[0]
+        for part in fields.items(fields.get(candidate, "content"), "parts", "content"):
             out += self._part(part)
             if self.done:
                 return out
-        if candidate.finish_reason:
-            self.finish = _word(candidate.finish_reason)
+        if finish := fields.get(candidate, "finish_reason"):
+            self.finish = _word(finish)
         return out
 
     def end(self, complete: bool) -> list[ProviderOutput]:
@@ -96,32 +99,33 @@ class ChunkReader:
         return StopInfo(reason, raw=self.finish)
 
     def _part(self, part: Any) -> list[ProviderOutput]:
-        signature = signature_text(part.thought_signature)
+        raw_signature = fields.get(part, "thought_signature")
+        signature = signature_text(raw_signature) if isinstance(raw_signature, bytes) else None
         out: list[ProviderOutput] = []
-        if part.function_call is not None:
+        text = fields.text(part, "text", "part")
+        if (call := fields.get(part, "function_call")) is not None:
             out += self._close()
-            call = part.function_call
             self.calls += 1
-            tool_id = call.id or f"gemini_call_{next(self.ids)}"
-            args = dict(call.args or {})
-            out.append(NativeStart("tool_call", tool_id, call.name or ""))
+            tool_id = fields.text(call, "id", "function_call") or f"gemini_call_{next(self.ids)}"
+            args = dict(fields.mapping(call, "args", "function_call") or {})
+            name = fields.text(call, "name", "function_call")
+            out.append(NativeStart("tool_call", tool_id, name))
             out += [NativeDelta(json.dumps(args)), NativeStop(input=args, signature=signature)]
             return out
-        if part.thought:
+        if fields.get(part, "thought") is True:
             if self.open != "thinking":
                 out += self._open("thinking")
             self.signature = signature or self.signature
-            if part.text:
-                out.append(TextDelta(part.text) if self.prefill else NativeDelta(part.text))
+            if text:
+                out.append(TextDelta(text) if self.prefill else NativeDelta(text))
             return out
-        if part.text is None:
+        if text is None:
             return out  # inline data, code execution…: not part of a spoken reply
         if self.open == "thinking":
             self.signature = self.signature or signature  # Gemini signs the part after thoughts
             out += self._close()
         if self.open != "text":
             out += self._open("text")
-        text = part.text
         if self.scanner is not None:
             text = self.scanner.feed(text)
             self.done = self.scanner.stopped is not None
@@ -162,8 +166,7 @@ def _word(value: Any) -> str:
 
 def usage_of(usage: Any) -> Usage:
     def count(name: str) -> int:
-        value = getattr(usage, name, None)
-        return value if isinstance(value, int) else 0
+        return fields.integer(usage, name, "usage_metadata") or 0
 
     return Usage(
         input_tokens=count("prompt_token_count"),  # includes cached tokens

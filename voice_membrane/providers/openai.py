@@ -112,7 +112,12 @@ class OpenAIProvider:
                     yield item
             for item in reader.end():
                 yield item
-        except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+        except (
+            openai.OpenAIError,
+            httpx2.HTTPError,
+            json.JSONDecodeError,
+            UnicodeDecodeError,
+        ) as exc:
             raise provider_error(exc).at(str(client.base_url)) from exc
 
 
@@ -139,6 +144,8 @@ def provider_error(exc: BaseException) -> ProviderError:
         return ProviderError(NAME, stream_error_kind(exc.body), _message(exc.body) or exc.message)
     if isinstance(exc, json.JSONDecodeError):
         return ProviderError(NAME, "stream", f"malformed data (not JSON): {exc.doc[:80]!r}")
+    if isinstance(exc, UnicodeDecodeError):  # the SDK decodes each line as UTF-8
+        return ProviderError(NAME, "stream", f"malformed data (not UTF-8): {exc.reason}")
     return ProviderError(NAME, "bad_request", str(exc))  # e.g. a client-side OpenAIError
 
 

@@ -9,7 +9,10 @@ so both give the same blocks. ``TextReader`` does the same for legacy
 Completions (raw text, read by the XML parser). Both enforce stop sequences
 client-side: the API takes only four, and some servers leak the matched stop.
 SDK objects are read with ``getattr`` — OpenAI-compatible servers add fields
-(``reasoning_content``, ``reasoning``, ``stopping_word``) the SDK keeps as extras.
+(``reasoning_content``, ``reasoning``, ``stopping_word``) the SDK keeps as extras —
+and as untrusted input: the SDK builds streamed chunks without validating them,
+so every field goes through ``fields`` (a value of the wrong JSON type counts as
+absent and is logged, never raised).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..parse.stops import StopScanner
+from . import fields
 from .base import (
     NativeDelta,
     NativeStart,
@@ -48,21 +52,24 @@ def reasoning_of(obj: Any) -> str | None:
     """A delta's or message's reasoning text, in either spelling."""
     # Looked up in the pydantic model's extras and fields directly: a getattr that
     # misses raises inside pydantic, several µs on every delta.
-    extra = getattr(obj, "__pydantic_extra__", None) or {}
-    fields = getattr(obj, "__dict__", {})
+    if isinstance(obj, dict):
+        extra, attributes = obj, obj
+    else:
+        extra = getattr(obj, "__pydantic_extra__", None) or {}
+        attributes = getattr(obj, "__dict__", {})
     for name in REASONING_FIELDS:
-        value = extra.get(name) if name in extra else fields.get(name)
+        value = extra.get(name) if name in extra else attributes.get(name)
         if (text := _str(value)) is not None:
             return text
     return None
 
 
 def usage_of(usage: Any) -> Usage:
-    details = getattr(usage, "completion_tokens_details", None)
+    details = fields.get(usage, "completion_tokens_details")
     return Usage(
-        input_tokens=getattr(usage, "prompt_tokens", None) or 0,
-        output_tokens=getattr(usage, "completion_tokens", None) or 0,
-        thinking_tokens=getattr(details, "reasoning_tokens", None) or 0,
+        input_tokens=fields.integer(usage, "prompt_tokens", "usage") or 0,
+        output_tokens=fields.integer(usage, "completion_tokens", "usage") or 0,
+        thinking_tokens=fields.integer(details, "reasoning_tokens", "usage") or 0,
     )
 
 
@@ -87,41 +94,41 @@ class ChatReader:
     def chunk(self, chunk: Any) -> list[ProviderOutput]:
         """One streamed ``ChatCompletionChunk``."""
         out: list[ProviderOutput] = []
-        for choice in (getattr(chunk, "choices", None) or [])[:1]:
-            delta = getattr(choice, "delta", None)
+        for choice in fields.items(chunk, "choices", "chunk")[:1]:
+            delta = fields.get(choice, "delta")
             if delta is not None:
-                out += self.reasoning(reasoning_of(delta))
-                out += self.content(_str(delta.content) or _str(getattr(delta, "refusal", None)))
-                for call in getattr(delta, "tool_calls", None) or []:
-                    function = getattr(call, "function", None)
-                    out += self.tool(
-                        self._tool_index(call),
-                        getattr(call, "id", None),
-                        getattr(function, "name", None),
-                        getattr(function, "arguments", None),
-                    )
-            if finish := getattr(choice, "finish_reason", None):
+                out += self._message(delta, "delta")
+            if finish := fields.text(choice, "finish_reason", "choice"):
                 self.finish = finish
                 out += self._close()  # the reply is complete: no need to wait for [DONE]
-        if getattr(chunk, "usage", None) is not None:
-            out.append(usage_of(chunk.usage))
+        if (usage := fields.get(chunk, "usage")) is not None:
+            out.append(usage_of(usage))
         return out
 
     def completion(self, completion: Any) -> list[ProviderOutput]:
         """A whole ``ChatCompletion``: its blocks whole, then usage."""
         out: list[ProviderOutput] = []
-        for choice in (getattr(completion, "choices", None) or [])[:1]:
-            message = choice.message
-            out += self.reasoning(reasoning_of(message))
-            out += self.content(_str(message.content) or _str(getattr(message, "refusal", None)))
-            for index, call in enumerate(getattr(message, "tool_calls", None) or []):
-                fn = getattr(call, "function", None)
-                args = getattr(fn, "arguments", None)
-                out += self.tool(index, getattr(call, "id", None), getattr(fn, "name", None), args)
-            self.finish = choice.finish_reason
+        for choice in fields.items(completion, "choices", "completion")[:1]:
+            out += self._message(fields.get(choice, "message"), "message", whole=True)
+            self.finish = fields.text(choice, "finish_reason", "choice")
             out += self._close()
-        if getattr(completion, "usage", None) is not None:
-            out.append(usage_of(completion.usage))
+        if (usage := fields.get(completion, "usage")) is not None:
+            out.append(usage_of(usage))
+        return out
+
+    def _message(self, message: Any, where: str, *, whole: bool = False) -> list[ProviderOutput]:
+        """A streamed delta, or a whole message (its calls indexed in order)."""
+        out = self.reasoning(reasoning_of(message))
+        content = _str(fields.text(message, "content", where))
+        out += self.content(content or _str(fields.text(message, "refusal", where)))
+        for n, call in enumerate(fields.items(message, "tool_calls", where)):
+            function = fields.get(call, "function")
+            out += self.tool(
+                n if whole else self._tool_index(call),
+                fields.text(call, "id", "tool_call"),
+                fields.text(function, "name", "tool_call.function"),
+                fields.text(function, "arguments", "tool_call.function"),
+            )
         return out
 
     def reasoning(self, text: str | None) -> list[ProviderOutput]:
@@ -168,10 +175,10 @@ class ChatReader:
     def _tool_index(self, call: Any) -> int:
         """The call's index; servers that leave it out continue the open call
         until a new id arrives."""
-        index = getattr(call, "index", None)
+        index = fields.get(call, "index")
         if isinstance(index, int):
             return index
-        if self._open is not None and self._open[0] == "tool" and not getattr(call, "id", None):
+        if self._open is not None and self._open[0] == "tool" and not fields.get(call, "id"):
             return self._open[1]
         return len(self._tool_ids)
 
@@ -212,14 +219,14 @@ class TextReader:
     def chunk(self, chunk: Any) -> list[ProviderOutput]:
         """One streamed ``Completion`` chunk (or a whole ``Completion``)."""
         out: list[ProviderOutput] = []
-        for choice in (getattr(chunk, "choices", None) or [])[:1]:
-            out += self.text(_str(getattr(choice, "text", None)))
-            self.finish = getattr(choice, "finish_reason", None) or self.finish
+        for choice in fields.items(chunk, "choices", "chunk")[:1]:
+            out += self.text(_str(fields.text(choice, "text", "choice")))
+            self.finish = fields.text(choice, "finish_reason", "choice") or self.finish
             for obj in (choice, chunk):
                 for name in NAMED_STOP_FIELDS:
-                    self._named = _str(getattr(obj, name, None)) or self._named
-        if getattr(chunk, "usage", None) is not None:
-            out.append(usage_of(chunk.usage))
+                    self._named = _str(fields.get(obj, name)) or self._named
+        if (usage := fields.get(chunk, "usage")) is not None:
+            out.append(usage_of(usage))
         return out
 
     def text(self, text: str | None) -> list[ProviderOutput]:

@@ -9,7 +9,8 @@ time offset from the request in milliseconds::
 
     {"t_ms": 320, "text": "Sure"}
 
-Offsets never decrease. Blank lines are ignored.
+Offsets never decrease. Blank lines are ignored. A lone surrogate in the text
+(``"\ud83d"``: half an emoji) is read as U+FFFD.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal
 import anyio
 
 from ..redact import quote
+from ..surrogates import replace_surrogates
 from .base import ChatMessage
 
 FORMAT = "voice-membrane-replay"
@@ -92,8 +94,10 @@ def load_recording(path: str | Path) -> Recording:
             raise RecordingError(f"{path}:{n}: text must be a string, got {quote(text)}")
         if deltas and t_ms < deltas[-1].t_ms:
             raise RecordingError(f"{path}:{n}: t_ms {t_ms} is earlier than the line before")
-        deltas.append(Delta(float(t_ms), text))
-    return Recording(path, mode, str(header.get("description", "")), tuple(deltas))
+        # A recording is model output: a lone surrogate ("\ud83d") becomes U+FFFD.
+        deltas.append(Delta(float(t_ms), replace_surrogates(text)))
+    description = replace_surrogates(str(header.get("description", "")))
+    return Recording(path, mode, description, tuple(deltas))
 
 
 def _object(path: Path, n: int, line: str) -> dict[str, Any]:

@@ -49,7 +49,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
+from .fake_server import (
+    DropConnection,
+    FakeServer,
+    pause,
+    raw_event,
+    scripted_http_error,
+    sse,
+    whole_response,
+)
 from .script import ScriptBlock, ScriptedReply
 
 ERROR_TYPES = {
@@ -188,6 +196,8 @@ class FakeAnthropic(FakeServer):
                 if (bad := await faulted()) is not None:
                     yield bad
                     return
+                for raw in reply.raw_due(sent):
+                    yield raw_event(raw)
                 await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
                 yield _delta(index, delta)
                 sent += 1
@@ -197,6 +207,8 @@ class FakeAnthropic(FakeServer):
         if (bad := await faulted(end=True)) is not None:
             yield bad
             return
+        for raw in reply.raw_due(sent, end=True):
+            yield raw_event(raw)
         yield sse(
             {
                 "type": "message_delta",

@@ -61,7 +61,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
+from .fake_server import (
+    DropConnection,
+    FakeServer,
+    pause,
+    raw_event,
+    scripted_http_error,
+    sse,
+    whole_response,
+)
 from .script import ScriptBlock, ScriptedReply
 
 STATUSES = {
@@ -235,6 +243,8 @@ class Events:
         for sent, part in enumerate(parts):
             if sent == at:
                 break
+            for raw in reply.raw_due(sent, end=sent == len(parts) - 1):
+                yield raw_event(raw, "\r\n")
             await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
             final = sent == len(parts) - 1 and at != len(parts)
             yield sse(self.chunk([part], final), newline="\r\n")

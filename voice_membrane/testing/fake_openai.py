@@ -42,7 +42,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .fake_server import DropConnection, FakeServer, pause, scripted_http_error, sse, whole_response
+from .fake_server import (
+    DropConnection,
+    FakeServer,
+    pause,
+    raw_event,
+    scripted_http_error,
+    sse,
+    whole_response,
+)
 from .script import ScriptedReply
 
 ERRORS: dict[int, tuple[str, str | None]] = {  # status → (error type, code)
@@ -238,12 +246,16 @@ class FakeOpenAI(FakeServer):
                 if (bad := faulted()) is not None:
                     yield bad
                     return
+                for raw in reply.raw_due(sent):
+                    yield raw_event(raw)
                 await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
                 sent += 1
             yield chunk({"delta": delta} if chat else delta)
         if (bad := faulted()) is not None:
             yield bad
             return
+        for raw in reply.raw_due(sent, end=True):
+            yield raw_event(raw)
         finish = _finish(reply, chat)
         if chat:
             yield chunk({"delta": {}, "finish_reason": finish})

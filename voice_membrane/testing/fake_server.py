@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Send
 
-from .script import ScriptedReply
+from .script import RawEvent, ScriptedReply
 
 # A vendor's error response: (HTTP status, message, headers) → its JSON error body.
 ErrorResponse = Callable[[int, str, dict[str, str]], Response]
@@ -220,6 +220,11 @@ def sse(data: Any, event: str | None = None, *, newline: str = "\n") -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}{newline}" if event else ""
     return f"{head}data: {payload}{newline}{newline}".encode()
+
+
+def raw_event(raw: RawEvent, newline: str = "\n") -> bytes:
+    """A script's raw event on the wire: bytes as they are, else one SSE event."""
+    return raw.data if isinstance(raw.data, bytes) else sse(raw.data, raw.event, newline=newline)
 
 
 def scripted_http_error(

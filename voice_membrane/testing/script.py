@@ -18,7 +18,10 @@ Prefill mode is a script of one text block holding the raw XML the model
 writes. Faults: ``http_error`` (a status before any stream), ``error_event``
 (the vendor's in-stream error after ``after_deltas`` content deltas),
 ``malformed`` (a line that is not valid SSE JSON), ``drop`` (the connection
-closes mid-stream).
+closes mid-stream). ``raw`` events go out as they are, in the vendor's own
+format, after a number of content deltas: what a script cannot say (an event
+type the reader does not know, a field of the wrong JSON type) for testing a
+reader's robustness through the real SDK.
 """
 
 from __future__ import annotations
@@ -68,6 +71,18 @@ class Fault:
 
 
 @dataclass(frozen=True, slots=True)
+class RawEvent:
+    """A wire event sent as is after ``after_deltas`` content deltas (or at the
+    end, before the final events, when the reply has fewer). ``data`` is the
+    event's JSON in the vendor's format; ``event`` its SSE event name, for the
+    vendors that name events (Anthropic)."""
+
+    data: Any
+    after_deltas: int = 0
+    event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptedReply:
     blocks: tuple[ScriptBlock, ...] = ()
     stop_reason: ScriptStop | None = None  # None: tool_use if a tool is used, else end_turn
@@ -78,6 +93,7 @@ class ScriptedReply:
     input_tokens: int = 12
     output_tokens: int | None = None  # None: one per streamed delta
     fault: Fault | None = None
+    raw: tuple[RawEvent, ...] = ()
 
     @classmethod
     def of(cls, *blocks: ScriptBlock | str, **options: Any) -> ScriptedReply:
@@ -97,6 +113,11 @@ class ScriptedReply:
         if self.stop_reason is not None:
             return self.stop_reason
         return "tool_use" if any(b.type == "tool_use" for b in self.blocks) else "end_turn"
+
+    def raw_due(self, sent: int, *, end: bool = False) -> list[RawEvent]:
+        """The raw events to send once ``sent`` content deltas are out (at the
+        end: every one not sent yet)."""
+        return [e for e in self.raw if e.after_deltas == sent or (end and e.after_deltas > sent)]
 
     def pieces(self, value: str) -> Iterator[str]:
         """``value`` cut into streamed deltas."""

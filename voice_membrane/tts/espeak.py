@@ -39,6 +39,7 @@ import anyio
 from anyio.abc import Process
 
 from ..audio import AudioChunk, pcm16_from_bytes
+from ..surrogates import unspeakable_to_space
 from .base import TtsError
 
 _HEADER_BYTES = 44
@@ -193,7 +194,7 @@ class EspeakEngine:
 
 def _text_lines(text: str) -> list[str]:
     """``text`` as espeak-ng input lines: one line unless it is too long."""
-    flat = " ".join(_CONTROL.sub(" ", text).split())
+    flat = " ".join(_CONTROL.sub(" ", unspeakable_to_space(text)).split())
     flat = _PHONEME_OPEN.sub("[ ", flat)
     lines: list[str] = []
     current = ""

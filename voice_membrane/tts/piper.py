@@ -39,6 +39,7 @@ import anyio
 import numpy as np
 
 from ..audio import AudioChunk, Samples
+from ..surrogates import unspeakable_to_space
 from .base import TtsError
 
 if TYPE_CHECKING:  # types only: piper is imported at run time in start()
@@ -82,7 +83,7 @@ class PiperEngine:
         self._voice = voice
 
     async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
-        text = " ".join(text.split())
+        text = " ".join(unspeakable_to_space(text).split())
         if not text:
             return
         if self._voice is None:
