@@ -86,4 +86,4 @@ def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:
         )
     if kind == "wav":
         return create_sink("wav", path=sink.path), notice, sink.path
-    return create_sink("null"), notice, None
+    return create_sink("null", sample_rate=SPEAKER_RATE, realtime=sink.realtime), notice, None

@@ -23,7 +23,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 
 class ConfigError(ValueError):
@@ -65,6 +66,21 @@ class SinkConfig(_Section):
     path: str = "voice-membrane-reply.wav"
     backend: Literal["sounddevice", "pyaudio"] = "sounddevice"
     device: str | None = None
+    # The null sink only: play into nothing at a speaker's pace (a speaker always
+    # does; a WAV file cannot).
+    realtime: bool = False
+
+    @field_validator("realtime")
+    @classmethod
+    def _only_for_the_null_sink(cls, realtime: bool, info: ValidationInfo) -> bool:
+        kind = info.data.get("kind")
+        if realtime and kind is not None and kind != "null":
+            raise PydanticCustomError(
+                "realtime_needs_null",
+                'only the null sink has it (kind is "{kind}", not "null")',
+                {"kind": kind},
+            )
+        return realtime
 
 
 class ChunkerConfig(_Section):
