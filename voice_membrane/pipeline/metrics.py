@@ -10,7 +10,8 @@ Definitions (docs/metrics.md has the full glossary):
 - ``first_chunk`` — the chunker released the first speakable piece.
 - ``tts_request`` — the first piece's text was handed to the TTS engine.
 - ``tts_first_byte`` — the engine returned the first audio of that piece.
-- ``first_audio`` — the first audio was written to the sink.
+- ``first_audio`` — the sink's playback took the first sample (a speaker: its
+  device callback; see ``AudioSink.first_played_ns``).
 - ``last_audio`` — the sink finished playing (drained) the turn's audio.
 - ``turn_end`` — every stage of the turn has finished.
 """
