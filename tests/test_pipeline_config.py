@@ -8,6 +8,7 @@ import pytest
 
 from voice_membrane.pipeline.build import SPEAKER_RATE, build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from voice_membrane.run_command import resolve_config
 from voice_membrane.sinks.null import NullSink
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
@@ -89,3 +90,9 @@ def test_realtime_is_only_for_the_null_sink(tmp_path: Path, kind: str) -> None:
     assert str(excinfo.value) == (
         f'{path}: sink.realtime: only the null sink has it (kind is "{kind}", not "null"), got True'
     )
+
+
+def test_out_on_the_command_line_wins_over_a_real_time_null_sink(tmp_path: Path) -> None:
+    path = write(tmp_path, "[sink]\nkind = 'null'\nrealtime = true\n")
+    sink = resolve_config(path, out="reply.wav").sink
+    assert (sink.kind, sink.path, sink.realtime) == ("wav", "reply.wav", False)
