@@ -1,7 +1,8 @@
 """Latency metrics of a turn: when each stage first did something, and how busy it was.
 
-Every stamp is ``time.perf_counter_ns()`` taken by the stage itself at the moment
-it happens; the report gives them in milliseconds since the request was sent.
+Every stamp is ``time.perf_counter_ns()`` taken by the stage itself (the sink, for
+``first_audio``) at the moment it happens; the report gives them in milliseconds
+since the request was sent.
 Definitions (docs/metrics.md has the full glossary):
 
 - ``request_sent`` — the LLM request left (0 by definition).
