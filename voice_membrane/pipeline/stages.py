@@ -302,7 +302,9 @@ class SinkStage:
         ``drain`` or ``stop``), so an interrupted turn that was heard has it too."""
         if self.written_s > 0 and "first_audio" not in self.m.stamps:
             played_ns = self.sink.first_played_ns
-            if played_ns is not None:
+            # An earlier time is an earlier turn's, whose utterance was never ended
+            # (that turn was cancelled from outside, with no drain or stop).
+            if played_ns is not None and played_ns >= self.m.started_ns:
                 self.m.stamp("first_audio", played_ns)
 
     async def run(self, inp: ObjectReceiveStream[PieceAudio]) -> None:
