@@ -1,15 +1,19 @@
 """First-audio benchmark: warm latency of the embedded pipelines, as ``voice-membrane run``
 users experience it.
 
-Each setup is one ``Session`` (engines started once) into a ``NullSink``: one uncounted
-warm-up turn, then every prompt of ``PROMPTS`` as a fresh conversation (the history is
-cleared before each turn). Every turn's ``LatencyReport`` gives the figures; a thin
-wrapper around the LLM source stamps each text delta's arrival, so the delta that
-released the first piece (``first_chunk_token_ms``) can be counted. Each setup runs in
-``SESSIONS`` sessions, one after another and each in its own event loop, on its share of
-the prompts; the setups take turns, in reverse order the second time, so that a change in
-the machine's load falls on all of them alike. After its turns, each engine speaks the
-turns' first pieces again on its own, nothing else running: its idle time to first audio.
+Each setup is one ``Session`` (engines started once) into a ``NullSink`` that is not real
+time, so that a turn lasts no longer than its reply takes to generate and speak: its
+``first_audio`` is when the sink took the first sample, as a speaker's callback takes it
+(minus the wait for the callback's next 10 ms block, and the device's output latency
+after that). One uncounted warm-up turn, then every prompt of ``PROMPTS`` as a fresh
+conversation (the history is cleared before each turn). Every turn's ``LatencyReport``
+gives the figures; a thin wrapper around the LLM source stamps each text delta's arrival,
+so the delta that released the first piece (``first_chunk_token_ms``) can be counted.
+Each setup runs in ``SESSIONS`` sessions, one after another and each in its own event
+loop, on its share of the prompts; the setups take turns, in reverse order the second
+time, so that a change in the machine's load falls on all of them alike. After its turns,
+each engine speaks the turns' first pieces again on its own, nothing else running: its
+idle time to first audio.
 """
 
 from __future__ import annotations
@@ -366,6 +370,9 @@ def _session(setup: Setup) -> tuple[Session, CountingSource, _TurnWatch, int]:
     session = Session(
         source,
         create_engine(config.tts.spec),
+        # Not real time: a real-time one would make each turn last as long as its audio
+        # (~10 s), and change nothing before the first audio but the 0-10 ms wait for
+        # its clock's next block (see docs/metrics.md).
         NullSink(sample_rate=SINK_RATE),
         chunker_options={**config.chunker.model_dump(), **dict(setup.chunker)},
         log=watch.log,

@@ -153,7 +153,7 @@ def _breakdown(default: PipelineRun, espeak: PipelineRun | None) -> str:
         ),
         row(
             "pipeline's own (`pipeline_added_ms`)",
-            "parsing, chunking, stream hops, scheduling, the sink write",
+            "parsing, chunking, stream hops, scheduling, the sink taking the first audio",
             lambda run: run.p50("pipeline_added"),
         ),
         row("first audio", "", lambda run: run.p50("first_audio")),
@@ -311,7 +311,12 @@ def _first_audio_method(results: FirstAudioResults) -> str:
         f"comes long before that), and a fixed seed ({SEED}) so that every setup hears the "
         f"same reply to a prompt. The sink is `NullSink(sample_rate={SINK_RATE})`, not real "
         "time: it takes audio as fast as it comes, which does not change when the first "
-        f"audio arrives. Before each turn the benchmark waits {GAP_S:g} s, as a user would. "
+        "audio arrives. `first_audio` is when a sink's playback takes the first sample "
+        "(docs/metrics.md); for this sink that is the sink stage's first write. A speaker's "
+        "device callback takes it at its next 10 ms block, 0-10 ms later (a real-time null "
+        'sink, `[sink] kind = "null"`, `realtime = true`, waits the same), and the sound '
+        "is heard one output latency (~40 ms through PulseAudio) after that; neither wait "
+        f"is in these figures. Before each turn the benchmark waits {GAP_S:g} s, as a user would. "
         f"Each setup runs in {SESSIONS} sessions, one session at a time, each in its own "
         "event loop (so sessions share the loaded model, as in one process, but not "
         "threads), on alternate prompts; the setups take turns, in the order of the table "

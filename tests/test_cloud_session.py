@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from voice_membrane.messages import Message
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, load_pipeline
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_openai import FakeOpenAI
-from voice_membrane.testing.script import ScriptedReply, thinking
+from voice_membrane.testing.script import Fault, ScriptedReply, thinking
 
 pytestmark = pytest.mark.anyio
 ANSWER = "Here is a long answer. " * 40
@@ -118,3 +120,24 @@ async def test_interrupting_a_turn_closes_the_provider_stream(
     (result,) = results
     assert result.interrupted and result.error is None
     assert len(result.visible_text) < len(ANSWER)  # the LLM was still streaming
+
+
+async def test_a_stream_dropped_mid_word_is_spoken_to_the_last_complete_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_OPENAI_KEY", "k")
+    # 4-character deltas; the connection drops after "Hello there. The fir".
+    dropped = ScriptedReply.of(
+        "Hello there. The first step.", delta_chars=4, fault=Fault("drop", after_deltas=5)
+    )
+    records: list[dict[str, Any]] = []
+    with FakeOpenAI(dropped) as server:
+        parts = build_parts(load_pipeline(pipeline(tmp_path, server.base_url)))
+        session = Session(parts.membrane, parts.engine, NullSink(), log=records.append)
+        async with session:
+            result = await session.turn("Hi!")
+            history = session.request("next").messages
+    assert result.error is not None and result.visible_text == "Hello there. The fir"
+    assert [r["text"] for r in records if r["event"] == "tts_input"] == ["Hello there.", "The"]
+    assert result.spoken_text == "Hello there. The"
+    assert history[-2] == Message(participant="Assistant", content="Hello there. The")

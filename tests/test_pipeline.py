@@ -1,28 +1,36 @@
 """The streaming graph with real parts: a recorded stream, espeak-ng, WAV and
-real-time null sinks. Nothing of ours is mocked except an LLM source that fails
-on purpose (no fake server can stand in for a local model's crash)."""
+real-time null sinks. Nothing of ours is mocked except LLM sources that fail on
+purpose (no fake server can stand in for a local model's crash), a sink whose
+write is stuck, and a sound device the test plays by hand."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.manual_device import ManualDevice
 from voice_membrane.audio import AudioChunk
 from voice_membrane.messages import Message
-from voice_membrane.pipeline.metrics import STAMPS
+from voice_membrane.pipeline.metrics import STAMPS, TurnMetrics
 from voice_membrane.pipeline.session import Session
-from voice_membrane.pipeline.turn import TurnResult
+from voice_membrane.pipeline.stages import FRAME_SECONDS
+from voice_membrane.pipeline.turn import Turn, TurnResult
 from voice_membrane.providers.base import ChatMessage, LlmError
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.providers.text_source import chat_messages
+from voice_membrane.sinks import speaker as speaker_module
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.sinks.speaker import SpeakerSink
 from voice_membrane.sinks.wav import WavSink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 from voice_membrane.tts.espeak import EspeakEngine
@@ -204,3 +212,198 @@ def test_audio_chunk_seconds() -> None:
     import numpy as np
 
     assert AudioChunk(np.zeros(11025, dtype=np.int16), 22050).seconds == 0.5
+
+
+# --- first audio: when playback takes the first sample ------------------------------
+
+
+class WholePieces:
+    """espeak-ng, yielding each piece's audio as one chunk, as Piper yields a sentence.
+
+    Every sample is made odd, so never 0: a block the device takes is then told
+    from the silence it plays when the buffer is empty (espeak-ng's audio begins
+    with zeros)."""
+
+    name = "espeak (whole pieces)"
+
+    def __init__(self) -> None:
+        self.inner = EspeakEngine()
+        self.sample_rate = self.inner.sample_rate
+
+    async def start(self) -> None:
+        await self.inner.start()
+        self.sample_rate = self.inner.sample_rate
+
+    async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
+        async with aclosing(self.inner.synthesize(text)) as chunks:
+            parts = [chunk.samples async for chunk in chunks]
+        yield AudioChunk(np.concatenate(parts) | 1, self.sample_rate)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def play_by_hand(
+    monkeypatch: pytest.MonkeyPatch, interrupt_after_blocks: int | None = None
+) -> tuple[TurnResult, TurnMetrics, tuple[int, int]]:
+    """A turn into a speaker whose device the test plays, block by block; returns its
+    result, its metrics and the time span of the device's first non-silent block."""
+    device = ManualDevice()
+    monkeypatch.setattr(speaker_module, "open_stream", device.open_stream)
+    # A 0.1 s buffer: a whole piece's write returns long after its start was taken.
+    sink = SpeakerSink(sample_rate=22050, buffer_seconds=0.1)
+    turns: list[Turn] = []
+    session = Session(
+        ReplaySource(RECORDING, speed=0), WholePieces(), sink, on_turn_start=turns.append
+    )
+    results: list[TurnResult] = []
+    first_block: tuple[int, int] | None = None
+    heard_blocks = 0
+
+    async def speak() -> None:
+        results.append(await session.turn("weather?"))
+
+    async with session, anyio.create_task_group() as tg:
+        tg.start_soon(speak)
+        while not results:
+            await anyio.sleep(0.001)
+            before = time.perf_counter_ns()
+            block = device.pull()
+            after = time.perf_counter_ns()
+            if block.any():
+                heard_blocks += 1
+                first_block = first_block or (before, after)
+                if heard_blocks == interrupt_after_blocks:
+                    session.interrupt()
+    assert first_block is not None
+    return results[0], turns[0].metrics, first_block
+
+
+async def test_first_audio_is_when_the_device_takes_the_first_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result, metrics, (before, after) = await play_by_hand(monkeypatch)
+    assert not result.interrupted and result.error is None
+    # Not when the write returned: that was after many more blocks had been taken.
+    assert before <= metrics.stamps["first_audio"] <= after
+
+
+async def test_an_interrupted_turn_that_was_heard_has_its_first_audio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Interrupted while the first piece's one write is still waiting for room.
+    result, metrics, (before, after) = await play_by_hand(monkeypatch, interrupt_after_blocks=5)
+    assert result.interrupted
+    assert before <= metrics.stamps["first_audio"] <= after
+    assert result.report.stamps_ms["first_audio"] is not None
+
+
+class FrameCountingSink(NullSink):
+    def __init__(self) -> None:
+        super().__init__(sample_rate=22050)
+        self.sizes: list[int] = []
+
+    async def write(self, chunk: AudioChunk) -> None:
+        self.sizes.append(len(chunk.samples))
+        await super().write(chunk)
+
+
+async def test_audio_goes_to_the_sink_in_short_frames() -> None:
+    sink = FrameCountingSink()
+    result = await one_turn(Session(ReplaySource(RECORDING, speed=0), WholePieces(), sink))
+    frame = round(22050 * FRAME_SECONDS)
+    assert max(sink.sizes) == frame
+    assert sum(sink.sizes) / 22050 == pytest.approx(result.report.audio_seconds, abs=1e-3)
+
+
+# --- interruption: the sink is silenced first ------------------------------------------
+
+
+class StuckSink(NullSink):
+    """A sink whose write, once under way, returns only when the output is stopped
+    (like a device write that cannot be cancelled), or after 5 s."""
+
+    def __init__(self) -> None:
+        super().__init__(sample_rate=22050)
+        self.released_by_stop: bool | None = None
+
+    async def open(self) -> None:
+        await super().open()
+        self.writing, self.stopped = anyio.Event(), anyio.Event()
+
+    async def write(self, chunk: AudioChunk) -> None:
+        await super().write(chunk)
+        self.writing.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self.stopped.wait()
+        self.released_by_stop = self.stopped.is_set()
+
+    async def stop(self) -> None:
+        self.stopped.set()
+        await super().stop()
+
+
+async def test_interrupt_stops_the_sink_without_waiting_for_the_stages() -> None:
+    sink = StuckSink()
+    session = Session(ReplaySource(RECORDING, speed=0), EspeakEngine(), sink)
+    results: list[TurnResult] = []
+
+    async def speak() -> None:
+        results.append(await session.turn("weather?"))
+
+    async with session, anyio.create_task_group() as tg:
+        tg.start_soon(speak)
+        await sink.writing.wait()
+        assert session.interrupt()
+    assert results[0].interrupted
+    assert sink.released_by_stop  # stop() came while the write was still stuck
+
+
+# --- a reply cut off mid-word by an error ---------------------------------------------
+
+
+class ScriptedSource:
+    """Streams ``deltas``, then ends normally or, with ``error``, fails like a crash."""
+
+    name = "scripted"
+    mode = "chat"
+
+    def __init__(self, deltas: list[str], error: str | None = None) -> None:
+        self.deltas, self.error = deltas, error
+
+    async def start(self) -> None:
+        return None
+
+    async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
+        for delta in self.deltas:
+            yield delta
+        if self.error is not None:
+            raise LlmError(self.error)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("deltas", "error", "spoken"),
+    [
+        (["Hello there. ", "The fir", "s"], "dropped", "Hello there. The"),
+        (["Hello there. ", "The first"], None, "Hello there. The first"),  # ended: kept
+        (["Hello there. ", "The first."], "dropped", "Hello there. The first."),
+        (["Hello there. ", "Don\u2019"], "dropped", "Hello there."),
+    ],
+)
+async def test_speech_ends_at_the_last_complete_word_when_the_reply_fails(
+    deltas: list[str], error: str | None, spoken: str
+) -> None:
+    records: list[dict[str, Any]] = []
+    session = Session(ScriptedSource(deltas, error), EspeakEngine(), NullSink(), log=records.append)
+    async with session:
+        result = await session.turn("hi")
+        history = session.request("next").messages
+    assert (result.error is not None) == (error is not None)
+    assert result.visible_text == "".join(deltas)  # what the model wrote, all of it
+    tts_inputs = [r["text"] for r in records if r["event"] == "tts_input"]
+    assert " ".join(tts_inputs) == spoken  # the cut-off word never reached the voice
+    assert result.spoken_text == spoken and result.report.chars_spoken == len(spoken)
+    assert history[-2] == Message(participant="Assistant", content=spoken)

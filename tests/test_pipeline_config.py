@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from voice_membrane.pipeline.build import SPEAKER_RATE, build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from voice_membrane.run_command import resolve_config
+from voice_membrane.sinks.null import NullSink
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 
@@ -96,3 +99,29 @@ def test_missing_pipeline_file(tmp_path: Path) -> None:
 def test_bad_override_names_the_command_line() -> None:
     with pytest.raises(ConfigError, match=r"^command line: llm.replay_speed"):
         PipelineConfig().with_overrides({"llm": {"replay_speed": -1}})
+
+
+def test_a_real_time_null_sink_from_a_pipeline_file(tmp_path: Path) -> None:
+    recording = PIPELINES.parent / "audio_fixtures" / "streams" / "weather_tool_turn.jsonl"
+    text = f"[llm]\nspec = 'replay:{recording}'\n[sink]\nkind = 'null'\nrealtime = true\n"
+    config = load_pipeline(write(tmp_path, text)).with_overrides({"tts": {"spec": "espeak"}})
+    sink = build_parts(config).sink
+    assert isinstance(sink, NullSink) and sink.realtime and sink.sample_rate == SPEAKER_RATE
+    plain = build_parts(config.with_overrides({"sink": {"realtime": False}})).sink
+    assert isinstance(plain, NullSink) and not plain.realtime
+
+
+@pytest.mark.parametrize("kind", ["wav", "speaker", "auto"])
+def test_realtime_is_only_for_the_null_sink(tmp_path: Path, kind: str) -> None:
+    path = write(tmp_path, f"[sink]\nkind = '{kind}'\nrealtime = true\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_pipeline(path)
+    assert str(excinfo.value) == (
+        f'{path}: sink.realtime: only the null sink has it (kind is "{kind}", not "null"), got True'
+    )
+
+
+def test_out_on_the_command_line_wins_over_a_real_time_null_sink(tmp_path: Path) -> None:
+    path = write(tmp_path, "[sink]\nkind = 'null'\nrealtime = true\n")
+    sink = resolve_config(path, out="reply.wav").sink
+    assert (sink.kind, sink.path, sink.realtime) == ("wav", "reply.wav", False)

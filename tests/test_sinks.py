@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.manual_device import ManualDevice
 from voice_membrane.audio import AudioChunk, Samples
+from voice_membrane.sinks import speaker as speaker_module
 from voice_membrane.sinks._ring import PlaybackBuffer
 from voice_membrane.sinks.base import AudioSink, SinkError
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.sinks.registry import create_sink
-from voice_membrane.sinks.speaker import SpeakerSink, speaker_available
+from voice_membrane.sinks.speaker import BLOCK_SECONDS, SpeakerSink, speaker_available
 from voice_membrane.sinks.wav import WavSink
 
 NO_DEVICE = "no audio output device (PortAudio found none)"
@@ -148,8 +150,70 @@ def test_null_sink_in_real_time_stop_discards_the_unplayed_rest() -> None:
         return played, sink.played_seconds
 
     played, later = anyio.run(interrupted)
-    assert 0.09 <= played < 1.0  # the 0.1 s did pass (minus timer slack)
+    # The 0.1 s did pass (minus timer slack), less the wait for the clock's block.
+    assert 0.09 - BLOCK_SECONDS <= played < 1.0
     assert later == played  # nothing more plays after stop
+
+
+def test_null_sink_first_played_is_the_utterances_first_write() -> None:
+    sink = NullSink(sample_rate=16000)
+
+    async def two_utterances() -> None:
+        await sink.open()
+        assert sink.first_played_ns is None
+        before = time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(160), 16000))
+        first = sink.first_played_ns
+        assert first is not None and before <= first <= time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(160), 16000))
+        await sink.drain()
+        assert sink.first_played_ns == first  # kept until the next utterance
+        later = time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(160), 16000))
+        second = sink.first_played_ns
+        assert second is not None and second >= later
+
+    anyio.run(two_utterances)
+
+
+def test_null_sink_in_real_time_buffers_like_a_speaker() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)  # a 0.5 s buffer, as the speaker's
+
+    async def one_long_write() -> tuple[int, int | None, int, float]:
+        await sink.open()
+        called = time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(16000), 16000))  # 1 s
+        return called, sink.first_played_ns, time.perf_counter_ns(), sink.played_seconds
+
+    called, first, returned, played = anyio.run(one_long_write)
+    # Playing started at the clock's next block after the call, while write waited…
+    assert first is not None and called <= first < returned
+    # …and the write returned once its end fitted in the buffer, not once all had played.
+    assert 0.45 <= played < 1.0
+
+
+# --- WAV: first audio ---------------------------------------------------------------
+
+
+def test_wav_first_played_is_when_the_utterance_was_first_written(tmp_path: Path) -> None:
+    sink = WavSink(tmp_path / "first.wav")
+
+    async def two_utterances() -> None:
+        await sink.open()
+        before = time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(160), 16000))
+        first = sink.first_played_ns
+        assert first is not None and first >= before
+        await sink.write(AudioChunk(ramp(160), 16000))
+        await sink.stop()
+        assert sink.first_played_ns == first
+        later = time.perf_counter_ns()
+        await sink.write(AudioChunk(ramp(160), 16000))
+        second = sink.first_played_ns
+        assert second is not None and second >= later
+        await sink.aclose()
+
+    anyio.run(two_utterances)
 
 
 # --- registry ----------------------------------------------------------------------
@@ -288,3 +352,55 @@ def test_playback_clock_counts_audio_once_the_device_latency_has_passed() -> Non
     assert buf.heard(1.3) == 20 and buf.in_flight(1.3) == 0
     buf.fill(block, now=1.3, delay=0.05)  # silence: nothing more to hear
     assert buf.heard(2.0) == 20
+
+
+def test_playback_buffer_notes_when_the_device_first_takes_an_utterances_audio() -> None:
+    buf = PlaybackBuffer(capacity=100, sample_rate=100)
+    block = np.empty(10, dtype=np.int16)
+    buf.mark_start()
+    buf.fill(block, now=0.0, delay=0.0)  # nothing buffered: silence, nothing taken
+    buf.push(ramp(30))
+    assert buf.first_taken_ns is None  # queued is not played
+    before = time.perf_counter_ns()
+    buf.fill(block, now=0.1, delay=0.0)
+    first = buf.first_taken_ns
+    assert first is not None and before <= first <= time.perf_counter_ns()
+    buf.fill(block, now=0.2, delay=0.0)
+    assert buf.first_taken_ns == first  # the utterance's first sample only
+    buf.mark_start()
+    assert buf.first_taken_ns is None
+
+
+# --- the speaker on a device the test plays by hand ---------------------------------
+
+
+def test_speaker_first_played_is_the_callback_that_takes_the_first_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    device = ManualDevice()
+    monkeypatch.setattr(speaker_module, "open_stream", device.open_stream)
+    sink = SpeakerSink(sample_rate=1000, buffer_seconds=0.05)  # 10-sample blocks
+
+    async def two_utterances() -> None:
+        await sink.open()
+        try:
+            await sink.write(AudioChunk(ramp(30), 1000))
+            assert sink.first_played_ns is None  # in the buffer, not yet taken
+            before = time.perf_counter_ns()
+            device.pull()
+            after = time.perf_counter_ns()
+            first = sink.first_played_ns
+            assert first is not None and before <= first <= after
+            device.pull()
+            device.pull()
+            await sink.drain()
+            assert sink.first_played_ns == first
+            await sink.write(AudioChunk(ramp(30), 1000))
+            assert sink.first_played_ns is None  # a new utterance, not yet taken
+            device.pull()
+            second = sink.first_played_ns
+            assert second is not None and second > after
+        finally:
+            await sink.aclose()
+
+    anyio.run(two_utterances)

@@ -2,7 +2,8 @@
 
 What the sink plays is recorded from the sink's monitor and checked with numpy:
 the tone is there, at its frequency and length; drain() waits for real time;
-stop() silences the output promptly and played_seconds agrees with the recording.
+stop() silences the output promptly and played_seconds agrees with the recording;
+first_played_ns is when the device's callback took the first sample.
 Timing assertions are lower bounds or generous upper bounds, never speed targets.
 """
 
@@ -179,3 +180,28 @@ def test_a_turn_after_a_stop_plays_normally(pulse: PulseServer, tmp_path: Path) 
     assert second == pytest.approx(0.4, abs=0.02)
     _, end, _ = audible_span(path)
     assert end > 0.35  # the second turn was heard
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_first_played_is_when_the_callback_took_the_audio_not_when_write_returned(
+    pulse: PulseServer, backend: str
+) -> None:
+    async def one_long_write() -> tuple[int, int | None, int]:
+        sink = SpeakerSink(backend=backend, sample_rate=RATE)  # type: ignore[arg-type]
+        await sink.open()
+        try:
+            called = time.perf_counter_ns()
+            # 1.5 s into the 0.5 s buffer: write returns once its last second fits.
+            await sink.write(AudioChunk(tone(1.5), RATE))
+            returned = time.perf_counter_ns()
+            first = sink.first_played_ns
+            await sink.drain()
+            return called, first, returned
+        finally:
+            await sink.aclose()
+
+    called, first, returned = anyio.run(one_long_write)
+    assert first is not None and called < first
+    # The device took the first sample about a second before the write returned;
+    # half of that is a bound no scheduling delay comes near.
+    assert first < returned - 500_000_000

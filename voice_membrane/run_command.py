@@ -40,8 +40,8 @@ def resolve_config(
     """The pipeline file with command-line flags applied (flags win)."""
     config = load_pipeline(pipeline or DEFAULT_PIPELINE)
     sink: dict[str, Any] = {}
-    if out is not None:
-        sink = {"kind": "wav", "path": out}
+    if out is not None:  # a WAV file, even where the file names a real-time null sink
+        sink = {"kind": "wav", "path": out, "realtime": False}
     return config.with_overrides(
         {"llm": {"spec": llm, "formatter": formatter}, "tts": {"spec": tts}, "sink": sink}
     )

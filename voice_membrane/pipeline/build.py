@@ -90,7 +90,7 @@ def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:
         if problem:
             raise ConfigError(f"cannot write the audio to {sink.path}: {problem}")
         return create_sink("wav", path=sink.path), notice, sink.path
-    return create_sink("null"), notice, None
+    return create_sink("null", sample_rate=SPEAKER_RATE, realtime=sink.realtime), notice, None
 
 
 def output_path_problem(path: str | Path) -> str | None:

@@ -29,9 +29,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ..providers.credentials import base_url_problem
 from ..redact import quote
@@ -106,6 +108,21 @@ class SinkConfig(_Section):
     path: str = "voice-membrane-reply.wav"
     backend: Literal["sounddevice", "pyaudio"] = "sounddevice"
     device: str | None = None
+    # The null sink only: play into nothing at a speaker's pace (a speaker always
+    # does; a WAV file cannot).
+    realtime: bool = False
+
+    @field_validator("realtime")
+    @classmethod
+    def _only_for_the_null_sink(cls, realtime: bool, info: ValidationInfo) -> bool:
+        kind = info.data.get("kind")
+        if realtime and kind is not None and kind != "null":
+            raise PydanticCustomError(
+                "realtime_needs_null",
+                'only the null sink has it (kind is "{kind}", not "null")',
+                {"kind": kind},
+            )
+        return realtime
 
 
 class ChunkerConfig(_Section):

@@ -1,7 +1,8 @@
 """Latency metrics of a turn: when each stage first did something, and how busy it was.
 
-Every stamp is ``time.perf_counter_ns()`` taken by the stage itself at the moment
-it happens; the report gives them in milliseconds since the request was sent.
+Every stamp is ``time.perf_counter_ns()`` taken by the stage itself (the sink, for
+``first_audio``) at the moment it happens; the report gives them in milliseconds
+since the request was sent.
 Definitions (docs/metrics.md has the full glossary):
 
 - ``request_sent`` — the LLM request left (0 by definition).
@@ -10,7 +11,8 @@ Definitions (docs/metrics.md has the full glossary):
 - ``first_chunk`` — the chunker released the first speakable piece.
 - ``tts_request`` — the first piece's text was handed to the TTS engine.
 - ``tts_first_byte`` — the engine returned the first audio of that piece.
-- ``first_audio`` — the first audio was written to the sink.
+- ``first_audio`` — the sink's playback took the first sample (a speaker: its
+  device callback; see ``AudioSink.first_played_ns``).
 - ``last_audio`` — the sink finished playing (drained) the turn's audio.
 - ``turn_end`` — every stage of the turn has finished.
 """

@@ -12,14 +12,15 @@ buffers in between let a fast LLM run ahead by their size, no more.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.lowlevel import checkpoint_if_cancelled
 
-from ..audio import AudioChunk
+from ..audio import AudioChunk, resample
 from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..membrane import Membrane
@@ -30,6 +31,7 @@ from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine
 from .metrics import TurnMetrics
+from .partial_word import ends_mid_word, without_partial_word
 
 EventLogger = Callable[[dict[str, Any]], None]
 """Receives one log record (``{"event": …, …}``) per parser event and TTS input."""
@@ -37,18 +39,25 @@ EventLogger = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True, slots=True)
 class Timed:
-    """A reply event, stamped with the arrival of the provider output that produced it."""
+    """A reply event, stamped with the arrival of the provider output that produced it.
+
+    ``unfinished``: on a text block's ``BlockComplete``, the reply failed right
+    after it, so its last word may be cut off and is not spoken.
+    """
 
     event: Event
     t_ns: int
+    unfinished: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Visible:
-    """Visible text for the chunker, or (``text=None``) the end of a visible block."""
+    """Visible text for the chunker, or (``text=None``) the end of a visible block
+    (``unfinished``: cut off by an error, see ``Timed``)."""
 
     text: str | None
     t_ns: int
+    unfinished: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +121,23 @@ class ReplyStage:
             stream = self.membrane.stream(
                 self.request, on_output=self._on_output, on_tool_calls=self.on_tool_calls
             )
+            # A text block that ends inside a word waits for the next item: only
+            # then is it known whether the reply failed there (a cut-off word) or
+            # went on (a finished one). Otherwise nothing is held.
+            held: Timed | None = None
             try:
                 async with aclosing(stream) as items:
                     async for item in items:
+                        if held is not None:
+                            await out.send(replace(held, unfinished=isinstance(item, ReplyError)))
+                            held = None
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
-                            await out.send(Timed(item, self._last_ns))
+                            timed = Timed(item, self._last_ns)
+                            if _ends_mid_word(item):
+                                held = timed
+                            else:
+                                await out.send(timed)
                         elif isinstance(item, UsageUpdate):  # its total is the reply's so far
                             self.m.usage = _nonzero(item.total)
                         elif isinstance(item, Retrying):
@@ -127,8 +147,17 @@ class ReplyStage:
                         elif isinstance(item, ReplyResult):
                             self.result = item
                             self.m.stop_reason = str(item.stop_reason)
+                if held is not None:
+                    await out.send(held)
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _ends_mid_word(event: Event) -> bool:
+    """A text block completed with its last word possibly unfinished."""
+    if not isinstance(event, BlockComplete) or event.block.type != "text":
+        return False
+    return ends_mid_word(event.block.content or "")
 
 
 def _nonzero(usage: Usage) -> dict[str, int]:
@@ -159,7 +188,7 @@ class RouteStage:
                 elif isinstance(event, BlockComplete):
                     self.blocks.append(event.block)
                     if event.block.type == "text":
-                        visible = Visible(None, timed.t_ns)
+                        visible = Visible(None, timed.t_ns, timed.unfinished)
                 timer.add(started)
                 if visible is not None:
                     await out.send(visible)
@@ -179,7 +208,12 @@ class ChunkStage:
             async for item in inp:
                 started = time.perf_counter_ns()
                 last_ns = item.t_ns
-                chunks = self.chunker.flush() if item.text is None else self.chunker.feed(item.text)
+                if item.text is not None:
+                    chunks = self.chunker.feed(item.text)
+                elif item.unfinished:
+                    chunks = _without_partial_word(self.chunker.flush())
+                else:
+                    chunks = self.chunker.flush()
                 timer.add(started)
                 for chunk in chunks:
                     await out.send(self._piece(chunk, item.t_ns))
@@ -192,6 +226,16 @@ class ChunkStage:
             self.m.first_chunk_token_ns = t_token_ns
         self.m.chunks += 1
         return Piece(chunk, t_token_ns)
+
+
+def _without_partial_word(chunks: list[SpeechChunk]) -> list[SpeechChunk]:
+    """The pieces a flush released, minus the cut-off word at their end (only
+    ``flush`` releases text that may end inside a word)."""
+    if not chunks:
+        return chunks
+    text = without_partial_word(chunks[-1].text)
+    last = [replace(chunks[-1], text=text)] if text.strip() else []
+    return chunks[:-1] + last
 
 
 class TtsStage:
@@ -236,12 +280,32 @@ class SpokenPiece:
 
 
 class SinkStage:
+    """Writes each piece's audio to the sink in frames of ``FRAME_SECONDS`` and
+    records where each piece lies on the sink's timeline.
+
+    Small frames keep every ``write`` short: a real-time sink's write of a whole
+    sentence would block until its end fits in the buffer. ``first_audio`` is not
+    stamped when a write returns but taken from the sink: the moment playback
+    took the turn's first sample (``AudioSink.first_played_ns``).
+    """
+
     def __init__(
         self, sink: AudioSink, m: TurnMetrics, on_piece_start: Callable[[str], None]
     ) -> None:
         self.sink, self.m, self.on_piece_start = sink, m, on_piece_start
         self.pieces: list[SpokenPiece] = []
         self.written_s = 0.0
+
+    def note_first_audio(self) -> None:
+        """Stamp ``first_audio`` from the sink, once playback has taken this turn's
+        audio. Checked after every write and at the end of the turn (after
+        ``drain`` or ``stop``), so an interrupted turn that was heard has it too."""
+        if self.written_s > 0 and "first_audio" not in self.m.stamps:
+            played_ns = self.sink.first_played_ns
+            # An earlier time is an earlier turn's, whose utterance was never ended
+            # (that turn was cancelled from outside, with no drain or stop).
+            if played_ns is not None and played_ns >= self.m.started_ns:
+                self.m.stamp("first_audio", played_ns)
 
     async def run(self, inp: ObjectReceiveStream[PieceAudio]) -> None:
         timer = self.m.stages["sink"]
@@ -262,9 +326,29 @@ class SinkStage:
                     self.pieces.append(SpokenPiece(text, self.written_s))
                     self.on_piece_start(text)
                 started = time.perf_counter_ns()
-                await self.sink.write(item.audio)
+                for frame in _frames(item.audio, self.sink.sample_rate):
+                    # A write may queue audio before its first checkpoint: once the
+                    # turn is interrupted (and the sink silenced), write nothing more.
+                    await checkpoint_if_cancelled()
+                    await self.sink.write(frame)
+                    self.written_s += frame.seconds
+                    self.note_first_audio()
                 timer.add(started)
-                self.m.stamp("first_audio")
-                self.written_s += item.audio.seconds
             await self.sink.drain()
+            self.note_first_audio()
             self.m.stamp("last_audio")
+
+
+FRAME_SECONDS = 0.02
+
+
+def _frames(audio: AudioChunk, sink_rate: int) -> Iterator[AudioChunk]:
+    """``audio`` in frames of ``FRAME_SECONDS``. Resampled to the sink's rate first
+    (when the sink has one): resampling each frame on its own would break the
+    waveform at every frame boundary."""
+    if sink_rate and audio.sample_rate != sink_rate:
+        audio = AudioChunk(resample(audio.samples, audio.sample_rate, sink_rate), sink_rate)
+    step = max(1, round(audio.sample_rate * FRAME_SECONDS))
+    samples = audio.samples
+    for start in range(0, len(samples), step):
+        yield AudioChunk(samples[start : start + step], audio.sample_rate)

@@ -1,9 +1,11 @@
 """A turn: one reply, from the LLM request to the last audio, as one task group.
 
 ``Turn.interrupt()`` cancels the group — LLM, parser, chunker, TTS and sink stop
-together — and silences the sink at once; no task outlives ``run()``. The text
-actually heard before the interruption is worked out from the sink's playback
-position, so the conversation history holds what the user heard.
+together — and silences the sink at once, without waiting for the group to wind
+down (a TTS engine or LLM step running in a thread finishes its step first); no
+task outlives ``run()``. The text actually heard before the interruption is
+worked out from the sink's playback position, so the conversation history holds
+what the user heard.
 """
 
 from __future__ import annotations
@@ -88,12 +90,15 @@ class Turn:
         self.metrics = TurnMetrics()
         self._scope: anyio.CancelScope | None = None
         self._interrupted = False
+        self._interrupt_seen: anyio.Event | None = None  # created by run, in its event loop
 
     def interrupt(self) -> None:
-        """Stop the turn now: cancels every stage; ``run`` then silences the sink."""
+        """Stop the turn now: cancels every stage and silences the sink."""
         self._interrupted = True
         if self._scope is not None:
             self._scope.cancel()
+        if self._interrupt_seen is not None:
+            self._interrupt_seen.set()
 
     def _llm_label(self) -> str:
         """``vendor:model`` for a cloud provider; an embedded source's name already
@@ -107,18 +112,27 @@ class Turn:
         route = RouteStage(self.log, m)
         sink_stage = SinkStage(self.sink, m, self.on_piece_start)
         error: str | None = None
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            if self._interrupted:
-                scope.cancel()
-            try:
-                await self._run_stages(route, sink_stage)
-            except* (LlmError, TtsError, SinkError) as group:
-                error = "; ".join(str(e) for e in group.exceptions)
+        self._interrupt_seen = interrupt_seen = anyio.Event()
+        async with anyio.create_task_group() as watch:
+            # Outside the stages' scope, so that an interruption does not cancel it.
+            watch.start_soon(self._silence_on_interrupt, interrupt_seen)
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._interrupted:
+                    scope.cancel()
+                    interrupt_seen.set()
+                try:
+                    await self._run_stages(route, sink_stage)
+                except* (LlmError, TtsError, SinkError) as group:
+                    error = "; ".join(str(e) for e in group.exceptions)
+            watch.cancel_scope.cancel()  # the stages are over: no silencing now
         if self._interrupted or error is not None:
             m.interrupted = self._interrupted
+            # (Again) now that every stage has ended: a write that was still under
+            # way when the sink was first silenced leaves nothing playing.
             with anyio.CancelScope(shield=True):
                 await self.sink.stop()
+        sink_stage.note_first_audio()
         m.stamp("turn_end")
         played = self.sink.played_seconds - played_base
         spoken = _spoken_text(
@@ -138,6 +152,14 @@ class Turn:
             report=report,
             reply=self._reply.result if self._reply is not None else None,
         )
+
+    async def _silence_on_interrupt(self, interrupt_seen: anyio.Event) -> None:
+        """Stop the sink as soon as the turn is interrupted, not after the stages
+        have wound down: cancelling them is asynchronous, and a stage inside a
+        thread or a slow sink would otherwise keep the audio playing meanwhile."""
+        await interrupt_seen.wait()
+        with anyio.CancelScope(shield=True):
+            await self.sink.stop()
 
     async def _run_stages(self, route: RouteStage, sink_stage: SinkStage) -> None:
         m = self.metrics

@@ -2,14 +2,16 @@
 
 The event loop ``push``es samples; the device's callback ``fill``s each output
 block from it (silence where it runs dry) and notes when that audio will reach
-the speaker, so ``heard`` can tell how much has actually been played. One lock
-guards everything; each side holds it only for a copy of a few milliseconds of
-audio.
+the speaker, so ``heard`` can tell how much has actually been played, and the
+moment it first takes a sample after ``mark_start`` (the start of an utterance).
+One lock guards everything; each side holds it only for a copy of a few
+milliseconds of audio.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -34,6 +36,8 @@ class PlaybackBuffer:
         # oldest first; only blocks still in the device's pipeline stay here.
         self._pending: deque[tuple[float, int]] = deque()
         self._last_fill: float | None = None
+        self._awaiting_first = False  # between mark_start and the next non-empty fill
+        self._first_taken_ns: int | None = None
 
     @property
     def capacity(self) -> int:
@@ -54,6 +58,18 @@ class PlaybackBuffer:
         """Monotonic time of the device's latest callback (None before the first)."""
         with self._lock:
             return self._last_fill
+
+    @property
+    def first_taken_ns(self) -> int | None:
+        """``perf_counter_ns`` of the first fill that took audio after ``mark_start``."""
+        with self._lock:
+            return self._first_taken_ns
+
+    def mark_start(self) -> None:
+        """The next sample the device takes begins an utterance: note when it does."""
+        with self._lock:
+            self._awaiting_first = True
+            self._first_taken_ns = None
 
     def push(self, samples: Samples) -> int:
         """Append as many of ``samples`` as fit; return how many did."""
@@ -84,6 +100,9 @@ class PlaybackBuffer:
             self._start = (self._start + n) % cap
             self._size -= n
             if n:
+                if self._awaiting_first:
+                    self._first_taken_ns = time.perf_counter_ns()
+                    self._awaiting_first = False
                 self._handed += n
                 done_at = now + delay + n / self._rate
                 self._pending.append((done_at, self._handed))

@@ -23,6 +23,10 @@ class AudioSink(Protocol):
     buffer is full, so a slow sink slows the producer and never drops audio. A
     sink converts audio whose ``sample_rate`` differs from its own
     (``audio.resample``).
+
+    The audio written since ``open`` or the last ``drain``/``stop`` is one
+    *utterance* (a turn's speech); ``first_played_ns`` says when playback took
+    its first sample.
     """
 
     name: str
@@ -40,6 +44,16 @@ class AudioSink(Protocol):
     def played_seconds(self) -> float:
         """Seconds of audio heard since ``open`` (written minus still buffered
         minus discarded by ``stop``); never decreases."""
+        ...
+
+    @property
+    def first_played_ns(self) -> int | None:
+        """``time.perf_counter_ns()`` when playback took the first sample of the
+        current utterance, None until it has (or if ``stop`` discarded it first).
+        A speaker: its device callback pulled the sample (it is heard one output
+        latency later); a real-time null sink: its clock started playing it; a
+        sink that is not real time: the ``write`` that took it. The value stays
+        until the next utterance's first ``write``."""
         ...
 
     async def aclose(self) -> None: ...

@@ -20,6 +20,12 @@ a bounded buffer this sink owns (``buffer_seconds``, 0.5 s by default):
 block has reached the speaker by now (handed at + latency + block length <= now),
 over the stream's rate. Audio discarded by ``stop`` was never handed and never
 counts; audio still inside the device does not count yet.
+
+``first_played_ns``: when the callback took the utterance's first sample from
+the buffer (``perf_counter_ns``, on the audio thread): up to one block after it
+was written, and one output latency before it is heard. Not when ``write``
+returns: a write of a whole sentence returns only once its end fits in the
+buffer, long after its start began to play.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class SpeakerSink:
         self._buffer: PlaybackBuffer | None = None
         self._opened_at = 0.0
         self._played = 0.0  # latest played_seconds, so it never decreases
+        self._utterance_open = False  # a write since open / the last drain or stop
 
     @property
     def output_latency(self) -> float:
@@ -100,9 +107,13 @@ class SpeakerSink:
         self._stream = stream
         self._opened_at = time.monotonic()
         self._played = 0.0
+        self._utterance_open = False
 
     async def write(self, chunk: AudioChunk) -> None:
         buffer = self._require_open()
+        if not self._utterance_open:
+            self._utterance_open = True
+            buffer.mark_start()
         samples = resample(chunk.samples, chunk.sample_rate, self.sample_rate)
         pos = buffer.push(samples)
         while pos < len(samples):
@@ -113,12 +124,14 @@ class SpeakerSink:
         buffer = self._require_open()
         while buffer.in_flight(time.monotonic()) > 0:
             await self._wait_for_device(buffer)
+        self._utterance_open = False
 
     async def stop(self) -> None:
         """Discard what is buffered and wait for silence. Cancel writers first (a
         write still waiting for room would go on filling the buffer)."""
         buffer = self._require_open()
         buffer.clear()
+        self._utterance_open = False
         # Audio already handed to the device cannot be recalled; wait until it has
         # played (one output latency) so that played_seconds is final on return.
         # The clock needs no callback to get there, so this ends even if the
@@ -133,6 +146,10 @@ class SpeakerSink:
             heard = self._buffer.heard(time.monotonic()) / self.sample_rate
             self._played = max(self._played, heard)
         return self._played
+
+    @property
+    def first_played_ns(self) -> int | None:
+        return self._buffer.first_taken_ns if self._buffer is not None else None
 
     async def aclose(self) -> None:
         if self._stream is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -17,8 +18,11 @@ class WavSink:
     """Every turn's audio, one after another, in one WAV file.
 
     ``write`` returns at once and ``played_seconds`` is the seconds written: a file
-    has no playback to wait for, so ``drain`` and ``stop`` have nothing to do. The
-    header is finalised by ``aclose``.
+    has no playback to wait for, so ``drain`` and ``stop`` have nothing to do (they
+    only end the utterance). ``first_played_ns`` is when the utterance's first
+    audio was written to the file: when the pipeline delivered it, not when
+    anyone would hear it (there is no playback clock). The header is finalised
+    by ``aclose``.
     """
 
     def __init__(self, path: str | os.PathLike[str], sample_rate: int | None = None) -> None:
@@ -31,6 +35,8 @@ class WavSink:
         self._wav: Any = None  # soundfile.SoundFile, created at the first write
         self._written = 0  # samples, at self.sample_rate
         self._soundfile: Any = None
+        self._utterance_open = False
+        self._first_ns: int | None = None
 
     async def open(self) -> None:
         if self._file is not None:
@@ -42,6 +48,8 @@ class WavSink:
             raise SinkError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
         self.sample_rate = self._configured_rate
         self._written = 0
+        self._utterance_open = False
+        self._first_ns = None
         # Imported now (it loads libsndfile, ~35 ms), not in the first write, where it
         # would add to the first-audio latency.
         self._soundfile = _import_soundfile()
@@ -58,12 +66,19 @@ class WavSink:
         except Exception as exc:  # soundfile's LibsndfileError or OSError: disk full, …
             raise SinkError(f"cannot write {self.path}: {exc}") from exc
         self._written += len(samples)
+        if not self._utterance_open:
+            self._utterance_open = True
+            self._first_ns = time.perf_counter_ns()
 
     async def drain(self) -> None:
-        return None
+        self._utterance_open = False
 
     async def stop(self) -> None:
-        return None  # everything written is already in the file
+        self._utterance_open = False  # everything written is already in the file
+
+    @property
+    def first_played_ns(self) -> int | None:
+        return self._first_ns
 
     @property
     def played_seconds(self) -> float:
