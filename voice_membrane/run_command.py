@@ -21,6 +21,7 @@ from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
 from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
+from .reply import Retrying
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 DEFAULT_PIPELINE = PIPELINES / "local.toml"
@@ -82,6 +83,8 @@ async def run_assistant(
         log=log,
         on_piece_start=out,
         on_turn_start=on_turn_start,
+        on_retry=lambda retrying: out(retry_line(retrying)),
+        context=parts.context,
     )
     results: list[TurnResult] = []
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
@@ -110,6 +113,12 @@ async def run_assistant(
         else:
             out(f"no audio was produced: {parts.wav_path} holds no sound\n")
     return results
+
+
+def retry_line(retrying: Retrying) -> str:
+    """A retry, said as it happens (the turn's report lists it again at the end)."""
+    attempt = retrying.attempt + 1  # the first retry is the second attempt
+    return f"retrying in {retrying.delay_s:.1f} s (attempt {attempt}): {retrying.error}\n"
 
 
 async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> TurnResult:

@@ -52,6 +52,10 @@ class LlmConfig(_Section):
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
     timeout_s: float = Field(60.0, gt=0)
+    first_token_deadline_s: float = Field(20.0, gt=0)  # over every attempt and backoff wait
+    # The most tokens a request may hold; older turns are dropped to fit. Default:
+    # the embedded model's context less max_tokens; cloud models 32000 (estimated).
+    context_tokens: int | None = Field(None, ge=64)
     assistant_name: str = Field("Assistant", min_length=1)
     user_name: str = Field("User", min_length=1)
 

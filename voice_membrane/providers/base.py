@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
@@ -132,6 +132,19 @@ class LlmSource(Protocol):
     def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TokenCountingSource(LlmSource, Protocol):
+    """An ``LlmSource`` that counts a conversation's prompt tokens with the model's
+    own tokenizer (the embedded model): long sessions are trimmed to fit exactly."""
+
+    @property
+    def context_tokens(self) -> int:
+        """The most tokens a prompt may hold (the context less room for the reply)."""
+        ...
+
+    async def count_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
 
 
 # --------------------------------------------------------------------------- provider output
