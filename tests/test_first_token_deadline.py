@@ -14,15 +14,18 @@ from voice_membrane.events import Chunk
 from voice_membrane.membrane import Membrane
 from voice_membrane.messages import Message, ModelConfig, Request
 from voice_membrane.pipeline.build import build_parts
-from voice_membrane.pipeline.config import ConfigError, load_pipeline
+from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.base import ProviderError
+from voice_membrane.providers.local_llama import LocalLlama
 from voice_membrane.providers.openai import OpenAIProvider
 from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
 from voice_membrane.retry import FirstTokenDeadline, RetryPolicy
 from voice_membrane.run_command import run_assistant
+from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.tts.espeak import EspeakEngine
 
 pytestmark = pytest.mark.anyio
 QUICK = RetryPolicy(max_retries=3, base_delay_s=0.05, max_delay_s=0.1)
@@ -138,14 +141,14 @@ class FakeProviderless:
 # ------------------------------------------------------------------ heard as it happens
 
 
-def pipeline(tmp_path: Path, base_url: str) -> Path:
+def pipeline(tmp_path: Path, base_url: str, deadline: str = "first_token_deadline_s = 5") -> Path:
     path = tmp_path / "cloud.toml"
     path.write_text(
         f"""[llm]
 spec = "openai:gpt-test"
 base_url = "{base_url}"
 api_key_env = "MY_OPENAI_KEY"
-first_token_deadline_s = 5
+{deadline}
 [tts]
 spec = "espeak"
 [sink]
@@ -194,3 +197,17 @@ async def test_run_prints_a_retry_when_it_happens(
     line = "retrying in 0.2 s (attempt 2): openai: overloaded (HTTP 503): busy\n"
     assert line in text
     assert text.index(line) < text.index("Hello there.") < text.index("retried: ")
+
+
+def test_the_deadline_each_pipeline_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_OPENAI_KEY", "k")
+    cloud = load_pipeline(pipeline(tmp_path, "http://127.0.0.1:9/v1"))
+    assert build_parts(cloud).membrane.first_token_deadline_s == 5  # as the file says
+    cloud_default = load_pipeline(pipeline(tmp_path, "http://127.0.0.1:9/v1", deadline=""))
+    assert build_parts(cloud_default).membrane.first_token_deadline_s == 20
+    # The embedded model computes, it does not wait on a server: no deadline unless set.
+    assert build_parts(PipelineConfig()).membrane.first_token_deadline_s is None
+    local = PipelineConfig().with_overrides({"llm": {"first_token_deadline_s": 90}})
+    assert build_parts(local).membrane.first_token_deadline_s == 90
+    session = Session(LocalLlama(), EspeakEngine(), NullSink())
+    assert session.membrane.first_token_deadline_s is None

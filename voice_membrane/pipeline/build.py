@@ -20,6 +20,10 @@ SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resamp
 # A cloud model's context is far larger; this keeps a long session's requests (each
 # carries the whole history) from growing in cost and latency without end.
 CLOUD_CONTEXT_TOKENS = 32000
+# A server that accepts and never answers must not keep a turn silent for minutes.
+# The embedded model gets no deadline by default: it is computing, not waiting, and
+# a long prompt can take SmolLM2 tens of seconds on a busy machine.
+CLOUD_FIRST_TOKEN_DEADLINE_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,10 @@ class Parts:
 def build_parts(config: PipelineConfig) -> Parts:
     """Create (not start) the membrane, engine and sink a pipeline names."""
     llm = config.llm
+    cloud = llm.spec.partition(":")[0] in CLOUD
+    deadline = llm.first_token_deadline_s
+    if deadline is None and cloud:
+        deadline = CLOUD_FIRST_TOKEN_DEADLINE_S
     try:
         provider, model = create_provider(
             llm.spec,
@@ -53,7 +61,7 @@ def build_parts(config: PipelineConfig) -> Parts:
             llm.formatter,
             retry=RetryPolicy(max_retries=llm.max_retries),
             streaming=llm.streaming,
-            first_token_deadline_s=llm.first_token_deadline_s,
+            first_token_deadline_s=deadline,
         )
         engine = create_engine(config.tts.spec)
     except ValueError as exc:
@@ -68,7 +76,7 @@ def build_parts(config: PipelineConfig) -> Parts:
         assistant_participant=llm.assistant_name, human_participant=llm.user_name
     )
     budget = llm.context_tokens
-    if budget is None and llm.spec.partition(":")[0] in CLOUD:
+    if budget is None and cloud:
         budget = CLOUD_CONTEXT_TOKENS
     sink, notice, wav_path = _sink(config)
     return Parts(

@@ -52,7 +52,9 @@ class LlmConfig(_Section):
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
     timeout_s: float = Field(60.0, gt=0)
-    first_token_deadline_s: float = Field(20.0, gt=0)  # over every attempt and backoff wait
+    # Over every attempt and backoff wait. Default: 20 s for cloud models; none for the
+    # embedded model and recordings (computing, not waiting on a server).
+    first_token_deadline_s: float | None = Field(None, gt=0)
     # The most tokens a request may hold; older turns are dropped to fit. Default:
     # the embedded model's context less max_tokens; cloud models 32000 (estimated).
     context_tokens: int | None = Field(None, ge=64)

@@ -68,7 +68,10 @@ class Session:
 
     def __post_init__(self) -> None:
         llm = self.llm
-        self.membrane = llm if isinstance(llm, Membrane) else Membrane(TextSourceProvider(llm))
+        if isinstance(llm, Membrane):
+            self.membrane = llm
+        else:  # an embedded source computes rather than waits: no first-token deadline
+            self.membrane = Membrane(TextSourceProvider(llm), first_token_deadline_s=None)
         if self.context is None:
             self.context = counter_for(self.membrane, None)
 
