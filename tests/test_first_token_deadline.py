@@ -17,7 +17,6 @@ from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.base import ProviderError
-from voice_membrane.providers.local_llama import LocalLlama
 from voice_membrane.providers.openai import OpenAIProvider
 from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
 from voice_membrane.retry import FirstTokenDeadline, RetryPolicy
@@ -209,5 +208,8 @@ def test_the_deadline_each_pipeline_gets(tmp_path: Path, monkeypatch: pytest.Mon
     assert build_parts(PipelineConfig()).membrane.first_token_deadline_s is None
     local = PipelineConfig().with_overrides({"llm": {"first_token_deadline_s": 90}})
     assert build_parts(local).membrane.first_token_deadline_s == 90
+    # Imported here, not at collection: see test_long_sessions.py.
+    from voice_membrane.providers.local_llama import LocalLlama
+
     session = Session(LocalLlama(), EspeakEngine(), NullSink())
     assert session.membrane.first_token_deadline_s is None

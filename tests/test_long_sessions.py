@@ -211,6 +211,9 @@ def test_a_budget_too_small_is_one_line_and_a_long_reply_leaves_half_the_context
 
 
 def test_an_embedded_source_is_fitted_by_default() -> None:
+    # Imported here: imported at collection, before test_local_llama.py imports
+    # llama_cpp, the module holding the loaded model would be torn down after
+    # llama_cpp at exit, and llama.cpp's __del__ then fails ("Exception ignored").
     from voice_membrane.providers.local_llama import LocalLlama
 
     session = Session(LocalLlama(max_tokens=100), SilentEngine(), NullSink())
