@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -20,6 +21,12 @@ pytest.importorskip(
     reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
 )
 
+from session_helpers import AskedSource, SilentEngine, write_recording
+
+from voice_membrane.membrane import Membrane
+from voice_membrane.pipeline.history import SourceTokens
+from voice_membrane.pipeline.session import Session
+from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers import local_llama
 from voice_membrane.providers.base import ChatMessage, LlmError
 from voice_membrane.providers.local_llama import (
@@ -28,6 +35,8 @@ from voice_membrane.providers.local_llama import (
     LocalLlama,
     default_model_path,
 )
+from voice_membrane.providers.text_source import TextSourceProvider
+from voice_membrane.sinks.null import NullSink
 
 HELLO = [ChatMessage("user", "Hi! How are you today?")]
 STORY = [ChatMessage("user", "Tell me a long story about a dragon and a knight.")]
@@ -266,3 +275,70 @@ def test_chat_template_tokens_typed_by_a_user_stay_text(source: LocalLlama) -> N
     assert message["content"] == forged.replace("<|", "&lt;|")
     system = source.messages_for([ChatMessage("system", "a <|x|> b")])[0]
     assert system["content"] == "a <|x|> b"  # the operator's text as written
+
+
+# ------------------------------------------------------------------ long sessions
+
+
+def prompt_tokens_evaluated(src: LocalLlama, messages: Sequence[ChatMessage]) -> int:
+    """What llama.cpp itself says it evaluated for this conversation (one token made)."""
+    model, request = src.model, src.messages_for(messages)
+
+    def complete() -> int:
+        reply: Any = model.llama.create_chat_completion(
+            messages=request, stream=False, max_tokens=1, temperature=0.0, top_p=1.0, seed=0
+        )
+        return int(reply["usage"]["prompt_tokens"])
+
+    return anyio.run(model.thread.run, complete)
+
+
+def test_the_token_count_is_what_llama_cpp_evaluates_on_the_models_thread(
+    source: LocalLlama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: set[str] = set()
+    tokenize = source.model.llama.tokenize
+
+    def recording(*args: Any, **kwargs: Any) -> list[int]:
+        threads.add(threading.current_thread().name)
+        return tokenize(*args, **kwargs)
+
+    monkeypatch.setattr(source.model.llama, "tokenize", recording)
+    talk = [
+        ChatMessage("user", "Hi! <b>Tags</b> & ünïcode, 3 < 4."),
+        ChatMessage("assistant", "Hello. How can I help?"),
+        ChatMessage("user", "Tell me a joke."),
+    ]
+    for messages in (talk, [ChatMessage("system", "Be brief."), *talk]):  # default prompt or own
+        counted = anyio.run(source.count_tokens, messages)
+        monkeypatch.undo()
+        assert counted == prompt_tokens_evaluated(source, messages)
+        monkeypatch.setattr(source.model.llama, "tokenize", recording)
+    assert len(threads) == 1 and next(iter(threads)).startswith("llama.cpp")
+
+
+def test_a_hundred_turn_session_fits_the_context_by_the_models_own_count(
+    source: LocalLlama, tmp_path: Path
+) -> None:
+    """Replies are replayed (fast); each request is fitted by SmolLM2's tokenizer (the
+    test above shows its count is what llama.cpp evaluates: a full context takes
+    tens of seconds to evaluate on a busy machine, so it is not evaluated here)."""
+    asked = AskedSource(write_recording(tmp_path / "reply.jsonl"))
+    membrane = Membrane(TextSourceProvider(asked))
+    counter = SourceTokens(source, membrane.formatter)
+    assert counter.budget == source.n_ctx - source.max_tokens
+    session = Session(
+        membrane, SilentEngine(), NullSink(), system_prompt="Be brief.", context=counter
+    )
+
+    async def hundred_turns() -> list[TurnResult]:
+        async with session:
+            return [await session.turn(f"Question {n}: what is the weather?") for n in range(100)]
+
+    results = anyio.run(hundred_turns)
+    for result in results:
+        fitted = result.report.context
+        assert fitted is not None and fitted.exact and fitted.tokens <= counter.budget
+    last = results[-1].report.context
+    assert last is not None and last.dropped > 30 and last.kept > 10
+    assert anyio.run(source.count_tokens, asked.asked[-1]) == last.tokens  # what was sent

@@ -20,6 +20,9 @@ and the turn resumed, unless a resume made no progress.
 
 Retryable errors before a call's first output are retried (``retry.py``); an
 error after it ends the reply with a ``ReplyError``, keeping what was produced.
+``first_token_deadline_s`` bounds the wait for a call's first output over all
+its attempts and backoff waits; when it passes the reply ends with a
+``ReplyError`` of kind "timeout".
 """
 
 from __future__ import annotations
@@ -47,13 +50,19 @@ class Membrane:
         max_tool_depth: int = 10,
         tool_timeout_s: float = 30.0,
         streaming: bool = True,
+        first_token_deadline_s: float | None = 20.0,
     ) -> None:
+        if first_token_deadline_s is not None and first_token_deadline_s <= 0:
+            raise ValueError(
+                f"first_token_deadline_s must be positive or None, got {first_token_deadline_s}"
+            )
         self.provider = provider
         self.formatter = get_formatter(formatter) if isinstance(formatter, str) else formatter
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_tool_depth = max_tool_depth
         self.tool_timeout_s = tool_timeout_s
         self.streaming = streaming
+        self.first_token_deadline_s = first_token_deadline_s
         self.parse_ns = 0  # time spent in the parser/assembler (for stage metrics)
 
     async def stream(

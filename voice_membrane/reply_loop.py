@@ -42,6 +42,7 @@ from .providers.base import (
     clean_output,
 )
 from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
+from .retry import FirstTokenDeadline
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 if TYPE_CHECKING:
@@ -64,6 +65,10 @@ class _Round:
     error: ProviderError | None = None
     produced: bool = False
     written_back: str = ""  # prefill: a stop sequence put back after the raw text
+
+
+class _DeadlinePassed(Exception):
+    """The first-token deadline passed while a call was waiting for its first output."""
 
 
 class ReplyLoop:
@@ -163,8 +168,12 @@ class ReplyLoop:
     # ------------------------------------------------------------ one call
 
     async def _call(self, round_: _Round) -> AsyncGenerator[MembraneItem, None]:
-        """One provider call with retries; fills ``round_``, never raises ProviderError."""
+        """One provider call with retries; fills ``round_``, never raises ProviderError.
+        Until the call's first output the membrane's first-token deadline runs, over
+        every attempt and the waits between them."""
+        deadline = FirstTokenDeadline.starting(self.m.first_token_deadline_s, anyio.current_time())
         retry = 0
+        error: ProviderError | None = None
         while True:
             try:
                 async with aclosing(
@@ -172,7 +181,7 @@ class ReplyLoop:
                         self.built, self.request.config, streaming=self.m.streaming
                     )
                 ) as outputs:
-                    async for output in outputs:
+                    while (output := await self._next(outputs, round_, deadline)) is not None:
                         output = clean_output(output)  # where model text enters: no lone surrogates
                         if self.on_output is not None:
                             self.on_output(output)
@@ -184,13 +193,38 @@ class ReplyLoop:
             except LlmError as exc:  # a local source's failure: not retryable
                 name = self.m.provider.name  # named once, not in both error and message
                 error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
+            except _DeadlinePassed:
+                pass
+            now = anyio.current_time()
+            if not round_.produced and deadline.passed(now):
+                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
+                return
+            assert error is not None
             if round_.produced or not self.m.retry.should_retry(retry, error):
                 round_.error = error
                 return
             delay = self.m.retry.delay_s(retry, error)
+            if not deadline.allows_wait(delay, now):
+                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
+                return
             retry += 1
             yield Retrying(retry, delay, str(error))
             await anyio.sleep(delay)
+
+    @staticmethod
+    async def _next(
+        outputs: AsyncGenerator[ProviderOutput, None],
+        round_: _Round,
+        deadline: FirstTokenDeadline,
+    ) -> ProviderOutput | None:
+        """The call's next output, None at its end; raises ``_DeadlinePassed`` if the
+        first output has not arrived by the deadline. Only the wait is in the
+        cancel scope, never a yield to the consumer."""
+        if round_.produced or deadline.at is None:
+            return await anext(outputs, None)
+        with anyio.CancelScope(deadline=deadline.at):
+            return await anext(outputs, None)
+        raise _DeadlinePassed  # only reached when the scope's own deadline cancelled it
 
     def _take(self, output: ProviderOutput, round_: _Round) -> list[MembraneItem]:
         if isinstance(output, Usage):

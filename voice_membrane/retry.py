@@ -5,6 +5,11 @@ retryable ``ProviderError`` (429, 5xx, a dropped or refused connection) raised
 before the call produced any output is retried with exponential backoff and
 jitter, honouring the server's ``retry-after``. Once output has arrived a retry
 would repeat it, so the error ends the reply instead (``Membrane`` does that).
+
+Over all of that sits one deadline for the call's first output
+(``FirstTokenDeadline``): a server that accepts and never answers would
+otherwise keep a turn silent for every attempt's HTTP timeout and the waits
+between them.
 """
 
 from __future__ import annotations
@@ -40,3 +45,34 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_retries=0)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstTokenDeadline:
+    """The moment (on the event loop's clock) by which a call's first output must
+    have arrived, across every attempt and backoff wait; ``at=None``: no deadline."""
+
+    seconds: float | None
+    at: float | None
+
+    @classmethod
+    def starting(cls, seconds: float | None, now: float) -> FirstTokenDeadline:
+        return cls(seconds, None if seconds is None else now + seconds)
+
+    def passed(self, now: float) -> bool:
+        return self.at is not None and now >= self.at
+
+    def allows_wait(self, delay_s: float, now: float) -> bool:
+        """Whether a retry after ``delay_s`` would still start before the deadline."""
+        return self.at is None or now + delay_s < self.at
+
+    def error(self, provider: str, attempts: int, last: ProviderError | None) -> ProviderError:
+        """The error that ends the reply when the deadline passes (or would, before
+        the next attempt could start)."""
+        tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        why = f"; last error: {last}" if last is not None else ""
+        return ProviderError(
+            provider,
+            "timeout",
+            f"no output within the first-token deadline of {self.seconds:g} s ({tried}{why})",
+        )

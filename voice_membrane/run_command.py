@@ -23,6 +23,7 @@ from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
 from .redact import redact
+from .reply import Retrying
 from .surrogates import replace_surrogates
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
@@ -92,6 +93,8 @@ async def run_assistant(
         log=log,
         on_piece_start=out,
         on_turn_start=on_turn_start,
+        on_retry=lambda retrying: out(retry_line(retrying)),
+        context=parts.context,
     )
     results: list[TurnResult] = []
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
@@ -134,6 +137,12 @@ async def run_assistant(
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
+
+
+def retry_line(retrying: Retrying) -> str:
+    """A retry, said as it happens (the turn's report lists it again at the end)."""
+    attempt = retrying.attempt + 1  # the first retry is the second attempt
+    return f"retrying in {retrying.delay_s:.1f} s (attempt {attempt}): {retrying.error}\n"
 
 
 async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> TurnResult:

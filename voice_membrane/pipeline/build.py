@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
-from ..providers.registry import create_provider
+from ..providers.registry import CLOUD, create_provider
 from ..retry import RetryPolicy
 from ..sinks.base import AudioSink
 from ..sinks.registry import create_sink
@@ -15,8 +15,16 @@ from ..sinks.speaker import speaker_available
 from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
 from .config import ConfigError, PipelineConfig
+from .history import RequestCounter, counter_for
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
+# A cloud model's context is far larger; this keeps a long session's requests (each
+# carries the whole history) from growing in cost and latency without end.
+CLOUD_CONTEXT_TOKENS = 32000
+# A server that accepts and never answers must not keep a turn silent for minutes.
+# The embedded model gets no deadline by default: it is computing, not waiting, and
+# a long prompt can take SmolLM2 tens of seconds on a busy machine.
+CLOUD_FIRST_TOKEN_DEADLINE_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +36,16 @@ class Parts:
     sink: AudioSink
     notice: str | None  # something the user should be told once (a fallback taken)
     wav_path: str | None  # where the audio goes when the sink is a WAV file
+    context: RequestCounter | None = None  # keeps long sessions within the model's context
 
 
 def build_parts(config: PipelineConfig) -> Parts:
     """Create (not start) the membrane, engine and sink a pipeline names."""
     llm = config.llm
+    cloud = llm.spec.partition(":")[0] in CLOUD
+    deadline = llm.first_token_deadline_s
+    if deadline is None and cloud:
+        deadline = CLOUD_FIRST_TOKEN_DEADLINE_S
     try:
         provider, model = create_provider(
             llm.spec,
@@ -49,6 +62,7 @@ def build_parts(config: PipelineConfig) -> Parts:
             llm.formatter,
             retry=RetryPolicy(max_retries=llm.max_retries),
             streaming=llm.streaming,
+            first_token_deadline_s=deadline,
         )
         engine = create_engine(config.tts.spec)
     except ValueError as exc:
@@ -62,8 +76,20 @@ def build_parts(config: PipelineConfig) -> Parts:
     options = RequestOptions(
         assistant_participant=llm.assistant_name, human_participant=llm.user_name
     )
+    budget = llm.context_tokens
+    if budget is None and cloud:
+        budget = CLOUD_CONTEXT_TOKENS
     sink, notice, wav_path = _sink(config)
-    return Parts(membrane, model_config, options, engine, sink, notice, wav_path)
+    return Parts(
+        membrane,
+        model_config,
+        options,
+        engine,
+        sink,
+        notice,
+        wav_path,
+        counter_for(membrane, budget),
+    )
 
 
 def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:

@@ -69,6 +69,12 @@ class LlmConfig(_Section):
     max_retries: int = Field(3, ge=0, le=10)
     # Finite, at most a day: google-genai turns an infinite one into OverflowError.
     timeout_s: float = Field(60.0, gt=0, le=86400, allow_inf_nan=False)
+    # Over every attempt and backoff wait. Default: 20 s for cloud models; none for the
+    # embedded model and recordings (computing, not waiting on a server).
+    first_token_deadline_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # The most tokens a request may hold; older turns are dropped to fit. Default:
+    # the embedded model's context less max_tokens; cloud models 32000 (estimated).
+    context_tokens: int | None = Field(None, ge=64)
     assistant_name: str = Field("Assistant", min_length=1, max_length=100)
     user_name: str = Field("User", min_length=1, max_length=100)
 

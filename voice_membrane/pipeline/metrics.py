@@ -39,6 +39,26 @@ STAMPS: Final = (
 STAGES: Final = ("llm", "parse", "route", "chunk", "tts", "sink")
 
 
+@dataclass(frozen=True, slots=True)
+class ContextFit:
+    """How the turn's request was kept within the model's context (``history.py``)."""
+
+    dropped: int  # oldest turns of the conversation left out of the request, in all
+    kept: int  # earlier turns sent with it
+    tokens: int  # the request's size as counted
+    budget: int  # the most it may hold
+    exact: bool  # counted with the model's own tokenizer (else estimated)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "turns_dropped": self.dropped,
+            "turns_kept": self.kept,
+            "tokens": self.tokens,
+            "budget": self.budget,
+            "exact": self.exact,
+        }
+
+
 @dataclass(slots=True)
 class StageTimer:
     """Busy time of one stage: the time it spent working, not waiting for input."""
@@ -71,6 +91,7 @@ class TurnMetrics:
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
     stop_reason: str | None = None  # why the reply ended, as the membrane says
+    context: ContextFit | None = None  # how the request fits the context, when it is checked
     interrupted: bool = False
 
     def stamp(self, name: str, at_ns: int | None = None) -> None:
@@ -109,6 +130,7 @@ class TurnMetrics:
             retries=tuple(self.retries),
             usage=dict(self.usage),
             stop_reason=self.stop_reason,
+            context=self.context,
         )
 
 
@@ -139,6 +161,7 @@ class LatencyReport:
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
     stop_reason: str | None = None
+    context: ContextFit | None = None  # None: the request's size was not checked
 
     @property
     def first_audio_ms(self) -> float | None:
@@ -177,6 +200,7 @@ class LatencyReport:
             "retries": list(self.retries),
             "usage": dict(self.usage),
             "stop_reason": self.stop_reason,
+            "context": None if self.context is None else self.context.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -201,6 +225,14 @@ class LatencyReport:
             said = [f"stop {self.stop_reason}"] if self.stop_reason else []
             said += [f"{name.replace('_', ' ')} {n}" for name, n in self.usage.items()]
             lines.append(f"  reply: {', '.join(said)}")
+        fit = self.context
+        if fit is not None and (fit.dropped or fit.tokens > fit.budget):
+            counted = "tokens" if fit.exact else "tokens, estimated"
+            over = ", over budget" if fit.tokens > fit.budget else ""
+            lines.append(
+                f"  history: oldest {fit.dropped} turn{'s' if fit.dropped != 1 else ''} "
+                f"dropped, {fit.kept} kept ({fit.tokens} of {fit.budget} {counted}{over})"
+            )
         busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
         lines.append(f"  busy ms: {busy}")
         rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"

@@ -6,6 +6,8 @@ Each turn's request holds the system prompt, the conversation so far (user text
 and what the assistant actually said — only the heard part of an interrupted
 reply) and the new user text; the session's ``Membrane`` formats it for the
 provider and runs the tool loop when tools and ``on_tool_calls`` are given.
+A long conversation is kept within the model's context by dropping its oldest
+turns (``history.py``); the turn's report says how many.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from ..membrane import Membrane
 from ..messages import Message, ModelConfig, Request, RequestOptions, ToolDefinition
 from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
+from ..reply import Retrying
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine
+from .history import RequestCounter, counter_for, fit
 from .stages import EventLogger
 from .turn import Turn, TurnResult
 
@@ -36,7 +40,12 @@ class TurnRecord:
 
 @dataclass
 class Session:
-    """``llm`` is a ``Membrane``, or an embedded ``LlmSource`` (wrapped in one)."""
+    """``llm`` is a ``Membrane``, or an embedded ``LlmSource`` (wrapped in one).
+
+    ``context`` keeps each request within the model's context by dropping the
+    oldest turns (``history.py``); by default an embedded model that counts its
+    tokens is fitted to its context less ``max_tokens``, and other models are not
+    checked. ``on_retry`` hears of each LLM retry as it is decided."""
 
     llm: Membrane | LlmSource
     engine: TtsEngine
@@ -50,13 +59,21 @@ class Session:
     log: EventLogger = lambda record: None
     on_piece_start: Callable[[str], None] = lambda text: None
     on_turn_start: Callable[[Turn], None] = lambda turn: None
+    on_retry: Callable[[Retrying], None] = lambda retrying: None
+    context: RequestCounter | None = None
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
+    first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
 
     def __post_init__(self) -> None:
         llm = self.llm
-        self.membrane = llm if isinstance(llm, Membrane) else Membrane(TextSourceProvider(llm))
+        if isinstance(llm, Membrane):
+            self.membrane = llm
+        else:  # an embedded source computes rather than waits: no first-token deadline
+            self.membrane = Membrane(TextSourceProvider(llm), first_token_deadline_s=None)
+        if self.context is None:
+            self.context = counter_for(self.membrane, None)
 
     async def __aenter__(self) -> Session:
         async with AsyncExitStack() as stack:
@@ -79,11 +96,13 @@ class Session:
     ) -> None:
         await self._stack.aclose()
 
-    def request(self, user_text: str) -> Request:
-        """The next turn's request: the conversation so far, then ``user_text``."""
+    def request(self, user_text: str, first: int | None = None) -> Request:
+        """The next turn's request: the conversation so far from turn ``first`` (by
+        default the oldest one still kept), then ``user_text``."""
         user, assistant = self.options.human_participant, self.options.assistant_participant
         messages: list[Message] = []
-        for record in self.history:
+        start = self.first_kept if first is None else first
+        for record in self.history[start:]:
             messages.append(Message(participant=user, content=record.user_text))
             if record.result.spoken_text:
                 messages.append(Message(participant=assistant, content=record.result.spoken_text))
@@ -97,15 +116,26 @@ class Session:
         )
 
     async def turn(self, user_text: str) -> TurnResult:
+        request, context = self.request(user_text), None
+        if self.context is not None:
+            request, context = await fit(
+                self.first_kept,
+                len(self.history),
+                lambda first: self.request(user_text, first),
+                self.context,
+            )
+            self.first_kept = context.dropped
         turn = Turn(
             membrane=self.membrane,
             engine=self.engine,
             sink=self.sink,
-            request=self.request(user_text),
+            request=request,
             on_tool_calls=self.on_tool_calls,
             chunker=SpeechChunker(**self.chunker_options),
             log=self.log,
             on_piece_start=self.on_piece_start,
+            on_retry=self.on_retry,
+            context=context,
         )
         self.current = turn
         self.on_turn_start(turn)

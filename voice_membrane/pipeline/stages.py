@@ -89,7 +89,8 @@ class ReplyStage:
     """Streams the reply through a ``Membrane`` (provider call, parsing, tool loop)
     and sends its events on, each stamped with the arrival of the provider output
     that produced it. A provider error ends the reply there; what came before
-    still flows on and is spoken, and the turn reports the error."""
+    still flows on and is spoken, and the turn reports the error. ``on_retry``
+    hears of each retry when it is decided (before its wait)."""
 
     def __init__(
         self,
@@ -97,9 +98,10 @@ class ReplyStage:
         request: Request,
         m: TurnMetrics,
         on_tool_calls: OnToolCalls | None = None,
+        on_retry: Callable[[Retrying], None] = lambda retrying: None,
     ) -> None:
         self.membrane, self.request, self.m = membrane, request, m
-        self.on_tool_calls = on_tool_calls
+        self.on_tool_calls, self.on_retry = on_tool_calls, on_retry
         self.error: str | None = None
         self.result: ReplyResult | None = None
         self._last_ns = 0
@@ -142,6 +144,7 @@ class ReplyStage:
                             self.m.usage = _nonzero(item.total)
                         elif isinstance(item, Retrying):
                             self.m.retries.append(f"{item.error} (waited {item.delay_s:.2f} s)")
+                            self.on_retry(item)  # as it happens, not only in the report
                         elif isinstance(item, ReplyError):
                             self.error = item.message
                         elif isinstance(item, ReplyResult):

@@ -20,11 +20,11 @@ from ..events import Block
 from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import LlmError
-from ..reply import ReplyResult
+from ..reply import ReplyResult, Retrying
 from ..sinks.base import AudioSink, SinkError
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine, TtsError
-from .metrics import LatencyReport, TurnMetrics
+from .metrics import ContextFit, LatencyReport, TurnMetrics
 from .stages import (
     ChunkStage,
     EventLogger,
@@ -79,6 +79,8 @@ class Turn:
         on_tool_calls: OnToolCalls | None = None,
         log: EventLogger,
         on_piece_start: Callable[[str], None] = lambda text: None,
+        on_retry: Callable[[Retrying], None] = lambda retrying: None,
+        context: ContextFit | None = None,
     ) -> None:
         self.membrane, self.engine, self.sink = membrane, engine, sink
         self.request = request
@@ -87,7 +89,8 @@ class Turn:
         self.chunker = chunker
         self.log = log
         self.on_piece_start = on_piece_start
-        self.metrics = TurnMetrics()
+        self.on_retry = on_retry
+        self.metrics = TurnMetrics(context=context)
         self._scope: anyio.CancelScope | None = None
         self._interrupted = False
         self._interrupt_seen: anyio.Event | None = None  # created by run, in its event loop
@@ -167,7 +170,9 @@ class Turn:
         visible_in, visible_out = anyio.create_memory_object_stream[Visible](EVENT_BUFFER)
         pieces_in, pieces_out = anyio.create_memory_object_stream[Piece](PIECE_BUFFER)
         audio_in, audio_out = anyio.create_memory_object_stream[PieceAudio](AUDIO_BUFFER)
-        reply = self._reply = ReplyStage(self.membrane, self.request, m, self.on_tool_calls)
+        reply = self._reply = ReplyStage(
+            self.membrane, self.request, m, self.on_tool_calls, self.on_retry
+        )
         async with anyio.create_task_group() as tg:
             tg.start_soon(reply.run, events_in)
             tg.start_soon(route.run, events_out, visible_in)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..redact import redact
 from ..surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
@@ -142,6 +142,19 @@ class LlmSource(Protocol):
     def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TokenCountingSource(LlmSource, Protocol):
+    """An ``LlmSource`` that counts a conversation's prompt tokens with the model's
+    own tokenizer (the embedded model): long sessions are trimmed to fit exactly."""
+
+    @property
+    def context_tokens(self) -> int:
+        """The most tokens a prompt may hold (the context less room for the reply)."""
+        ...
+
+    async def count_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
 
 
 # --------------------------------------------------------------------------- provider output

@@ -116,6 +116,25 @@ class _Llama(Protocol):
 
     def close(self) -> None: ...
 
+    # For counting a prompt's tokens the way ``create_chat_completion`` builds it.
+    metadata: dict[str, str]
+    chat_format: str | None
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]: ...
+
+    def detokenize(
+        self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False
+    ) -> bytes: ...
+
+    def token_bos(self) -> int: ...
+
+    def token_eos(self) -> int: ...
+
+
+# Per message of a model without a chat template (llama.cpp then falls back to a
+# generic format): role markers and separators, counted generously.
+FALLBACK_MESSAGE_TOKENS = 8
+
 
 class LoadedModel:
     """A llama.cpp model loaded once per process, and the lock that serialises its use."""
@@ -129,6 +148,52 @@ class LoadedModel:
         self.n_threads = n_threads
         self.lock = threading.Lock()
         self.thread = thread
+        self._formatter: Callable[..., Any] | None = None
+        self._formatter_made = False
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """How many tokens llama.cpp evaluates for this conversation: the model's own
+        chat template rendered and tokenized as ``create_chat_completion`` does it.
+        Blocking: run it on the model's thread."""
+        formatter = self._chat_formatter()
+        if formatter is None:  # no template in the file: estimated, generously
+            return 1 + sum(
+                len(self.llama.tokenize(m["content"].encode(), add_bos=False))
+                + FALLBACK_MESSAGE_TOKENS
+                for m in messages
+            )
+        result = formatter(messages=messages)
+        prompt = result.prompt.encode("utf-8")
+        return len(self.llama.tokenize(prompt, add_bos=not result.added_special, special=True))
+
+    def _chat_formatter(self) -> Callable[..., Any] | None:
+        """The Jinja chat formatter llama.cpp built from the GGUF's template (it keeps
+        only a completion handler made from it, so an equal one is made here, once).
+        When llama.cpp recognised the template as a named format (chatml, …) that
+        format is the same template."""
+        if self._formatter_made:
+            return self._formatter
+        self._formatter_made = True
+        chat_format = self.llama.chat_format or ""
+        key = "tokenizer.chat_template"
+        if chat_format.startswith("chat_template.") and chat_format != "chat_template.default":
+            key = f"tokenizer.{chat_format}"
+        template = self.llama.metadata.get(key)
+        if not template:
+            return None
+        chat_format_module = importlib.import_module("llama_cpp.llama_chat_format")
+
+        def text(token: int) -> str:
+            if token == -1:
+                return ""
+            return self.llama.detokenize([token], special=True).decode("utf-8", "replace")
+
+        self._formatter = chat_format_module.Jinja2ChatFormatter(
+            template=template,
+            eos_token=text(self.llama.token_eos()),
+            bos_token=text(self.llama.token_bos()),
+        )
+        return self._formatter
 
     def deltas(
         self,
@@ -266,6 +331,21 @@ class LocalLlama:
         stem = Path(model_path).stem if model_path else Path(MODEL_FILE).stem
         self.name = f"local:{stem}"
         self._model: LoadedModel | None = None
+
+    @property
+    def context_tokens(self) -> int:
+        """The most tokens a prompt may hold: the context less room for the reply
+        (at least half the context: llama.cpp shortens a reply that would not fit)."""
+        return max(self.n_ctx - self.max_tokens, self.n_ctx // 2)
+
+    async def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """The prompt tokens llama.cpp will evaluate for ``messages`` (system prompt
+        default included), counted on the model's thread with its own tokenizer."""
+        if self._model is None:
+            await self.start()
+        model = self.model
+        request = self.messages_for(messages)
+        return await model.thread.run(lambda: model.prompt_tokens(request))
 
     @property
     def model(self) -> LoadedModel:

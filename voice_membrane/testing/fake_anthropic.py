@@ -110,6 +110,8 @@ class FakeAnthropic(FakeServer):
         reply = self.next_reply()
         if reply is None:
             return self.no_reply_left()
+        if reply.fault is not None and reply.fault.kind == "hang":
+            return await self.hang(request)
         refused = scripted_http_error(reply, headers, self._error)
         if refused is not None:
             return refused

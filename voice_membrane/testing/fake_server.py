@@ -60,6 +60,7 @@ class FakeServer:
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self.cancelled_streams = 0  # streams the client closed before their end
+        self.abandoned_requests = 0  # ``hang`` requests the client gave up on
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -83,6 +84,7 @@ class FakeServer:
             self._replies.clear()
             self.requests.clear()
             self.cancelled_streams = 0
+            self.abandoned_requests = 0
         self.reset_ids()
 
     def reset_ids(self) -> None:
@@ -115,6 +117,14 @@ class FakeServer:
                 )
             )
         return body
+
+    async def hang(self, request: Request) -> Response:
+        """Answer nothing until the client gives up and disconnects (``hang`` fault)."""
+        while not await request.is_disconnected():
+            await anyio.sleep(0.02)
+        with self._lock:
+            self.abandoned_requests += 1
+        return Response(status_code=504)  # goes nowhere: the client has gone
 
     @staticmethod
     def no_reply_left() -> JSONResponse:

@@ -18,7 +18,8 @@ Prefill mode is a script of one text block holding the raw XML the model
 writes. Faults: ``http_error`` (a status before any stream), ``error_event``
 (the vendor's in-stream error after ``after_deltas`` content deltas),
 ``malformed`` (a line that is not valid SSE JSON), ``drop`` (the connection
-closes mid-stream). ``raw`` events go out as they are, in the vendor's own
+closes mid-stream), ``hang`` (the request is accepted and never answered, until
+the client gives up). ``raw`` events go out as they are, in the vendor's own
 format, after a number of content deltas: what a script cannot say (an event
 type the reader does not know, a field of the wrong JSON type) for testing a
 reader's robustness through the real SDK.
@@ -32,7 +33,7 @@ from typing import Any, Literal
 
 BlockKind = Literal["text", "thinking", "redacted_thinking", "tool_use"]
 ScriptStop = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
-FaultKind = Literal["http_error", "error_event", "malformed", "drop"]
+FaultKind = Literal["http_error", "error_event", "malformed", "drop", "hang"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,11 @@ class ScriptedReply:
         return cls(
             fault=Fault("http_error", status=status, retry_after=retry_after, message=message)
         )
+
+    @classmethod
+    def hang(cls) -> ScriptedReply:
+        """Accept the request and never answer it (no status, no headers)."""
+        return cls(fault=Fault("hang"))
 
     @property
     def final_stop(self) -> ScriptStop:
