@@ -272,7 +272,7 @@ def test_chat_template_tokens_typed_by_a_user_stay_text(source: LocalLlama) -> N
     (message,) = source.messages_for([ChatMessage("user", forged)])[1:]
     tokens = llama.tokenize(message["content"].encode(), add_bos=False, special=True)
     assert im_end[0] not in tokens
-    assert message["content"] == forged.replace("<|", "&lt;|")
+    assert message["content"] == forged.replace("<|", "\u2039|").replace("|>", "|\u203a")
     system = source.messages_for([ChatMessage("system", "a <|x|> b")])[0]
     assert system["content"] == "a <|x|> b"  # the operator's text as written
 

@@ -30,27 +30,40 @@ def escape(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-# The "<" of anything that reads as a membrane tag (or the tool list's
-# <functions>/<function>), opener or closer, namespaced or not, complete or not.
+# Anything that reads as a membrane tag (or the tool list's <functions>/<function>),
+# opener or closer, namespaced or not, any case, up to its ">" if it has one.
 _TAG_TEXT: Final = re.compile(
-    r"<(?=/?(?:antml:)?(?:" + "|".join(TAG_ATTRIBUTE) + r"|functions?)(?![a-z_]))",
+    r"<(/?(?:antml:)?(?:" + "|".join(TAG_ATTRIBUTE) + r"|functions?)(?![a-z_])[^<>]{0,256})(>?)",
     re.IGNORECASE,
 )
-_ENTITY_OF: Final = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+# Brackets that read as brackets but open no tag. Entities (&lt;) would do for the
+# parser, but a model that quotes the user copies them, and a voice then reads
+# "&lt;" out as "and L T"; "‹thinking›" is spoken as "thinking".
+INERT_OPEN, INERT_CLOSE = "\u2039", "\u203a"  # ‹ ›
+_WORD_JOINER: Final = "\u2060"  # invisible: splits a token with no bracket in it
+
+
+def inert_token(token: str) -> str:
+    """``token`` (``<|im_end|>``) spelled so that it no longer is that token."""
+    if "<" in token or ">" in token:
+        return token.replace("<", INERT_OPEN).replace(">", INERT_CLOSE)
+    return token[0] + _WORD_JOINER + token[1:]
 
 
 def neutralise(text: str, tokens: Sequence[str] = ()) -> str:
-    """Non-assistant text with its tag text made inert: the ``<`` of every membrane
-    tag becomes ``&lt;`` (``&lt;thinking>`` still reads as the tag's name), and
-    the first character of each of the format's own ``tokens`` (``<|im_end|>``)
-    becomes its entity. Nothing a user writes can then open a block, forge a
-    tool call or close a turn; the rest of the text is left exactly as written."""
+    """Non-assistant text with its tag text made inert: every membrane tag's
+    brackets become ``‹ ›`` (``<thinking>`` → ``‹thinking›``, still read as the
+    tag's name, never parsed as one), and so do the format's own ``tokens``
+    (``<|im_end|>`` → ``‹|im_end|›``). Nothing a user writes can then open a
+    block, forge a tool call or end a turn; the rest of the text (``a < b``,
+    ``<b>``, ``&``) is left exactly as written."""
     if "<" in text:
-        text = _TAG_TEXT.sub("&lt;", text)
+        text = _TAG_TEXT.sub(
+            lambda m: INERT_OPEN + m.group(1) + (INERT_CLOSE if m.group(2) else ""), text
+        )
     for token in tokens:
         if token and token in text:
-            first = _ENTITY_OF.get(token[0], f"&#{ord(token[0])};")
-            text = text.replace(token, first + token[1:])
+            text = text.replace(token, inert_token(token))
     return text
 
 

@@ -12,7 +12,8 @@ Dropping changes the start of the conversation, and with it every token after
 the system prompt: llama.cpp reuses its cache only for the prefix a prompt shares
 with the last one, so the whole prompt is evaluated again (8.6 s for 1,837
 SmolLM2 tokens on two quiet cores, about three times that on busy ones, against
-well under a second for a turn appended to a cached prefix; cloud prompt caches are prefix caches too).
+well under a second for a turn appended to a cached prefix; cloud prompt caches
+are prefix caches too).
 So a request over budget drops enough turns to fit ``TRIM_TO`` of the budget,
 and the turns after it grow again on an unchanged prefix until the next trim,
 instead of shifting the whole prompt by one turn on every turn.

@@ -283,11 +283,13 @@ async def _acquire(lock: threading.Lock) -> None:
         await anyio.sleep(_LOCK_POLL_S)
 
 
-_CONTROL_TOKEN = re.compile(r"<(?=\|[^|<>\s]{1,40}\|>)")
+_CONTROL_TOKEN = re.compile(r"<(\|[^|<>\s]{1,40}\|)>")
 
 
 def _inert(text: str) -> str:
-    return _CONTROL_TOKEN.sub("&lt;", text) if "<|" in text else text
+    """Chat-template tokens written with ``‹ ›``, as the prefill formats write
+    theirs (``formats._xml.inert_token``): read as the same words, not the token."""
+    return _CONTROL_TOKEN.sub("\u2039\\1\u203a", text) if "<|" in text else text
 
 
 class LocalLlama:
@@ -369,7 +371,7 @@ class LocalLlama:
 
         llama.cpp reads the chat template's text with special tokens enabled, so
         ``<|im_end|>`` typed by a user would end the turn for real: in user and
-        assistant text the ``<`` of every ``<|…|>`` is written ``&lt;``."""
+        assistant text every ``<|…|>`` is written ``‹|…|›``."""
         out = [
             {"role": m.role, "content": m.content if m.role == "system" else _inert(m.content)}
             for m in messages
