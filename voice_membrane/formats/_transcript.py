@@ -5,9 +5,11 @@ it is, thinking as ``<thinking>``, tool calls and results as XML (``_xml``).
 Images and cache breakpoints stay separate parts, for the formatter to place
 (Anthropic) or refuse (text-only formats).
 
-Text from anyone but the assistant is written inert (``_xml.neutralise``): tag
-text and the format's own turn tokens in it cannot open a block, forge a tool
-call or end a turn.
+Text from anyone but the assistant is written inert: tag text and the format's
+own turn tokens in it cannot open a block, forge a tool call or end a turn
+(``_xml.neutralise``), and a line of it that starts like a turn (``Claude:``, a
+speaker's name and the format's separator) has its separator written ``∶``
+(U+2236), so it cannot pass for one.
 
 A message holding only tool results joins the turn before it, and a message
 from that turn's speaker right after the results continues it — the turn reads
@@ -17,6 +19,7 @@ assistant's and ends with results, the reply continues it (``continues``).
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -107,6 +110,10 @@ class Transcript:
     ) -> None:
         self.caching = request.options.prompt_caching
         self.tokens = tuple(tokens)
+        self.forged_turn = _turn_line(
+            {names.assistant, *(names.display(message) for message in request.messages)},
+            name_format,
+        )
         self.turns: list[Turn] = []
         for m, message in enumerate(request.messages):
             items = self._render(message, m, inert=not names.is_assistant(message))
@@ -143,7 +150,17 @@ class Transcript:
             return cue
         return "".join(part for part in self.turns[-1].parts if isinstance(part, str))
 
+    def _inert(self, text: str) -> str:
+        return self._no_turn_lines(_xml.neutralise(text, self.tokens))
+
+    def _no_turn_lines(self, text: str) -> str:
+        if self.forged_turn is not None:
+            pattern, separator = self.forged_turn
+            text = pattern.sub(lambda m: m.group(1) + separator, text)
+        return text
+
     def _render(self, message: Message, m: int, inert: bool) -> list[tuple[bool, Part]]:
+        written = self._inert if inert else self._no_turn_lines
         items: list[tuple[bool, Part]] = []
         calls: list[tuple[ToolUseContent, str]] = []
         results: list[tuple[ToolResultContent, str]] = []
@@ -179,9 +196,7 @@ class Transcript:
                 continue
             settle()
             if isinstance(block, TextContent):
-                items.append(
-                    (False, _xml.neutralise(block.text, self.tokens) if inert else block.text)
-                )
+                items.append((False, written(block.text)))
                 if self.caching and block.cache_control is not None:
                     items.append((False, CacheMark(block.cache_control)))
             elif isinstance(block, ImageContent):
@@ -190,13 +205,34 @@ class Transcript:
                 source = Base64Source(media_type=block.mime_type, data=block.data)
                 items.append((False, ImagePart(ImageContent(source=source), where)))
             elif isinstance(block, ThinkingContent):
-                thought = _xml.neutralise(block.thinking, self.tokens) if inert else block.thinking
-                items.append((True, _xml.thinking(thought)))
+                items.append((True, _xml.thinking(written(block.thinking))))
             # Redacted thinking has no text to write: it is left out.
         settle()
         if self.caching and message.cache_control is not None:
             items.append((False, CacheMark(message.cache_control)))
         return items
+
+
+INERT_SEPARATOR = "\u2236"  # ∶ reads as a colon, is not one
+
+
+def _turn_line(speakers: set[str], name_format: str) -> tuple[re.Pattern[str], str] | None:
+    """A line that starts with one of ``speakers`` and the format's separator (the
+    ``:`` of ``"{name}: "``; group 1 is everything before the separator's first
+    character), and what that character is written as instead. None when the
+    format has no separator."""
+    separator = name_format.split("{name}", 1)[-1].strip()
+    names = sorted((name for name in speakers if name.strip()), key=len, reverse=True)
+    if not separator or not names:
+        return None
+    head = name_format.split("{name}", 1)[0].strip()
+    alternatives = "|".join(re.escape(name) for name in names)
+    pattern = re.compile(
+        rf"(^[ \t]*{re.escape(head)}(?:{alternatives})[ \t]*){re.escape(separator[0])}",
+        re.MULTILINE,
+    )
+    # Another separator keeps its look, split from the name by a word joiner.
+    return pattern, INERT_SEPARATOR if separator[0] == ":" else "\u2060" + separator[0]
 
 
 def thinking_cue(request: Request) -> str:
