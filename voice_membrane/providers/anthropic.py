@@ -22,6 +22,7 @@ from ..redact import remember
 from .anthropic_read import StreamReader, message_outputs
 from .anthropic_request import request_params
 from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .credentials import unusable_key
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
@@ -62,6 +63,9 @@ class AnthropicProvider:
         """The SDK client, made on first use so a missing key is reported by
         ``stream`` as a ``ProviderError`` rather than at construction."""
         if self._client is None:
+            problem = unusable_key("anthropic", self.api_key)
+            if problem:
+                raise ProviderError(self.name, "auth", problem)
             try:
                 self._client = anthropic.AsyncAnthropic(
                     api_key=self.api_key,

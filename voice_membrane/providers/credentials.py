@@ -91,13 +91,31 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
-def _check_key(key: str, where: str, name: str) -> None:
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent in an HTTP header (said without showing it), or None."""
     if key != key.strip():
-        raise ValueError(
-            f"{where}: the key in {name} starts or ends with a space or line break "
-            "(\\r, \\n): remove it"
-        )
+        return "starts or ends with a space or line break (\\r, \\n): remove it"
     if not key.isascii():
-        raise ValueError(f"{where}: the key in {name} contains a non-ASCII character")
+        return "contains a non-ASCII character"
     if not key.isprintable():
-        raise ValueError(f"{where}: the key in {name} contains a control character")
+        return "contains a control character"
+    return None
+
+
+def unusable_key(kind: str, key: str | None) -> str | None:
+    """For an adapter used directly (not from a pipeline file): why the key it will
+    send — ``key``, else its SDK's variables — cannot be sent, or None. The HTTP
+    client would otherwise fail with a raw encoding error, or retry a request
+    that can never be sent."""
+    keys = [key] if key else [os.environ[n] for n in KEY_VARS[kind] if os.environ.get(n)]
+    for candidate in keys:
+        problem = key_problem(candidate)
+        if problem:
+            return f"the API key {problem}"
+    return None
+
+
+def _check_key(key: str, where: str, name: str) -> None:
+    problem = key_problem(key)
+    if problem:
+        raise ValueError(f"{where}: the key in {name} {problem}")

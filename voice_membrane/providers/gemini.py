@@ -48,6 +48,7 @@ from google.genai import errors, types
 
 from ..redact import remember
 from .base import ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .credentials import unusable_key
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import client_stops, request_config, request_contents
 
@@ -103,6 +104,9 @@ class GeminiProvider:
                 retry_options=types.HttpRetryOptions(attempts=1),
                 async_client_args={"event_hooks": {"response": [_keep_response]}},
             )
+            problem = unusable_key(NAME, self.api_key)
+            if problem:
+                raise ProviderError(NAME, "auth", problem)
             try:
                 self._client = genai.Client(api_key=self.api_key, http_options=options)
             except ValueError as exc:

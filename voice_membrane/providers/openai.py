@@ -21,6 +21,7 @@ import openai
 
 from ..redact import remember
 from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .credentials import unusable_key
 from .openai_read import ChatReader, TextReader
 from .openai_request import chat_request, completion_request, token_field
 
@@ -71,6 +72,9 @@ class OpenAIProvider:
             key = self._api_key or os.environ.get(KEY_ENV)
             if not key:
                 raise ProviderError(NAME, "auth", f"no API key: pass api_key or set {KEY_ENV}")
+            problem = unusable_key(NAME, key)
+            if problem:
+                raise ProviderError(NAME, "auth", problem)
             try:
                 self._client = openai.AsyncOpenAI(
                     api_key=key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
