@@ -32,7 +32,7 @@ from voice_membrane.providers.base import Provider
 from voice_membrane.providers.gemini import GeminiProvider
 from voice_membrane.providers.openai import OpenAIProvider
 from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult
-from voice_membrane.retry import RetryPolicy
+from voice_membrane.retry import NO_RETRY
 
 SPOKEN = st.text(alphabet="ab \n\ud83d", max_size=6)  # text-block text
 HIDDEN = st.text(alphabet="ABCQ \ud83d", max_size=6)  # everything else
@@ -42,7 +42,6 @@ ANY_JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(HIDDEN, inner, max_size=2),
     max_leaves=4,
 )
-NO_RETRY = RetryPolicy(max_retries=0)
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -29,7 +29,7 @@ from voice_membrane.providers.openai import OpenAIProvider
 from voice_membrane.providers.replay import load_recording
 from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult
 from voice_membrane.reply_loop import conversation, runnable_calls
-from voice_membrane.retry import RetryPolicy
+from voice_membrane.retry import NO_RETRY
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.fake_openai import FakeOpenAI
@@ -38,7 +38,8 @@ from voice_membrane.tools import tool_handler
 from voice_membrane.tts.espeak import EspeakEngine, _text_lines
 
 pytestmark = pytest.mark.anyio
-NO_RETRY = RetryPolicy(max_retries=0)
+WEATHER = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
+WEATHER_TOOLS = [ToolDefinition(name="get_weather", input_schema={"type": "object"})]
 
 
 def make_request(model: str, tools: list[ToolDefinition] | None = None) -> Request:
@@ -228,15 +229,13 @@ async def test_tool_calls_with_no_id_or_no_name_do_not_crash_the_loop(
         raw=(*tool_use_events("", "get_weather", 9), *tool_use_events("toolu_9", "", 9)),
     )
     second = ScriptedReply.of("Sunny.")
-    handler = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
-    tools = [ToolDefinition(name="get_weather", input_schema={"type": "object"})]
     with FakeAnthropic(first, second) as fake:
         provider = AnthropicProvider(api_key="k", base_url=fake.base_url)
         with caplog.at_level(logging.WARNING):
             items = await collect(
                 Membrane(provider, "native", retry=NO_RETRY),
-                make_request("c", tools),
-                on_tool_calls=handler,
+                make_request("c", WEATHER_TOOLS),
+                on_tool_calls=WEATHER,
             )
         await provider.aclose()
         sent = fake.requests[1].body
@@ -279,7 +278,7 @@ async def test_a_nameless_xml_invoke_is_not_run() -> None:
         items = await collect(
             Membrane(provider, "anthropic-xml", retry=NO_RETRY),
             make_request("c"),
-            on_tool_calls=handler,
+            on_tool_calls=WEATHER,
         )
         await provider.aclose()
     assert ran == [] and result_of(items).error is None and visible(items) == "Ok."
@@ -361,13 +360,12 @@ async def test_stray_text_in_prefill_mode_does_not_turn_xml_calls_into_native_on
             ),
         ),
     )
-    handler = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
     with FakeAnthropic(first, ScriptedReply.of("Sunny.")) as fake:
         provider = AnthropicProvider(api_key="k", base_url=fake.base_url)
         items = await collect(
             Membrane(provider, "anthropic-xml", retry=NO_RETRY),
             make_request("c"),
-            on_tool_calls=handler,
+            on_tool_calls=WEATHER,
         )
         await provider.aclose()
         resumed = fake.requests[1].body["messages"][-1]
@@ -381,14 +379,12 @@ async def test_unsigned_reasoning_before_a_tool_call_does_not_stop_the_tool_loop
     first = ScriptedReply.of(
         thinking("Need the weather."), tool_use("get_weather", {"city": "Paris"}, id="c1")
     )
-    handler = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})
-    tools = [ToolDefinition(name="get_weather", input_schema={"type": "object"})]
     with FakeOpenAI(first, ScriptedReply.of("Sunny.")) as fake:
         provider = OpenAIProvider(api_key="k", base_url=fake.base_url)
         items = await collect(
             Membrane(provider, "native", retry=NO_RETRY),
-            make_request("g", tools),
-            on_tool_calls=handler,
+            make_request("g", WEATHER_TOOLS),
+            on_tool_calls=WEATHER,
         )
         await provider.aclose()
         sent = fake.requests[1].body

@@ -27,7 +27,7 @@ class RequestError(ValueError):
 
 # Every character str.splitlines() breaks on: a name holding one could forge a
 # "Name:" line in a transcript.
-_LINE_BREAK: Final = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+LINE_BREAK: Final = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 class _Model(BaseModel):
@@ -222,7 +222,7 @@ def validate_request(request: Request) -> None:
         ),
     ]
     for where, name in named:
-        if _LINE_BREAK.search(name):
+        if LINE_BREAK.search(name):
             raise RequestError(f"{where}: {quote(name)} contains a line break; a name is one line")
     if options.human_participant == options.assistant_participant:
         raise RequestError(

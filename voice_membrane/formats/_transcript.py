@@ -41,7 +41,7 @@ from ..messages import (
 )
 from . import _xml
 from .base import ProviderMessage
-from .participants import NAME_FORMAT, ParticipantNames, results_only
+from .participants import NAME_FORMAT, ParticipantNames, name_separator, results_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +221,7 @@ def _turn_line(speakers: set[str], name_format: str) -> tuple[re.Pattern[str], s
     ``:`` of ``"{name}: "``; group 1 is everything before the separator's first
     character), and what that character is written as instead. None when the
     format has no separator."""
-    separator = name_format.split("{name}", 1)[-1].strip()
+    separator = name_separator(name_format)
     names = sorted((name for name in speakers if name.strip()), key=len, reverse=True)
     if not separator or not names:
         return None
@@ -232,7 +232,7 @@ def _turn_line(speakers: set[str], name_format: str) -> tuple[re.Pattern[str], s
         re.MULTILINE,
     )
     # Another separator keeps its look, split from the name by a word joiner.
-    return pattern, INERT_SEPARATOR if separator[0] == ":" else "\u2060" + separator[0]
+    return pattern, INERT_SEPARATOR if separator[0] == ":" else _xml.WORD_JOINER + separator[0]
 
 
 def thinking_cue(request: Request) -> str:

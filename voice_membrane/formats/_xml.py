@@ -40,14 +40,14 @@ _TAG_TEXT: Final = re.compile(
 # parser, but a model that quotes the user copies them, and a voice then reads
 # "&lt;" out as "and L T"; "‹thinking›" is spoken as "thinking".
 INERT_OPEN, INERT_CLOSE = "\u2039", "\u203a"  # ‹ ›
-_WORD_JOINER: Final = "\u2060"  # invisible: splits a token with no bracket in it
+WORD_JOINER: Final = "\u2060"  # invisible: splits a token with no bracket in it
 
 
 def inert_token(token: str) -> str:
     """``token`` (``<|im_end|>``) spelled so that it no longer is that token."""
     if "<" in token or ">" in token:
         return token.replace("<", INERT_OPEN).replace(">", INERT_CLOSE)
-    return token[0] + _WORD_JOINER + token[1:]
+    return token[0] + WORD_JOINER + token[1:]
 
 
 def neutralise(text: str, tokens: Sequence[str] = ()) -> str:

@@ -106,6 +106,11 @@ class ParticipantNames:
         return names
 
 
+def name_separator(name_format: str) -> str:
+    """What ends a name in ``name_format`` (``":"`` for ``"{name}: "``), "" if nothing."""
+    return name_format.split("{name}", 1)[-1].strip()
+
+
 def check_written_names(
     request: Request,
     names: ParticipantNames,
@@ -119,7 +124,7 @@ def check_written_names(
     and, when the format writes it (``assistant``), the assistant's. (Line
     breaks and a user named like the assistant are refused for every format by
     ``validate_request``.)"""
-    separator = name_format.split("{name}", 1)[-1].strip()
+    separator = name_separator(name_format)
     if not separator:
         return
 

@@ -19,7 +19,6 @@ Example (``pipelines/local.toml``)::
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -35,15 +34,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..messages import LINE_BREAK
 from ..providers.credentials import base_url_problem
 from ..redact import quote
 
 
 class ConfigError(ValueError):
     """A pipeline file or option that cannot be used; the message is one line."""
-
-
-_NOT_IN_NAME = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029:]")
 
 
 class _Section(BaseModel):
@@ -83,7 +80,7 @@ class LlmConfig(_Section):
     def _one_line(cls, value: str) -> str:
         # Prefill formats write names as "Name:" lines: a name with a line break
         # or a ":" could forge a turn.
-        if _NOT_IN_NAME.search(value):
+        if ":" in value or LINE_BREAK.search(value):
             raise ValueError("a name is one line without ':'")
         return value
 
