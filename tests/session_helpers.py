@@ -13,6 +13,7 @@ import numpy as np
 from voice_membrane.audio import AudioChunk
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource
+from voice_membrane.tts.piece_stream import PieceEngine
 
 REPLY = (
     "The weather stays mild and dry today, with a light breeze in the afternoon "
@@ -47,7 +48,7 @@ class AskedSource:
         await self.replay.aclose()
 
 
-class SilentEngine:
+class SilentEngine(PieceEngine):
     """A TTS engine whose every piece is 10 ms of silence."""
 
     name = "silent"
@@ -56,7 +57,9 @@ class SilentEngine:
     async def start(self) -> None:
         return None
 
-    async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
+    async def synthesize(
+        self, text: str, previous_text: str = ""
+    ) -> AsyncGenerator[AudioChunk, None]:
         yield AudioChunk(np.zeros(self.sample_rate // 100, dtype=np.int16), self.sample_rate)
 
     async def aclose(self) -> None:

@@ -34,6 +34,7 @@ from voice_membrane.sinks.speaker import SpeakerSink
 from voice_membrane.sinks.wav import WavSink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 from voice_membrane.tts.espeak import EspeakEngine
+from voice_membrane.tts.piece_stream import PieceEngine
 
 FIXTURES = Path(__file__).resolve().parent.parent / "audio_fixtures" / "streams"
 RECORDING = FIXTURES / "weather_tool_turn.jsonl"
@@ -217,7 +218,7 @@ def test_audio_chunk_seconds() -> None:
 # --- first audio: when playback takes the first sample ------------------------------
 
 
-class WholePieces:
+class WholePieces(PieceEngine):
     """espeak-ng, yielding each piece's audio as one chunk, as Piper yields a sentence.
 
     Every sample is made odd, so never 0: a block the device takes is then told
@@ -234,7 +235,9 @@ class WholePieces:
         await self.inner.start()
         self.sample_rate = self.inner.sample_rate
 
-    async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
+    async def synthesize(
+        self, text: str, previous_text: str = ""
+    ) -> AsyncGenerator[AudioChunk, None]:
         async with aclosing(self.inner.synthesize(text)) as chunks:
             parts = [chunk.samples async for chunk in chunks]
         yield AudioChunk(np.concatenate(parts) | 1, self.sample_rate)

@@ -43,7 +43,7 @@ def test_defaults_and_overrides() -> None:
     ("text", "message"),
     [
         ("[llm]\nmax_token = 3\n", "unknown key 'llm.max_token' (allowed here: spec"),
-        ("[tts]\nengine = 'x'\n", "unknown key 'tts.engine' (allowed here: spec)"),
+        ("[tts]\nengine = 'x'\n", "unknown key 'tts.engine' (allowed here: spec, model"),
         ("colour = 'red'\n", "unknown key 'colour' (allowed here: description, llm"),
         ("[llm]\nmax_tokens = 0\n", "llm.max_tokens: Input should be greater than 0, got 0"),
         ("[sink]\nkind = 'radio'\n", "sink.kind: Input should be 'auto', 'speaker', 'wav' or"),
@@ -67,7 +67,7 @@ def test_defaults_and_overrides() -> None:
         ("description = " + "[" * 100_000 + "]" * 100_000 + "\n", "invalid TOML: nested too"),
         ("[llm]\nmax_tokens = " + "7" * 5000 + "\n", "invalid TOML: Exceeds the limit"),
         ("[llm]\nsystem_prompt = " + "1" * 4000 + "\n", "got 1111111111"),
-        ("[tts]\n" + "k" * 1_000_000 + " = 1\n", "unknown key 'tts.kkkkk"),
+        ("[sink]\n" + "k" * 1_000_000 + " = 1\n", "unknown key 'sink.kkkkk"),
     ],
 )
 def test_bad_pipeline_files_are_one_clear_line(tmp_path: Path, text: str, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The one retry policy for provider calls.
+"""The one retry policy for provider calls (LLM and TTS services).
 
 The SDKs' own retries are turned off so that exactly one policy decides: a
 retryable ``ProviderError`` (429, 5xx, a dropped or refused connection) raised
@@ -16,8 +16,19 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from .providers.base import ProviderError
+
+
+class Retryable(Protocol):
+    """An error the policy can judge: a provider's (LLM) or a TTS service's."""
+
+    @property
+    def retryable(self) -> bool: ...
+
+    @property
+    def retry_after_s(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +42,7 @@ class RetryPolicy:
     max_delay_s: float = 20.0
     jitter: float = 0.25
 
-    def delay_s(self, retry: int, error: ProviderError, rng: random.Random | None = None) -> float:
+    def delay_s(self, retry: int, error: Retryable, rng: random.Random | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (0-based)."""
         if error.retry_after_s is not None:
             return min(error.retry_after_s, self.max_delay_s)
@@ -40,7 +51,7 @@ class RetryPolicy:
         spread = 1 + self.jitter * (2 * draw - 1)
         return min(backoff * spread, self.max_delay_s)
 
-    def should_retry(self, retry: int, error: ProviderError) -> bool:
+    def should_retry(self, retry: int, error: Retryable) -> bool:
         return error.retryable and retry < self.max_retries
 
 

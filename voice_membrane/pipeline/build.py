@@ -64,7 +64,7 @@ def build_parts(config: PipelineConfig) -> Parts:
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
         )
-        engine = create_engine(config.tts.spec)
+        engine = create_engine(config.tts, SPEAKER_RATE)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     model_config = ModelConfig(

@@ -37,6 +37,7 @@ from pydantic_core import PydanticCustomError
 from ..messages import LINE_BREAK
 from ..providers.credentials import base_url_problem
 from ..redact import quote
+from ..tts.options import TtsOptions
 
 
 class ConfigError(ValueError):
@@ -102,10 +103,6 @@ class LlmConfig(_Section):
         return url
 
 
-class TtsConfig(_Section):
-    spec: str = Field("piper", description="piper | piper:MODEL.onnx | espeak | espeak:VOICE")
-
-
 class SinkConfig(_Section):
     kind: Literal["auto", "speaker", "wav", "null"] = "auto"
     path: str = "voice-membrane-reply.wav"
@@ -140,7 +137,7 @@ class ChunkerConfig(_Section):
 class PipelineConfig(_Section):
     description: str = ""
     llm: LlmConfig = LlmConfig()
-    tts: TtsConfig = TtsConfig()
+    tts: TtsOptions = TtsOptions()
     sink: SinkConfig = SinkConfig()
     chunker: ChunkerConfig = ChunkerConfig()
 

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..tts.base import StreamStats
+
 STAMPS: Final = (
     "request_sent",
     "first_token",
@@ -72,6 +74,31 @@ class StageTimer:
 
 
 @dataclass(slots=True)
+class PieceMetrics:
+    """One piece's way through the TTS engine."""
+
+    chars: int  # of the text sent
+    sent_ns: int | None = None  # when its text was handed to the engine
+    first_audio_ns: int | None = None  # when the engine returned its first audio
+    audio_seconds: float = 0.0
+
+    @property
+    def first_byte_ms(self) -> float | None:
+        """TTS time to first byte of this piece, from when its text was sent."""
+        if self.sent_ns is None or self.first_audio_ns is None:
+            return None
+        return max(0.0, (self.first_audio_ns - self.sent_ns) / 1e6)
+
+    def to_dict(self) -> dict[str, Any]:
+        first_byte = self.first_byte_ms
+        return {
+            "chars": self.chars,
+            "first_byte_ms": None if first_byte is None else round(first_byte, 3),
+            "audio_seconds": round(self.audio_seconds, 3),
+        }
+
+
+@dataclass(slots=True)
 class TurnMetrics:
     """Mutable stamps and counters a running turn fills in."""
 
@@ -85,8 +112,8 @@ class TurnMetrics:
     chunks: int = 0
     chars_spoken: int = 0
     audio_seconds: float = 0.0  # audio the TTS engine produced
-    tts_busy_ns: int = 0  # wall time inside the engine, for its real-time factor
-    tts_first_byte_ms: list[float] = field(default_factory=list)  # per piece
+    pieces: list[PieceMetrics] = field(default_factory=list)  # as sent to the TTS engine
+    tts_stats: StreamStats = field(default_factory=StreamStats)  # the engine's, for the turn
     first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
@@ -106,9 +133,10 @@ class TurnMetrics:
         stamps = {name: ms(self.stamps.get(name)) for name in STAMPS}
         stamps["request_sent"] = 0.0
         rtf = None
-        if self.audio_seconds > 0:
-            rtf = round(self.tts_busy_ns / 1e9 / self.audio_seconds, 4)
-        ttfb = self.tts_first_byte_ms
+        if self.audio_seconds > 0 and self.tts_stats.busy_ns > 0:
+            rtf = round(self.tts_stats.busy_ns / 1e9 / self.audio_seconds, 4)
+        ttfb = [b for b in (p.first_byte_ms for p in self.pieces) if b is not None]
+        stats = self.tts_stats
         return LatencyReport(
             llm=llm,
             tts=tts,
@@ -131,6 +159,13 @@ class TurnMetrics:
             usage=dict(self.usage),
             stop_reason=self.stop_reason,
             context=self.context,
+            tts_pieces=tuple(p.to_dict() for p in self.pieces),
+            tts_connection={
+                "reused": stats.reused_connection,
+                "reconnects": stats.reconnects,
+                "cancelled_requests": stats.cancelled_requests,
+                "chars_billed": stats.chars_billed,
+            },
         )
 
 
@@ -162,6 +197,12 @@ class LatencyReport:
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
     stop_reason: str | None = None
     context: ContextFit | None = None  # None: the request's size was not checked
+    # Per piece sent to the TTS engine: chars, first_byte_ms (from when that piece
+    # was sent), audio_seconds.
+    tts_pieces: tuple[dict[str, Any], ...] = ()
+    # The engine's connection over the turn: reused (a connection an earlier turn
+    # opened), reconnects, cancelled_requests, chars_billed.
+    tts_connection: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first_audio_ms(self) -> float | None:
@@ -201,6 +242,7 @@ class LatencyReport:
             "usage": dict(self.usage),
             "stop_reason": self.stop_reason,
             "context": None if self.context is None else self.context.to_dict(),
+            "tts_stream": {"pieces": [dict(p) for p in self.tts_pieces], **self.tts_connection},
         }
 
     def to_json(self) -> str:

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.lowlevel import checkpoint_if_cancelled
 
@@ -29,8 +30,8 @@ from ..providers.base import NativeDelta, ProviderOutput, TextDelta, Usage
 from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
-from ..tts.base import TtsEngine
-from .metrics import TurnMetrics
+from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
+from .metrics import PieceMetrics, TurnMetrics
 from .partial_word import ends_mid_word, without_partial_word
 
 EventLogger = Callable[[dict[str, Any]], None]
@@ -70,10 +71,13 @@ class Piece:
 
 @dataclass(frozen=True, slots=True)
 class PieceAudio:
-    """Audio of a piece, or (``audio=None``) the end of that piece's audio."""
+    """Audio of the turn's piece number ``index`` (pieces come in text order);
+    ``text`` is the piece as the chunker released it."""
 
-    piece: Piece
-    audio: AudioChunk | None
+    index: int
+    text: str
+    audio: AudioChunk
+    alignment: Alignment | None
 
 
 def event_record(event: Event) -> dict[str, Any]:
@@ -242,49 +246,76 @@ def _without_partial_word(chunks: list[SpeechChunk]) -> list[SpeechChunk]:
 
 
 class TtsStage:
+    """Speaks the pieces through one ``TtsStream`` for the turn: one task pushes
+    the pieces as they come, this one passes the audio on in text order.
+
+    A TTS error ends the speech but not the reply: the pieces still coming are
+    read and dropped, so the reply's text is whole in the transcript, and the
+    turn reports the error (``error``)."""
+
     def __init__(self, engine: TtsEngine, log: EventLogger, m: TurnMetrics) -> None:
         self.engine, self.log, self.m = engine, log, m
+        self.error: str | None = None
+        self._texts: list[str] = []
 
     async def run(self, inp: ObjectReceiveStream[Piece], out: ObjectSendStream[PieceAudio]) -> None:
-        timer = self.m.stages["tts"]
         async with inp, out:
-            async for piece in inp:
-                text = piece.chunk.text.strip()
-                if not text:
-                    continue
-                self.log({"event": "tts_input", "text": text})
-                requested = time.perf_counter_ns()
-                self.m.stamp("tts_request", requested)
-                first = True
-                started = requested
-                # aclosing: on cancellation the engine cleans up now, not at GC time.
-                async with aclosing(self.engine.synthesize(text)) as stream:
-                    async for audio in stream:
-                        now = time.perf_counter_ns()
-                        self.m.tts_busy_ns += now - started
-                        if first:
-                            self.m.stamp("tts_first_byte", now)
-                            self.m.tts_first_byte_ms.append((now - requested) / 1e6)
-                            first = False
-                        self.m.audio_seconds += audio.seconds
-                        timer.add(started)
-                        await out.send(PieceAudio(piece, audio))
-                        started = time.perf_counter_ns()
-                await out.send(PieceAudio(piece, None))
+            try:
+                async with self.engine.open_stream() as stream:
+                    self.m.tts_stats = stream.stats
+                    async with anyio.create_task_group() as feeding:
+                        feeding.start_soon(self._feed, inp, stream)
+                        await self._read(stream, out)
+            except* TtsError as group:
+                self.error = "; ".join(str(e) for e in group.exceptions)
+            async for _ in inp:
+                pass  # spoken no more, but the reply goes on to its end
+
+    async def _feed(self, inp: ObjectReceiveStream[Piece], stream: TtsStream) -> None:
+        timer = self.m.stages["tts"]
+        async for piece in inp:
+            text = piece.chunk.text.strip()
+            if not text:
+                continue
+            started = time.perf_counter_ns()
+            self.log({"event": "tts_input", "text": text})
+            self._texts.append(piece.chunk.text)
+            self.m.pieces.append(PieceMetrics(chars=len(text)))
+            await stream.push(text)
+            sent = time.perf_counter_ns()
+            self.m.pieces[-1].sent_ns = sent
+            self.m.stamp("tts_request", sent)
+            timer.busy_ns += sent - started
+            timer.items += 1
+        await stream.end_input()
+
+    async def _read(self, stream: TtsStream, out: ObjectSendStream[PieceAudio]) -> None:
+        async for voiced in stream:
+            piece = self.m.pieces[voiced.piece]
+            if piece.first_audio_ns is None:
+                piece.first_audio_ns = voiced.t_ns
+                self.m.stamp("tts_first_byte", voiced.t_ns)
+            piece.audio_seconds += voiced.audio.seconds
+            self.m.audio_seconds += voiced.audio.seconds
+            text = self._texts[voiced.piece]
+            await out.send(PieceAudio(voiced.piece, text, voiced.audio, voiced.alignment))
 
 
 @dataclass(slots=True)
 class SpokenPiece:
-    """Where a piece's audio lies on the sink's timeline (seconds since the turn began)."""
+    """Where a piece's audio lies on the sink's timeline (seconds since the turn
+    began); ``aligned``: its audio came with character timings."""
 
     text: str
     start_s: float
     end_s: float | None = None
+    aligned: bool = False
 
 
 class SinkStage:
     """Writes each piece's audio to the sink in frames of ``FRAME_SECONDS`` and
-    records where each piece lies on the sink's timeline.
+    records where each piece, and each aligned character, lies on the sink's
+    timeline (``pieces``, ``char_ends``: what was heard is read from them).
 
     Small frames keep every ``write`` short: a real-time sink's write of a whole
     sentence would block until its end fits in the buffer. ``first_audio`` is not
@@ -297,7 +328,9 @@ class SinkStage:
     ) -> None:
         self.sink, self.m, self.on_piece_start = sink, m, on_piece_start
         self.pieces: list[SpokenPiece] = []
+        self.char_ends: list[tuple[str, float]] = []  # aligned characters, when each ends
         self.written_s = 0.0
+        self._index: int | None = None
 
     def note_first_audio(self) -> None:
         """Stamp ``first_audio`` from the sink, once playback has taken this turn's
@@ -310,24 +343,39 @@ class SinkStage:
             if played_ns is not None and played_ns >= self.m.started_ns:
                 self.m.stamp("first_audio", played_ns)
 
+    def _start_piece(self, item: PieceAudio) -> None:
+        if self.pieces:
+            self.pieces[-1].end_s = self.written_s
+        text = item.text
+        if self.pieces and not text[:1].isspace() and not self.pieces[-1].text[-1:].isspace():
+            text = " " + text  # pieces of two text blocks: keep the words apart
+        self.pieces.append(SpokenPiece(text, self.written_s, aligned=item.alignment is not None))
+        self._index = item.index
+        self.on_piece_start(text)
+
+    def _place_chars(self, alignment: Alignment) -> None:
+        base = self.written_s
+        chars = self.char_ends
+        if (
+            alignment.chars
+            and chars
+            and not chars[-1][0].isspace()
+            and not alignment.chars[0][:1].isspace()
+        ):
+            chars.append((" ", base))  # keep the words of two pieces apart
+        for char, start, duration in zip(
+            alignment.chars, alignment.start_ms, alignment.duration_ms, strict=True
+        ):
+            chars.append((char, base + (start + duration) / 1000))
+
     async def run(self, inp: ObjectReceiveStream[PieceAudio]) -> None:
         timer = self.m.stages["sink"]
         async with inp:
             async for item in inp:
-                if item.audio is None:
-                    if self.pieces:
-                        self.pieces[-1].end_s = self.written_s
-                    continue
-                if not self.pieces or self.pieces[-1].end_s is not None:
-                    text = item.piece.chunk.text
-                    if (
-                        self.pieces
-                        and not text[:1].isspace()
-                        and not self.pieces[-1].text[-1:].isspace()
-                    ):
-                        text = " " + text  # pieces of two text blocks: keep the words apart
-                    self.pieces.append(SpokenPiece(text, self.written_s))
-                    self.on_piece_start(text)
+                if item.index != self._index:
+                    self._start_piece(item)
+                if item.alignment is not None:
+                    self._place_chars(item.alignment)
                 started = time.perf_counter_ns()
                 for frame in _frames(item.audio, self.sink.sample_rate):
                     # A write may queue audio before its first checkpoint: once the
@@ -337,6 +385,8 @@ class SinkStage:
                     self.written_s += frame.seconds
                     self.note_first_audio()
                 timer.add(started)
+            if self.pieces:
+                self.pieces[-1].end_s = self.written_s
             await self.sink.drain()
             self.note_first_audio()
             self.m.stamp("last_audio")

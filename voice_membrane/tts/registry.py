@@ -7,15 +7,21 @@ from pathlib import Path
 from ..redact import quote
 from .base import TtsEngine
 from .espeak import EspeakEngine
+from .options import TtsOptions
 from .piper import PiperEngine  # does not import piper itself (GPL): start() does
 
 SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx"
 
 
-def create_engine(spec: str) -> TtsEngine:
-    """The engine named by ``spec`` (not started): one of ``SPEC_FORMS``;
+def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> TtsEngine:
+    """The engine ``options.spec`` names (not started): one of ``SPEC_FORMS``;
     ``ValueError`` (one line) for another spec or a Piper model file that is not
-    there. An unknown espeak voice is found by the engine's ``start``."""
+    there. An unknown espeak voice is found by the engine's ``start``.
+    ``sink_rate``: the rate the audio will be played at, for engines that can
+    produce it directly."""
+    if isinstance(options, str):
+        options = TtsOptions(spec=options)
+    spec = options.spec
     name, sep, arg = spec.strip().partition(":")
     if name == "espeak" and not sep:
         return EspeakEngine()
