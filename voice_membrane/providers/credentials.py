@@ -19,11 +19,13 @@ KEY_VARS = {
     "anthropic": ("ANTHROPIC_API_KEY",),
     "openai": ("OPENAI_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "elevenlabs": ("ELEVENLABS_API_KEY",),
 }
 BASE_URL_VARS = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "openai": "OPENAI_BASE_URL",
     "gemini": "GOOGLE_GEMINI_BASE_URL",
+    "elevenlabs": "ELEVENLABS_BASE_URL",
 }
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # How variables are conventionally named: only such a name is echoed back (a
@@ -31,18 +33,19 @@ _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _CONVENTIONAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
 
-def api_key(kind: str, where: str, api_key_env: str | None) -> str | None:
+def api_key(kind: str, where: str, api_key_env: str | None, section: str = "llm") -> str | None:
     """The key to pass to the SDK (None: the SDK reads its own variable, which is
-    checked here); ``ValueError`` for a missing or unusable key."""
+    checked here); ``ValueError`` for a missing or unusable key. ``section``: the
+    pipeline file's section that holds ``api_key_env`` (llm or tts)."""
     if api_key_env is not None:
         if not _VARIABLE_NAME.fullmatch(api_key_env):
             remember(api_key_env)  # it may be a key put where a variable name belongs
             raise ValueError(
-                f"{where}: llm.api_key_env must name an environment variable "
+                f"{where}: {section}.api_key_env must name an environment variable "
                 "(letters, digits, _), not hold the key"
             )
         echoed = _CONVENTIONAL_NAME.fullmatch(api_key_env) is not None
-        variable = api_key_env if echoed else "the variable llm.api_key_env names"
+        variable = api_key_env if echoed else f"the variable {section}.api_key_env names"
         key = os.environ.get(api_key_env)
         if not key:
             said = f"api_key_env names {api_key_env}, which" if echoed else variable
@@ -54,16 +57,16 @@ def api_key(kind: str, where: str, api_key_env: str | None) -> str | None:
     if not names:
         raise ValueError(
             f"{where}: no API key: set {' or '.join(KEY_VARS[kind])} "
-            "(or name another variable with llm.api_key_env)"
+            f"(or name another variable with {section}.api_key_env)"
         )
     for name in names:
         _check_key(os.environ[name], where, name)
     return None
 
 
-def check_base_url(kind: str, where: str, base_url: str | None) -> None:
+def check_base_url(kind: str, where: str, base_url: str | None, section: str = "llm") -> None:
     """``ValueError`` if the configured base URL, or else the SDK's variable, is unusable."""
-    source, url = "llm.base_url", base_url
+    source, url = f"{section}.base_url", base_url
     if url is None:
         source, url = BASE_URL_VARS[kind], os.environ.get(BASE_URL_VARS[kind]) or None
     if url is None:

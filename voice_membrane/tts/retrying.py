@@ -1,0 +1,45 @@
+"""Retrying a TTS request that failed before any audio, with the LLM half's policy.
+
+A retryable ``TtsError`` (429, 5xx, a refused or dropped connection) raised
+before the request produced anything is tried again after the policy's backoff
+(the service's ``retry-after`` first); once audio has come out a retry would
+repeat it, so the error goes on to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from typing import TypeVar
+
+import anyio
+
+from ..retry import RetryPolicy
+from .base import TtsError
+
+T = TypeVar("T")
+
+
+async def retry_before_output(
+    attempt: Callable[[], AsyncGenerator[T, None]],
+    policy: RetryPolicy,
+    on_retry: Callable[[TtsError, float], None] = lambda error, delay_s: None,
+) -> AsyncGenerator[T, None]:
+    """The items of ``attempt()``, started again while it fails retryably before
+    its first item; ``on_retry(error, delay_s)`` hears of each retry."""
+    retry = 0
+    while True:
+        produced = False
+        try:
+            async with aclosing(attempt()) as items:
+                async for item in items:
+                    produced = True
+                    yield item
+            return
+        except TtsError as error:
+            if produced or not policy.should_retry(retry, error):
+                raise
+            delay_s = policy.delay_s(retry, error)
+            on_retry(error, delay_s)
+            await anyio.sleep(delay_s)
+            retry += 1
