@@ -64,6 +64,16 @@ def api_key(kind: str, where: str, api_key_env: str | None, section: str = "llm"
     return None
 
 
+def key_variable(kind: str, api_key_env: str | None, section: str = "llm") -> str:
+    """The variable to name in an error about the key: the configured one (echoed
+    only when it looks like a variable name, as in ``api_key``), else the SDK's."""
+    if api_key_env is None:
+        return " or ".join(KEY_VARS[kind])
+    if _CONVENTIONAL_NAME.fullmatch(api_key_env):
+        return api_key_env
+    return f"the variable {section}.api_key_env names"
+
+
 def check_base_url(kind: str, where: str, base_url: str | None, section: str = "llm") -> None:
     """``ValueError`` if the configured base URL, or else the SDK's variable, is unusable."""
     source, url = f"{section}.base_url", base_url

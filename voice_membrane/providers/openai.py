@@ -69,18 +69,7 @@ class OpenAIProvider:
 
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            key = self._api_key or os.environ.get(KEY_ENV)
-            if not key:
-                raise ProviderError(NAME, "auth", f"no API key: pass api_key or set {KEY_ENV}")
-            problem = unusable_key(NAME, key)
-            if problem:
-                raise ProviderError(NAME, "auth", problem)
-            try:
-                self._client = openai.AsyncOpenAI(
-                    api_key=key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
-                )
-            except openai.OpenAIError as exc:
-                raise ProviderError(NAME, "bad_request", str(exc)) from exc
+            self._client = async_client(self._api_key, self._base_url, self._timeout_s)
         return self._client
 
     async def stream(
@@ -123,6 +112,24 @@ class OpenAIProvider:
             UnicodeDecodeError,
         ) as exc:
             raise provider_error(exc).at(str(client.base_url)) from exc
+
+
+def async_client(
+    api_key: str | None, base_url: str | None, timeout: float | httpx2.Timeout
+) -> openai.AsyncOpenAI:
+    """An SDK client with its own retries off (one policy decides: ``retry.py``);
+    ``api_key`` / ``base_url`` default to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+    ``ProviderError`` (auth) for a missing key or one no HTTP header can carry."""
+    key = api_key or os.environ.get(KEY_ENV)
+    if not key:
+        raise ProviderError(NAME, "auth", f"no API key: pass api_key or set {KEY_ENV}")
+    problem = unusable_key(NAME, key)
+    if problem:
+        raise ProviderError(NAME, "auth", problem)
+    try:
+        return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+    except openai.OpenAIError as exc:
+        raise ProviderError(NAME, "bad_request", str(exc)) from exc
 
 
 def provider_error(exc: BaseException) -> ProviderError:

@@ -10,13 +10,15 @@ from .espeak import EspeakEngine
 from .options import TtsOptions
 from .piper import PiperEngine  # does not import piper itself (GPL): start() does
 
-SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx"
+SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx, openai:VOICE"
 
 
 def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> TtsEngine:
     """The engine ``options.spec`` names (not started): one of ``SPEC_FORMS``;
-    ``ValueError`` (one line) for another spec or a Piper model file that is not
-    there. An unknown espeak voice is found by the engine's ``start``.
+    ``ValueError`` (one line) for another spec, a Piper model file that is not
+    there, or a cloud engine's unusable options, key or base URL. An unknown
+    espeak voice is found by the engine's ``start``, an unknown cloud voice by
+    its first request.
     ``sink_rate``: the rate the audio will be played at, for engines that can
     produce it directly."""
     if isinstance(options, str):
@@ -33,4 +35,10 @@ def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> Tt
         if not Path(arg).is_file():
             raise ValueError(f"tts {quote(spec)}: no such Piper model file")
         return PiperEngine(model=arg)
+    if name == "openai" and arg.strip():
+        from .openai_speech import OpenAISpeechEngine  # imports the openai SDK: only when asked
+
+        engine = OpenAISpeechEngine(arg, options)
+        engine.check_credentials()  # one line now, not an error after the first reply
+        return engine
     raise ValueError(f"unknown TTS engine {quote(spec)}: use one of {SPEC_FORMS}")
