@@ -70,6 +70,7 @@ class OpenAISpeechEngine(PieceEngine):
     local = False
     billed = True
     sample_rate = RATE
+    max_input = MAX_INPUT  # characters per request
 
     def __init__(self, voice: str, options: TtsOptions | None = None) -> None:
         self.voice = voice.strip()
@@ -129,7 +130,7 @@ class OpenAISpeechEngine(PieceEngine):
         client = self._client
         if client is None:
             raise TtsError(f"{self._where}: call start() first")
-        for part in split_input(unspeakable_to_space(text)):
+        for part in split_input(unspeakable_to_space(text), self.max_input):
             if not part.strip():
                 continue
             attempt = partial(self._request, client, part)
