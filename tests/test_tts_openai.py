@@ -33,8 +33,10 @@ GUARD_S = 20  # against a hang, not a timing assertion
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOpenAISpeech]:
-    with FakeOpenAISpeech() as fake:
-        yield fake
+    fake = FakeOpenAISpeech()
+    fake.start()
+    yield fake
+    fake.stop()
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def engine_for(
     fake: FakeOpenAISpeech, voice: str = "alloy", **options: object
 ) -> OpenAISpeechEngine:
     spec = f"openai:{voice}"
-    engine = create_engine(TtsOptions(spec=spec, base_url=fake.base_url, **options))  # type: ignore[arg-type]
+    engine = create_engine(TtsOptions(spec=spec, base_url=fake.base_url, **options))
     assert isinstance(engine, OpenAISpeechEngine)
     return engine
 
