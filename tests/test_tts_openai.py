@@ -238,17 +238,22 @@ async def test_retries_run_out_into_one_clear_error(fake: FakeOpenAISpeech) -> N
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("after_frames", [0, 2])
 async def test_a_stalled_service_is_a_read_timeout_error_after_the_audio_before_it(
-    fake: FakeOpenAISpeech,
+    fake: FakeOpenAISpeech, after_frames: int
 ) -> None:
-    fake.add(SpeechScript(frame_ms=50), SpeechScript.stall(after_frames=2, char_s=0.003))
+    stall = SpeechScript.stall(after_frames=after_frames, char_s=0.003)
+    fake.add(SpeechScript(frame_ms=50), stall)
     engine = engine_for(fake, read_timeout_s=0.3, max_in_flight=1)
     voiced: list[Voiced] = []
     with pytest.raises(TtsError, match=r"no audio from the service for 0.3 s"):
         await speak_turn(engine, PIECES[:2], voiced)
     assert np.array_equal(samples_of(voiced, 0), await fake_audio(PIECES[0]))
-    assert len(samples_of(voiced, 1)) > 0  # what came before the stall was kept
-    assert len(fake.requests) == 2  # a stall is not retried: each retry is more silence
+    # What came before the stall was kept.
+    assert (len(samples_of(voiced, 1)) > 0) == (after_frames > 0)
+    # Not retried (a retry would get a normal script and succeed): in a live turn
+    # each retry would add read_timeout_s of silence.
+    assert len(fake.requests) == 2
 
 
 @pytest.mark.anyio
@@ -278,6 +283,25 @@ async def test_an_interruption_closes_the_request_and_leaves_no_task(
         assert stream.stats.cancelled_requests == 1
         assert len(asyncio.all_tasks()) == tasks_before
         while fake.early_closes == 0:  # the server notices the closed connection
+            await anyio.sleep(0.01)
+        await engine.aclose()
+    assert fake.early_closes == 1
+
+
+@pytest.mark.anyio
+async def test_a_consumer_that_stops_between_chunks_closes_the_request(
+    fake: FakeOpenAISpeech,
+) -> None:
+    """The engine's generator left at a ``yield`` (the piece's buffer was full when
+    the turn was cut) drops the connection, not only a cancelled network read."""
+    fake.add(SpeechScript(char_s=0.05, frame_ms=20))
+    engine = engine_for(fake)
+    with anyio.fail_after(GUARD_S):
+        await engine.start()
+        chunks = engine.synthesize(PIECES[0])
+        await anext(chunks)
+        await chunks.aclose()
+        while fake.early_closes == 0:
             await anyio.sleep(0.01)
         await engine.aclose()
     assert fake.early_closes == 1

@@ -31,7 +31,6 @@ from contextlib import aclosing
 from functools import partial
 from typing import Any
 
-import anyio
 import httpx2
 import openai
 
@@ -139,7 +138,7 @@ class OpenAISpeechEngine(PieceEngine):
             def count(error: TtsError, delay_s: float) -> None:
                 nonlocal retried
                 retried += 1
-                _log.warning("%s: %s; retrying in %.2f s", self.name, error, delay_s)
+                _log.warning("%s; retrying in %.2f s", error, delay_s)
 
             try:
                 async with aclosing(retry_before_output(attempt, self.policy, count)) as chunks:
@@ -173,17 +172,14 @@ class OpenAISpeechEngine(PieceEngine):
         carry = Pcm16Carry()
         speech = client.audio.speech.with_streaming_response
         try:
+            # Leaving the block closes the response, also when cancelled (httpcore
+            # shields that close): an unfinished body's connection is dropped, not
+            # drained, so the service stops generating at once.
             async with speech.create(**self.body(text)) as response:
-                try:
-                    async for data in response.iter_bytes():
-                        samples = carry.feed(data)
-                        if len(samples):
-                            yield AudioChunk(samples, RATE)
-                finally:
-                    # At once, even when cancelled: the connection is dropped,
-                    # so the service stops generating.
-                    with anyio.CancelScope(shield=True):
-                        await response.close()
+                async for data in response.iter_bytes():
+                    samples = carry.feed(data)
+                    if len(samples):
+                        yield AudioChunk(samples, RATE)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._error(exc, str(client.base_url)) from exc
         # carry.leftover may be 1 here: half a sample, dropped (module docstring).
