@@ -5,6 +5,7 @@ network chunks, and each fault a clear error."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 
 import anyio
@@ -222,11 +223,43 @@ async def test_an_unknown_model_is_one_error_naming_it(fake: FakeOpenAISpeech) -
 
 
 @pytest.mark.anyio
-async def test_a_rate_limit_before_the_first_audio_is_retried(fake: FakeOpenAISpeech) -> None:
-    fake.add(SpeechScript.http_error(429, retry_after=0.01))
+@pytest.mark.parametrize(
+    "failure",
+    [
+        SpeechScript.http_error(429, retry_after=0.01),
+        SpeechScript.http_error(502, retry_after=0.01),
+        SpeechScript.drop(after_frames=0),
+    ],
+    ids=["429", "502", "drop"],
+)
+async def test_a_failure_before_the_first_audio_is_retried(
+    fake: FakeOpenAISpeech, failure: SpeechScript
+) -> None:
+    fake.add(failure)
     voiced = await speak_turn(engine_for(fake), PIECES[:1])
     assert np.array_equal(samples_of(voiced), await fake_audio(PIECES[0]))
     assert [r.body["input"] for r in fake.requests] == [PIECES[0]] * 2
+
+
+@pytest.mark.anyio
+async def test_a_service_that_cannot_be_reached_is_retried_then_named() -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    options = TtsOptions(spec="openai:alloy", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1)
+    engine = OpenAISpeechEngine("alloy", options)
+    with (
+        pytest.MonkeyPatch.context() as env,
+        pytest.raises(TtsError, match=rf"connection.*127\.0\.0\.1:{port}.*after 2 attempts"),
+    ):
+        env.setenv("OPENAI_API_KEY", "sk-test")
+        await speak_turn(engine, PIECES[:1])
+
+
+@pytest.mark.anyio
+async def test_a_blank_piece_sends_no_request(fake: FakeOpenAISpeech) -> None:
+    voiced = await speak_turn(engine_for(fake), (" \n ",))
+    assert voiced == [] and fake.requests == []
 
 
 @pytest.mark.anyio
