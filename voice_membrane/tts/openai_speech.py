@@ -146,7 +146,11 @@ class OpenAISpeechEngine(PieceEngine):
                         yield chunk
             except TtsError as error:
                 if retried:
-                    raise TtsError(f"{error} (after {retried + 1} attempts)") from None
+                    raise TtsError(
+                        f"{error} (after {retried + 1} attempts)",
+                        retryable=error.retryable,
+                        retry_after_s=error.retry_after_s,
+                    ) from None
                 raise
 
     def body(self, text: str) -> dict[str, Any]:
