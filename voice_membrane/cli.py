@@ -59,7 +59,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--formatter",
         help="native (chat mode) | anthropic-xml | chatml | completions | gemini-prefill",
     )
-    run.add_argument("--tts", help="piper | espeak | PROVIDER:VOICE")
+    run.add_argument(
+        "--tts",
+        help="piper | espeak | elevenlabs:VOICE_ID | elevenlabs-http:VOICE_ID | openai:VOICE",
+    )
     run.add_argument("--out", metavar="FILE.wav", help="write the audio to this WAV file")
     run.add_argument("--metrics-json", type=Path, metavar="PATH", help="write latency report(s)")
     run.add_argument("--events-jsonl", type=Path, metavar="PATH", help="write every event")
