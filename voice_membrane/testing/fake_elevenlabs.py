@@ -394,6 +394,8 @@ class _Session:
                 if closing is not None:
                     self._close_context(closing)
                 return
+        elif self.input_ended:
+            return  # after {"text": ""} the socket only finishes what it has
         else:
             context_id = ""
         existing = self.contexts.get(context_id)
