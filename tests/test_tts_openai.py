@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from voice_membrane.audio import Samples
+from voice_membrane.exception_groups import leaves
 from voice_membrane.testing.fake_openai_speech import RATE, FakeOpenAISpeech
 from voice_membrane.testing.fake_speech import SpeechScript, encode, speak
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
@@ -84,12 +85,6 @@ async def speak_turn(
         finally:
             await engine.aclose()
     return voiced
-
-
-def leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
-    return [error]
 
 
 async def fake_audio(text: str) -> Samples:
