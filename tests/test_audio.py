@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voice_membrane.audio import AudioChunk, pcm16_from_bytes, pcm16_from_float, resample
+from voice_membrane.audio import (
+    AudioChunk,
+    pcm16_from_bytes,
+    pcm16_from_float,
+    pcm16_from_ulaw,
+    resample,
+    ulaw_from_pcm16,
+)
 
 
 def test_pcm16_from_bytes_is_little_endian() -> None:
@@ -71,3 +78,23 @@ def test_resample_keeps_a_tone_and_its_level() -> None:
     assert np.max(np.abs(out[inner] - expected[inner])) < 0.01 * 32767
     spectrum = np.abs(np.fft.rfft(out))
     assert abs(np.argmax(spectrum) * rate_out / len(out) - freq) < 2
+
+
+def test_ulaw_codes_match_the_g711_reference() -> None:
+    # Codes of the reference encoder (as Python's former audioop.lin2ulaw gave them).
+    samples = np.array([0, -1, 8, -8, 1000, -1000, 32767, -32768], np.int16)
+    assert ulaw_from_pcm16(samples).hex() == "ff7efe7ece4e8000"
+    assert pcm16_from_ulaw(bytes.fromhex("ff7efe7ece4e8000")).tolist() == [
+        0, -8, 8, -8, 988, -988, 32124, -32124,
+    ]  # fmt: skip
+
+
+def test_ulaw_round_trip() -> None:
+    every_code = bytes(b for b in range(256) if b != 0x7F)  # 0x7F is "-0": it decodes to 0
+    assert ulaw_from_pcm16(pcm16_from_ulaw(every_code)) == every_code
+    samples = np.arange(-32768, 32768, 7, dtype=np.int16)
+    back = pcm16_from_ulaw(ulaw_from_pcm16(samples)).astype(np.int32)
+    error = np.abs(back - samples)
+    # Logarithmic steps: within 1/16 of the magnitude (plus the smallest step), never worse.
+    assert np.all(error <= np.abs(samples.astype(np.int32)) // 16 + 8)
+    assert len(ulaw_from_pcm16(samples)) == len(samples)

@@ -53,3 +53,31 @@ def resample(samples: Samples, src_rate: int, dst_rate: int) -> Samples:
     positions = np.arange(n_out, dtype=np.float64) * (src_rate / dst_rate)
     out = np.interp(positions, np.arange(len(samples)), samples.astype(np.float64))
     return np.round(out).astype(np.int16)
+
+
+# G.711 μ-law (telephony audio, ElevenLabs' ulaw_8000): 8-bit logarithmic codes, as
+# in the reference encoder (14-bit magnitude, bias 33; the same codes as the
+# standard library's former audioop.lin2ulaw).
+_ULAW_BIAS = 0x21
+_ULAW_CLIP = 8159
+
+
+def ulaw_from_pcm16(samples: Samples) -> bytes:
+    """int16 samples as G.711 μ-law bytes, one per sample."""
+    x = samples.astype(np.int32) >> 2
+    mask = np.where(x < 0, 0x7F, 0xFF)
+    magnitude = np.minimum(np.abs(x), _ULAW_CLIP) + _ULAW_BIAS  # 33..8192
+    segment = np.maximum(np.floor(np.log2(magnitude)).astype(np.int32) - 5, 0)
+    code = (segment << 4) | ((magnitude >> (segment + 1)) & 0x0F)
+    code = np.where(magnitude > 0x1FFF, 0x7F, code)  # beyond the last segment
+    return (code ^ mask).astype(np.uint8).tobytes()
+
+
+def pcm16_from_ulaw(data: bytes) -> Samples:
+    """G.711 μ-law bytes (one per sample) as int16 samples."""
+    code = ~np.frombuffer(data, dtype=np.uint8).astype(np.int32) & 0xFF
+    exponent = (code >> 4) & 0x07
+    magnitude = (((code & 0x0F) << 3) + 0x84) << exponent
+    value = magnitude - 0x84
+    out: Samples = np.where(code & 0x80, -value, value).astype(np.int16)
+    return out
