@@ -10,13 +10,17 @@ from .espeak import EspeakEngine
 from .options import TtsOptions
 from .piper import PiperEngine  # does not import piper itself (GPL): start() does
 
-SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx"
+SPEC_FORMS = (
+    "espeak, espeak:VOICE, piper, piper:/path/model.onnx, elevenlabs:VOICE_ID, "
+    "elevenlabs-http:VOICE_ID"
+)
 
 
 def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> TtsEngine:
     """The engine ``options.spec`` names (not started): one of ``SPEC_FORMS``;
-    ``ValueError`` (one line) for another spec or a Piper model file that is not
-    there. An unknown espeak voice is found by the engine's ``start``.
+    ``ValueError`` (one line) for another spec, a Piper model file that is not
+    there, or a cloud engine's missing or unusable key or base URL.
+    An unknown espeak voice is found by the engine's ``start``.
     ``sink_rate``: the rate the audio will be played at, for engines that can
     produce it directly."""
     if isinstance(options, str):
@@ -33,4 +37,12 @@ def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> Tt
         if not Path(arg).is_file():
             raise ValueError(f"tts {quote(spec)}: no such Piper model file")
         return PiperEngine(model=arg)
+    if name == "elevenlabs" and arg:
+        from .elevenlabs_ws import ElevenLabsSocketEngine  # imports websockets: only when used
+
+        return ElevenLabsSocketEngine(arg, options, sink_rate)
+    if name == "elevenlabs-http" and arg:
+        from .elevenlabs_http import ElevenLabsHttpEngine
+
+        return ElevenLabsHttpEngine(arg, options, sink_rate)
     raise ValueError(f"unknown TTS engine {quote(spec)}: use one of {SPEC_FORMS}")
