@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import anyio
 import numpy as np
-import pytest
 
-from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.tts.base import TtsEngine, Voiced
 
 PIECES = ["Hello there, friend.", "The weather is fine today.", "See you soon."]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeElevenLabs]:
-    with FakeElevenLabs() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _env(server: FakeElevenLabs, monkeypatch: pytest.MonkeyPatch) -> None:
-    server.reset()
-    for name, value in server.env().items():
-        monkeypatch.setenv(name, value)
 
 
 async def speak(engine: TtsEngine, pieces: list[str], *, limit_s: float = 20) -> list[Voiced]:

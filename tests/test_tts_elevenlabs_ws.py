@@ -5,19 +5,12 @@ errors and the HTTP fallback."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from elevenlabs_helpers import (  # noqa: F401  (fixtures)
-    PIECES,
-    _env,
-    piece_chars,
-    samples_of,
-    server,
-    speak,
-    task_count,
-)
+from elevenlabs_helpers import PIECES, piece_chars, samples_of, speak, task_count
 
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_speech import SpeechScript
@@ -27,6 +20,19 @@ from voice_membrane.tts.elevenlabs_ws import ElevenLabsSocketEngine
 from voice_membrane.tts.options import TtsOptions
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeElevenLabs]:
+    with FakeElevenLabs() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _env(server: FakeElevenLabs, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.reset()
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
 
 
 def engine(**options: Any) -> ElevenLabsSocketEngine:
