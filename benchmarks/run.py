@@ -11,11 +11,12 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks import report, report_first_audio, report_membrane
+from benchmarks import report, report_first_audio, report_membrane, report_tts
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_membrane import MembraneResults, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
+from benchmarks.bench_tts_engines import run_tts_engines_bench
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -46,6 +47,10 @@ def build_report(*, first_audio: bool = True) -> str:
         sections.append(report.unavailable(report_membrane.MEMBRANE_TITLE, error))
     else:
         sections.append(report_membrane.membrane_section(membrane))
+    try:
+        sections.append(report_tts.tts_section(run_tts_engines_bench()))
+    except ImportError as error:
+        sections.append(report.unavailable(report_tts.TTS_TITLE, error))
     method = report.method_section()
     if membrane is not None:
         method += "\n\n" + report_membrane.method_paragraph(membrane)

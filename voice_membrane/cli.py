@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from .exception_groups import leaves
 from .providers.replay import RecordingError, load_recording
 
 # The repository's recorded streams (an editable install runs from the repository).
@@ -59,7 +60,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--formatter",
         help="native (chat mode) | anthropic-xml | chatml | completions | gemini-prefill",
     )
-    run.add_argument("--tts", help="piper | espeak | PROVIDER:VOICE")
+    run.add_argument(
+        "--tts",
+        help="piper | espeak | elevenlabs:VOICE_ID | elevenlabs-http:VOICE_ID | openai:VOICE",
+    )
     run.add_argument("--out", metavar="FILE.wav", help="write the audio to this WAV file")
     run.add_argument("--metrics-json", type=Path, metavar="PATH", help="write latency report(s)")
     run.add_argument("--events-jsonl", type=Path, metavar="PATH", help="write every event")
@@ -93,7 +97,7 @@ def _run(args: argparse.Namespace) -> None:
         # The boundary: what a user can cause (configuration, a model or voice that
         # will not load, a device, a file) is one line; anything else is a bug and
         # keeps its traceback.
-        causes = _leaves(exc)
+        causes = leaves(exc)
         if not all(isinstance(cause, _user_errors()) for cause in causes):
             raise
         sys.exit(f"voice-membrane run: {'; '.join(_one_line(cause) for cause in causes)}")
@@ -108,13 +112,6 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from .tts.base import TtsError
 
     return (ConfigError, LlmError, TtsError, SinkError, RecordingError, OSError)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups (anyio task groups)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -275,6 +275,9 @@ class LatencyReport:
                 f"  history: oldest {fit.dropped} turn{'s' if fit.dropped != 1 else ''} "
                 f"dropped, {fit.kept} kept ({fit.tokens} of {fit.budget} {counted}{over})"
             )
+        tts_line = self._tts_line()
+        if tts_line:
+            lines.append(tts_line)
         busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
         lines.append(f"  busy ms: {busy}")
         rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"
@@ -283,3 +286,27 @@ class LatencyReport:
             f"audio {self.audio_seconds:.1f} s, TTS real-time factor {rtf}"
         )
         return "\n".join(lines)
+
+    def _tts_line(self) -> str | None:
+        """What the TTS service cost, when there is something to say beyond the
+        stamps: more than one piece, a billed service, a reused or re-opened
+        connection, requests cut off."""
+        first_bytes = [
+            p["first_byte_ms"] for p in self.tts_pieces if p["first_byte_ms"] is not None
+        ]
+        conn = self.tts_connection
+        said: list[str] = []
+        if len(first_bytes) > 1:
+            said.append(
+                f"first byte per piece p50 {statistics.median(first_bytes):.0f} ms "
+                f"(max {max(first_bytes):.0f}) over {len(first_bytes)} pieces"
+            )
+        if conn.get("chars_billed"):
+            said.append(f"{conn['chars_billed']} chars billed")
+        if conn.get("reused"):
+            said.append("connection reused")
+        if conn.get("reconnects"):
+            said.append(f"{conn['reconnects']} reconnect(s)")
+        if conn.get("cancelled_requests"):
+            said.append(f"{conn['cancelled_requests']} request(s) cut off")
+        return f"  tts: {', '.join(said)}" if said else None

@@ -24,6 +24,7 @@ from anyio.lowlevel import checkpoint_if_cancelled
 from ..audio import AudioChunk, resample
 from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
+from ..exception_groups import leaves
 from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import NativeDelta, ProviderOutput, TextDelta, Usage
@@ -267,7 +268,7 @@ class TtsStage:
                         feeding.start_soon(self._feed, inp, stream)
                         await self._read(stream, out)
             except* TtsError as group:
-                self.error = "; ".join(str(e) for e in group.exceptions)
+                self.error = "; ".join(str(e) for e in leaves(group))
             async for _ in inp:
                 pass  # spoken no more, but the reply goes on to its end
 

@@ -18,6 +18,7 @@ import anyio
 
 from ..chunking import SpeechChunker
 from ..events import Block
+from ..exception_groups import leaves
 from ..membrane import Membrane
 from ..messages import Request
 from ..providers.base import LlmError
@@ -128,7 +129,7 @@ class Turn:
                 try:
                     await self._run_stages(route, sink_stage)
                 except* (LlmError, TtsError, SinkError) as group:
-                    error = "; ".join(str(e) for e in _leaves(group))
+                    error = "; ".join(str(e) for e in leaves(group))
             watch.cancel_scope.cancel()  # the stages are over: no silencing now
         if self._interrupted or error is not None:
             m.interrupted = self._interrupted
@@ -189,17 +190,6 @@ class Turn:
             errors.append(TtsError(tts.error))
         if errors:
             raise ExceptionGroup("the turn ended early", errors)
-
-
-def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
-    """The exceptions of a (nested) group, in order."""
-    found: list[Exception] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            found.extend(_leaves(exc))
-        else:
-            found.append(exc)
-    return found
 
 
 def _spoken_text(

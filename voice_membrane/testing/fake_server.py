@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -28,7 +28,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 from starlette.types import Send
 
 from .script import RawEvent, ScriptedReply
@@ -90,9 +90,15 @@ class FakeServer:
     def reset_ids(self) -> None:
         """Subclasses restart the ids they generate here."""
 
-    def stream(self, events: AsyncIterator[bytes], headers: dict[str, str]) -> StreamingResponse:
-        """An SSE response that counts a stream the client closed before its end."""
-        return _CountedStream(self, events, headers)
+    def stream(
+        self,
+        events: AsyncIterator[bytes],
+        headers: dict[str, str],
+        media_type: str = "text/event-stream",
+    ) -> StreamingResponse:
+        """A streamed response (SSE by default) that counts a stream the client
+        closed before its end."""
+        return _CountedStream(self, events, headers, media_type)
 
     @property
     def pending(self) -> int:
@@ -135,7 +141,7 @@ class FakeServer:
 
     # ------------------------------------------------------------ for subclasses
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> Sequence[BaseRoute]:
         raise NotImplementedError
 
     @property
@@ -206,9 +212,13 @@ class _CountedStream(StreamingResponse):
     it is caught around both, counted, and let go on."""
 
     def __init__(
-        self, server: FakeServer, events: AsyncIterator[bytes], headers: dict[str, str]
+        self,
+        server: FakeServer,
+        events: AsyncIterator[bytes],
+        headers: dict[str, str],
+        media_type: str,
     ) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=headers)
+        super().__init__(events, media_type=media_type, headers=headers)
         self._server = server
 
     async def stream_response(self, send: Send) -> None:
