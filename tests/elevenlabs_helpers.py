@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import anyio
 import numpy as np
@@ -46,3 +47,15 @@ def piece_chars(voiced: list[Voiced], piece: int) -> str:
 
 def task_count() -> int:
     return len(asyncio.all_tasks())
+
+
+async def tasks_settle(before: int) -> bool:
+    """True once no more tasks run than ``before`` (an async generator's
+    finalizer may take a moment to run; a real leak never goes)."""
+    with anyio.move_on_after(5):
+        while True:
+            gc.collect()
+            if task_count() <= before:
+                return True
+            await anyio.sleep(0.01)
+    return False

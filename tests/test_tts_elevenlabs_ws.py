@@ -4,13 +4,12 @@ errors and the HTTP fallback."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from elevenlabs_helpers import PIECES, piece_chars, samples_of, speak, task_count
+from elevenlabs_helpers import PIECES, piece_chars, samples_of, speak, task_count, tasks_settle
 
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_speech import SpeechScript
@@ -153,9 +152,7 @@ async def test_interruption_closes_the_socket_and_leaves_no_task(server: FakeEle
         while server.open_connections:
             await anyio.sleep(0.01)
     assert server.connections[0].client_closed
-    await anyio.sleep(0)
-    gc.collect()
-    assert task_count() <= before
+    assert await tasks_settle(before)
     await tts.aclose()
 
 
