@@ -102,6 +102,36 @@ async def test_the_first_piece_is_flushed_and_text_never_waits_in_the_buffer(
     assert piece_chars(got, 1) == PIECES[1] + " "
 
 
+async def test_text_sent_while_the_service_speaks_is_not_left_in_its_buffer(
+    server: FakeElevenLabs,
+) -> None:
+    """A piece that comes while the previous one is still being voiced goes
+    without a flush (the service may voice it with what follows); once the
+    service has voiced everything flushed, a bare flush starts it on that piece,
+    without waiting for more text or the end of the turn."""
+    server.add(SpeechScript(char_s=0.01))  # paced: the first piece takes a while
+    tts = engine()
+    got: list[Voiced] = []
+    with anyio.fail_after(10):
+        async with tts.open_stream() as stream:
+            await stream.push(PIECES[0])
+            async for voiced in stream:
+                got.append(voiced)
+                break
+            await stream.push(PIECES[1])  # the service is busy with the first
+            async for voiced in stream:
+                got.append(voiced)
+                if piece_chars(got, 1) == PIECES[1] + " ":
+                    break  # voiced with no end of input
+            await stream.end_input()
+            got.extend([v async for v in stream])
+    await tts.aclose()
+    (conn,) = server.connections
+    assert conn.messages[2] == {"text": PIECES[1] + " ", "flush": False}
+    assert {"text": " ", "flush": True} in conn.messages[3:]
+    assert [piece_chars(got, i) for i in (0, 1)] == [PIECES[0] + " ", PIECES[1] + " "]
+
+
 async def test_multi_context_reuses_the_socket_and_closes_an_interrupted_context(
     server: FakeElevenLabs,
 ) -> None:
