@@ -9,9 +9,10 @@ timings of its own characters and can be attributed as it arrives.
 Flushing. The service buffers text until its chunk schedule is met. A piece is
 sent with ``flush: true`` when everything sent before it has been voiced — the
 first piece, and any piece after the service went idle — since then waiting
-for more text only delays audio (against the fake with a 120-character
-schedule, an unflushed first sentence waits for the second one, or for the end
-of the turn). A piece that arrives while the service is still speaking is sent
+for more text only delays audio. Measured against FakeElevenLabs (100 ms TTFB,
+the default 120-character schedule, three pieces 0.3 s apart): first audio
+102 ms after the first push with this rule, 1010 ms without flushes (the short
+first sentences wait in the buffer until the end of input). A piece that arrives while the service is still speaking is sent
 without a flush, so the service can voice it together with what follows (better
 prosody), and once the service has voiced everything flushed so far a bare
 flush makes it start on the rest: text never sits in the buffer while the
