@@ -12,12 +12,13 @@ first piece, and any piece after the service went idle — since then waiting
 for more text only delays audio. Measured against FakeElevenLabs (100 ms TTFB,
 the default 120-character schedule, three pieces 0.3 s apart): first audio
 102 ms after the first push with this rule, 1010 ms without flushes (the short
-first sentences wait in the buffer until the end of input). A piece that arrives while the service is still speaking is sent
-without a flush, so the service can voice it together with what follows (better
-prosody), and once the service has voiced everything flushed so far a bare
-flush makes it start on the rest: text never sits in the buffer while the
-listener waits. ``chunk_length_schedule`` therefore matters only for text that
-comes faster than it is spoken (it is sent only when configured).
+first sentences wait in the buffer until the end of input). A piece that
+arrives while the service is still speaking is sent without a flush, so the
+service can voice it together with what follows (better prosody), and once
+the service has voiced everything flushed so far a bare flush makes it start on
+the rest: text never sits in the buffer while the listener waits.
+``chunk_length_schedule`` therefore matters only for text that comes faster
+than it is spoken (it is sent only when configured).
 
 Attribution. Alignment characters are counted against the text sent on the
 connection (each piece is sent as ``piece + " "``; the initial space, keepalive
