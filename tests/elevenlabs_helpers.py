@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import anyio
 import numpy as np
@@ -54,7 +53,6 @@ async def tasks_settle(before: int) -> bool:
     finalizer may take a moment to run; a real leak never goes)."""
     with anyio.move_on_after(5):
         while True:
-            gc.collect()
             if task_count() <= before:
                 return True
             await anyio.sleep(0.01)
