@@ -10,15 +10,18 @@ from .espeak import EspeakEngine
 from .options import TtsOptions
 from .piper import PiperEngine  # does not import piper itself (GPL): start() does
 
-SPEC_FORMS = "espeak, espeak:VOICE, piper, piper:/path/model.onnx, openai:VOICE"
+SPEC_FORMS = (
+    "espeak, espeak:VOICE, piper, piper:/path/model.onnx, elevenlabs:VOICE_ID, "
+    "elevenlabs-http:VOICE_ID, openai:VOICE"
+)
 
 
 def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> TtsEngine:
     """The engine ``options.spec`` names (not started): one of ``SPEC_FORMS``;
     ``ValueError`` (one line) for another spec, a Piper model file that is not
-    there, or a cloud engine's unusable options, key or base URL. An unknown
-    espeak voice is found by the engine's ``start``, an unknown cloud voice by
-    its first request.
+    there, or a cloud engine's unusable options, missing or unusable key or base
+    URL. An unknown espeak or ElevenLabs voice is found by the engine's
+    ``start``, an unknown OpenAI voice by its first request.
     ``sink_rate``: the rate the audio will be played at, for engines that can
     produce it directly."""
     if isinstance(options, str):
@@ -41,4 +44,12 @@ def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> Tt
         engine = OpenAISpeechEngine(arg, options)
         engine.check_credentials()  # one line now, not an error after the first reply
         return engine
+    if name == "elevenlabs" and arg:
+        from .elevenlabs_ws import ElevenLabsSocketEngine  # imports websockets: only when used
+
+        return ElevenLabsSocketEngine(arg, options, sink_rate)
+    if name == "elevenlabs-http" and arg:
+        from .elevenlabs_http import ElevenLabsHttpEngine
+
+        return ElevenLabsHttpEngine(arg, options, sink_rate)
     raise ValueError(f"unknown TTS engine {quote(spec)}: use one of {SPEC_FORMS}")
