@@ -17,6 +17,7 @@ from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.fake_speech import SpeechScript, SpeechServer
 from voice_membrane.tts.options import TtsOptions
@@ -32,6 +33,8 @@ SHORT = "Done now."
 RATE = 22050
 # (--tts spec, the fake speaking its protocol)
 ENGINES: list[tuple[str, Callable[..., SpeechServer]]] = [
+    ("elevenlabs:fake-voice", FakeElevenLabs),
+    ("elevenlabs-http:fake-voice", FakeElevenLabs),
     ("openai:alloy", FakeOpenAISpeech),
 ]
 

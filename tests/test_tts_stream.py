@@ -158,19 +158,24 @@ class _AlignedStream:
         self._recv.close()
 
     async def push(self, text: str) -> None:
-        # One chunk per word (with the space after it), as a service sends them;
-        # a piece begins with a pause, so a word's place is not its share of the audio.
+        # Chunks of words (with the space after each), as a service sends them; a
+        # piece begins with a pause, so a word's place is not its share of the audio.
         for number, word in enumerate(w + " " for w in text.split()):
             pause = PAUSE_S if number == 0 else 0.0
-            n = len(word)
-            alignment = Alignment(
-                tuple(word),
-                tuple((pause + i * CHAR_S) * 1000 for i in range(n)),
-                (CHAR_S * 1000,) * n,
-            )
-            self.words.append((word.strip(), self.t + pause + (n - 1) * CHAR_S))
-            self.t += pause + n * CHAR_S
-            await self._send.send(Voiced(self._count, tone(pause + n * CHAR_S, 1), alignment))
+            self.words.append((word.strip(), self.t + pause + (len(word) - 1) * CHAR_S))
+            # Two chunks per word: a chunk may end inside a word.
+            cut = len(word) // 2
+            for part, lead in ((word[:cut], pause), (word[cut:], 0.0)):
+                if not part:
+                    continue
+                n = len(part)
+                alignment = Alignment(
+                    tuple(part),
+                    tuple((lead + i * CHAR_S) * 1000 for i in range(n)),
+                    (CHAR_S * 1000,) * n,
+                )
+                self.t += lead + n * CHAR_S
+                await self._send.send(Voiced(self._count, tone(lead + n * CHAR_S, 1), alignment))
         self._count += 1
 
     async def end_input(self) -> None:

@@ -354,11 +354,12 @@ class SinkStage:
         self._index = item.index
         self.on_piece_start(text)
 
-    def _place_chars(self, alignment: Alignment) -> None:
+    def _place_chars(self, alignment: Alignment, piece_start: bool) -> None:
         base = self.written_s
         chars = self.char_ends
         if (
-            alignment.chars
+            piece_start
+            and alignment.chars
             and chars
             and not chars[-1][0].isspace()
             and not alignment.chars[0][:1].isspace()
@@ -373,10 +374,11 @@ class SinkStage:
         timer = self.m.stages["sink"]
         async with inp:
             async for item in inp:
-                if item.index != self._index:
+                piece_start = item.index != self._index
+                if piece_start:
                     self._start_piece(item)
                 if item.alignment is not None:
-                    self._place_chars(item.alignment)
+                    self._place_chars(item.alignment, piece_start)
                 started = time.perf_counter_ns()
                 for frame in _frames(item.audio, self.sink.sample_rate):
                     # A write may queue audio before its first checkpoint: once the
