@@ -392,7 +392,8 @@ class SinkStage:
                 self.pieces[-1].end_s = self.written_s
             await self.sink.drain()
             self.note_first_audio()
-            self.m.stamp("last_audio")
+            if self.written_s > 0:
+                self.m.stamp("last_audio")
 
 
 FRAME_SECONDS = 0.02

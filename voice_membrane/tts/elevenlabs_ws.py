@@ -221,6 +221,9 @@ class SocketStream:
         self._lock = anyio.Lock()  # one sender at a time; a reconnect holds it
         self._last_sent = time.monotonic()  # any text (keepalive included)
         self._progress = time.monotonic()  # last frame received, or piece / end sent
+        # Since when the service has had text it has not voiced (None: it is idle):
+        # its time producing audio, for the real-time factor.
+        self._busy_from: int | None = None
         self._out_send, self._out_recv = anyio.create_memory_object_stream[_Item](math.inf)
         self._tg: TaskGroup | None = None
         self._fallback: PieceStream | None = None
@@ -283,6 +286,8 @@ class SocketStream:
             self._voiced.append(0)
             await self._send_piece(piece, self._texts[piece])
             self._progress = time.monotonic()
+            if self._busy_from is None:
+                self._busy_from = time.perf_counter_ns()
 
     async def end_input(self) -> None:
         if self._fallback is not None:
@@ -481,9 +486,17 @@ class SocketStream:
                 raise TtsError("ElevenLabs sent a malformed frame (audio is not base64)") from None
             alignment = data.get("alignment") or data.get("normalizedAlignment")
             items = self._attribute(self._decoder.feed(data_bytes), alignment)
+            self._note_busy()
         if data.get("isFinal"):
             self._finished = True
         return items
+
+    def _note_busy(self) -> None:
+        if self._busy_from is None:
+            return
+        now = time.perf_counter_ns()
+        self.stats.busy_ns += now - self._busy_from
+        self._busy_from = now if self._aligned < self._layout.owned_end else None
 
     def _service_error(self, data: dict[str, Any]) -> TtsError:
         code = str(data.get("error") or "")

@@ -135,13 +135,15 @@ class PieceStream:
         done = False
         try:
             async with out:
-                if engine.billed:
-                    self.stats.chars_billed += len(text)
                 started = time.perf_counter_ns()
                 failed: TtsError | None = None
+                first = True
                 try:
                     async with aclosing(engine.synthesize(text, previous)) as chunks:
                         async for chunk in chunks:
+                            if first and engine.billed:  # a refused request is not billed
+                                self.stats.chars_billed += len(text)
+                            first = False
                             now = time.perf_counter_ns()
                             self.stats.busy_ns += now - started
                             await out.send(Voiced(index, chunk, t_ns=now))
