@@ -39,8 +39,11 @@ class ScriptedEngine(PieceEngine):
     name = "scripted"
     sample_rate = RATE
 
-    def __init__(self, max_in_flight: int = 1, slow: int = -1, fail: int = -1) -> None:
+    def __init__(
+        self, max_in_flight: int = 1, slow: int = -1, fail: int = -1, fail_part: int = 1
+    ) -> None:
         self.max_in_flight, self.slow, self.fail = max_in_flight, slow, fail
+        self.fail_part = fail_part
         self.events: list[tuple[str, str]] = []
         self.previous: list[str] = []
 
@@ -54,7 +57,7 @@ class ScriptedEngine(PieceEngine):
             await anyio.sleep(0.3)
         for part in range(4):
             await anyio.sleep(0)
-            if number == self.fail and part == 1:
+            if number == self.fail and part == self.fail_part:
                 raise TtsError(f"service failed on piece {number}")
             yield tone(len(text) * CHAR_S / 4, number + 1)
         self.events.append(("end", text))
@@ -105,6 +108,20 @@ async def test_an_error_comes_in_its_place_after_the_audio_before_it() -> None:
                 out.append(voiced)
     assert info.group_contains(TtsError, match="piece 1")
     assert [v.piece for v in out] == [0, 0, 0, 0, 1]  # all of piece 0, then 1 until it failed
+
+
+async def test_a_refused_piece_is_not_billed() -> None:
+    engine = ScriptedEngine(fail=1, fail_part=0)
+    engine.billed = True
+    pieces = ["One two.", "Three four."]
+    async with engine.open_stream() as stream:
+        for piece in pieces:
+            await stream.push(piece)
+        await stream.end_input()
+        with pytest.raises(TtsError):
+            async for _ in stream:
+                pass
+    assert stream.stats.chars_billed == len(pieces[0])
 
 
 def write_reply(tmp_path: Path, text: str) -> ReplaySource:
