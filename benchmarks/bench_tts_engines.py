@@ -82,6 +82,8 @@ class EngineResult:
 class TtsBenchResults:
     results: list[EngineResult]
     seconds: float
+    turns: int
+    warmup: int
 
 
 # --------------------------------------------------------------------------- the fakes
@@ -208,7 +210,9 @@ def _spec(engine: str) -> str:
     return f"{engine}:{'alloy' if engine == 'openai' else VOICE}"
 
 
-async def _pipeline(engine_name: str, recording: Path, result: EngineResult) -> None:
+async def _pipeline(
+    engine_name: str, recording: Path, result: EngineResult, turns: int, warmup: int
+) -> None:
     from voice_membrane.pipeline.session import Session
     from voice_membrane.providers.replay import ReplaySource
     from voice_membrane.sinks.null import NullSink
@@ -224,7 +228,7 @@ async def _pipeline(engine_name: str, recording: Path, result: EngineResult) -> 
 
     session = Session(ReplaySource(recording, speed=1.0), engine, NullSink(SINK_RATE), log=log)
     async with session:
-        for turn in range(WARMUP + TURNS):
+        for turn in range(warmup + turns):
             pieces.clear()
             outcome = await session.turn("weather?")
             session.history.clear()  # every turn alike
@@ -233,7 +237,7 @@ async def _pipeline(engine_name: str, recording: Path, result: EngineResult) -> 
                 continue
             if turn == 0:
                 result.first_piece = pieces[0]
-            if turn < WARMUP:
+            if turn < warmup:
                 continue
             report = outcome.report
             first_audio, token = report.first_audio_ms, report.first_chunk_token_ms
@@ -245,7 +249,10 @@ async def _pipeline(engine_name: str, recording: Path, result: EngineResult) -> 
 
 
 def run_tts_engines_bench(
-    engines: tuple[str, ...] = ENGINES, log: Callable[[str], None] = print
+    engines: tuple[str, ...] = ENGINES,
+    turns: int = TURNS,
+    warmup: int = WARMUP,
+    log: Callable[[str], None] = print,
 ) -> TtsBenchResults:
     started = time.perf_counter()
     results: list[EngineResult] = []
@@ -265,9 +272,9 @@ def run_tts_engines_bench(
                 for engine in engines:
                     result = EngineResult(engine)
                     log(f"tts bench: {engine} …")
-                    anyio.run(_pipeline, engine, recording, result)
+                    anyio.run(_pipeline, engine, recording, result, turns, warmup)
                     if result.first_piece:
-                        result.raw_ms = anyio.run(_raw, engine, urls, result.first_piece, TURNS)
+                        result.raw_ms = anyio.run(_raw, engine, urls, result.first_piece, turns)
                     results.append(result)
         finally:
             for name, value in saved.items():
@@ -275,7 +282,7 @@ def run_tts_engines_bench(
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-    return TtsBenchResults(results, time.perf_counter() - started)
+    return TtsBenchResults(results, time.perf_counter() - started, turns, warmup)
 
 
 _ENV = ("ELEVENLABS_BASE_URL", "ELEVENLABS_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from benchmarks.bench_tts_engines import (
     LLM_FIRST_DELTA_S,
     TTFB_S,
-    TURNS,
-    WARMUP,
     EngineResult,
     TtsBenchResults,
 )
@@ -52,9 +50,9 @@ def tts_section(results: TtsBenchResults) -> str:
         [
             f"## {TTS_TITLE}",
             f"Each engine against its fake server (child process) answering after a fixed "
-            f"{TTFB_S * 1000:.0f} ms time to first byte; {TURNS} turns per engine after "
-            f"{WARMUP} warm-up turns. ms, p50 / p95. *Raw*: a bare client of the wire "
-            "protocol (`websockets` on an open socket: the first piece sent with `flush`, "
+            f"{TTFB_S * 1000:.0f} ms time to first byte; {results.turns} turns per engine "
+            f"after {results.warmup} warm-up turns. ms, p50 / p95. *Raw*: a bare client "
+            "of the wire protocol (`websockets` on an open socket: the first piece sent with `flush`, "
             "until the first audio message; `httpx` on a kept-alive connection: request "
             "sent, until the first body bytes). *Engine first byte*: the same, as the "
             "pipeline measured it for the first piece (from when the piece was handed to "

@@ -8,8 +8,10 @@ from __future__ import annotations
 from benchmarks.bench_chunker import run_corpus
 from benchmarks.bench_membrane import CONSUMERS, VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
+from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
 from benchmarks.replies import REPLIES
 from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_paragraph
+from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
 from voice_membrane.chunking import SpeechChunker
 
@@ -54,3 +56,18 @@ def test_membrane_benchmark_runs_every_vendor_and_renders_a_row_each() -> None:
         assert sum(line.startswith(f"| {case.label} |") for line in rows) == 1, case.label
     assert section.count("\n- ") >= 3  # the findings
     assert "child process" in method_paragraph(results)
+
+
+def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:
+    # Two turns each against the fakes: every engine speaks and is measured; the
+    # numbers are not checked.
+    results = run_tts_engines_bench(turns=2, warmup=1, log=lambda line: None)
+    assert [r.engine for r in results.results] == list(ENGINES)
+    for result in results.results:
+        assert result.errors == [], result.engine
+        assert len(result.raw_ms) == len(result.pipeline_ms) == 2, result.engine
+        assert result.first_piece and len(result.added_ms()) == 2
+    section = tts_section(results)
+    assert section.startswith(f"## {TTS_TITLE}")
+    for engine in ENGINES:
+        assert sum(line.startswith(f"| `{engine}` |") for line in section.splitlines()) == 1
