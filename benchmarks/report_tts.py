@@ -46,21 +46,26 @@ def tts_section(results: TtsBenchResults) -> str:
     pieces = ", ".join(
         f"{r.engine} {quoted(r.first_piece)}" for r in results.results if r.first_piece
     )
+    ttfb_ms = f"{TTFB_S * 1000:.0f}"
+    first_delta_ms = f"{LLM_FIRST_DELTA_S * 1000:.0f}"
+    method = (
+        f"Each engine against its fake server (child process) answering after a fixed "
+        f"{ttfb_ms} ms time to first byte; {results.turns} turns per engine after "
+        f"{results.warmup} warm-up turns. ms, p50 / p95. *Raw*: a bare client of the "
+        "wire protocol (`websockets` on an open socket: the first piece sent with "
+        "`flush`, until the first audio message; `httpx` on a kept-alive connection: "
+        "request sent, until the first body bytes). *Engine first byte*: the same, as "
+        "the pipeline measured it for the first piece (from when the piece was handed "
+        "to the engine). *Pipeline*: a whole turn's first audio (the null sink's first "
+        "write) minus the arrival of the LLM delta that completed the first piece; a "
+        f"recorded reply whose first delta comes after {first_delta_ms} ms (the socket "
+        "is open by then, as with a real model). *Added*: pipeline minus the raw "
+        f"median, per turn; target ≤ {TARGET_ADDED_MS:g} ms at p50."
+    )
     return "\n\n".join(
         [
             f"## {TTS_TITLE}",
-            f"Each engine against its fake server (child process) answering after a fixed "
-            f"{TTFB_S * 1000:.0f} ms time to first byte; {results.turns} turns per engine "
-            f"after {results.warmup} warm-up turns. ms, p50 / p95. *Raw*: a bare client "
-            "of the wire protocol (`websockets` on an open socket: the first piece sent "
-            "with `flush`, until the first audio message; `httpx` on a kept-alive connection: request "
-            "sent, until the first body bytes). *Engine first byte*: the same, as the "
-            "pipeline measured it for the first piece (from when the piece was handed to "
-            "the engine). *Pipeline*: a whole turn's first audio (the null sink's first "
-            "write) minus the arrival of the LLM delta that completed the first piece — "
-            f"a recorded reply whose first delta comes after {LLM_FIRST_DELTA_S * 1000:.0f} "
-            "ms (the socket is open by then, as with a real model). *Added*: pipeline "
-            f"minus the raw median, per turn; target ≤ {TARGET_ADDED_MS:g} ms at p50.",
+            method,
             table(
                 [
                     "Engine",
