@@ -63,6 +63,7 @@ def test_defaults_and_overrides() -> None:
         ("[llm]\nbase_url = 'http://h:70000'\n", "Port out of range 0-65535"),
         ("[llm]\nbase_url = 'http:///v1'\n", "the URL has no host"),
         ("[llm]\nbase_url = 'http://[::1/'\n", "not a valid URL (Invalid IPv6 URL)"),
+        ("[tts]\nbase_url = 'ws://h'\n", "tts.base_url: Value error, expected an http://"),
         # hostile files: one line, not a traceback or a megabyte of echo
         ("description = " + "[" * 100_000 + "]" * 100_000 + "\n", "invalid TOML: nested too"),
         ("[llm]\nmax_tokens = " + "7" * 5000 + "\n", "invalid TOML: Exceeds the limit"),

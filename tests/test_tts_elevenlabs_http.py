@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from elevenlabs_helpers import PIECES, samples_of, speak, task_count, tasks_settle
+from tts_helpers import PIECES, run_stream, samples_of, task_count, tasks_settle
 
 from voice_membrane.audio import pcm16_from_bytes
 from voice_membrane.redact import redact
@@ -62,7 +62,7 @@ async def test_speaks_each_piece_in_text_order(
 ) -> None:
     tts = engine(output_format=fmt, max_in_flight=3)
     await tts.start()
-    voiced = await speak(tts, PIECES)
+    voiced = await run_stream(tts, PIECES)
     await tts.aclose()
     assert tts.sample_rate == rate and all(v.audio.sample_rate == rate for v in voiced)
     assert [v.piece for v in voiced] == sorted(v.piece for v in voiced)
@@ -85,7 +85,7 @@ async def test_options_reach_the_request(server: FakeElevenLabs) -> None:
         optimize_streaming_latency=3,
         voice_settings={"stability": 0.4, "speed": 1.1},
     )
-    await speak(tts, PIECES[:1])
+    await run_stream(tts, PIECES[:1])
     await tts.aclose()
     (request,) = posts(server)
     assert request.query["optimize_streaming_latency"] == "3"
@@ -98,7 +98,7 @@ async def test_options_reach_the_request(server: FakeElevenLabs) -> None:
 async def test_429_then_ok_is_retried_before_the_first_audio(server: FakeElevenLabs) -> None:
     server.add(SpeechScript.http_error(429, retry_after=0.01))
     tts = engine(max_in_flight=1)
-    voiced = await speak(tts, PIECES[:2])
+    voiced = await run_stream(tts, PIECES[:2])
     await tts.aclose()
     assert [r.body["text"] for r in posts(server)] == [PIECES[0], PIECES[0], PIECES[1]]
     assert {v.piece for v in voiced} == {0, 1}
@@ -108,7 +108,7 @@ async def test_a_5xx_after_the_retries_is_one_clear_error(server: FakeElevenLabs
     server.add(*[SpeechScript.http_error(503) for _ in range(3)])
     tts = engine(max_retries=1, max_in_flight=1)
     with pytest.raises(TtsError, match="HTTP 503"):
-        await speak(tts, PIECES[:1])
+        await run_stream(tts, PIECES[:1])
     await tts.aclose()
     assert len(posts(server)) == 2
 
@@ -117,7 +117,7 @@ async def test_a_stall_is_a_read_timeout(server: FakeElevenLabs) -> None:
     server.add(SpeechScript.stall(after_frames=1))
     tts = engine(read_timeout_s=0.3, max_retries=0)
     with pytest.raises(TtsError, match="read_timeout_s"):
-        await speak(tts, PIECES[:1], limit_s=10)
+        await run_stream(tts, PIECES[:1], limit_s=10)
     await tts.aclose()
 
 
@@ -150,7 +150,7 @@ async def test_a_bad_key_names_the_variable(
         await tts.start()
     assert "wrong-key" not in str(caught.value)
     with pytest.raises(TtsError, match="set ELEVENLABS_API_KEY"):
-        await speak(tts, PIECES[:1])
+        await run_stream(tts, PIECES[:1])
     await tts.aclose()
 
 

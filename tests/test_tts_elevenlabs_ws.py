@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from elevenlabs_helpers import PIECES, piece_chars, samples_of, speak, task_count, tasks_settle
+from tts_helpers import PIECES, piece_chars, run_stream, samples_of, task_count, tasks_settle
 
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_speech import SpeechScript
@@ -54,7 +54,7 @@ async def test_speaks_the_pieces_in_order_with_their_alignment(
     tts = engine(output_format=fmt)
     await tts.start()
     try:
-        voiced = await speak(tts, PIECES)
+        voiced = await run_stream(tts, PIECES)
     finally:
         await tts.aclose()
     assert tts.sample_rate == rate
@@ -191,7 +191,7 @@ async def test_a_dropped_socket_is_reopened_once_and_only_unvoiced_text_resent(
 ) -> None:
     server.add(SpeechScript.drop(after_frames=4, char_s=0.002))
     tts = engine()
-    voiced = await speak(tts, PIECES)
+    voiced = await run_stream(tts, PIECES)
     await tts.aclose()
     first, second = server.connections
     assert first.dropped
@@ -208,7 +208,7 @@ async def test_a_second_drop_is_an_error(server: FakeElevenLabs) -> None:
     server.add(SpeechScript.drop(after_frames=1), SpeechScript.drop(after_frames=1))
     tts = engine()
     with pytest.raises(TtsError, match="twice"):
-        await speak(tts, PIECES)
+        await run_stream(tts, PIECES)
     await tts.aclose()
 
 
@@ -222,7 +222,7 @@ async def test_a_bad_key_names_the_variable_to_set(
     assert "wrong-key" not in str(caught.value)
     # Over the socket itself (no start()): the service's error frame, same message.
     with pytest.raises(TtsError, match="ELEVENLABS_API_KEY"):
-        await speak(tts, PIECES)
+        await run_stream(tts, PIECES)
     await tts.aclose()
 
 
@@ -231,14 +231,14 @@ async def test_an_unknown_voice_is_named(server: FakeElevenLabs) -> None:
     with pytest.raises(TtsError, match="no-such-voice"):
         await tts.start()
     with pytest.raises(TtsError, match="no-such-voice"):
-        await speak(tts, PIECES)
+        await run_stream(tts, PIECES)
     await tts.aclose()
 
 
 async def test_a_refused_handshake_is_retried(server: FakeElevenLabs) -> None:
     server.add(SpeechScript.http_error(429, retry_after=0.01))
     tts = engine(max_retries=2)
-    voiced = await speak(tts, PIECES[:1])
+    voiced = await run_stream(tts, PIECES[:1])
     await tts.aclose()
     assert piece_chars(voiced, 0) == PIECES[0] + " "
     assert len(server.connections) == 2
@@ -249,7 +249,7 @@ async def test_a_stalled_service_is_a_read_timeout(server: FakeElevenLabs) -> No
     server.add(SpeechScript.stall(after_frames=2))
     tts = engine(read_timeout_s=0.3)
     with pytest.raises(TtsError, match="read_timeout_s"):
-        await speak(tts, PIECES, limit_s=10)
+        await run_stream(tts, PIECES, limit_s=10)
     await tts.aclose()
 
 
@@ -292,7 +292,7 @@ async def test_the_http_route_speaks_when_the_socket_cannot_open(server: FakeEle
     server.add(SpeechScript.http_error(503))  # the handshake
     tts = engine(max_retries=0)
     await tts.start()
-    voiced = await speak(tts, PIECES)
+    voiced = await run_stream(tts, PIECES)
     await tts.aclose()
     assert tts.fallbacks == 1
     assert {v.piece for v in voiced} == {0, 1, 2}

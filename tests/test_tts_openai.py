@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tts_helpers import run_stream
 
 from voice_membrane.audio import Samples
-from voice_membrane.exception_groups import leaves
 from voice_membrane.testing.fake_openai_speech import RATE, FakeOpenAISpeech
 from voice_membrane.testing.fake_speech import SpeechScript, encode, speak
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
@@ -61,30 +61,12 @@ def engine_for(
 async def speak_turn(
     engine: OpenAISpeechEngine, pieces: tuple[str, ...], voiced: list[Voiced] | None = None
 ) -> list[Voiced]:
-    """One turn: pieces pushed by one task, audio read by this one (into
-    ``voiced``), as TtsStage does."""
-    voiced = [] if voiced is None else voiced
-    with anyio.fail_after(GUARD_S):
-        await engine.start()
-        try:
-            async with engine.open_stream() as stream, anyio.create_task_group() as tg:
-
-                async def feed() -> None:
-                    for piece in pieces:
-                        await stream.push(piece)
-                    await stream.end_input()
-
-                tg.start_soon(feed)
-                async for item in stream:
-                    voiced.append(item)
-        except ExceptionGroup as group:  # the task groups wrap the stream's error
-            errors = leaves(group)
-            if len(errors) == 1 and isinstance(errors[0], TtsError):
-                raise errors[0] from None
-            raise
-        finally:
-            await engine.aclose()
-    return voiced
+    """One turn from a started engine, closed after it."""
+    await engine.start()
+    try:
+        return await run_stream(engine, pieces, voiced, limit_s=GUARD_S)
+    finally:
+        await engine.aclose()
 
 
 async def fake_audio(text: str) -> Samples:

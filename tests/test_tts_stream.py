@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.session_helpers import write_recording
+from tests.tts_helpers import run_stream
 from voice_membrane.audio import AudioChunk
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult, _heard_by_alignment
@@ -63,26 +64,10 @@ class ScriptedEngine(PieceEngine):
         self.events.append(("end", text))
 
 
-async def speak(engine: PieceEngine, pieces: list[str]) -> list[Voiced]:
-    out: list[Voiced] = []
-    stream: TtsStream
-    async with engine.open_stream() as stream, anyio.create_task_group() as tg:
-
-        async def feed() -> None:
-            for piece in pieces:
-                await stream.push(piece)
-            await stream.end_input()
-
-        tg.start_soon(feed)
-        async for voiced in stream:
-            out.append(voiced)
-    return out
-
-
 async def test_overlapping_pieces_come_out_in_text_order() -> None:
     engine = ScriptedEngine(max_in_flight=2, slow=0)
     pieces = ["One two three.", "Four five.", "Six."]
-    voiced = await speak(engine, pieces)
+    voiced = await run_stream(engine, pieces)
     assert [v.piece for v in voiced] == [0] * 4 + [1] * 4 + [2] * 4
     assert [int(v.audio.samples[0]) for v in voiced] == [1] * 4 + [2] * 4 + [3] * 4
     # The second request ran while the slow first one waited: overlap, not a queue.
@@ -92,7 +77,7 @@ async def test_overlapping_pieces_come_out_in_text_order() -> None:
 
 async def test_one_piece_at_a_time_waits_for_the_previous_piece() -> None:
     engine = ScriptedEngine(max_in_flight=1, slow=0)
-    await speak(engine, ["One two.", "Three."])
+    await run_stream(engine, ["One two.", "Three."])
     assert [kind for kind, _ in engine.events] == ["start", "end", "start", "end"]
 
 

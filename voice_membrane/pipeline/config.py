@@ -35,7 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..messages import LINE_BREAK
-from ..providers.credentials import base_url_problem
+from ..providers.credentials import BaseUrl
 from ..redact import quote
 from ..tts.options import TtsOptions
 
@@ -61,7 +61,7 @@ class LlmConfig(_Section):
     thinking_budget: int | None = Field(None, ge=1024)
     system_prompt: str | None = None
     replay_speed: float = Field(1.0, ge=0)
-    base_url: str | None = None  # default: the SDK's environment variable, then the vendor
+    base_url: BaseUrl | None = None  # default: the SDK's environment variable, then the vendor
     api_key_env: str | None = None  # the variable holding the key (default: the SDK's own)
     streaming: bool = True
     max_retries: int = Field(3, ge=0, le=10)
@@ -93,14 +93,6 @@ class LlmConfig(_Section):
                 "messages would be sent as the assistant's"
             )
         return self
-
-    @field_validator("base_url")
-    @classmethod
-    def _usable_url(cls, url: str | None) -> str | None:
-        problem = url and base_url_problem(url)
-        if problem:
-            raise ValueError(problem)
-        return url
 
 
 class SinkConfig(_Section):

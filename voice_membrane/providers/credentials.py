@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator
 
 from ..redact import quote, remember
 
@@ -84,6 +87,17 @@ def check_base_url(kind: str, where: str, base_url: str | None, section: str = "
     problem = base_url_problem(url)
     if problem:
         raise ValueError(f"{where}: {source} {quote(url)}: {problem}")
+
+
+def _usable_base_url(url: str) -> str:
+    problem = base_url_problem(url)
+    if problem:
+        raise ValueError(problem)
+    return url
+
+
+BaseUrl = Annotated[str, AfterValidator(_usable_base_url)]
+"""A base URL in a pipeline file: pydantic reports ``base_url_problem`` for it."""
 
 
 def base_url_problem(url: str) -> str | None:

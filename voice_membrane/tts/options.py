@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..providers.credentials import base_url_problem
+from ..providers.credentials import BaseUrl
 
 ElevenLabsFormat = Literal["pcm_16000", "pcm_22050", "pcm_24000", "pcm_44100", "ulaw_8000"]
 ELEVENLABS_FORMATS: tuple[str, ...] = get_args(ElevenLabsFormat)
@@ -43,7 +43,9 @@ class TtsOptions(BaseModel):
     # ulaw_8000; OpenAI speaks 24 kHz PCM only).
     output_format: ElevenLabsFormat | None = None
     voice_settings: VoiceSettings | None = None
-    base_url: str | None = None  # default: ELEVENLABS_BASE_URL / OPENAI_BASE_URL, then the vendor
+    base_url: BaseUrl | None = (
+        None  # default: ELEVENLABS_BASE_URL / OPENAI_BASE_URL, then the vendor
+    )
     api_key_env: str | None = None  # default: ELEVENLABS_API_KEY / OPENAI_API_KEY
     max_retries: int = Field(3, ge=0, le=10)  # 429/5xx before the first audio
     # No bytes from the service for this long: an error, not a silent hang.
@@ -60,14 +62,6 @@ class TtsOptions(BaseModel):
     # OpenAI.
     instructions: str | None = Field(None, max_length=4096)
     speed: float | None = Field(None, ge=0.25, le=4.0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _usable_url(cls, url: str | None) -> str | None:
-        problem = url and base_url_problem(url)
-        if problem:
-            raise ValueError(problem)
-        return url
 
     @field_validator("chunk_length_schedule")
     @classmethod

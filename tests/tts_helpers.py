@@ -1,8 +1,10 @@
-"""Driving an ElevenLabs engine's turn stream against FakeElevenLabs."""
+"""Driving a TTS engine's turn stream as TtsStage does: pieces pushed by one task,
+audio read by another."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import anyio
 import numpy as np
@@ -12,9 +14,16 @@ from voice_membrane.tts.base import TtsEngine, Voiced
 PIECES = ["Hello there, friend.", "The weather is fine today.", "See you soon."]
 
 
-async def speak(engine: TtsEngine, pieces: list[str], *, limit_s: float = 20) -> list[Voiced]:
-    """Push ``pieces`` from one task, read the audio in another: every Voiced."""
-    got: list[Voiced] = []
+async def run_stream(
+    engine: TtsEngine,
+    pieces: Sequence[str],
+    voiced: list[Voiced] | None = None,
+    *,
+    limit_s: float = 20,
+) -> list[Voiced]:
+    """Push ``pieces`` from one task, read the audio in another: every Voiced (into
+    ``voiced`` as it comes, so a test sees what came before an error)."""
+    got: list[Voiced] = [] if voiced is None else voiced
     try:
         with anyio.fail_after(limit_s):
             async with engine.open_stream() as stream:
