@@ -100,9 +100,14 @@ class PieceStream:
         index = len(self._texts)
         previous = "".join(self._texts)[-CONTEXT_CHARS:]
         self._texts.append(text)
-        await self._limit.acquire()  # waits while max_in_flight pieces are synthesizing
+        # No checkpoint unless it must wait (max_in_flight pieces synthesizing): a
+        # yield here lets the LLM's tasks run before this piece's request starts.
+        try:
+            self._limit.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limit.acquire()
         audio_send, audio_recv = anyio.create_memory_object_stream[_Item](PIECE_AUDIO_BUFFER)
-        await self._order_send.send(audio_recv)
+        self._order_send.send_nowait(audio_recv)  # unbounded
         self._tg.start_soon(self._synthesize, index, text, previous, audio_send)
 
     async def end_input(self) -> None:
