@@ -19,14 +19,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
-import numpy as np
 
-from ..audio import Samples, pcm16_from_bytes, pcm16_from_ulaw
+from ..audio import Samples, pcm16_from_ulaw
 from ..providers.credentials import api_key, check_base_url
 from ..redact import quote, redact, remember
 from ..retry import RetryPolicy
 from .base import TtsError
 from .options import ELEVENLABS_FORMATS, TtsOptions
+from .pcm_carry import Pcm16Carry
 
 if TYPE_CHECKING:
     from elevenlabs.client import AsyncElevenLabs
@@ -58,25 +58,17 @@ def format_for_sink(sink_rate: int | None) -> str:
 
 
 class AudioDecoder:
-    """Raw audio bytes of one response or socket as samples. A 16-bit sample split
-    across two network chunks is carried over to the next chunk, never dropped."""
+    """Raw audio bytes of one response or socket as samples: μ-law decoded, or
+    16-bit PCM with a sample split across two chunks carried over (``Pcm16Carry``)."""
 
     def __init__(self, output_format: str) -> None:
         self.ulaw = output_format.startswith("ulaw")
-        self._carry = b""
+        self._pcm = Pcm16Carry()
 
     def feed(self, data: bytes) -> Samples:
         if self.ulaw:
             return pcm16_from_ulaw(data)
-        data = self._carry + data
-        even = len(data) - len(data) % 2
-        self._carry = data[even:]
-        return pcm16_from_bytes(data[:even]) if even else np.zeros(0, np.int16)
-
-    @property
-    def pending(self) -> int:
-        """Bytes held back (an odd byte: half a sample)."""
-        return len(self._carry)
+        return self._pcm.feed(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ import anyio
 import httpx
 
 from ..audio import AudioChunk
-from ..redact import quote
 from .base import TtsError
 from .elevenlabs_common import (
     NO_SDK_RETRIES,
@@ -122,9 +121,9 @@ class ElevenLabsHttpEngine(PieceEngine):
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
+                        # Not retried: each retry would add that silence again.
                         raise TtsError(
-                            f"ElevenLabs sent no audio for {timeout:g} s (tts.read_timeout_s)",
-                            retryable=True,
+                            f"ElevenLabs sent no audio for {timeout:g} s (tts.read_timeout_s)"
                         ) from None
                     samples = decoder.feed(data)
                     if len(samples):
@@ -135,7 +134,5 @@ class ElevenLabsHttpEngine(PieceEngine):
             ) from None
         except httpx.HTTPError as exc:
             raise config.connection_error(exc, "speech request") from None
-        if decoder.pending:
-            raise TtsError(
-                f"ElevenLabs audio ended in the middle of a sample (text {quote(text, 40)})"
-            )
+        # An odd byte left at the end is half a sample: nothing to play, dropped
+        # (the audio before it is whole; ending the turn's speech would lose more).
