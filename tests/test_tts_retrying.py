@@ -9,7 +9,7 @@ import pytest
 
 from voice_membrane.retry import RetryPolicy
 from voice_membrane.tts.base import TtsError
-from voice_membrane.tts.retrying import retry_before_output
+from voice_membrane.tts.retrying import retry_before_output, retry_call
 
 FAST = RetryPolicy(max_retries=2, base_delay_s=0.001, max_delay_s=0.001)
 
@@ -63,3 +63,26 @@ def test_no_retry_after_output_or_for_a_final_error() -> None:
     with pytest.raises(TtsError, match="401"):
         anyio.run(collect, attempt)
     assert started == [0]
+
+
+def test_a_call_is_retried_while_it_fails_retryably() -> None:
+    outcomes: list[TtsError | str] = [
+        TtsError("502", retryable=True),
+        TtsError("429", retryable=True, retry_after_s=0.001),
+        "ok",
+    ]
+    calls: list[int] = []
+
+    async def call() -> str:
+        calls.append(1)
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, TtsError):
+            raise outcome
+        return outcome
+
+    assert anyio.run(retry_call, call, FAST) == "ok"
+    assert len(calls) == 3
+    outcomes[:] = [TtsError("401"), "ok"]
+    with pytest.raises(TtsError, match="401"):
+        anyio.run(retry_call, call, FAST)
+    assert len(calls) == 4

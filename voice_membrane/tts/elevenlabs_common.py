@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
-import anyio
 import httpx
 
 from ..audio import Samples, pcm16_from_ulaw
+from ..providers.base import retry_after_seconds
 from ..providers.credentials import api_key, check_base_url
 from ..redact import quote, redact, remember
 from ..retry import RetryPolicy
 from .base import TtsError
 from .options import ELEVENLABS_FORMATS, TtsOptions
 from .pcm_carry import Pcm16Carry
+from .retrying import retry_call
 
 if TYPE_CHECKING:
     from elevenlabs.client import AsyncElevenLabs
@@ -176,7 +177,7 @@ class ElevenLabsConfig:
         return TtsError(
             redact(f"ElevenLabs {doing} failed with HTTP {status}{said}")[:300],
             retryable=retryable,
-            retry_after_s=retry_after(headers) if retryable else None,
+            retry_after_s=_retry_after(headers) if retryable else None,
         )
 
     def connection_error(self, exc: BaseException, doing: str) -> TtsError:
@@ -184,6 +185,12 @@ class ElevenLabsConfig:
         return TtsError(
             f"ElevenLabs {doing}: cannot reach {redact(self.base_url)} ({detail})", retryable=True
         )
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    # The SDK's headers are a plain dict, a refused handshake's are raw items.
+    lowered = {k.lower(): v for k, v in headers.items()} if headers else None
+    return retry_after_seconds(lowered)
 
 
 def _detail(body: Any) -> tuple[str, str]:
@@ -194,21 +201,6 @@ def _detail(body: Any) -> tuple[str, str]:
     if isinstance(detail, str):
         return "", detail
     return "", ""
-
-
-def retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from a ``retry-after`` (or ``retry-after-ms``) header."""
-    if not headers:
-        return None
-    lower = {k.lower(): v for k, v in headers.items()}
-    try:
-        if "retry-after-ms" in lower:
-            return max(0.0, float(lower["retry-after-ms"]) / 1000)
-        if "retry-after" in lower:
-            return max(0.0, float(lower["retry-after"]))
-    except ValueError:
-        return None
-    return None
 
 
 # ---------------------------------------------------------------- the SDK client
@@ -239,17 +231,15 @@ async def lookup_voice(client: AsyncElevenLabs, config: ElevenLabsConfig) -> str
     429/5xx and connection errors retried with the pipeline's policy."""
     from elevenlabs.core.api_error import ApiError
 
-    policy = config.policy
-    retry = 0
-    while True:
+    async def attempt() -> str:
         try:
             voice = await client.voices.get(config.voice_id, request_options=NO_SDK_RETRIES)
-            return str(getattr(voice, "name", "") or config.voice_id)
         except ApiError as exc:
-            error = config.status_error(exc.status_code or 0, exc.headers, exc.body, "voice lookup")
+            raise config.status_error(
+                exc.status_code or 0, exc.headers, exc.body, "voice lookup"
+            ) from None
         except httpx.HTTPError as exc:
-            error = config.connection_error(exc, "voice lookup")
-        if not policy.should_retry(retry, error):
-            raise error
-        await anyio.sleep(policy.delay_s(retry, error))
-        retry += 1
+            raise config.connection_error(exc, "voice lookup") from None
+        return str(getattr(voice, "name", "") or config.voice_id)
+
+    return await retry_call(attempt, config.policy)

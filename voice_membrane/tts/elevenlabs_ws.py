@@ -65,6 +65,7 @@ from .elevenlabs_common import CONNECT_TIMEOUT_S, AudioDecoder, ElevenLabsConfig
 from .elevenlabs_http import ElevenLabsHttpEngine
 from .options import TtsOptions
 from .piece_stream import PieceStream
+from .retrying import retry_call
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,8 @@ class ElevenLabsSocketEngine:
     async def connect(self, *, multi: bool) -> ClientConnection:
         """A socket, the handshake retried for 429/5xx and refused connections."""
         config = self.config
-        policy = config.policy
-        retry = 0
-        while True:
+
+        async def attempt() -> ClientConnection:
             try:
                 return await connect(
                     config.socket_url(multi=multi),
@@ -139,15 +139,13 @@ class ElevenLabsSocketEngine:
                     body = json.loads(response.body or b"")
                 except ValueError:
                     body = None
-                error = config.status_error(
+                raise config.status_error(
                     response.status_code, dict(response.headers.raw_items()), body, "socket"
-                )
+                ) from None
             except (OSError, TimeoutError, InvalidHandshake) as exc:
-                error = config.connection_error(exc, "socket")
-            if not policy.should_retry(retry, error):
-                raise error
-            await anyio.sleep(policy.delay_s(retry, error))
-            retry += 1
+                raise config.connection_error(exc, "socket") from None
+
+        return await retry_call(attempt, config.policy)
 
     def session_socket(self) -> ClientConnection | None:
         """The multi-context socket an earlier turn opened, if it is still open."""

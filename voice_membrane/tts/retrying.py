@@ -8,7 +8,7 @@ repeat it, so the error goes on to the caller.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import TypeVar
 
@@ -42,4 +42,18 @@ async def retry_before_output(
             delay_s = policy.delay_s(retry, error)
             on_retry(error, delay_s)
             await anyio.sleep(delay_s)
+            retry += 1
+
+
+async def retry_call(call: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await call()``, called again while it fails retryably (a request with no
+    streamed output: a voice lookup, a socket handshake)."""
+    retry = 0
+    while True:
+        try:
+            return await call()
+        except TtsError as error:
+            if not policy.should_retry(retry, error):
+                raise
+            await anyio.sleep(policy.delay_s(retry, error))
             retry += 1
