@@ -19,6 +19,7 @@ import anyio
 import httpx2
 
 from ..redact import remember
+from ..tls import shared_ssl_context
 from .anthropic_read import StreamReader, message_outputs
 from .anthropic_request import request_params
 from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
@@ -72,6 +73,7 @@ class AnthropicProvider:
                     base_url=self.base_url,
                     max_retries=0,
                     timeout=self.timeout_s,
+                    http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_ssl_context()),
                 )
             except anthropic.AnthropicError as exc:  # e.g. a missing credentials profile
                 raise ProviderError(self.name, "auth", f"{NO_KEY} ({exc})") from exc

@@ -47,6 +47,7 @@ from google import genai
 from google.genai import errors, types
 
 from ..redact import remember
+from ..tls import shared_ssl_context
 from .base import ProviderError, ProviderOutput, retry_after_seconds, status_kind
 from .credentials import unusable_key
 from .gemini_read import NAME, ChunkReader
@@ -102,7 +103,10 @@ class GeminiProvider:
                 base_url=self.base_url,
                 timeout=max(1, round(self.timeout_s * 1000)),  # milliseconds
                 retry_options=types.HttpRetryOptions(attempts=1),
-                async_client_args={"event_hooks": {"response": [_keep_response]}},
+                async_client_args={
+                    "event_hooks": {"response": [_keep_response]},
+                    "verify": shared_ssl_context(),
+                },
             )
             problem = unusable_key(NAME, self.api_key)
             if problem:

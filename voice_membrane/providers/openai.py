@@ -20,6 +20,7 @@ import httpx2
 import openai
 
 from ..redact import remember
+from ..tls import shared_ssl_context
 from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
 from .credentials import unusable_key
 from .openai_read import ChatReader, TextReader
@@ -127,7 +128,13 @@ def async_client(
     if problem:
         raise ProviderError(NAME, "auth", problem)
     try:
-        return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=shared_ssl_context()),
+        )
     except openai.OpenAIError as exc:
         raise ProviderError(NAME, "bad_request", str(exc)) from exc
 

@@ -24,6 +24,7 @@ from ..providers.base import retry_after_seconds
 from ..providers.credentials import api_key, check_base_url
 from ..redact import quote, redact, remember
 from ..retry import RetryPolicy
+from ..tls import shared_ssl_context
 from .base import TtsError
 from .options import ELEVENLABS_FORMATS, TtsOptions
 from .pcm_carry import Pcm16Carry
@@ -212,7 +213,7 @@ def make_client(config: ElevenLabsConfig) -> tuple[AsyncElevenLabs, httpx.AsyncC
     from elevenlabs.client import AsyncElevenLabs
 
     timeout = httpx.Timeout(config.options.read_timeout_s, connect=CONNECT_TIMEOUT_S)
-    http = httpx.AsyncClient(timeout=timeout, follow_redirects=True)
+    http = httpx.AsyncClient(timeout=timeout, follow_redirects=True, verify=shared_ssl_context())
     client = AsyncElevenLabs(
         base_url=config.base_url,
         api_key=config.key,

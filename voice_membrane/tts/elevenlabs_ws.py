@@ -60,6 +60,7 @@ from websockets.protocol import State
 
 from ..audio import AudioChunk, Samples
 from ..redact import redact
+from ..tls import shared_ssl_context
 from .base import Alignment, StreamStats, TtsError, TtsStream, Voiced
 from .elevenlabs_common import CONNECT_TIMEOUT_S, AudioDecoder, ElevenLabsConfig
 from .elevenlabs_http import ElevenLabsHttpEngine
@@ -124,8 +125,10 @@ class ElevenLabsSocketEngine:
 
         async def attempt() -> ClientConnection:
             try:
+                url = config.socket_url(multi=multi)
                 return await connect(
-                    config.socket_url(multi=multi),
+                    url,
+                    ssl=shared_ssl_context() if url.startswith("wss:") else None,
                     additional_headers={"xi-api-key": config.key},
                     open_timeout=CONNECT_TIMEOUT_S,
                     close_timeout=CLOSE_TIMEOUT_S,
