@@ -16,9 +16,9 @@ from voice_membrane.server import Server
 from voice_membrane.server.protocol import unpack_frame
 
 # Thinking (hidden), then a short spoken answer with markdown (filtered from speech).
-SHORT_REPLY = "<thinking>The user greets me.</thinking>Hello there! The sky is **clear** today."
-SHORT_VISIBLE = "Hello there! The sky is **clear** today."
-SHORT_SPOKEN = "Hello there! The sky is clear today."
+SHORT_REPLY = "<thinking>The user greets me.</thinking>Hi! It is **clear** now."
+SHORT_VISIBLE = "Hi! It is **clear** now."
+SHORT_SPOKEN = "Hi! It is clear now."
 # Long enough to interrupt mid-speech (about ten seconds of espeak-ng).
 LONG_REPLY = (
     "Here is a long answer about the weather. The morning will be cool and bright, "
