@@ -8,6 +8,7 @@ turn (LLM, TTS, audio) at once and nothing outlives the connection.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from typing import Any
 
@@ -47,6 +48,10 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
+        if state.socket_send_buffer is not None:
+            sock = self.ws.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, state.socket_send_buffer)
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
             await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
