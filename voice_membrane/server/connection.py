@@ -373,6 +373,12 @@ class Connection:
         await state.draining.wait()
         with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
             await self.turn_done.wait()
+        if not self.turn_done.is_set() and self.session is not None:
+            # Cut as an interruption, so the client still gets the turn's end and
+            # what was heard of it.
+            self.session.interrupt()
+            with anyio.move_on_after(state.close_timeout_s):
+                await self.turn_done.wait()
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
 
