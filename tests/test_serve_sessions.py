@@ -105,3 +105,34 @@ async def test_a_client_that_disconnects_mid_turn_cancels_its_work(tmp_path: Pat
                 await anyio.sleep(0.02)
             while len(asyncio.all_tasks()) > baseline:
                 await anyio.sleep(0.02)
+
+
+async def test_two_sessions_on_the_embedded_model_at_once(tmp_path: Path) -> None:
+    """One llama.cpp model for the process, one generation at a time on its one
+    thread: two sessions asking together both get whole, sensible replies."""
+    pytest.importorskip("llama_cpp")
+    pipeline = tmp_path / "embedded.toml"
+    pipeline.write_text(
+        '[llm]\nspec = "local"\nmax_tokens = 24\ntemperature = 0\n\n'
+        '[tts]\nspec = "espeak"\n\n[sink]\nkind = "null"\n',
+        encoding="utf-8",
+    )
+    logs: dict[int, TurnLog] = {}
+    async with Server([pipeline], port=0, log=lambda *a, **k: None) as server:
+
+        async def one(i: int, text: str) -> None:
+            async with session(server) as ws:
+                await send(ws, type="user.message", text=text)
+                logs[i] = await read_turn(ws)
+
+        with anyio.fail_after(GUARD_S * 2):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0, "What is the capital of France?")
+                tg.start_soon(one, 1, "Name a colour of the sky.")
+    for log in logs.values():
+        end = log.end
+        assert end["error"] is None and not end["interrupted"]
+        assert len(end["visible"].split()) >= 3
+        assert end["heard"] == "".join(e["text"] for e in log.of("transcript.delta")).strip()
+        assert [seq for _, seq, _ in log.frames] == list(range(len(log.frames)))
+    assert logs[0].end["visible"] != logs[1].end["visible"]  # no reply got the other's tokens
