@@ -26,7 +26,7 @@ LONG_REPLY = (
     "sea, and by the afternoon there may be a short shower. The evening should clear "
     "again, so it is a good time for a walk along the river before dinner."
 )
-GUARD_S = 60  # against a hang only; the machine is shared and loaded
+GUARD_S = 30  # against a hang only; the machine is shared and loaded
 
 
 def write_pipeline(folder: Path, name: str, reply: str, *, tts: str = "espeak") -> Path:
@@ -89,10 +89,12 @@ async def send(ws: ClientConnection, **message: Any) -> None:
 
 async def next_event(ws: ClientConnection) -> dict[str, Any]:
     """The next JSON event, skipping audio frames."""
-    while True:
-        data = await ws.recv()
-        if isinstance(data, str):
-            return dict(json.loads(data))
+    with anyio.fail_after(GUARD_S):
+        while True:
+            data = await ws.recv()
+            if isinstance(data, str):
+                return dict(json.loads(data))
+    raise AssertionError("unreachable")
 
 
 async def read_turn(ws: ClientConnection, log: TurnLog | None = None) -> TurnLog:

@@ -148,7 +148,10 @@ async def test_static_files_have_their_content_types(tmp_path: Path) -> None:
     (static / "index.html").write_text("<html>page</html>")
     (static / "app.js").write_text("console.log(1)")
     (static / "style.css").write_text("body {}")
+    (tmp_path / "secret.html").write_text("not to be served")
     async with running_server(tmp_path, static_dir=static) as server:
+        for path in ("/static/../secret.html", "/static/..%2fsecret.html", "/static/"):
+            assert (await get(server.url + path))[0] == 404, path
         assert (await get(server.url + "/static/app.js"))[1] == "text/javascript; charset=utf-8"
         assert (await get(server.url + "/static/style.css"))[1] == "text/css; charset=utf-8"
         assert (await get(server.url + "/"))[2] == b"<html>page</html>"
