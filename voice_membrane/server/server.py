@@ -187,9 +187,17 @@ class Server:
     async def close(self) -> None:
         """Close every connection (1001) and stop listening."""
         if self._ws is not None:
-            self._ws.close()
-            await self._ws.wait_closed()
-            self._ws = None
+            ws, self._ws = self._ws, None
+            ws.close()
+            # Each session ends once its socket closes; should one not (a bug), its
+            # handler is cancelled rather than keep the process from exiting.
+            grace = (self.state.close_timeout_s if self.state else 10.0) + 5.0
+            with anyio.move_on_after(grace):
+                await ws.wait_closed()
+            for task in list(ws.handler_tasks):
+                task.cancel()
+            with anyio.CancelScope(shield=True):
+                await ws.wait_closed()
         if self._done is not None:
             self._done.set()
 
