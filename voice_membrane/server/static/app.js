@@ -34,6 +34,7 @@
     state: $("state"),
     sessionInfo: $("session-info"),
     connect: $("connect"),
+    connectButton: $("connect-button"),
     token: $("token"),
     error: $("error"),
     transcript: $("transcript"),
@@ -502,7 +503,15 @@
     const record = turnRecord(message.turn);
     record.report = report;
     const known = WATERFALL.map(([key]) => stamps[key]).filter((v) => typeof v === "number");
-    const scale = Math.max(1, ...known);
+    // Seconds of speech would flatten the first-audio path into slivers: when the
+    // last audio is far out, the scale ends past the first audio and its bar is cut.
+    const early = WATERFALL.slice(0, -1)
+      .map(([key]) => stamps[key])
+      .filter((v) => typeof v === "number");
+    const last = stamps.last_audio;
+    const earlyMax = Math.max(1, ...early);
+    const scale =
+      typeof last === "number" && last > 4 * earlyMax ? 1.25 * earlyMax : Math.max(1, ...known);
 
     const figure = document.createElement("figure");
     figure.className = "waterfall";
@@ -533,8 +542,14 @@
         const bar = document.createElement("div");
         bar.className = "bar";
         const start = Math.min(previous, value);
-        bar.style.marginLeft = `${(100 * start) / scale}%`;
-        bar.style.width = `max(2px, ${(100 * (value - start)) / scale}%)`;
+        const left = (100 * start) / scale;
+        bar.style.marginLeft = `${left}%`;
+        if (value > scale) {
+          bar.classList.add("cut"); // not to scale: runs off the edge
+          bar.style.width = `${100 - left}%`;
+        } else {
+          bar.style.width = `max(2px, ${(100 * (value - start)) / scale}%)`;
+        }
         bar.title = `${name}: ${fmt(value)} (+${fmt(value - start)})`;
         track.append(bar);
         ms.textContent = fmt(value);
@@ -600,6 +615,8 @@
   function render() {
     ui.state.textContent = app.state;
     ui.state.dataset.state = app.state;
+    ui.connectButton.textContent = app.ws ? "Reconnect" : "Connect";
+    ui.connectButton.classList.toggle("primary", !app.ws);
     const open = app.ws !== null && app.state !== "connecting";
     ui.message.disabled = !open;
     ui.send.disabled = !open || app.state !== "idle";
