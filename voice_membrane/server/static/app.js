@@ -53,6 +53,7 @@
     ws: null,
     state: "connecting", // connecting | idle | responding | interrupting | closed
     audioContext: null,
+    analyser: null, // between the player and the speakers
     player: null,
     format: null, // session.started's audio
     session: null,
@@ -74,17 +75,17 @@
   // AudioWorklet where the page is a secure context; else AudioBuffers
   // scheduled back to back on the context's clock.
   class WorkletPlayer {
-    static async create(ctx) {
+    static async create(ctx, output) {
       await ctx.audioWorklet.addModule("/static/player-worklet.js");
-      return new WorkletPlayer(ctx);
+      return new WorkletPlayer(ctx, output);
     }
-    constructor(ctx) {
+    constructor(ctx, output) {
       this.kind = "AudioWorklet";
       this.node = new AudioWorkletNode(ctx, "voice-membrane-player", {
         numberOfInputs: 0,
         outputChannelCount: [1],
       });
-      this.node.connect(ctx.destination);
+      this.node.connect(output);
       this.status = { played: 0, queued: 0, playing: false, underruns: 0 };
       this.node.port.onmessage = (event) => {
         this.status = event.data;
@@ -111,9 +112,10 @@
   }
 
   class BufferPlayer {
-    constructor(ctx) {
+    constructor(ctx, output) {
       this.kind = "AudioBuffer";
       this.ctx = ctx;
+      this.output = output;
       this.next = 0; // context time where the next frame starts
       this.segments = []; // {source, start, length}
       this.finished = 0; // samples of segments played to the end
@@ -132,7 +134,7 @@
       buffer.copyToChannel(samples, 0);
       const source = ctx.createBufferSource();
       source.buffer = buffer;
-      source.connect(ctx.destination);
+      source.connect(this.output);
       const segment = { source, start: this.next, length: samples.length };
       source.onended = () => {
         const i = this.segments.indexOf(segment);
@@ -185,11 +187,14 @@
     app.player = null;
     // A context at the stream's rate: frames go in as they are, the browser resamples.
     app.audioContext = new AudioContext({ sampleRate: rate, latencyHint: "interactive" });
+    // Both players go out through an analyser: what reaches the speakers can be checked.
+    app.analyser = new AnalyserNode(app.audioContext, { fftSize: 1024 });
+    app.analyser.connect(app.audioContext.destination);
     const forceBuffers = new URLSearchParams(location.search).get("player") === "buffers";
     app.player =
       app.audioContext.audioWorklet && !forceBuffers
-        ? await WorkletPlayer.create(app.audioContext)
-        : new BufferPlayer(app.audioContext);
+        ? await WorkletPlayer.create(app.audioContext, app.analyser)
+        : new BufferPlayer(app.audioContext, app.analyser);
     app.audioContext.onstatechange = render;
   }
 
@@ -683,6 +688,13 @@
   }
   status.playedSeconds = () =>
     app.player && app.audioContext ? app.player.playedSamples / app.audioContext.sampleRate : 0;
+  // The loudest sample of the last ~40 ms that reached the speakers (0 to 1).
+  status.outputPeak = () => {
+    if (!app.analyser) return 0;
+    const samples = new Float32Array(app.analyser.fftSize);
+    app.analyser.getFloatTimeDomainData(samples);
+    return samples.reduce((peak, x) => Math.max(peak, Math.abs(x)), 0);
+  };
   status.turn = (n) => (app.turns.has(n) ? snapshot(app.turns.get(n)) : null);
   Object.freeze(status);
   window.voiceMembrane = status;
