@@ -96,7 +96,7 @@ async def page(tmp_path: Path) -> AsyncIterator[Any]:
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 900, "height": 1000},
+            viewport={"width": 900, "height": 600},
         )
         try:
             tab = await browser.new_page()

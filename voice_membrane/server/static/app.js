@@ -88,7 +88,9 @@
       this.node.connect(output);
       this.status = { played: 0, queued: 0, playing: false, underruns: 0 };
       this.node.port.onmessage = (event) => {
+        const was = this.status.playing;
         this.status = event.data;
+        if (this.status.playing !== was) render(); // the Interrupt button follows the sound
       };
     }
     push(samples) {
@@ -141,6 +143,7 @@
         if (i >= 0) {
           this.segments.splice(i, 1);
           this.finished += segment.length;
+          if (this.segments.length === 0) render();
         }
       };
       source.start(this.next);
