@@ -215,3 +215,33 @@ async def test_the_page_speaks_a_turn_shows_it_and_stops_on_interrupt(
         assert len(heard) < len(FIRST + " " + ANSWER)
         second = await page.inner_text('#transcript li.reply[data-turn="2"]')
         assert "(interrupted)" in second
+
+
+async def test_a_server_with_a_token_is_asked_for_it_and_takes_it_from_the_page(
+    tmp_path: Path, page: Any
+) -> None:
+    token = "page-test-token-4c1e"
+    with anyio.fail_after(60):
+        async with Server([write_pipeline(tmp_path)], port=0, token=token) as server:
+            await page.goto(server.url + "/")
+            # Connected without a token: refused, and the page says so.
+            await page.wait_for_function("window.voiceMembrane.state === 'closed'")
+            error = await page.inner_text("#error")
+            assert "needs a token" in error and "4401" in error
+            assert await page.evaluate("document.activeElement.id") == "token"
+
+            await page.fill("#token", "a-wrong-token")
+            await page.press("#token", "Enter")
+            await page.wait_for_function(
+                "window.voiceMembrane.state === 'closed' && "
+                "document.getElementById('error').textContent.includes('4401')"
+            )
+
+            await page.fill("#token", token)
+            await page.press("#token", "Enter")
+            await page.wait_for_function("window.voiceMembrane.state === 'idle'")
+            assert await page.is_hidden("#error")
+            assert await page.is_enabled("#message")
+            # Kept in memory only.
+            stored = await page.evaluate("JSON.stringify({...localStorage, ...sessionStorage})")
+            assert token not in stored

@@ -48,6 +48,8 @@
     waterfalls: $("waterfalls"),
   };
 
+  const waterfallHint = ui.waterfalls.firstElementChild;
+
   // --- state ---------------------------------------------------------------
   const app = {
     ws: null,
@@ -315,7 +317,7 @@
         onTurnStarted(message);
         break;
       case "transcript.delta":
-        if (message.turn > app.droppedUpTo || message.turn === app.turn) {
+        if (message.turn > app.droppedUpTo) {
           turnRecord(message.turn).replyText.textContent += message.text;
           scrollTranscript();
         }
@@ -342,9 +344,19 @@
   }
 
   async function onSessionStarted(message) {
+    // A new session is a new conversation (turns count from 1 again): start clean.
     app.session = message;
     app.format = message.audio;
     app.lastSeq = -1;
+    app.droppedUpTo = 0;
+    app.turns = new Map();
+    app.lastTurn = null;
+    app.hiddenEntries = new Map();
+    app.hiddenCount = 0;
+    ui.hiddenCount.textContent = "0";
+    ui.transcript.replaceChildren();
+    ui.hiddenBlocks.replaceChildren();
+    ui.waterfalls.replaceChildren(waterfallHint);
     await setUpAudio(message.audio.sample_rate);
     ui.sessionInfo.textContent = `${message.pipeline} · ${message.llm} → ${message.tts}`;
     ui.audioInfo.textContent =
