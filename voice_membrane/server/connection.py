@@ -8,6 +8,7 @@ turn (LLM, TTS, audio) at once and nothing outlives the connection.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from typing import Any
 
@@ -47,6 +48,10 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
+        if state.socket_send_buffer is not None:
+            sock = self.ws.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, state.socket_send_buffer)
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
             await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
@@ -197,13 +202,17 @@ class Connection:
                 self._error("bad_message", str(exc))
                 continue
             if isinstance(message, p.UserMessage):
-                if not self.turn_done.is_set():
+                assistant = self.session and self.session.options.assistant_participant
+                if message.participant is not None and message.participant == assistant:
+                    self._error("bad_message", "participant: that is the assistant's name")
+                elif not self.turn_done.is_set():
                     self._error("busy", "a turn is running: send interrupt first", self.turn)
                 elif self.state.draining.is_set():
                     self._error("draining", _DRAINING)
                 else:
+                    self.turn += 1
                     self.turn_done = anyio.Event()
-                    tg.start_soon(self._run_turn, message)
+                    tg.start_soon(self._run_turn, message, self.turn)
             elif isinstance(message, p.Interrupt):
                 if self.session is not None and self.session.interrupt():
                     self.state.log("interrupt", session=self.id, turn=self.turn)
@@ -212,11 +221,10 @@ class Connection:
             else:
                 self._error("bad_message", "the session has started already")
 
-    async def _run_turn(self, message: p.UserMessage) -> None:
+    async def _run_turn(self, message: p.UserMessage, n: int) -> None:
         assert self.session is not None and self.sink is not None
         state, session = self.state, self.session
-        self.turn += 1
-        n = self.sink.turn = self.turn
+        self.sink.turn = n
         if message.participant is not None:
             session.options = session.options.model_copy(
                 update={"human_participant": message.participant}
@@ -365,6 +373,12 @@ class Connection:
         await state.draining.wait()
         with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
             await self.turn_done.wait()
+        if not self.turn_done.is_set() and self.session is not None:
+            # Cut as an interruption, so the client still gets the turn's end and
+            # what was heard of it.
+            self.session.interrupt()
+            with anyio.move_on_after(state.close_timeout_s):
+                await self.turn_done.wait()
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
 
