@@ -298,7 +298,9 @@
       setState("closed");
       if (event.code !== 1000) {
         const why = CLOSE_REASONS[event.code] || "The connection was lost.";
-        showError(`${why} (close code ${event.code})`);
+        // The server's error event (slow_client, rate_limited, …) says more: keep it.
+        const said = ui.error.hidden ? "" : `${ui.error.textContent} — `;
+        showError(`${said}${why} (close code ${event.code})`);
       }
       if (event.code === 4401) ui.token.focus();
     };
