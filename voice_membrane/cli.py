@@ -70,7 +70,79 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--show-hidden", action="store_true", help="also print thinking and tool blocks"
     )
+    serve = commands.add_parser(
+        "serve",
+        help="serve spoken sessions over a WebSocket, with a browser page",
+        description="Serve sessions over a WebSocket (docs/websocket-protocol.md), the "
+        "browser page at /, Prometheus metrics at /metrics, /healthz and /readyz. SIGTERM "
+        "drains: running turns finish, new sessions are refused.",
+    )
+    serve.add_argument(
+        "--pipeline",
+        type=Path,
+        action="append",
+        help="a pipeline file clients may use, by its name (the file's stem); repeatable, "
+        "the first is the default (default pipelines/local.toml)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (8765; 0: any free port)")
+    serve.add_argument(
+        "--token", help="the token clients must present (default: env VOICE_MEMBRANE_TOKEN)"
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to connect, e.g. https://app.example.com (repeatable)",
+    )
+    serve.add_argument(
+        "--drain-timeout", type=float, default=30.0, metavar="S", help="on SIGTERM (30)"
+    )
+    serve.add_argument(
+        "--idle-timeout", type=float, default=300.0, metavar="S", help="close idle sessions (300)"
+    )
     return parser
+
+
+def _serve(args: argparse.Namespace) -> None:
+    import os
+
+    from .server.run import run_server
+
+    token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
+    for flag, value in (
+        ("--drain-timeout", args.drain_timeout),
+        ("--idle-timeout", args.idle_timeout),
+    ):
+        if not value > 0:
+            sys.exit(f"voice-membrane serve: {flag} must be > 0")
+    if not 0 <= args.port <= 65535:
+        sys.exit("voice-membrane serve: --port must be 0 to 65535")
+    try:
+        anyio.run(
+            partial(
+                run_server,
+                args.pipeline or [_default_pipeline()],
+                host=args.host,
+                port=args.port,
+                token=token or None,
+                allow_origins=args.allow_origin,
+                drain_timeout_s=args.drain_timeout,
+                idle_timeout_s=args.idle_timeout,
+            )
+        )
+    except Exception as exc:
+        causes = leaves(exc)
+        if not all(isinstance(cause, _user_errors()) for cause in causes):
+            raise
+        sys.exit(f"voice-membrane serve: {'; '.join(_one_line(cause) for cause in causes)}")
+
+
+def _default_pipeline() -> Path:
+    from .run_command import DEFAULT_PIPELINE
+
+    return DEFAULT_PIPELINE
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -139,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = _build_parser().parse_args(argv)
     if args.command == "run":
         _run(args)
+    elif args.command == "serve":
+        _serve(args)
     elif args.command == "demo":
         from .demo import run_demo
 

@@ -1,0 +1,382 @@
+"""One WebSocket connection: authentication, the session, its turns, its limits.
+
+The connection's task group owns everything the session does — the sender,
+the watchdogs and the running turn — so a client that disconnects cancels its
+turn (LLM, TTS, audio) at once and nothing outlives the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from ..pipeline.build import build_parts
+from ..pipeline.session import Session
+from ..pipeline.stages import event_record
+from . import protocol as p
+from .outbox import Audio, Close, Outbox
+from .rate_limit import RateLimit, Verdict
+from .socket_sink import SocketSink
+from .state import ServerState
+
+__all__ = ["Connection", "event_record"]
+
+
+class Connection:
+    def __init__(self, ws: ServerConnection, state: ServerState) -> None:
+        self.ws, self.state = ws, state
+        self.id = state.session_id()
+        self.turn = 0
+        self.turn_scope: anyio.CancelScope | None = None
+        self.turn_done = anyio.Event()
+        self.turn_done.set()
+        self.last_activity = anyio.current_time()
+        self.dropped = anyio.Event()
+        self.limit = RateLimit(state.messages_per_second)
+        self.outbox: Outbox | None = None
+        self.session: Session | None = None
+        self.sink: SocketSink | None = None
+
+    # Setup
+
+    async def run(self) -> None:
+        state = self.state
+        header_token = _bearer(self.ws)
+        if header_token is not None and not state.check_token(header_token):
+            await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
+            return
+        if state.draining.is_set():
+            state.metrics.errors.labels("draining").inc()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", p.error_event("draining", _DRAINING))
+            return
+        start = await self._await_start(authenticated=header_token is not None)
+        if start is None:
+            return
+        await self._serve(start)
+
+    async def _refuse(self, code: int, reason: str, *events: str) -> None:
+        try:
+            for text in events:
+                await self.ws.send(text)
+            await self.ws.close(code, reason)
+        except ConnectionClosed:
+            pass
+        self.state.log("refused", session=self.id, code=code, reason=reason)
+
+    async def _await_start(self, authenticated: bool) -> p.SessionStart | None:
+        """The client's ``session.start``, or None once the socket is closed."""
+        state = self.state
+        with anyio.move_on_after(state.start_timeout_s):
+            while True:
+                try:
+                    data = await self.ws.recv()
+                except ConnectionClosed:
+                    return None
+                try:
+                    message = p.parse_client_message(data)
+                except p.BadMessage as exc:
+                    message, problem = None, str(exc)
+                needs_token = state.token is not None and not authenticated
+                if needs_token and not (
+                    isinstance(message, p.SessionStart) and state.check_token(message.token)
+                ):
+                    await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
+                    return None
+                if message is None:
+                    await self._send_error_now("bad_message", problem)
+                elif not isinstance(message, p.SessionStart):
+                    await self._send_error_now(
+                        "bad_message", "the first message must be session.start"
+                    )
+                elif (message.pipeline or state.default_pipeline) not in state.pipelines:
+                    names = ", ".join(state.pipelines)
+                    await self._send_error_now("pipeline_not_allowed", f"pipelines here: {names}")
+                else:
+                    return message
+        await self._refuse(
+            p.CLOSE_IDLE,
+            "idle_timeout",
+            p.error_event("idle_timeout", "no session.start within the time allowed"),
+        )
+        return None
+
+    async def _send_error_now(self, code: p.ErrorCode, message: str) -> None:
+        """Before the session's sender runs: send an error directly."""
+        self.state.metrics.errors.labels(code).inc()
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.send(p.error_event(code, message))
+
+    async def _serve(self, start: p.SessionStart) -> None:
+        state = self.state
+        name = start.pipeline or state.default_pipeline
+        config = state.pipelines[name]
+        parts = build_parts(config.with_overrides({"sink": {"kind": "null", "realtime": False}}))
+        frames_per_s = 1000 // p.FRAME_MS
+        self.outbox = outbox = Outbox(
+            max(1, round(state.max_queued_audio_s * frames_per_s)), state.max_queued_events
+        )
+        self.sink = sink = SocketSink(
+            outbox,
+            encoding=start.audio.encoding,
+            sample_rate=start.audio.sample_rate,
+            on_overflow=self._drop_slow_client,
+        )
+        self.session = session = Session(
+            parts.membrane,
+            parts.engine,
+            sink,
+            system_prompt=config.llm.system_prompt,
+            model=parts.model,
+            options=parts.options,
+            chunker_options=config.chunker.model_dump(),
+            log=self._on_log,
+            on_piece_start=self._on_piece_start,
+            context=parts.context,
+        )
+        state.sessions += 1
+        state.metrics.sessions.inc()
+        started = time.monotonic()
+        state.log("session_start", session=self.id, pipeline=name, audio=start.audio.model_dump())
+        try:
+            async with session:
+                self._put(
+                    p.event(
+                        "session.started",
+                        session=self.id,
+                        protocol=p.PROTOCOL_VERSION,
+                        pipeline=name,
+                        llm=parts.membrane.provider.name,
+                        tts=parts.engine.name,
+                        audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
+                    )
+                )
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._sender)
+                    tg.start_soon(self._idle_watchdog)
+                    tg.start_soon(self._drain_watch)
+                    tg.start_soon(self._enforce_drop)
+                    await self._receive(tg)
+                    tg.cancel_scope.cancel()
+        finally:
+            state.sessions -= 1
+            state.metrics.sessions.dec()
+            state.log(
+                "session_end",
+                session=self.id,
+                turns=self.turn,
+                seconds=round(time.monotonic() - started, 3),
+                close_code=self.ws.close_code,
+            )
+
+    # The message loop
+
+    async def _receive(self, tg: TaskGroup) -> None:
+        while True:
+            try:
+                data = await self.ws.recv()
+            except ConnectionClosed:
+                return
+            self.last_activity = anyio.current_time()
+            verdict = self.limit.check(self.last_activity)
+            if verdict is Verdict.DISCONNECT:
+                self._close(p.CLOSE_POLICY, "rate_limited")
+                continue
+            if verdict is not Verdict.ACCEPT:
+                if verdict is Verdict.REFUSE:
+                    self._error("rate_limited", "too many messages: at most 20 a second")
+                continue
+            try:
+                message = p.parse_client_message(data)
+            except p.BadMessage as exc:
+                self._error("bad_message", str(exc))
+                continue
+            if isinstance(message, p.UserMessage):
+                if not self.turn_done.is_set():
+                    self._error("busy", "a turn is running: send interrupt first", self.turn)
+                elif self.state.draining.is_set():
+                    self._error("draining", _DRAINING)
+                else:
+                    self.turn_done = anyio.Event()
+                    tg.start_soon(self._run_turn, message)
+            elif isinstance(message, p.Interrupt):
+                if self.session is not None and self.session.interrupt():
+                    self.state.log("interrupt", session=self.id, turn=self.turn)
+            elif isinstance(message, p.SessionEnd):
+                self._close(p.CLOSE_NORMAL, "session.end")
+            else:
+                self._error("bad_message", "the session has started already")
+
+    async def _run_turn(self, message: p.UserMessage) -> None:
+        assert self.session is not None and self.sink is not None
+        state, session = self.state, self.session
+        self.turn += 1
+        n = self.sink.turn = self.turn
+        if message.participant is not None:
+            session.options = session.options.model_copy(
+                update={"human_participant": message.participant}
+            )
+        state.turns_running += 1
+        state.metrics.turns.inc()
+        state.log("turn_start", session=self.id, turn=n, chars=len(message.text))
+        self._put(p.event("turn.started", turn=n, text=message.text))
+        try:
+            with anyio.CancelScope() as scope:
+                self.turn_scope = scope
+                try:
+                    result = await session.turn(message.text)
+                except Exception as exc:  # a bug: the session goes on, the client is told
+                    state.log("turn_failed", session=self.id, turn=n, error=repr(exc))
+                    self._error("internal", "the turn failed inside the server", n)
+                    return
+                report = result.report
+                self._put(p.event("metrics", turn=n, report=report.to_dict()))
+                self._put(
+                    p.event(
+                        "turn.end",
+                        turn=n,
+                        heard=result.spoken_text,
+                        visible=result.visible_text,
+                        interrupted=result.interrupted,
+                        error=result.error,
+                    )
+                )
+                if result.error:
+                    llm_failed = result.reply is None or result.reply.error is not None
+                    self._error("llm_error" if llm_failed else "tts_error", result.error, n)
+                first_audio = report.first_audio_ms
+                if first_audio is not None:
+                    state.metrics.first_audio.observe(first_audio / 1000)
+                state.log(
+                    "turn_end",
+                    session=self.id,
+                    turn=n,
+                    first_audio_ms=None if first_audio is None else round(first_audio, 1),
+                    audio_seconds=round(report.audio_seconds, 3),
+                    interrupted=result.interrupted,
+                    error=result.error,
+                )
+        finally:
+            self.turn_scope = None
+            state.turns_running -= 1
+            self.last_activity = anyio.current_time()
+            self.turn_done.set()
+
+    # What the pipeline reports, as events
+
+    def _on_piece_start(self, text: str) -> None:
+        self._put(p.event("transcript.delta", turn=self.turn, text=text))
+
+    def _on_log(self, record: dict[str, Any]) -> None:
+        kind = record.get("event")
+        if kind == "chunk" and not record["meta"].get("visible"):
+            self._put(p.event("log", turn=self.turn, text=record["text"], meta=record["meta"]))
+        elif kind == "block_start":
+            fields = {"index": record["index"], "block_type": record["type"]}
+            self._put(p.event("block", turn=self.turn, event="start", **fields))
+        elif kind == "block_complete":
+            block = record["block"]
+            self._put(
+                p.event(
+                    "block",
+                    turn=self.turn,
+                    event="complete",
+                    index=record["index"],
+                    block_type=block["type"],
+                    block=block,
+                )
+            )
+
+    # Sending
+
+    def _put(self, item: str | Audio | Close) -> None:
+        assert self.outbox is not None
+        if not self.outbox.put(item):
+            self._drop_slow_client()
+
+    def _error(self, code: p.ErrorCode, message: str, turn: int | None = None) -> None:
+        self.state.metrics.errors.labels(code).inc()
+        self.state.log("error", session=self.id, code=code, message=message, turn=turn)
+        self._put(p.error_event(code, message, turn))
+
+    def _close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
+        assert self.outbox is not None
+        self._cancel_turn()
+        self.outbox.close(code, reason, *events, discard=discard)
+
+    def _cancel_turn(self) -> None:
+        if self.turn_scope is not None:
+            self.turn_scope.cancel()
+
+    async def _sender(self) -> None:
+        assert self.outbox is not None
+        while True:
+            item = await self.outbox.get()
+            try:
+                if isinstance(item, Close):
+                    await self.ws.close(item.code, item.reason)
+                    return
+                await self.ws.send(item.data if isinstance(item, Audio) else item)
+            except ConnectionClosed:
+                return
+
+    def _drop_slow_client(self) -> None:
+        if self.dropped.is_set():
+            return
+        self.dropped.set()
+        self.state.metrics.dropped.inc()
+        self.state.metrics.errors.labels("slow_client").inc()
+        self.state.log("dropped", session=self.id, turn=self.turn, reason="slow_client")
+        message = "the client did not take its audio in time"
+        self._close(
+            p.CLOSE_POLICY, "slow_client", p.error_event("slow_client", message), discard=True
+        )
+
+    async def _enforce_drop(self) -> None:
+        """A dropped client that never reads again cannot be sent its close frame:
+        after the close timeout the connection is cut."""
+        await self.dropped.wait()
+        await anyio.sleep(self.state.close_timeout_s)
+        self.ws.transport.abort()
+
+    # Watchdogs
+
+    async def _idle_watchdog(self) -> None:
+        timeout = self.state.idle_timeout_s
+        while True:
+            await self.turn_done.wait()
+            remaining = self.last_activity + timeout - anyio.current_time()
+            if remaining <= 0 and self.turn_done.is_set():
+                self.state.metrics.errors.labels("idle_timeout").inc()
+                self.state.log("idle_timeout", session=self.id)
+                message = f"no message for {timeout:g} s"
+                self._close(p.CLOSE_IDLE, "idle_timeout", p.error_event("idle_timeout", message))
+                return
+            await anyio.sleep(max(remaining, 0.01))
+
+    async def _drain_watch(self) -> None:
+        """On drain: let the running turn finish (up to the deadline), then close 1001."""
+        state = self.state
+        await state.draining.wait()
+        with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
+            await self.turn_done.wait()
+        self._close(p.CLOSE_GOING_AWAY, "server shutting down")
+
+
+_DRAINING = "this server is shutting down: connect again (another replica)"
+
+
+def _bearer(ws: ServerConnection) -> str | None:
+    request = ws.request
+    if request is None:
+        return None
+    value = request.headers.get("Authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""

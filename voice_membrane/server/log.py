@@ -1,0 +1,32 @@
+"""Structured logs: one JSON object per line, one line per session event.
+
+Every string value is redacted (``redact.py``): a provider error may quote a
+key; the session token is never passed here at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..redact import redact
+
+Write = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+class JsonLog:
+    def __init__(self, write: Write = _stderr) -> None:
+        self._write = write
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        record = {"ts": round(time.time(), 3), "event": event}
+        record.update({k: redact(v) if isinstance(v, str) else v for k, v in fields.items()})
+        self._write(json.dumps(record, ensure_ascii=False, default=str) + "\n")

@@ -1,0 +1,90 @@
+"""A session's bounded send queue: everything the server sends a client, in order.
+
+One task (the connection's sender) takes items off and writes them to the
+socket; producers (the turn, the message loop) put items without waiting. A
+client that does not read stalls the sender, the queue grows, and once it
+holds more than its bound the producer is told (``put`` returns False): the
+session drops that client rather than buffer without end or block anyone.
+Audio and events are bounded separately: a turn's hidden blocks may come in a
+burst of many small events, while audio arrives at playback pace, so a backlog
+of audio means the client has stopped keeping up.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import anyio
+
+
+@dataclass(frozen=True, slots=True)
+class Audio:
+    turn: int
+    data: bytes  # the whole binary frame, header included
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    code: int
+    reason: str
+
+
+Item = str | Audio | Close
+
+
+class Outbox:
+    def __init__(self, max_audio: int, max_events: int) -> None:
+        self.max_audio, self.max_events = max_audio, max_events
+        self._items: deque[Item] = deque()
+        self._audio = 0
+        self._ready = anyio.Event()
+        self.overflowed = False
+        self.closed = False  # a Close was queued: nothing more is taken
+
+    def put(self, item: Item) -> bool:
+        """Queue ``item``; False (and ``overflowed``) when the bound is passed."""
+        if self.closed:
+            return True  # the socket is closing: what comes now is not sent
+        if isinstance(item, Audio):
+            self._audio += 1
+        self._items.append(item)
+        if isinstance(item, Close):
+            self.closed = True
+        elif self._audio > self.max_audio or len(self._items) - self._audio > self.max_events:
+            self.overflowed = True
+        self._ready.set()
+        return not self.overflowed
+
+    def close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
+        """Send what is queued (unless ``discard``), then ``events``, then close."""
+        if self.closed:
+            return
+        if discard:
+            self.clear()
+        self._items.extend(events)
+        self.put(Close(code, reason))
+
+    def drop_audio(self, turn: int) -> int:
+        """Drop the queued frames of ``turn`` (an interruption); return how many."""
+        kept = deque(i for i in self._items if not (isinstance(i, Audio) and i.turn == turn))
+        dropped = len(self._items) - len(kept)
+        self._items = kept
+        self._audio -= dropped
+        return dropped
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._audio = 0
+
+    async def get(self) -> Item:
+        while not self._items:
+            self._ready = anyio.Event()
+            await self._ready.wait()
+        item = self._items.popleft()
+        if isinstance(item, Audio):
+            self._audio -= 1
+        return item
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,229 @@
+"""``Server``: the WebSocket endpoint, the page and the operations endpoints on one port.
+
+::
+
+    async with Server(["pipelines/replay.toml"], port=0) as server:
+        print(server.url)            # http://127.0.0.1:PORT; sessions at server.ws_url
+        await server.serve_forever() # until drain() (SIGTERM in the CLI) or cancellation
+
+Engines and models load once per process (``preload``) and are shared by the
+sessions: the embedded LLM and the Piper voice keep process-wide caches.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from websockets.asyncio.server import Server as WsServer
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as ws_serve
+from websockets.http11 import Request, Response
+
+from ..pipeline.build import build_parts
+from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from . import protocol as p
+from .connection import Connection
+from .http_routes import STATIC_DIR, route
+from .log import JsonLog
+from .state import ServerState
+
+DEFAULT_PORT = 8765
+
+
+class Server:
+    """``pipelines``: pipeline files (or loaded configs by name); clients pick one by
+    name (the file's stem), the first is the default. Raises ``ConfigError`` (one
+    line) for a bad pipeline, or a host that is not loopback without a token."""
+
+    def __init__(
+        self,
+        pipelines: Sequence[str | Path] | dict[str, PipelineConfig],
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        token: str | None = None,
+        allow_origins: Iterable[str] = (),
+        drain_timeout_s: float = 30.0,
+        idle_timeout_s: float = 300.0,
+        log: JsonLog | None = None,
+        static_dir: Path = STATIC_DIR,
+        preload: bool = True,
+        **limits: Any,
+    ) -> None:
+        if not pipelines:
+            raise ConfigError("serve needs at least one pipeline")
+        self.pipelines = (
+            dict(pipelines) if isinstance(pipelines, dict) else _load_pipelines(pipelines)
+        )
+        if token == "":
+            raise ConfigError("the token is empty")
+        if token is None and not _is_loopback(host):
+            raise ConfigError(
+                f"refusing to listen on {host} without a token "
+                "(--token or VOICE_MEMBRANE_TOKEN): anyone who can reach it could use it"
+            )
+        self.host, self.port, self.token = host, port, token
+        self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
+        self.drain_timeout_s, self.idle_timeout_s = drain_timeout_s, idle_timeout_s
+        self.log = log or JsonLog()
+        self.static_dir = static_dir
+        self.preload = preload
+        self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
+        self.state: ServerState | None = None
+        self._ws: WsServer | None = None
+        self._stack = AsyncExitStack()
+        self._done: anyio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url.removeprefix("http") + p.SESSION_PATH
+
+    async def __aenter__(self) -> Server:
+        self.state = ServerState(
+            self.pipelines,
+            token=self.token,
+            idle_timeout_s=self.idle_timeout_s,
+            drain_timeout_s=self.drain_timeout_s,
+            log=self.log,
+            **self.limits,
+        )
+        self._done = anyio.Event()
+        if self.preload:
+            await self._preload()
+        self._ws = await ws_serve(
+            self._handle,
+            self.host,
+            self.port,
+            process_request=self._process_request,
+            max_size=p.MAX_MESSAGE_BYTES,
+            compression=None,  # audio does not compress; per-message deflate costs CPU
+            server_header=None,
+            close_timeout=self.state.close_timeout_s,
+            logger=_quiet_logger(),
+        )
+        sockets = self._ws.sockets
+        self.port = sockets[0].getsockname()[1]
+        self.log("listening", url=self.url, pipelines=list(self.pipelines))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _preload(self) -> None:
+        """Load each pipeline's models and voices once, now, not in the first session
+        (the process-wide caches keep them): a broken pipeline fails the start."""
+        for config in self.pipelines.values():
+            parts = build_parts(config.with_overrides({"sink": {"kind": "null"}}))
+            async with AsyncExitStack() as stack:
+                provider = parts.membrane.provider
+                await provider.start()
+                stack.push_async_callback(provider.aclose)
+                await parts.engine.start()
+                stack.push_async_callback(parts.engine.aclose)
+
+    def _own_origins(self, request: Request) -> set[str]:
+        """The page's own origins. Only names of this listener, never the Host header
+        alone: a DNS-rebound page would send an Origin matching its Host."""
+        names = {self.host}
+        if _is_loopback(self.host):
+            names |= {"localhost", "127.0.0.1", "[::1]"}
+        return {f"{scheme}://{name}:{self.port}" for name in names for scheme in ("http", "https")}
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        assert self.state is not None
+        state = self.state
+        return route(
+            request,
+            allowed_origins=self.allow_origins | self._own_origins(request),
+            ready=lambda: not state.draining.is_set(),
+            metrics=state.metrics.render,
+            static_dir=self.static_dir,
+        )
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        assert self.state is not None
+        await Connection(ws, self.state).run()
+
+    async def serve_forever(self) -> None:
+        """Until ``drain()`` or ``close()`` ends the server."""
+        assert self._done is not None
+        await self._done.wait()
+
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Stop accepting sessions (``/readyz`` 503, new sockets 1013), let running
+        turns finish up to the drain timeout, close the rest with 1001, stop."""
+        assert self.state is not None and self._ws is not None
+        state = self.state
+        timeout = self.drain_timeout_s if timeout_s is None else timeout_s
+        if not state.draining.is_set():
+            state.drain_deadline = anyio.current_time() + timeout
+            state.draining.set()
+            self.log("drain_start", sessions=state.sessions, turns=state.turns_running)
+        # Each session closes itself once its turn is over (or cut at the deadline);
+        # a moment more for the closing handshakes.
+        with anyio.move_on_after(timeout + state.close_timeout_s + 1):
+            while state.sessions:
+                await anyio.sleep(0.05)
+        self.log("drain_end", sessions=state.sessions)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection (1001) and stop listening."""
+        if self._ws is not None:
+            self._ws.close()
+            await self._ws.wait_closed()
+            self._ws = None
+        if self._done is not None:
+            self._done.set()
+
+
+def _load_pipelines(paths: Sequence[str | Path]) -> dict[str, PipelineConfig]:
+    pipelines: dict[str, PipelineConfig] = {}
+    for path in paths:
+        name = Path(path).stem
+        if name in pipelines:
+            raise ConfigError(f"two pipelines are named {name!r}: rename one file")
+        pipelines[name] = load_pipeline(path)
+    return pipelines
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        try:
+            return all(
+                ipaddress.ip_address(info[4][0]).is_loopback
+                for info in socket.getaddrinfo(host, None)
+            )
+        except OSError:
+            return False
+
+
+def _quiet_logger() -> Any:
+    """websockets logs each failed handshake (a port scan, a plain GET to the socket
+    path) at INFO/ERROR with a traceback; our own log says what matters."""
+    import logging
+
+    logger = logging.getLogger("voice_membrane.server.websockets")
+    logger.setLevel(logging.CRITICAL)
+    return logger

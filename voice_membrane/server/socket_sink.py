@@ -1,0 +1,119 @@
+"""The audio sink of a served session: 20 ms binary frames on the session's socket.
+
+Audio is cut into frames of exactly ``FRAME_MS`` (the last frame of a turn may
+be shorter), converted to the session's format (resampled; μ-law for
+telephony) and queued on the session's ``Outbox``, paced at real time with a
+small lead: ``write`` returns once the audio sent so far is at most ``lead_s``
+ahead of a client that started playing each frame when it was sent. So, as on
+a speaker, ``played_seconds`` is what the client has heard (within the lead),
+``first_played_ns`` is when the first frame went out, and ``stop()`` drops the
+frames still queued at once (the client drops those it holds, by turn).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import anyio
+import numpy as np
+
+from ..audio import AudioChunk, Samples, resample, ulaw_from_pcm16
+from .outbox import Audio, Outbox
+from .protocol import FRAME_MS, pack_frame
+
+LEAD_S = 0.2
+
+
+class SocketSink:
+    def __init__(
+        self,
+        outbox: Outbox,
+        *,
+        encoding: Literal["pcm16", "mulaw"] = "pcm16",
+        sample_rate: int = 24000,
+        lead_s: float = LEAD_S,
+        on_overflow: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = "websocket"
+        self.sample_rate = sample_rate
+        self.encoding = encoding
+        self.lead_s = lead_s
+        self.turn = 0  # set by the session before each turn: frames carry it
+        self.sequence = 0  # the next frame's number (per session)
+        self._outbox = outbox
+        self._on_overflow = on_overflow
+        self._frame = sample_rate * FRAME_MS // 1000
+        self._carry: Samples = np.zeros(0, dtype=np.int16)
+        self._ends_ns = 0  # when the audio sent so far has finished playing
+        self._written = 0.0  # seconds sent and not discarded
+        self._played = 0.0
+        self._utterance_open = False
+        self._first_ns: int | None = None
+
+    async def open(self) -> None:
+        self._ends_ns = time.perf_counter_ns()
+        self._written = self._played = 0.0
+        self._utterance_open = False
+        self._first_ns = None
+
+    async def write(self, chunk: AudioChunk) -> None:
+        if not self._utterance_open:
+            self._utterance_open = True
+            self._first_ns = None
+        samples = chunk.samples
+        if chunk.sample_rate != self.sample_rate:
+            samples = resample(samples, chunk.sample_rate, self.sample_rate)
+        if len(self._carry):
+            samples = np.concatenate([self._carry, samples])
+        whole = len(samples) - len(samples) % self._frame
+        for start in range(0, whole, self._frame):
+            self._send(samples[start : start + self._frame])
+        self._carry = samples[whole:]
+        now = time.perf_counter_ns()
+        await anyio.sleep(max(0.0, (self._ends_ns - now) / 1e9 - self.lead_s))
+
+    def _send(self, samples: Samples) -> None:
+        now = time.perf_counter_ns()
+        start = max(self._ends_ns, now)  # idle (a new utterance or an underrun): now
+        if self._first_ns is None:
+            self._first_ns = start
+        seconds = len(samples) / self.sample_rate
+        self._ends_ns = start + round(seconds * 1e9)
+        self._written += seconds
+        audio = ulaw_from_pcm16(samples) if self.encoding == "mulaw" else samples.tobytes()
+        if not self._outbox.put(Audio(self.turn, pack_frame(self.turn, self.sequence, audio))):
+            self._on_overflow()
+        self.sequence += 1
+
+    async def drain(self) -> None:
+        if len(self._carry):
+            self._send(self._carry)
+            self._carry = np.zeros(0, dtype=np.int16)
+        await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
+        self._utterance_open = False
+
+    async def stop(self) -> None:
+        now = time.perf_counter_ns()
+        self._carry = np.zeros(0, dtype=np.int16)
+        self._outbox.drop_audio(self.turn)
+        self._written = self.played_seconds
+        self._ends_ns = min(self._ends_ns, now)
+        if self._first_ns is not None and self._first_ns > now:
+            self._first_ns = None
+        self._utterance_open = False
+
+    @property
+    def played_seconds(self) -> float:
+        pending = max(0, self._ends_ns - time.perf_counter_ns()) / 1e9
+        self._played = max(self._played, self._written - pending)
+        return self._played
+
+    @property
+    def first_played_ns(self) -> int | None:
+        first = self._first_ns
+        return first if first is not None and first <= time.perf_counter_ns() else None
+
+    async def aclose(self) -> None:
+        await self.stop()

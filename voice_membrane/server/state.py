@@ -1,0 +1,53 @@
+"""What every connection of a server shares: its settings, metrics, log and drain state."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass, field
+
+import anyio
+
+from ..pipeline.config import PipelineConfig
+from .log import JsonLog
+from .prometheus import ServerMetrics
+
+# A client that stops reading is dropped once this much audio waits for it.
+MAX_QUEUED_AUDIO_S = 2.0
+MAX_QUEUED_EVENTS = 4096
+
+
+@dataclass
+class ServerState:
+    pipelines: dict[str, PipelineConfig]  # by name (the file's stem); the first is the default
+    token: str | None = None
+    idle_timeout_s: float = 300.0
+    drain_timeout_s: float = 30.0
+    start_timeout_s: float = 10.0
+    close_timeout_s: float = 10.0
+    max_queued_audio_s: float = MAX_QUEUED_AUDIO_S
+    max_queued_events: int = MAX_QUEUED_EVENTS
+    messages_per_second: int = 20
+    log: JsonLog = field(default_factory=JsonLog)
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    draining: anyio.Event = field(default_factory=anyio.Event)
+    drain_deadline: float = float("inf")  # anyio.current_time() when running turns are cut
+    sessions: int = 0
+    turns_running: int = 0
+    _next_id: int = 0
+
+    @property
+    def default_pipeline(self) -> str:
+        return next(iter(self.pipelines))
+
+    def check_token(self, offered: str | None) -> bool:
+        """Constant-time comparison; True when the server has no token."""
+        if self.token is None:
+            return True
+        if offered is None:
+            return False
+        return hmac.compare_digest(offered.encode(), self.token.encode())
+
+    def session_id(self) -> str:
+        self._next_id += 1
+        return f"s{int(time.time()):x}-{self._next_id}"
