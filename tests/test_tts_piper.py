@@ -138,3 +138,33 @@ def test_the_library_does_not_import_piper_until_start() -> None:
         "sys.exit('piper' in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_engines_share_one_loaded_voice_and_its_lock(engine: PiperEngine) -> None:
+    """A server's sessions each make a PiperEngine: the voice loads once per process,
+    and one lock keeps their ONNX runs apart."""
+    other = PiperEngine()
+    with anyio.fail_after(1.0):  # a load takes seconds; the shared voice is instant
+        await other.start()
+    try:
+        assert other._voice is engine._voice
+        assert other._step_lock is engine._step_lock
+
+        async def both() -> list[list[AudioChunk]]:
+            results: list[list[AudioChunk]] = [[], []]
+
+            async def one(i: int, e: PiperEngine) -> None:
+                results[i] = await speak(e, SHORT)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0, engine)
+                tg.start_soon(one, 1, other)
+            return results
+
+        first, second = await both()
+        for chunks in (first, second):
+            assert looks_like_speech(analyze_chunks(chunks), SHORT), speech_problems(
+                analyze_chunks(chunks), SHORT
+            )
+    finally:
+        await other.aclose()

@@ -197,13 +197,17 @@ class Connection:
                 self._error("bad_message", str(exc))
                 continue
             if isinstance(message, p.UserMessage):
-                if not self.turn_done.is_set():
+                assistant = self.session and self.session.options.assistant_participant
+                if message.participant is not None and message.participant == assistant:
+                    self._error("bad_message", "participant: that is the assistant's name")
+                elif not self.turn_done.is_set():
                     self._error("busy", "a turn is running: send interrupt first", self.turn)
                 elif self.state.draining.is_set():
                     self._error("draining", _DRAINING)
                 else:
+                    self.turn += 1
                     self.turn_done = anyio.Event()
-                    tg.start_soon(self._run_turn, message)
+                    tg.start_soon(self._run_turn, message, self.turn)
             elif isinstance(message, p.Interrupt):
                 if self.session is not None and self.session.interrupt():
                     self.state.log("interrupt", session=self.id, turn=self.turn)
@@ -212,11 +216,10 @@ class Connection:
             else:
                 self._error("bad_message", "the session has started already")
 
-    async def _run_turn(self, message: p.UserMessage) -> None:
+    async def _run_turn(self, message: p.UserMessage, n: int) -> None:
         assert self.session is not None and self.sink is not None
         state, session = self.state, self.session
-        self.turn += 1
-        n = self.sink.turn = self.turn
+        self.sink.turn = n
         if message.participant is not None:
             session.options = session.options.model_copy(
                 update={"human_participant": message.participant}

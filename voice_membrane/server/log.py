@@ -15,6 +15,8 @@ from typing import Any
 from ..redact import redact
 
 Write = Callable[[str], None]
+Log = Callable[..., None]
+"""What the server logs with: ``log(event, **fields)`` (a ``JsonLog``, or a test's own)."""
 
 
 def _stderr(line: str) -> None:

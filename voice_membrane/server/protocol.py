@@ -77,7 +77,9 @@ class SessionStart(_Message):
 class UserMessage(_Message):
     type: Literal["user.message"]
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    participant: str | None = Field(None, min_length=1, max_length=100)
+    # A name as written in the transcript's turn lines: letters, digits, spaces and
+    # . ' - only, so no name can hold a separator or tag and forge a turn.
+    participant: str | None = Field(None, pattern=r"^\w[\w .'-]{0,99}$")
 
 
 class Interrupt(_Message):

@@ -31,7 +31,7 @@ from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from . import protocol as p
 from .connection import Connection
 from .http_routes import STATIC_DIR, route
-from .log import JsonLog
+from .log import JsonLog, Log
 from .state import ServerState
 
 DEFAULT_PORT = 8765
@@ -52,7 +52,7 @@ class Server:
         allow_origins: Iterable[str] = (),
         drain_timeout_s: float = 30.0,
         idle_timeout_s: float = 300.0,
-        log: JsonLog | None = None,
+        log: Log | None = None,
         static_dir: Path = STATIC_DIR,
         preload: bool = True,
         **limits: Any,

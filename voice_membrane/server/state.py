@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from ..pipeline.config import PipelineConfig
-from .log import JsonLog
+from .log import JsonLog, Log
 from .prometheus import ServerMetrics
 
 # A client that stops reading is dropped once this much audio waits for it.
@@ -28,7 +28,7 @@ class ServerState:
     max_queued_audio_s: float = MAX_QUEUED_AUDIO_S
     max_queued_events: int = MAX_QUEUED_EVENTS
     messages_per_second: int = 20
-    log: JsonLog = field(default_factory=JsonLog)
+    log: Log = field(default_factory=JsonLog)
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     draining: anyio.Event = field(default_factory=anyio.Event)
     drain_deadline: float = float("inf")  # anyio.current_time() when running turns are cut

