@@ -15,6 +15,7 @@ from benchmarks.bench_serve_load import (
     THINK_S,
     TOKEN_S,
     TTS_TTFB_S,
+    TURN_TIMEOUT_S,
     LevelResult,
     ServeLoadResults,
 )
@@ -128,6 +129,8 @@ def serve_section(results: ServeLoadResults) -> str:
             _server_gap(level, "first_audio", None, ideal.first_audio_ms),
             _percentiles(_excess(level, ideal.first_audio_ms, first_turn=True), signed=True),
             _percentiles(_excess(level, ideal.first_audio_ms, first_turn=False), signed=True),
+            sum(t.underruns for t in level.turns if t.number > 1),
+            f"{level.seconds:.0f} s",
         ]
         for level in results.levels
     ]
@@ -150,10 +153,12 @@ def serve_section(results: ServeLoadResults) -> str:
         f"TTS TTFB = {ideal.first_audio_ms:.0f} ms; *excess* = first audio - ideal. "
         "*Underruns*: playback starts at a turn's first frame and plays frames back to "
         "back; a frame that arrives after its play time is one. *Errors*: error events, "
-        "a turn ending in error or without audio or within 30 s, lost frames, closes other "
-        "than the session's own end. *Server CPU*: user + system over the turns' wall "
-        "time, in cores (and per session, % of a core); *RSS per session*: peak resident "
-        "memory during the run above the server's own before the sessions connected, ÷ N. "
+        "a turn ending in error or without audio or not within "
+        f"{TURN_TIMEOUT_S:g} s, lost frames, closes other than the session's own end. "
+        "*Server CPU*: user + system over the turns' wall time, in cores (and per session, % "
+        "of a core; the server runs one event loop, so about one core is its ceiling); *RSS "
+        "per session*: peak resident memory during the run above the server's own before the "
+        "sessions connected, ÷ N. "
         "*Client lag*: the client processes' event-loop lag (a 10 ms ticker's overshoot), "
         "p99 / max, ms — when it is large, client timestamps are late too; *client / fakes "
         "CPU*: cores used by the client processes (their number) and by the two fakes."
@@ -201,6 +206,8 @@ def serve_section(results: ServeLoadResults) -> str:
                 "server first audio",
                 "excess: first turns",
                 "later turns",
+                "underruns in later turns",
+                "turns' wall time",
             ],
             stages,
         ),
