@@ -56,7 +56,8 @@ def pipelines(folder: Path) -> list[Path]:
 
 @asynccontextmanager
 async def running_server(folder: Path, **options: Any) -> AsyncIterator[Server]:
-    async with Server(pipelines(folder), port=0, log=lambda *a, **k: None, **options) as server:
+    options.setdefault("log", lambda *args, **fields: None)
+    async with Server(pipelines(folder), port=0, **options) as server:
         yield server
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from tests.serve_helpers import (
     send,
     session,
     start,
+    write_pipeline,
 )
+from voice_membrane.server import Server
+from voice_membrane.tts.base import TtsError
 
 pytestmark = pytest.mark.anyio
 
@@ -198,14 +202,14 @@ async def test_a_wrong_or_missing_token_closes_with_4401(
 ) -> None:
     log: list[tuple[Any, ...]] = []
     async with (
-        running_server(tmp_path, token="s3cret-token") as server,
+        running_server(
+            tmp_path, token="s3cret-token", log=lambda *a, **k: log.append((a, k))
+        ) as server,
         connect(server.ws_url, additional_headers=headers) as ws,
     ):
-        server.log = server.state.log = lambda *a, **k: log.append((a, k))  # type: ignore[union-attr]
-        try:
+        # (A wrong header token is refused before the first message.)
+        with contextlib.suppress(ConnectionClosed):
             await ws.send(first if isinstance(first, str) else json.dumps(first))
-        except ConnectionClosed:
-            pass  # a wrong header token is refused before the first message
         code, events = await closed_with(ws)
         assert server.state is not None and server.state.sessions == 0
     assert code == 4401
@@ -227,3 +231,34 @@ async def test_a_wrong_origin_is_refused_with_403(tmp_path: Path) -> None:
         own = f"http://localhost:{server.port}"
         async with connect(server.ws_url, origin=own) as ws:  # type: ignore[arg-type]
             await start(ws)
+
+
+def broken_voice(folder: Path) -> Path:
+    """A pipeline whose Piper voice has no config file: its engine fails to start."""
+    model = folder / "no-such-voice.onnx"
+    model.write_bytes(b"not a model")
+    return write_pipeline(folder, "broken", "Hi.", tts=f"piper:{model}")
+
+
+async def test_a_voice_that_will_not_load_is_an_error_and_1011(tmp_path: Path) -> None:
+    pipeline = broken_voice(tmp_path)
+    async with (
+        Server([pipeline], port=0, preload=False, log=lambda *a, **k: None) as server,
+        connect(server.ws_url) as ws,
+    ):
+        await send(ws, type="session.start")
+        code, events = await closed_with(ws)
+    assert code == 1011
+    assert [e["code"] for e in events] == ["tts_error"]
+    assert "no-such-voice.onnx" in events[0]["message"]
+
+
+def test_a_pipeline_that_will_not_load_stops_the_server_at_start(tmp_path: Path) -> None:
+    pipeline = broken_voice(tmp_path)
+
+    async def main() -> None:
+        async with Server([pipeline], port=0, log=lambda *a, **k: None):
+            pass
+
+    with pytest.raises(TtsError, match=r"no-such-voice\.onnx"):
+        anyio.run(main)

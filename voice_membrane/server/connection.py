@@ -8,7 +8,9 @@ turn (LLM, TTS, audio) at once and nothing outlives the connection.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -17,8 +19,12 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..pipeline.build import build_parts
+from ..pipeline.config import ConfigError
 from ..pipeline.session import Session
 from ..pipeline.stages import event_record
+from ..providers.base import LlmError
+from ..sinks.base import SinkError
+from ..tts.base import TtsError
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
@@ -47,6 +53,10 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
+        if state.socket_send_buffer is not None:
+            sock = self.ws.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, state.socket_send_buffer)
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
             await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
@@ -78,6 +88,12 @@ class Connection:
                     data = await self.ws.recv()
                 except ConnectionClosed:
                     return None
+                verdict = self.limit.check(anyio.current_time())
+                if verdict is Verdict.DISCONNECT:
+                    await self._refuse(p.CLOSE_POLICY, "rate_limited")
+                    return None
+                if verdict is not Verdict.ACCEPT:
+                    continue  # dropped unanswered: no session yet
                 try:
                     message = p.parse_client_message(data)
                 except p.BadMessage as exc:
@@ -116,7 +132,13 @@ class Connection:
         state = self.state
         name = start.pipeline or state.default_pipeline
         config = state.pipelines[name]
-        parts = build_parts(config.with_overrides({"sink": {"kind": "null", "realtime": False}}))
+        try:
+            parts = build_parts(
+                config.with_overrides({"sink": {"kind": "null", "realtime": False}})
+            )
+        except ConfigError as exc:  # e.g. a cloud key removed from the environment since
+            await self._fail_start("internal", f"pipeline {name}: {exc}")
+            return
         frames_per_s = 1000 // p.FRAME_MS
         self.outbox = outbox = Outbox(
             max(1, round(state.max_queued_audio_s * frames_per_s)), state.max_queued_events
@@ -139,30 +161,45 @@ class Connection:
             on_piece_start=self._on_piece_start,
             context=parts.context,
         )
+        async with AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(session)
+            except (LlmError, TtsError, SinkError) as exc:  # a model or voice will not load
+                code: p.ErrorCode = "llm_error" if isinstance(exc, LlmError) else "tts_error"
+                await self._fail_start(code, str(exc))
+                return
+            await self._session(start, name, parts.membrane.provider.name, parts.engine.name)
+
+    async def _fail_start(self, code: p.ErrorCode, message: str) -> None:
+        self.state.log("session_failed", session=self.id, code=code, message=message)
+        await self._send_error_now(code, message)
+        await self._refuse(p.CLOSE_INTERNAL, code)
+
+    async def _session(self, start: p.SessionStart, name: str, llm: str, tts: str) -> None:
+        state = self.state
         state.sessions += 1
         state.metrics.sessions.inc()
         started = time.monotonic()
         state.log("session_start", session=self.id, pipeline=name, audio=start.audio.model_dump())
         try:
-            async with session:
-                self._put(
-                    p.event(
-                        "session.started",
-                        session=self.id,
-                        protocol=p.PROTOCOL_VERSION,
-                        pipeline=name,
-                        llm=parts.membrane.provider.name,
-                        tts=parts.engine.name,
-                        audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
-                    )
+            self._put(
+                p.event(
+                    "session.started",
+                    session=self.id,
+                    protocol=p.PROTOCOL_VERSION,
+                    pipeline=name,
+                    llm=llm,
+                    tts=tts,
+                    audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
                 )
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._sender)
-                    tg.start_soon(self._idle_watchdog)
-                    tg.start_soon(self._drain_watch)
-                    tg.start_soon(self._enforce_drop)
-                    await self._receive(tg)
-                    tg.cancel_scope.cancel()
+            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._sender)
+                tg.start_soon(self._idle_watchdog)
+                tg.start_soon(self._drain_watch)
+                tg.start_soon(self._enforce_drop)
+                await self._receive(tg)
+                tg.cancel_scope.cancel()
         finally:
             state.sessions -= 1
             state.metrics.sessions.dec()
@@ -368,6 +405,12 @@ class Connection:
         await state.draining.wait()
         with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
             await self.turn_done.wait()
+        if not self.turn_done.is_set() and self.session is not None:
+            # Cut as an interruption, so the client still gets the turn's end and
+            # what was heard of it.
+            self.session.interrupt()
+            with anyio.move_on_after(state.close_timeout_s):
+                await self.turn_done.wait()
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
 

@@ -11,7 +11,15 @@ import json
 import struct
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
 
 from ..redact import quote, redact
 
@@ -31,6 +39,7 @@ CLOSE_NORMAL: Final = 1000
 CLOSE_GOING_AWAY: Final = 1001
 CLOSE_POLICY: Final = 1008
 CLOSE_TOO_BIG: Final = 1009
+CLOSE_INTERNAL: Final = 1011
 CLOSE_TRY_AGAIN: Final = 1013
 CLOSE_UNAUTHORIZED: Final = 4401
 CLOSE_IDLE: Final = 4408
@@ -63,7 +72,16 @@ class MulawFormat(_Message):
     sample_rate: Literal[8000] = 8000
 
 
-AudioFormat = Annotated[Pcm16Format | MulawFormat, Field(discriminator="encoding")]
+def _encoding(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("encoding", "pcm16"))  # pcm16 unless told otherwise
+    return str(getattr(value, "encoding", "pcm16"))
+
+
+AudioFormat = Annotated[
+    Annotated[Pcm16Format, Tag("pcm16")] | Annotated[MulawFormat, Tag("mulaw")],
+    Discriminator(_encoding),
+]
 
 
 class SessionStart(_Message):
@@ -118,10 +136,15 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
 
 def _describe(exc: ValidationError) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
-    if error["type"] == "union_tag_invalid" or error["type"] == "union_tag_not_found":
+    top_level = not error["loc"]
+    if top_level and error["type"] in ("union_tag_invalid", "union_tag_not_found"):
         return f"unknown type: use one of {', '.join(sorted(_TYPES))}"
-    where = ".".join(str(part) for part in error["loc"]) or "message"
-    return redact(f"{quote(where)}: {error['msg']}")
+    # The location without the union's tag (``user.message.text`` reads as ``text``).
+    where = ".".join(str(part) for part in error["loc"][1:]) or "message"
+    message = error["msg"]
+    if len(message) > 200:  # a message may quote the client's input
+        message = message[:199] + "…"
+    return redact(f"{quote(where)}: {message}")
 
 
 _TYPES = ("session.start", "user.message", "interrupt", "session.end")

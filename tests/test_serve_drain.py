@@ -1,0 +1,154 @@
+"""serve: draining on SIGTERM (a subprocess, as a load balancer sees it), the drain
+timeout, and the HTTP endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import anyio
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.serve_helpers import (
+    GUARD_S,
+    read_turn,
+    running_server,
+    send,
+    session,
+    start,
+    write_pipeline,
+)
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parent.parent
+MEDIUM = "This answer takes a few seconds to say, so the server drains while it speaks."
+MEDIUM_SPOKEN = MEDIUM
+
+
+def http_get(url: str) -> tuple[int, str, bytes]:
+    """(status, content type, body); an error status is an answer too."""
+    try:
+        with urllib.request.urlopen(url, timeout=GUARD_S) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read()
+
+
+async def get(url: str) -> tuple[int, str, bytes]:
+    return await anyio.to_thread.run_sync(http_get, url)
+
+
+async def test_sigterm_drains_a_turn_in_progress(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path, "medium", MEDIUM)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("VOICE_MEMBRANE_TOKEN", None)
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    process = subprocess.Popen(
+        [*command, "--port", "0", "--drain-timeout", "30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        url = line.split()[-1]
+        ws_url = "ws" + url.removeprefix("http") + "/v1/session"
+        assert (await get(url + "/readyz"))[0] == 200
+        async with connect(ws_url) as ws:
+            await start(ws)
+            await send(ws, type="user.message", text="Talk for a while")
+            with anyio.fail_after(GUARD_S):
+                while not isinstance(await ws.recv(), bytes):
+                    pass  # speaking now
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(GUARD_S):
+                while (await get(url + "/readyz"))[0] != 503:
+                    await anyio.sleep(0.02)
+            assert (await get(url + "/healthz"))[0] == 200  # alive, just not taking sessions
+            async with connect(ws_url) as late:
+                refused = json.loads(await late.recv())
+                with pytest.raises(ConnectionClosed):
+                    await late.recv()
+            assert refused["code"] == "draining" and late.close_code == 1013
+            log = await read_turn(ws)  # the turn in progress finishes whole
+            assert log.end["interrupted"] is False and log.end["heard"] == MEDIUM_SPOKEN
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            assert ws.close_code == 1001
+        with anyio.fail_after(GUARD_S):
+            code = await anyio.to_thread.run_sync(process.wait)
+        assert code == 0
+        assert process.stderr is not None
+        log_lines = [json.loads(line) for line in process.stderr.read().splitlines()]
+        names = [record["event"] for record in log_lines]
+        for name in ("listening", "session_start", "turn_start", "drain_start", "turn_end"):
+            assert name in names, names
+        assert names[-1] == "drain_end"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_the_drain_timeout_interrupts_the_turn_and_closes_1001(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server, session(server, pipeline="long") as ws:
+        await send(ws, type="user.message", text="Weather?")
+        with anyio.fail_after(GUARD_S):
+            while not isinstance(await ws.recv(), bytes):
+                pass
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.drain, 0.3)
+            log = await read_turn(ws)
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+        assert log.end["interrupted"] is True
+        assert ws.close_code == 1001
+
+
+async def test_http_endpoints(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server:
+        status, kind, body = await get(server.url + "/healthz")
+        assert status == 200
+        assert (await get(server.url + "/readyz"))[0] == 200
+        status, kind, body = await get(server.url + "/")
+        assert status == 200 and kind == "text/html; charset=utf-8" and b"<html" in body
+        for path in ("/static/../server.py", "/static/%2e%2e/server.py", "/static/.hidden", "/x"):
+            assert (await get(server.url + path))[0] == 404, path
+        assert (await get(server.url + "/v1/session"))[0] == 426  # not an upgrade
+        async with session(server) as ws:
+            await send(ws, type="user.message", text="Hi!")
+            await read_turn(ws)
+            await ws.send("{bad")
+            await ws.recv()
+            status, kind, body = await get(server.url + "/metrics")
+        assert status == 200 and kind.startswith("text/plain; version=0.0.4")
+        text = body.decode()
+        assert "voice_membrane_sessions 1.0" in text
+        assert "voice_membrane_turns_total 1.0" in text
+        assert "voice_membrane_first_audio_seconds_count 1.0" in text
+        assert 'voice_membrane_errors_total{kind="bad_message"} 1.0' in text
+        assert "voice_membrane_dropped_clients_total 0.0" in text
+
+
+async def test_static_files_have_their_content_types(tmp_path: Path) -> None:
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<html>page</html>")
+    (static / "app.js").write_text("console.log(1)")
+    (static / "style.css").write_text("body {}")
+    async with running_server(tmp_path, static_dir=static) as server:
+        assert (await get(server.url + "/static/app.js"))[1] == "text/javascript; charset=utf-8"
+        assert (await get(server.url + "/static/style.css"))[1] == "text/css; charset=utf-8"
+        assert (await get(server.url + "/"))[2] == b"<html>page</html>"

@@ -1,0 +1,210 @@
+"""serve's sans-I/O parts: the protocol models and frames, the rate limit, the
+send queue, the socket sink; and the command line's refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from voice_membrane.audio import AudioChunk, pcm16_from_ulaw
+from voice_membrane.server import protocol as p
+from voice_membrane.server.outbox import Audio, Close, Outbox
+from voice_membrane.server.rate_limit import RateLimit, Verdict
+from voice_membrane.server.server import Server
+from voice_membrane.server.socket_sink import SocketSink
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.anyio
+
+
+def test_client_messages_parse() -> None:
+    start = p.parse_client_message('{"type": "session.start", "v": 1, "pipeline": "local"}')
+    assert isinstance(start, p.SessionStart)
+    assert start.audio == p.Pcm16Format(encoding="pcm16", sample_rate=24000)
+    mulaw = p.parse_client_message('{"type": "session.start", "audio": {"encoding": "mulaw"}}')
+    assert isinstance(mulaw, p.SessionStart) and mulaw.audio.sample_rate == 8000
+    user = p.parse_client_message('{"type": "user.message", "text": "Hi", "participant": "Zoë"}')
+    assert isinstance(user, p.UserMessage) and user.participant == "Zoë"
+    assert isinstance(p.parse_client_message('{"type": "interrupt"}'), p.Interrupt)
+    assert isinstance(p.parse_client_message('{"type": "session.end"}'), p.SessionEnd)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"type": "session.start", "v": 2}',
+        '{"type": "session.start", "audio": {"encoding": "pcm16", "sample_rate": 44100}}',
+        '{"type": "session.start", "audio": {"encoding": "mulaw", "sample_rate": 16000}}',
+        '{"type": "session.start", "audio": {"encoding": "opus"}}',
+        '{"type": "user.message", "text": "hi", "participant": "Bob: hi"}',
+        '{"type": "user.message", "text": "hi", "participant": "<b>"}',
+        '{"type": "user.message", "text": 5}',
+        '{"type": "interrupt", "now": true}',
+        "null",
+        '"text"',
+    ],
+)
+def test_bad_client_messages(raw: str) -> None:
+    with pytest.raises(p.BadMessage):
+        p.parse_client_message(raw)
+
+
+def test_an_error_message_does_not_echo_a_large_input() -> None:
+    with pytest.raises(p.BadMessage) as bad:
+        p.parse_client_message(json.dumps({"type": "session.start", "pipeline": "x" * 60000}))
+    assert len(str(bad.value)) < 300
+
+
+def test_frames_round_trip() -> None:
+    frame = p.pack_frame(3, 70000, b"\x01\x02")
+    assert frame[:8] == (3).to_bytes(4, "little") + (70000).to_bytes(4, "little")
+    assert p.unpack_frame(frame) == (3, 70000, b"\x01\x02")
+    with pytest.raises(ValueError, match="header"):
+        p.unpack_frame(b"\x00")
+
+
+def test_rate_limit() -> None:
+    limit = RateLimit(per_second=20)
+    verdicts = [limit.check(0.0) for _ in range(20)]
+    assert verdicts == [Verdict.ACCEPT] * 20
+    assert limit.check(0.0) is Verdict.REFUSE  # told once
+    assert [limit.check(0.0) for _ in range(19)] == [Verdict.REFUSE_QUIETLY] * 19
+    assert limit.check(0.0) is Verdict.DISCONNECT  # still flooding
+    calm = RateLimit(per_second=20)
+    # 20 a second, for ten seconds: never a flood.
+    assert all(calm.check(i / 20) is Verdict.ACCEPT for i in range(200))
+    after = RateLimit(per_second=20)
+    for _ in range(21):
+        after.check(0.0)
+    assert after.check(0.1) is Verdict.ACCEPT  # two tokens back a tenth of a second later
+
+
+def test_outbox_bounds_audio_and_events_apart() -> None:
+    box = Outbox(max_audio=3, max_events=100)
+    assert all(box.put(f'{{"n": {i}}}') for i in range(50))  # a burst of events is fine
+    assert all(box.put(Audio(1, b"x")) for _ in range(3))
+    assert not box.put(Audio(1, b"x")) and box.overflowed
+
+
+async def test_outbox_order_drop_and_close() -> None:
+    box = Outbox(max_audio=10, max_events=10)
+    box.put("a")
+    box.put(Audio(1, b"1"))
+    box.put(Audio(2, b"2"))
+    box.put("b")
+    assert box.drop_audio(1) == 1
+    box.close(1000, "bye", "last")
+    box.put("after close")  # not sent
+    items = [await box.get() for _ in range(len(box))]
+    assert items == ["a", Audio(2, b"2"), "b", "last", Close(1000, "bye")]
+    discarding = Outbox(max_audio=10, max_events=10)
+    discarding.put("queued")
+    discarding.close(1008, "slow", "told", discard=True)
+    assert [await discarding.get() for _ in range(2)] == ["told", Close(1008, "slow")]
+
+
+async def test_socket_sink_frames_and_paces() -> None:
+    box = Outbox(max_audio=1000, max_events=10)
+    sink = SocketSink(box, sample_rate=16000, lead_s=0.1)
+    sink.turn = 7
+    await sink.open()
+    tone = (np.sin(np.arange(22050 // 2) / 5) * 8000).astype(np.int16)  # 0.5 s at 22.05 kHz
+    started = time.perf_counter()
+    for start in range(0, len(tone), 441):  # 20 ms pieces at the source rate
+        await sink.write(AudioChunk(tone[start : start + 441], 22050))
+    await sink.drain()
+    elapsed = time.perf_counter() - started
+    assert elapsed > 0.4  # paced at real time, not as fast as it comes
+    frames = [await box.get() for _ in range(len(box))]
+    assert all(isinstance(f, Audio) and f.turn == 7 for f in frames)
+    decoded = [p.unpack_frame(f.data) for f in frames if isinstance(f, Audio)]
+    assert [seq for _, seq, _ in decoded] == list(range(len(decoded)))
+    assert all(len(audio) == 320 * 2 for _, _, audio in decoded[:-1])  # 20 ms at 16 kHz
+    total = sum(len(audio) for _, _, audio in decoded) / 2
+    assert total == pytest.approx(8000, abs=2)
+    assert sink.played_seconds == pytest.approx(0.5, abs=0.01)
+    assert sink.first_played_ns is not None
+
+
+async def test_socket_sink_mulaw() -> None:
+    box = Outbox(max_audio=1000, max_events=10)
+    sink = SocketSink(box, encoding="mulaw", sample_rate=8000, lead_s=10)
+    await sink.open()
+    tone = (np.sin(np.arange(800) / 3) * 8000).astype(np.int16)
+    await sink.write(AudioChunk(tone, 8000))
+    frames = [await box.get() for _ in range(len(box))]
+    audio = b"".join(p.unpack_frame(f.data)[2] for f in frames if isinstance(f, Audio))
+    assert len(audio) == 800  # one byte a sample: 100 ms in 5 frames of 160
+    assert np.abs(pcm16_from_ulaw(audio).astype(int) - tone).max() < 400
+
+
+async def test_socket_sink_stop_drops_what_is_queued() -> None:
+    box = Outbox(max_audio=1000, max_events=10)
+    sink = SocketSink(box, sample_rate=16000, lead_s=10)  # nothing waits: all queued
+    await sink.open()
+    box.put("event")
+    await sink.write(AudioChunk(np.ones(16000, dtype=np.int16), 16000))
+    assert len(box) == 51
+    await sink.stop()
+    assert [await box.get() for _ in range(len(box))] == ["event"]
+    assert sink.played_seconds < 0.1  # what the client had not heard is not counted
+
+
+async def test_socket_sink_tells_of_an_overflow() -> None:
+    overflowed: list[bool] = []
+    box = Outbox(max_audio=5, max_events=10)
+    sink = SocketSink(
+        box, sample_rate=16000, lead_s=10, on_overflow=lambda: overflowed.append(True)
+    )
+    await sink.open()
+    await sink.write(AudioChunk(np.ones(16000 // 50 * 6, dtype=np.int16), 16000))
+    assert overflowed
+
+
+def test_a_public_address_needs_a_token(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text('[llm]\nspec = "local"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="without a token"):
+        Server([pipeline], host="0.0.0.0")
+    Server([pipeline], host="0.0.0.0", token="t")  # fine with one
+    Server([pipeline], host="localhost")  # loopback: fine without
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "voice_membrane.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_cli_refusals_are_one_line(tmp_path: Path) -> None:
+    public = run_cli("--pipeline", "pipelines/replay.toml", "--host", "0.0.0.0", "--port", "0")
+    assert public.returncode != 0 and "Traceback" not in public.stderr
+    assert public.stderr.strip().count("\n") == 0 and "without a token" in public.stderr
+    missing = run_cli("--pipeline", str(tmp_path / "nope.toml"), "--port", "0")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "nope.toml" in missing.stderr
+    twice = run_cli("--pipeline", "pipelines/replay.toml", "--pipeline", "pipelines/replay.toml")
+    assert twice.returncode != 0 and "two pipelines are named 'replay'" in twice.stderr
+
+
+async def test_servers_in_one_process_keep_their_own_metrics(tmp_path: Path) -> None:
+    from tests.serve_helpers import running_server
+
+    async with running_server(tmp_path) as one, running_server(tmp_path) as two:
+        assert one.state is not None and two.state is not None
+        one.state.metrics.turns.inc()
+        assert b"voice_membrane_turns_total 1.0" in one.state.metrics.render()
+        assert b"voice_membrane_turns_total 0.0" in two.state.metrics.render()
+    await anyio.sleep(0)
