@@ -146,7 +146,7 @@ def serve_section(results: ServeLoadResults) -> str:
         f"connect first, then each starts at a random moment within {RAMP_S:g} s and runs "
         f"{results.turns} turns, each sent {THINK_S:g} s after the last reply finished "
         "playing. *First audio*: the turn's first binary frame after `user.message` was "
-        "sent, at the client. *Ideal*: "
+        "sent, at the client (over the turns that had audio). *Ideal*: "
         f"{LLM_TTFT_S * 1000:.0f} ms TTFT + {ideal.deltas - 1} deltas x "
         f"{TOKEN_S * 1000:.0f} ms until the delta that completes the first piece "
         f"{quoted(ideal.first_piece)} (the pipeline's chunker) + {TTS_TTFB_S * 1000:.0f} ms "
