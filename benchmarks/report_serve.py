@@ -1,0 +1,219 @@
+"""The ``voice-membrane serve`` load section of the benchmark report
+(``benchmarks.bench_serve_load``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from benchmarks.bench_serve_load import (
+    DELTA_CHARS,
+    LLM_TTFT_S,
+    PACE,
+    RAMP_S,
+    SAMPLE_RATE,
+    SESSIONS_PER_CLIENT,
+    THINK_S,
+    TOKEN_S,
+    TTS_TTFB_S,
+    TURN_TIMEOUT_S,
+    LevelResult,
+    ServeLoadResults,
+)
+from benchmarks.markdown import quoted, table
+from benchmarks.stats import median, nearest_rank
+
+SERVE_TITLE = "`voice-membrane serve` under load"
+TARGET_SESSIONS = 200
+TARGET_EXCESS_MS = 20.0
+
+
+def _percentiles(values: list[float], signed: bool = False) -> str:
+    if not values:
+        return "—"
+    sign = "+" if signed else ""
+    figures = (median(values), nearest_rank(values, 0.95), nearest_rank(values, 0.99))
+    return " / ".join(f"{v:{sign}.0f}" for v in figures)
+
+
+def _first_audio(level: LevelResult) -> list[float]:
+    return [t.first_audio_ms for t in level.turns if t.first_audio_ms is not None]
+
+
+def _excess(level: LevelResult, ideal_ms: float, first_turn: bool | None = None) -> list[float]:
+    """First audio - ideal, of every turn (or only of each session's first, or later ones)."""
+    return [
+        t.first_audio_ms - ideal_ms
+        for t in level.turns
+        if t.first_audio_ms is not None and (first_turn is None or (t.number == 1) == first_turn)
+    ]
+
+
+def _underruns(level: LevelResult) -> str:
+    count = sum(t.underruns for t in level.turns)
+    if not count:
+        return "0"
+    turns = sum(1 for t in level.turns if t.underruns)
+    worst = max(t.late_ms for t in level.turns)
+    return f"{count} in {turns} turns (longest gap {worst:.0f} ms)"
+
+
+def _server_gap(level: LevelResult, name: str, minus: str | None, floor_ms: float) -> str:
+    values = []
+    for turn in level.turns:
+        stamp = turn.server.get(name)
+        base = turn.server.get(minus) if minus else 0.0
+        if stamp is not None and base is not None:
+            values.append(stamp - base - floor_ms)
+    return _percentiles(values, signed=True)
+
+
+def _verdict(results: ServeLoadResults) -> str:
+    level = next((lv for lv in results.levels if lv.sessions == TARGET_SESSIONS), None)
+    if level is None:
+        return f"Target ({TARGET_SESSIONS} sessions): not run at that size."
+    excess = _excess(level, results.ideal.first_audio_ms)
+    p95 = nearest_rank(excess, 0.95) if excess else float("inf")
+    missed = []
+    if p95 > TARGET_EXCESS_MS:
+        missed.append(f"first-audio excess p95 {p95:.0f} ms > {TARGET_EXCESS_MS:.0f} ms")
+    underruns = sum(t.underruns for t in level.turns)
+    if underruns:
+        missed.append(f"{underruns} underruns")
+    if level.error_count():
+        missed.append(f"{level.error_count()} errors")
+    target = (
+        f"Target ({TARGET_SESSIONS} concurrent sessions: first-audio excess ≤ "
+        f"{TARGET_EXCESS_MS:.0f} ms at p95, 0 underruns, 0 errors, on this 2-core machine)"
+    )
+    return f"{target}: **{'missed' if missed else 'met'}**" + (
+        f" — {'; '.join(missed)}." if missed else "."
+    )
+
+
+def _errors(results: ServeLoadResults) -> str:
+    lines = []
+    for level in results.levels:
+        kinds = Counter(level.errors + [e for t in level.turns for e in t.errors])
+        if kinds:
+            listed = ", ".join(f"{quoted(k)}: {n}" for k, n in kinds.most_common(6))
+            lines.append(f"- {level.sessions} sessions: {listed}")
+    return "Errors by kind:\n" + "\n".join(lines) if lines else ""
+
+
+def serve_section(results: ServeLoadResults) -> str:
+    ideal = results.ideal
+    rows = []
+    for level in results.levels:
+        lag = level.client_lag_ms
+        per_session = level.server_cpu_cores / level.sessions * 100  # % of a core
+        rows.append(
+            [
+                level.sessions,
+                len(level.turns),
+                _percentiles(_first_audio(level)),
+                _percentiles(_excess(level, ideal.first_audio_ms), signed=True),
+                _underruns(level),
+                level.error_count(),
+                f"{level.server_cpu_cores:.2f} ({per_session:.2f}%)",
+                f"{level.rss_per_session_mb * 1024:.0f} KiB",
+                f"{nearest_rank(lag, 0.99):.0f} / {max(lag):.0f}" if lag else "—",
+                f"{level.client_cpu_cores:.2f} ({level.clients}) / {level.fakes_cpu_cores:.2f}",
+            ]
+        )
+    stages = [
+        [
+            level.sessions,
+            _server_gap(level, "first_token", None, LLM_TTFT_S * 1000),
+            _server_gap(level, "tts_request", "first_chunk", 0.0),
+            _server_gap(level, "tts_first_byte", "tts_request", TTS_TTFB_S * 1000),
+            _server_gap(level, "first_audio", None, ideal.first_audio_ms),
+            _percentiles(_excess(level, ideal.first_audio_ms, first_turn=True), signed=True),
+            _percentiles(_excess(level, ideal.first_audio_ms, first_turn=False), signed=True),
+            sum(t.underruns for t in level.turns if t.number > 1),
+            f"{level.seconds:.0f} s",
+        ]
+        for level in results.levels
+    ]
+    method = (
+        f"One `voice-membrane serve` process (started afresh for each size, warmed by one "
+        f"interrupted turn) on loopback; its LLM the scripted `FakeOpenAI` (first delta after "
+        f"{LLM_TTFT_S * 1000:.0f} ms, then one {DELTA_CHARS}-character delta — about a token "
+        f"— every {TOKEN_S * 1000:.0f} ms), its TTS `FakeElevenLabs` over the stream-input "
+        f"socket (first audio {TTS_TTFB_S * 1000:.0f} ms after a piece, then 100 ms frames "
+        f"released over {PACE:g} x their duration), each fake in a child process of its own. "
+        f"N sessions from client processes (asyncio `websockets`, up to "
+        f"{SESSIONS_PER_CLIENT} sessions each) asking for pcm16 at {SAMPLE_RATE} Hz: all "
+        f"connect first, then each starts at a random moment within {RAMP_S:g} s and runs "
+        f"{results.turns} turns, each sent {THINK_S:g} s after the last reply finished "
+        "playing. *First audio*: the turn's first binary frame after `user.message` was "
+        "sent, at the client (over the turns that had audio). *Ideal*: "
+        f"{LLM_TTFT_S * 1000:.0f} ms TTFT + {ideal.deltas - 1} deltas x "
+        f"{TOKEN_S * 1000:.0f} ms until the delta that completes the first piece "
+        f"{quoted(ideal.first_piece)} (the pipeline's chunker) + {TTS_TTFB_S * 1000:.0f} ms "
+        f"TTS TTFB = {ideal.first_audio_ms:.0f} ms; *excess* = first audio - ideal. "
+        "*Underruns*: playback starts at a turn's first frame and plays frames back to "
+        "back; a frame that arrives after its play time is one. *Errors*: error events, "
+        "a turn ending in error or without audio or not within "
+        f"{TURN_TIMEOUT_S:g} s, lost frames, closes other than the session's own end. "
+        "*Server CPU*: user + system over the turns' wall time, in cores (and per session, % "
+        "of a core; the server runs one event loop, so about one core is its ceiling); *RSS "
+        "per session*: peak resident memory during the run above the server's own before the "
+        "sessions connected, ÷ N. "
+        "*Client lag*: the client processes' event-loop lag (a 10 ms ticker's overshoot), "
+        "p99 / max, ms — when it is large, client timestamps are late too; *client / fakes "
+        "CPU*: cores used by the client processes (their number) and by the two fakes."
+    )
+    load = (
+        f"One run on a shared 2-CPU machine (other work running beside it): the 1-minute "
+        f"load average was {results.load_before:.2f} before and {results.load_after:.2f} "
+        f"after (its own load included); the benchmark took {results.seconds:.0f} s."
+    )
+    stage_note = (
+        "Where the time goes, from the server's own latency report (the `metrics` event), "
+        "ms over each stage's floor, p50 / p95 / p99: *LLM first token* - "
+        f"{LLM_TTFT_S * 1000:.0f} ms; *piece → TTS*: the first piece released until handed "
+        f"to the engine; *TTS first byte* - {TTS_TTFB_S * 1000:.0f} ms; *server first "
+        f"audio* - the ideal {ideal.first_audio_ms:.0f} ms (the frame queued for the socket; "
+        "the client's excess less this is the send and the client's read); the client's "
+        "excess split between each session's first turn and its later ones."
+    )
+    parts = [
+        f"## {SERVE_TITLE}",
+        method,
+        table(
+            [
+                "Sessions",
+                "turns",
+                "first audio p50 / p95 / p99",
+                "excess",
+                "underruns",
+                "errors",
+                "server CPU, cores (per session)",
+                "RSS per session",
+                "client lag p99 / max",
+                "client / fakes CPU",
+            ],
+            rows,
+        ),
+        _verdict(results),
+        stage_note,
+        table(
+            [
+                "Sessions",
+                "LLM first token",
+                "piece → TTS",
+                "TTS first byte",
+                "server first audio",
+                "excess: first turns",
+                "later turns",
+                "underruns in later turns",
+                "turns' wall time",
+            ],
+            stages,
+        ),
+    ]
+    errors = _errors(results)
+    if errors:
+        parts.append(errors)
+    parts.append(load)
+    return "\n\n".join(parts)
