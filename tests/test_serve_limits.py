@@ -262,3 +262,21 @@ def test_a_pipeline_that_will_not_load_stops_the_server_at_start(tmp_path: Path)
 
     with pytest.raises(TtsError, match=r"no-such-voice\.onnx"):
         anyio.run(main)
+
+
+async def test_a_full_server_refuses_one_more_session_with_1013(tmp_path: Path) -> None:
+    async with running_server(tmp_path, max_sessions=1) as server:
+        async with session(server) as first:
+            async with connect(server.ws_url) as extra:
+                await send(extra, type="session.start")
+                refused = await next_event(extra)
+                with pytest.raises(ConnectionClosed):
+                    await next_event(extra)
+            assert refused["type"] == "error" and refused["code"] == "full"
+            assert extra.close_code == 1013
+            await send(first, type="user.message", text="still here?")
+            assert (await read_turn(first)).end["error"] is None
+        # The first session ended: a new one is taken.
+        async with session(server) as again:
+            await send(again, type="user.message", text="hello")
+            assert (await read_turn(again)).end["error"] is None

@@ -102,6 +102,12 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--idle-timeout", type=float, default=300.0, metavar="S", help="close idle sessions (300)"
     )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        metavar="N",
+        help="refuse more sessions at once with 1013 (default: no limit)",
+    )
     return parser
 
 
@@ -117,6 +123,8 @@ def _serve(args: argparse.Namespace) -> None:
     ):
         if not value > 0:
             sys.exit(f"voice-membrane serve: {flag} must be > 0")
+    if args.max_sessions is not None and args.max_sessions < 1:
+        sys.exit("voice-membrane serve: --max-sessions must be ≥ 1")
     if not 0 <= args.port <= 65535:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
     try:
@@ -130,6 +138,7 @@ def _serve(args: argparse.Namespace) -> None:
                 allow_origins=args.allow_origin,
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
+                max_sessions=args.max_sessions,
             )
         )
     except Exception as exc:

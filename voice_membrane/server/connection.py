@@ -179,6 +179,10 @@ class Connection:
 
     async def _session(self, start: p.SessionStart, name: str, llm: str, tts: str) -> None:
         state = self.state
+        if state.max_sessions is not None and state.sessions >= state.max_sessions:
+            state.metrics.errors.labels("full").inc()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "full", p.error_event("full", _FULL))
+            return
         state.sessions += 1
         state.metrics.sessions.inc()
         started = time.monotonic()
@@ -417,6 +421,7 @@ class Connection:
 
 
 _DRAINING = "this server is shutting down: connect again (another replica)"
+_FULL = "this server has as many sessions as it takes: connect again (another replica)"
 
 
 def _bearer(ws: ServerConnection) -> str | None:

@@ -52,6 +52,7 @@ ErrorCode = Literal[
     "slow_client",
     "idle_timeout",
     "draining",
+    "full",
     "llm_error",
     "tts_error",
     "internal",

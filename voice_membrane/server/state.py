@@ -28,6 +28,9 @@ class ServerState:
     max_queued_audio_s: float = MAX_QUEUED_AUDIO_S
     max_queued_events: int = MAX_QUEUED_EVENTS
     messages_per_second: int = 20
+    # The most sessions at once (None: no limit); one more is refused with 1013, so a
+    # load balancer tries another replica instead of every session being served late.
+    max_sessions: int | None = None
     # The kernel's send buffer per socket (None: the system's, autotuned up to MBs):
     # a smaller one bounds each session's memory and finds a stalled client sooner.
     socket_send_buffer: int | None = None
