@@ -36,14 +36,13 @@ import contextlib
 import gc
 import importlib.metadata
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
+from benchmarks.child import child_process
 from benchmarks.replies import REPLIES
 from benchmarks.stats import median
 from voice_membrane.events import Block, BlockComplete
@@ -83,7 +82,6 @@ TOOLS = [
 CONSUMERS = ("sdk", "adapter", "membrane")
 MODELS = {"anthropic": "claude-bench", "openai": "gpt-bench", "gemini": "gemini-bench"}
 Mode = Literal["chat", "prefill"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class MembraneOutputError(RuntimeError):
@@ -306,34 +304,13 @@ def _served(
         "tool_input": reply.tool_input,
         "replies": replies,
     }
-    child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_membrane", "--serve", json.dumps(spec)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    with child_process("benchmarks.bench_membrane", ["--serve", json.dumps(spec)]) as child:
 
-    def base_urls() -> list[str]:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fake servers' process exited ({child.wait()})")
-        urls: list[str] = json.loads(line)
-        return urls
+        def base_urls() -> list[str]:
+            urls: list[str] = json.loads(child.line)
+            return urls
 
-    try:
         yield base_urls
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
 
 
 # --------------------------------------------------------------------------- the consumers

@@ -57,6 +57,8 @@ from typing import IO, Any
 
 import anyio
 
+from benchmarks.child import Child, child_process
+
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = (50, 100, 200, 400)
 TURNS = 3
@@ -165,43 +167,9 @@ def _serve_fake(kind: str, char_s: float) -> None:
     sys.stdin.read()  # until the parent closes it
 
 
-@dataclass
-class _Child:
-    process: subprocess.Popen[str]
-    line: str
-
-
-@contextlib.contextmanager
-def _child(args: list[str], env: dict[str, str] | None = None) -> Iterator[_Child]:
-    """A ``python -m benchmarks.bench_serve_load`` child; its first stdout line."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_serve_load", *args],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"benchmark child {args[:1]} exited ({process.wait()})")
-        yield _Child(process, line.strip())
-    finally:
-        _end(process)
-
-
-def _end(process: subprocess.Popen[str]) -> None:
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def _child(args: list[str]) -> contextlib.AbstractContextManager[Child]:
+    """A ``python -m benchmarks.bench_serve_load`` child (a fake or a client process)."""
+    return child_process("benchmarks.bench_serve_load", args)
 
 
 # --------------------------------------------------------------------------- the server

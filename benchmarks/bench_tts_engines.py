@@ -29,7 +29,6 @@ import base64
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,9 +39,9 @@ from typing import Any
 
 import anyio
 
+from benchmarks.child import child_process
 from benchmarks.stats import median, nearest_rank
 
-ROOT = Path(__file__).resolve().parent.parent
 TTFB_S = 0.1
 LLM_FIRST_DELTA_S = 0.15
 DELTA_S = 0.02
@@ -105,29 +104,8 @@ def _serve() -> None:
 
 @contextlib.contextmanager
 def _served() -> Iterator[dict[str, str]]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_tts_engines", "--serve"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fake servers' process exited ({child.wait()})")
-        yield json.loads(line)
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+    with child_process("benchmarks.bench_tts_engines", ["--serve"]) as child:
+        yield json.loads(child.line)
 
 
 # --------------------------------------------------------------------------- raw clients
