@@ -142,10 +142,8 @@ def _serve(args: argparse.Namespace) -> None:
             )
         )
     except Exception as exc:
-        causes = leaves(exc)
-        if not all(isinstance(cause, _user_errors()) for cause in causes):
-            raise
-        sys.exit(f"voice-membrane serve: {'; '.join(_one_line(cause) for cause in causes)}")
+        _exit_if_user_error("serve", exc)
+        raise
 
 
 def _default_pipeline() -> Path:
@@ -175,15 +173,19 @@ def _run(args: argparse.Namespace) -> None:
             )
         )
     except Exception as exc:
-        # The boundary: what a user can cause (configuration, a model or voice that
-        # will not load, a device, a file) is one line; anything else is a bug and
-        # keeps its traceback.
-        causes = leaves(exc)
-        if not all(isinstance(cause, _user_errors()) for cause in causes):
-            raise
-        sys.exit(f"voice-membrane run: {'; '.join(_one_line(cause) for cause in causes)}")
+        _exit_if_user_error("run", exc)
+        raise
     if prompt is not None and any(result.error for result in results):
         sys.exit(1)  # the error, what was spoken and the report are already printed
+
+
+def _exit_if_user_error(command: str, exc: Exception) -> None:
+    """The boundary: what a user can cause (configuration, a model or voice that
+    will not load, a device, a file) exits with one line; anything else is a bug
+    and the caller re-raises it with its traceback."""
+    causes = leaves(exc)
+    if all(isinstance(cause, _user_errors()) for cause in causes):
+        sys.exit(f"voice-membrane {command}: {'; '.join(_one_line(c) for c in causes)}")
 
 
 def _user_errors() -> tuple[type[Exception], ...]:

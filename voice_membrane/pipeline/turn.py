@@ -127,9 +127,10 @@ class Turn:
                     scope.cancel()
                     interrupt_seen.set()
                 try:
-                    await self._run_stages(route, sink_stage)
+                    errors = await self._run_stages(route, sink_stage)
                 except* (LlmError, TtsError, SinkError) as group:
-                    error = "; ".join(str(e) for e in leaves(group))
+                    errors = [str(e) for e in leaves(group)]
+                error = "; ".join(errors) or None
             watch.cancel_scope.cancel()  # the stages are over: no silencing now
         if self._interrupted or error is not None:
             m.interrupted = self._interrupted
@@ -167,7 +168,9 @@ class Turn:
         with anyio.CancelScope(shield=True):
             await self.sink.stop()
 
-    async def _run_stages(self, route: RouteStage, sink_stage: SinkStage) -> None:
+    async def _run_stages(self, route: RouteStage, sink_stage: SinkStage) -> list[str]:
+        """Run the stages; the errors that ended the reply or the speech early (the
+        stages keep what came before). A sink error is raised."""
         m = self.metrics
         events_in, events_out = anyio.create_memory_object_stream[Timed](EVENT_BUFFER)
         visible_in, visible_out = anyio.create_memory_object_stream[Visible](EVENT_BUFFER)
@@ -183,13 +186,7 @@ class Turn:
             tg.start_soon(ChunkStage(self.chunker, m).run, visible_out, pieces_in)
             tg.start_soon(tts.run, pieces_out, audio_in)
             tg.start_soon(sink_stage.run, audio_out)
-        errors: list[Exception] = []
-        if reply.error is not None:
-            errors.append(LlmError(reply.error))
-        if tts.error is not None:
-            errors.append(TtsError(tts.error))
-        if errors:
-            raise ExceptionGroup("the turn ended early", errors)
+        return [error for error in (reply.error, tts.error) if error is not None]
 
 
 def _spoken_text(

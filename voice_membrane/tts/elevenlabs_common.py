@@ -11,7 +11,8 @@ redaction).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as url_quote
@@ -181,6 +182,18 @@ class ElevenLabsConfig:
             retry_after_s=_retry_after(headers) if retryable else None,
         )
 
+    @contextmanager
+    def sdk_errors(self, doing: str) -> Iterator[None]:
+        """The SDK's API and transport errors as one clear ``TtsError``."""
+        from elevenlabs.core.api_error import ApiError
+
+        try:
+            yield
+        except ApiError as exc:
+            raise self.status_error(exc.status_code or 0, exc.headers, exc.body, doing) from None
+        except httpx.HTTPError as exc:
+            raise self.connection_error(exc, doing) from None
+
     def connection_error(self, exc: BaseException, doing: str) -> TtsError:
         detail = redact(str(exc) or type(exc).__name__)[:200]
         return TtsError(
@@ -230,17 +243,10 @@ NO_SDK_RETRIES: dict[str, Any] = {"max_retries": 0}
 async def lookup_voice(client: AsyncElevenLabs, config: ElevenLabsConfig) -> str:
     """The voice's name; one clear ``TtsError`` for a bad key or an unknown voice,
     429/5xx and connection errors retried with the pipeline's policy."""
-    from elevenlabs.core.api_error import ApiError
 
     async def attempt() -> str:
-        try:
+        with config.sdk_errors("voice lookup"):
             voice = await client.voices.get(config.voice_id, request_options=NO_SDK_RETRIES)
-        except ApiError as exc:
-            raise config.status_error(
-                exc.status_code or 0, exc.headers, exc.body, "voice lookup"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise config.connection_error(exc, "voice lookup") from None
         return str(getattr(voice, "name", "") or config.voice_id)
 
     return await retry_call(attempt, config.policy)

@@ -90,8 +90,6 @@ class ElevenLabsHttpEngine(PieceEngine):
                 yield chunk
 
     async def _request(self, text: str, previous_text: str) -> AsyncGenerator[AudioChunk, None]:
-        from elevenlabs.core.api_error import ApiError
-
         config = self.config
         client = self._ensure_client()
         kwargs: dict[str, Any] = {
@@ -111,7 +109,7 @@ class ElevenLabsHttpEngine(PieceEngine):
             kwargs["voice_settings"] = VoiceSettings(**settings)
         decoder = AudioDecoder(config.output_format)
         timeout = config.options.read_timeout_s
-        try:
+        with config.sdk_errors("speech request"):
             async with aclosing(client.text_to_speech.stream(config.voice_id, **kwargs)) as body:
                 while True:
                     # No bytes for read_timeout_s: an error, never a hang.
@@ -128,11 +126,5 @@ class ElevenLabsHttpEngine(PieceEngine):
                     samples = decoder.feed(data)
                     if len(samples):
                         yield AudioChunk(samples, self.sample_rate)
-        except ApiError as exc:
-            raise config.status_error(
-                exc.status_code or 0, exc.headers, exc.body, "speech request"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise config.connection_error(exc, "speech request") from None
         # An odd byte left at the end is half a sample: nothing to play, dropped
         # (the audio before it is whole; ending the turn's speech would lose more).
