@@ -13,6 +13,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from tests.serve_helpers import (
     GUARD_S,
     LONG_REPLY,
+    SHORT_REPLY,
     SHORT_SPOKEN,
     SHORT_VISIBLE,
     TurnLog,
@@ -20,9 +21,12 @@ from tests.serve_helpers import (
     running_server,
     send,
     session,
+    write_pipeline,
 )
 from voice_membrane.audio import pcm16_from_bytes
+from voice_membrane.server import Server
 from voice_membrane.server.protocol import FRAME_MS, unpack_frame
+from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 
 pytestmark = pytest.mark.anyio
 
@@ -104,6 +108,27 @@ async def test_the_audio_format_asked_for(
         assert all(len(a) == rate * FRAME_MS // 1000 * width for _, _, a in frames[:-1])
         total = sum(len(a) for _, _, a in frames) / width / rate
         assert total == pytest.approx(report["counts"]["audio_seconds"], abs=0.05)
+
+
+async def test_a_cloud_voice_is_asked_for_the_sessions_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Asked for 16 kHz, the ElevenLabs socket speaks pcm_16000: nothing is resampled
+    # (the engine used to be made for the speaker's 22.05 kHz and resampled per session).
+    with FakeElevenLabs() as fake:
+        for name, value in fake.env().items():
+            monkeypatch.setenv(name, value)
+        path = write_pipeline(tmp_path, "cloud", SHORT_REPLY, tts="elevenlabs:fake-voice")
+        audio = {"encoding": "pcm16", "sample_rate": 16000}
+        async with (
+            Server([path], port=0, log=lambda *args, **fields: None) as server,
+            session(server, audio=audio) as ws,
+        ):
+            await send(ws, type="user.message", text="Hi!")
+            log = await read_turn(ws)
+        assert log.end["error"] is None and log.end["heard"] == SHORT_SPOKEN
+        check_frames(log, 1, 16000)
+        assert [c.query["output_format"] for c in fake.connections] == ["pcm_16000"]
 
 
 async def test_session_started_names_the_format(tmp_path: Path) -> None:

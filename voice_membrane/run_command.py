@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from .heap import settle_heap
 from .pipeline.build import build_parts, output_path_problem
 from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
@@ -100,6 +101,7 @@ async def run_assistant(
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
     try:
         async with session, anyio.create_task_group() as tg:
+            settle_heap()  # the engines are loaded: keep them out of every full collection
             stop_loop = tg.cancel_scope
             tg.start_soon(_interrupt_on_sigint, session, stop_loop)
             if prompt is not None:

@@ -39,8 +39,11 @@ class Parts:
     context: RequestCounter | None = None  # keeps long sessions within the model's context
 
 
-def build_parts(config: PipelineConfig) -> Parts:
-    """Create (not start) the membrane, engine and sink a pipeline names."""
+def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
+    """Create (not start) the membrane, engine and sink a pipeline names.
+    ``sink_rate``: the rate the audio is played at when the caller brings its own
+    sink (a served session's format), so a cloud voice is asked for that rate
+    rather than resampled to it."""
     llm = config.llm
     cloud = llm.spec.partition(":")[0] in CLOUD
     deadline = llm.first_token_deadline_s
@@ -64,7 +67,7 @@ def build_parts(config: PipelineConfig) -> Parts:
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
         )
-        engine = create_engine(config.tts, SPEAKER_RATE)
+        engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     model_config = ModelConfig(

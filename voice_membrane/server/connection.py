@@ -135,7 +135,8 @@ class Connection:
         config = state.pipelines[name]
         try:
             parts = build_parts(
-                config.with_overrides({"sink": {"kind": "null", "realtime": False}})
+                config.with_overrides({"sink": {"kind": "null", "realtime": False}}),
+                sink_rate=start.audio.sample_rate,
             )
         except ConfigError as exc:  # e.g. a cloud key removed from the environment since
             await self._fail_start("internal", f"pipeline {name}: {exc}")

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 
+from ..heap import settle_heap
 from .server import Server
 
 READY_LINE = "listening on {url}"
@@ -19,6 +20,7 @@ async def run_server(pipelines: Sequence[str | Path], **options: Any) -> None:
     """Serve until SIGTERM or SIGINT, then drain and return. Prints one line,
     ``listening on http://HOST:PORT``, on stdout once the port accepts."""
     async with Server(pipelines, **options) as server:
+        settle_heap()  # the engines are loaded: keep them out of every full collection
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             print(READY_LINE.format(url=server.url), flush=True)
             async with anyio.create_task_group() as tg:
