@@ -171,6 +171,25 @@ async def test_history_is_sent_with_the_next_turn() -> None:
     ]
 
 
+async def test_each_turn_keeps_its_own_speaker_in_the_history() -> None:
+    # A shared session (two people at one served socket): Alice's turn stays Alice's
+    # when Bob speaks next, and the pipeline's own user name is the default.
+    session = Session(ReplaySource(RECORDING, speed=0), EspeakEngine(), NullSink())
+    async with session:
+        first = await session.turn("weather?", participant="Alice")
+        second = await session.turn("and Sunday?", participant="Bob")
+        request = session.request("thanks")
+    assert request.messages == [
+        Message(participant="Alice", content="weather?"),
+        Message(participant="Assistant", content=first.spoken_text),
+        Message(participant="Bob", content="and Sunday?"),
+        Message(participant="Assistant", content=second.spoken_text),
+        Message(participant="User", content="thanks"),
+    ]
+    assert request.options.human_participant == "User"
+    assert session.request("x", participant="Bob").options.human_participant == "Bob"
+
+
 class FailingSource:
     """Streams some text, then fails like a model crashing mid-reply."""
 

@@ -36,6 +36,7 @@ from .turn import Turn, TurnResult
 class TurnRecord:
     user_text: str
     result: TurnResult
+    participant: str  # who said ``user_text``: in a shared session, not always the same
 
 
 @dataclass
@@ -96,32 +97,42 @@ class Session:
     ) -> None:
         await self._stack.aclose()
 
-    def request(self, user_text: str, first: int | None = None) -> Request:
+    def request(
+        self, user_text: str, first: int | None = None, participant: str | None = None
+    ) -> Request:
         """The next turn's request: the conversation so far from turn ``first`` (by
-        default the oldest one still kept), then ``user_text``."""
-        user, assistant = self.options.human_participant, self.options.assistant_participant
+        default the oldest one still kept), then ``user_text`` said by
+        ``participant`` (by default the options' ``human_participant``), who is
+        then the request's human participant."""
+        options = self.options
+        if participant is not None and participant != options.human_participant:
+            options = options.model_copy(update={"human_participant": participant})
+        assistant = options.assistant_participant
         messages: list[Message] = []
         start = self.first_kept if first is None else first
         for record in self.history[start:]:
-            messages.append(Message(participant=user, content=record.user_text))
+            messages.append(Message(participant=record.participant, content=record.user_text))
             if record.result.spoken_text:
                 messages.append(Message(participant=assistant, content=record.result.spoken_text))
-        messages.append(Message(participant=user, content=user_text))
+        messages.append(Message(participant=options.human_participant, content=user_text))
         return Request(
             messages=messages,
             config=self.model,
             system_prompt=self.system_prompt,
             tools=self.tools,
-            options=self.options,
+            options=options,
         )
 
-    async def turn(self, user_text: str) -> TurnResult:
-        request, context = self.request(user_text), None
+    async def turn(self, user_text: str, participant: str | None = None) -> TurnResult:
+        """One turn: ``user_text`` said by ``participant`` (by default the options'
+        ``human_participant``), answered, spoken, and kept in the history under
+        that name."""
+        request, context = self.request(user_text, participant=participant), None
         if self.context is not None:
             request, context = await fit(
                 self.first_kept,
                 len(self.history),
-                lambda first: self.request(user_text, first),
+                lambda first: self.request(user_text, first, participant),
                 self.context,
             )
             self.first_kept = context.dropped
@@ -143,7 +154,7 @@ class Session:
             result = await turn.run()
         finally:
             self.current = None
-        self.history.append(TurnRecord(user_text, result))
+        self.history.append(TurnRecord(user_text, result, request.options.human_participant))
         return result
 
     def interrupt(self) -> bool:

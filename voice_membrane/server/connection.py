@@ -48,7 +48,6 @@ class Connection:
         self.outbox: Outbox | None = None
         self.session: Session | None = None
         self.sink: SocketSink | None = None
-        self.user_name = "User"  # the pipeline's, once the session starts
 
     # Setup
 
@@ -151,7 +150,6 @@ class Connection:
             sample_rate=start.audio.sample_rate,
             on_overflow=self._drop_slow_client,
         )
-        self.user_name = parts.options.human_participant
         self.session = session = Session(
             parts.membrane,
             parts.engine,
@@ -264,10 +262,6 @@ class Connection:
         assert self.session is not None and self.sink is not None
         state, session = self.state, self.session
         self.sink.turn = n
-        # Each turn's speaker: the one it names, else the pipeline's user name.
-        speaker = message.participant or self.user_name
-        if session.options.human_participant != speaker:
-            session.options = session.options.model_copy(update={"human_participant": speaker})
         state.turns_running += 1
         state.metrics.turns.inc()
         state.log("turn_start", session=self.id, turn=n, chars=len(message.text))
@@ -276,7 +270,7 @@ class Connection:
             with anyio.CancelScope() as scope:
                 self.turn_scope = scope
                 try:
-                    result = await session.turn(message.text)
+                    result = await session.turn(message.text, message.participant)
                 except Exception as exc:  # a bug: the session goes on, the client is told
                     state.log("turn_failed", session=self.id, turn=n, error=repr(exc))
                     self._error("internal", "the turn failed inside the server", n)
