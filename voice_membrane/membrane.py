@@ -33,7 +33,8 @@ from contextlib import aclosing
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
 from .messages import Request, validate_request
-from .providers.base import Provider, ProviderOutput
+from .provider_output import ProviderOutput
+from .providers.base import Provider
 from .reply import MembraneItem, ReplyResult, UsageUpdate
 from .reply_loop import ReplyLoop
 from .retry import RetryPolicy

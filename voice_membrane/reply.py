@@ -13,7 +13,8 @@ from typing import TypeAlias
 
 from .events import Block, Event
 from .messages import Message
-from .providers.base import ErrorKind, StopReason, Usage
+from .provider_output import StopReason, Usage
+from .providers.base import ErrorKind
 
 
 @dataclass(frozen=True, slots=True)

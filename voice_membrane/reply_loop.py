@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -31,22 +31,11 @@ from .messages import (
     ToolUseContent,
 )
 from .parse import NativeBlockAssembler, XmlStreamParser
-from .providers.base import (
-    LlmError,
-    NativeStart,
-    ProviderError,
-    ProviderOutput,
-    StopInfo,
-    TextDelta,
-    Usage,
-    clean_output,
-)
+from .provider_output import NativeStart, ProviderOutput, StopInfo, TextDelta, Usage, clean_output
+from .providers.base import LlmError, Provider, ProviderError
 from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
-from .retry import FirstTokenDeadline
+from .retry import FirstTokenDeadline, RetryPolicy
 from .tools import OnToolCalls, ToolCall, run_tool_calls
-
-if TYPE_CHECKING:
-    from .membrane import Membrane
 
 _log = logging.getLogger(__name__)
 FUNCTION_CALLS_END = "</function_calls>"
@@ -71,12 +60,25 @@ class _DeadlinePassed(Exception):
     """The first-token deadline passed while a call was waiting for its first output."""
 
 
+class ReplySettings(Protocol):
+    """What a reply runs with (a ``Membrane`` is one): the provider and the
+    policies of its calls. ``parse_ns`` adds up the time spent parsing."""
+
+    provider: Provider
+    retry: RetryPolicy
+    streaming: bool
+    max_tool_depth: int
+    tool_timeout_s: float
+    first_token_deadline_s: float | None
+    parse_ns: int
+
+
 class ReplyLoop:
     """The state of one reply across its calls."""
 
     def __init__(
         self,
-        membrane: Membrane,
+        membrane: ReplySettings,
         formatter: Formatter,
         request: Request,
         built: BuiltRequest,
