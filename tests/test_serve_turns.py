@@ -137,6 +137,7 @@ async def test_session_started_names_the_format(tmp_path: Path) -> None:
         started = json.loads(await ws.recv())
     assert started["protocol"] == 1
     assert started["pipeline"] == "short"  # the first pipeline is the default
+    assert started["pipelines"] == ["short", "long"]
     assert started["tts"] == "espeak" and started["llm"].startswith("replay:")
     assert started["audio"] == {"encoding": "mulaw", "sample_rate": 8000, "frame_ms": 20}
 

@@ -193,6 +193,7 @@ class Connection:
                     session=self.id,
                     protocol=p.PROTOCOL_VERSION,
                     pipeline=name,
+                    pipelines=list(state.pipelines),
                     llm=llm,
                     tts=tts,
                     audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
