@@ -86,6 +86,7 @@ async def test_a_full_turn(tmp_path: Path) -> None:
             "visible": SHORT_VISIBLE,
             "interrupted": False,
             "error": None,
+            "terminated": None,
         }
         # The session goes on: a second turn numbers its frames on from the first's.
         await send(ws, type="user.message", text="Again")

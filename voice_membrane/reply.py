@@ -62,6 +62,8 @@ class ReplyResult:
         messages: the assistant's turn(s) and tool results as normalized
             messages, ready to append to the conversation.
         error: the error message if the reply ended on one.
+        terminated: why a stream policy ended the reply, if one did
+            (``stop_reason`` is then "policy"); what passed before stands.
     """
 
     blocks: tuple[Block, ...]
@@ -71,6 +73,7 @@ class ReplyResult:
     tool_rounds: int
     messages: tuple[Message, ...]
     error: str | None = None
+    terminated: str | None = None
 
 
 MembraneItem: TypeAlias = Event | UsageUpdate | Retrying | ReplyError | ReplyResult

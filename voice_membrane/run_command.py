@@ -152,6 +152,8 @@ async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> 
     out(" [interrupted]\n" if result.interrupted else "\n")
     if result.error:  # redacted again here: a second net under ProviderError's own
         out(f"error: {redact(result.error)}\n")
+    if result.terminated:
+        out(f"ended by a policy: {redact(result.terminated)}\n")
     out(redact(result.report.table()) + "\n")
     return result
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
+from ..parse.phrase_guard import PhraseGuard
+from ..parse.policy import StreamPolicy, ToolAllowList
 from ..providers.registry import CLOUD, create_provider
 from ..retry import RetryPolicy
 from ..sinks.base import AudioSink
@@ -14,7 +17,7 @@ from ..sinks.registry import create_sink
 from ..sinks.speaker import speaker_available
 from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
-from .config import ConfigError, PipelineConfig
+from .config import ConfigError, PipelineConfig, PolicyConfig
 from .history import RequestCounter, counter_for
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
@@ -66,6 +69,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             retry=RetryPolicy(max_retries=llm.max_retries),
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
+            policies=policies_for(config.policy),
         )
         engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
     except ValueError as exc:
@@ -93,6 +97,27 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         wav_path,
         counter_for(membrane, budget),
     )
+
+
+def policies_for(config: PolicyConfig) -> Callable[[], list[StreamPolicy]] | None:
+    """The pipeline's stream policies, made afresh for each reply (they keep state)."""
+    allow, banned = config.allow_tools, config.banned_phrases
+    if allow is None and not banned:
+        return None
+
+    def make() -> list[StreamPolicy]:
+        policies: list[StreamPolicy] = []
+        if allow is not None:
+            policies.append(ToolAllowList(allow))
+        if banned:
+            policies.append(
+                PhraseGuard(
+                    banned, action=config.banned_action, replacement=config.banned_replacement
+                )
+            )
+        return policies
+
+    return make
 
 
 def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:

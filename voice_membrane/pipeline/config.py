@@ -126,12 +126,33 @@ class ChunkerConfig(_Section):
     code_block_text: str | None = None
 
 
+class PolicyConfig(_Section):
+    """Stream policies (``parse.policy``) every reply of the pipeline passes."""
+
+    # The tools the model may call (unset: any it is given). A call to another is
+    # never run: the model gets an error result saying why.
+    allow_tools: list[str] | None = None
+    # Never spoken (case and spacing ignored, whole words): the phrase and the rest
+    # of its sentence are replaced by banned_replacement, or dropped.
+    banned_phrases: list[str] = []
+    banned_action: Literal["replace", "drop"] = "replace"
+    banned_replacement: str = Field("I'd rather not say that.", max_length=500)
+
+    @field_validator("banned_phrases")
+    @classmethod
+    def _no_blank_phrase(cls, phrases: list[str]) -> list[str]:
+        if any(not phrase.strip() for phrase in phrases):
+            raise ValueError("a banned phrase is blank")
+        return phrases
+
+
 class PipelineConfig(_Section):
     description: str = ""
     llm: LlmConfig = LlmConfig()
     tts: TtsOptions = TtsOptions()
     sink: SinkConfig = SinkConfig()
     chunker: ChunkerConfig = ChunkerConfig()
+    policy: PolicyConfig = PolicyConfig()
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""

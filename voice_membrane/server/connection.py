@@ -286,6 +286,7 @@ class Connection:
                         visible=result.visible_text,
                         interrupted=result.interrupted,
                         error=result.error,
+                        terminated=result.terminated,
                     )
                 )
                 if result.error:
