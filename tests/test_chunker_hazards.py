@@ -153,6 +153,11 @@ NUMERALS: list[Case] = [
         "de",
         ["Okay.", " Es kommt am 3. oder 4. Tag.", " Dann geht es."],
     ),
+    # A first piece never ends on an ordinal: its noun follows.
+    ("Take the 3rd exit on the left.", "en", ["Take the 3rd exit", " on the left."]),
+    ("Prenez la 2e sortie à droite.", "fr", ["Prenez la 2e sortie", " à droite."]),
+    ("Tome la 2.ª salida a la derecha.", "es", ["Tome la 2.ª salida", " a la derecha."]),
+    ("Neem de 3de afslag rechts.", None, ["Neem de 3de afslag", " rechts."]),
     (
         "Okay. It has 3. exits are many.",  # lowercase goes on, whatever the numeral
         None,

@@ -13,36 +13,47 @@ leading whitespace of a piece does not count towards the limits.
 Cuts, earliest first (a cut at ``pos`` means the piece is ``text[:pos]``):
 
 - newline: a ``\\n`` after content; cut after it.
-- sentence: a run of ``. ! ? …`` plus optional closers (``" ” ’ ' ) ] »`` …) and
+- sentence: a run of ``. ! ? …`` plus optional closers (``" ” “ ’ ' ) ] » «`` …) and
   then whitespace (required, so ``3.14``, ``?!``, ``...`` and ``example.com`` hold
   together); cut after the closers. CJK ``。！？`` need no whitespace. Not an end:
   inside an open quote or bracket; ``.`` after a title or an abbreviation that never
-  ends a sentence (``Dr.``, ``e.g.``), after a capital initial (``J.``), after a list
-  number at a line start (``1.``). Ambiguous, so an end only if a new sentence
-  visibly starts, a newline comes first, or the text ends: ``.`` after an
-  abbreviation that may end a sentence (``etc.``, ``a.m.``, ``U.S.``), an ellipsis,
-  and a cluster whose closers close an open quote (``"Stop!" he said``). A new
-  sentence visibly starts with a capitalised common opener (``It``, ``The``,
-  ``Then``, ``However``: ``lexicon.SENTENCE_OPENERS``), optionally after an opening
-  quote or bracket, or with a letter of a caseless script (CJK). Other capitalised
-  words are read as names (``the U.S. Postal Service``); digits and lowercase
-  continue the sentence (``at 10 a.m. 5 days``, ``10 a.m. today``).
+  ends a sentence (``Dr.``, ``e.g.``, ``z. B.``: the lexicon's never-end table), after
+  a capital initial (``J.``), inside a sequence of one-letter abbreviations (``d. h.``),
+  after a list number (first on its line or in the piece, or after ``: ; . ! ? (``:
+  ``To reset it: 1. Hold``) or an ordinal (a number after a word of the lexicon's
+  ordinal context: ``zum 12.``). Soft, so an end unless a lowercase word follows
+  (after a number, also a digit or a month: ``the 3. exit``, ``bis zum 12. März``):
+  any other ``.``. Ambiguous, so an end only if a new sentence visibly starts, a
+  newline comes first, or the text ends: ``.`` after an abbreviation that may end a
+  sentence (``etc.``, ``a.m.``, ``U.S.``), after the last of a one-letter sequence
+  (``u. a.``), an ellipsis, and a cluster whose closers close an open quote or are
+  quotes (``"Stop!" he said``, ``'Why?' she asked``). A new sentence visibly starts
+  with a capitalised common opener (``It``, ``The``, ``Then``, ``However``, and the
+  language's own: ``Lexicon.openers``), optionally after an opening quote or
+  bracket, or with a letter of a caseless script (CJK). Other capitalised words are
+  read as names (``the U.S. Postal Service``); digits and lowercase continue the
+  sentence (``at 10 a.m. 5 days``, ``10 a.m. today``).
 - clause: ``, ; :`` plus whitespace, ``，；：、``, an em-dash run, or a spaced ``-``,
   ``--``, ``–``; cut after the mark. Outside quotes and brackets only. In the first
   piece once ``min_clause_words`` words precede it; later only at ``clause_chars``
   or more into the piece.
 - word (first piece only): a whitespace after the ``first_chunk_words``-th word or
-  later, outside quotes and brackets, unless the word is a function word, a number or
-  amount, a title, or ends with ``.``, ``…`` or a hyphen; cut at the whitespace.
+  later, outside quotes and brackets, unless the word is a function word, a number,
+  amount or ordinal (``3rd``), a title, or ends with ``.``, ``…``, ``?``, ``!`` or a
+  hyphen; cut at the whitespace.
 - forced: no cut by ``max_chars`` characters of content. Cut at the last whitespace
   in the window that follows a speakable word (searching back over half the window),
   else at the last whitespace, else exactly at ``max_chars``. A natural cut before the
   limit always wins and one after it never does.
 
-Quote and bracket tracking covers ``()``, ``[]``, ``“”``, ``«»``, ``「」``, ``『』``,
-``（）`` and straight ``"``, which opens only at a word start (so the inch mark in
-``6" pipe`` opens nothing). Unmatched closers are ignored; apostrophes are not
-tracked. Tracking restarts with every piece.
+Quote and bracket tracking covers ``()``, ``[]``, ``“”``, ``„“``, ``„”``, ``«»``,
+``»«``, ``「」``, ``『』``, ``（）`` and straight ``"``, which opens only at a word start
+(so the inch mark in ``6" pipe`` opens nothing), as does ``»``. Unmatched closers are
+ignored; apostrophes and single quotes are not tracked. Tracking restarts with every
+piece.
+
+Inline code (``code``: the markdown filter's marks) holds no mark, quote or bracket,
+and no cut falls inside it; a forced cut takes a space outside it if it can.
 """
 
 # Unicode punctuation (full-width CJK marks, dashes, curly quotes) is this module's
@@ -181,7 +192,7 @@ def _word_at(text: str, i: int) -> str:
     return text[i:j]
 
 
-def _speakable_end(word: str) -> bool:
+def _speakable_end(word: str, lex: Lexicon) -> bool:
     """May a piece end after ``word`` (a non-space run) without sounding cut off?"""
     core = word.lstrip(_OPENERS).rstrip(_WORD_TRAIL).lower().replace("’", "'")
     if not any(c.isalnum() for c in core):
@@ -189,7 +200,7 @@ def _speakable_end(word: str) -> bool:
     if core in FUNCTION_WORDS or core in TITLES or core.endswith((".", "…", "-", "–")):
         return False
     # "?" or "!" that the sentence rules did not take for an end ('"Why?" she asked').
-    if core.endswith(("?", "!")) or Lexicon.is_ordinal(core):
+    if core.endswith(("?", "!")) or lex.is_ordinal(core):
         return False
     # A number or amount: a unit or "a.m." usually follows ("10 percent", "$3 million").
     return not (any(c.isdigit() for c in core) and not any(c.isalpha() for c in core))
@@ -288,7 +299,7 @@ class _Scan:
             return self._dash(i, ch, spaced=True)
         if self.first and ch.isspace() and run_start >= 0:
             words_ok = self.words >= self.rules.first_chunk_words
-            if words_ok and not self.stack and _speakable_end(text[run_start:i]):
+            if words_ok and not self.stack and _speakable_end(text[run_start:i], self.lexicon):
                 return Cut(i, "word")
         return None
 
@@ -466,6 +477,6 @@ class _Scan:
                 s = w - 1
                 while s > lead and not text[s - 1].isspace():
                     s -= 1
-                if _speakable_end(text[s:w]):
+                if _speakable_end(text[s:w], self.lexicon):
                     return Cut(w, "forced")
         return Cut(fallback or limit, "forced")

@@ -1,4 +1,4 @@
-"""Word lists the speech chunker consults. Constants only; all entries are lowercase.
+"""Word lists the speech chunker consults, per language. All entries are lowercase.
 
 Abbreviations are stored with their final period, the way they appear before the
 period the chunker is judging (``"e.g."``, ``"u.s."``). Lookups lowercase the word
@@ -209,12 +209,18 @@ _TABLES: dict[str, tuple[str, str, str, str]] = {
 # 30. Then …" must still end): only German writes ordinals with a period here.
 _DEFAULT_ORDINAL_UNSAFE = frozenset({"am", "an", "die", "den", "ihr", "sein", "vor", "bis", "ab"})
 
-_ORDINAL_SUFFIXES = re.compile(
-    # An ordinal written with a suffix: "3rd", "1er", "2e", "2ème", "1º", "1.ª", "3°",
-    # "4de", "8ste". Like a number, it cannot end a first piece ("the 3rd | exit").
-    r"\d+(?:st|nd|rd|th|er|re|e|ème|eme|nd|nde|de|ste|\.?[ºª°]|[oa])",
-    re.IGNORECASE,
-)
+# Ordinals written with a suffix ("3rd", "1er", "2º", "4de"): like a number, one
+# cannot end a first piece ("the 3rd | exit"). German writes "3." (ordinal context).
+_ORDINAL_SUFFIXES: dict[str, str] = {
+    "en": "st nd rd th",
+    "de": "",
+    "fr": "er re e ème eme nd nde",
+    "es": "º ª .º .ª ° o a er",
+    "it": "º ª ° o a",
+    "nl": "e ste de",
+    "pt": "º ª .º .ª ° o a",
+}
+_LEADING_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +231,12 @@ class Lexicon:
     maybe_end: frozenset[str]
     ordinal_context: frozenset[str]
     openers: frozenset[str]
+    ordinal_suffixes: frozenset[str]
 
-    @staticmethod
-    def is_ordinal(word: str) -> bool:
-        return _ORDINAL_SUFFIXES.fullmatch(word) is not None
+    def is_ordinal(self, word: str) -> bool:
+        """Is ``word`` (lowercase) a number with an ordinal suffix ("3rd", "2º")?"""
+        digits = _LEADING_DIGITS.match(word)
+        return digits is not None and word[digits.end() :] in self.ordinal_suffixes
 
 
 def _table(code: str) -> Lexicon:
@@ -239,6 +247,7 @@ def _table(code: str) -> Lexicon:
         maybe_end=maybe_set,
         ordinal_context=_words(ordinal),
         openers=SENTENCE_OPENERS | _words(openers),
+        ordinal_suffixes=_words(_ORDINAL_SUFFIXES["en"] + " " + _ORDINAL_SUFFIXES[code]),
     )
 
 
@@ -257,6 +266,7 @@ def _default() -> Lexicon:
         # Only English openers: a capitalised "Die" or "La" may be a name, and an
         # opener is what lets an ambiguous period end a sentence.
         openers=SENTENCE_OPENERS,
+        ordinal_suffixes=frozenset().union(*(t.ordinal_suffixes for t in tables)),
     )
 
 

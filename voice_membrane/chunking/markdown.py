@@ -18,7 +18,8 @@ Rules:
   line made only of 3+ ``-``, ``*`` or ``_`` (spaces allowed) is removed, its newline
   kept. ``1.`` list numbers are kept: they are spoken.
 - Inline code: the backtick run is removed; the content up to a run of the same
-  length is copied verbatim (no markdown inside code). A code span ends at a newline.
+  length is copied verbatim (no markdown inside code) in segments marked ``code``.
+  A code span ends at a newline.
 - Fenced code: a line starting with 3+ backticks or tildes (for backticks, no
   backtick later on the line) opens a block that runs to a closing fence line (same
   character, at least as long) or the end of the stream. The block is skipped. With
