@@ -353,6 +353,13 @@ REPLIES: tuple[Reply, ...] = (
         "2. pour",
         "3. press",
     ),
+    _r(
+        "inline-list",
+        "Sure! Your list: 1. Milk 2. Eggs 3. Bread from the corner shop.",
+        "1. Milk",
+        "2. Eggs",
+        "3. Bread",
+    ),
     # --- inline code ------------------------------------------------------------------
     _r(
         "inline-code",
@@ -390,6 +397,11 @@ REPLIES: tuple[Reply, ...] = (
         "\u201eRegnet es?\u201c fragte er. \u00bbNein!\u00ab rief sie.",
         "es?\u201c fragte",
         "Nein!\u00ab rief",
+    ),
+    _r(
+        "quote",
+        "D'accord. \u00ab Il pleut ? \u00bb demanda-t-il en regardant le ciel.",
+        "? \u00bb demanda",
     ),
     # --- numerals with a period before a lowercase word -------------------------------
     _r(

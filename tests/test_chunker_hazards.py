@@ -43,6 +43,22 @@ INLINE_LISTS: list[Case] = [
         "fr",
         ["Okay.", " Pour cela ; 1. Ouvrez le couvercle.", " 2. Versez l'eau."],
     ),
+    # Items run into one line, after a comma, or without a period between them.
+    (
+        "Sure! Here you go: 1. Milk 2. Eggs 3. Bread",
+        None,
+        ["Sure!", " Here you go: 1. Milk 2. Eggs 3. Bread"],
+    ),
+    (
+        "Sure! Buy these, 1. Milk, 2. Eggs, 3. Bread. Then go.",
+        None,
+        ["Sure!", " Buy these, 1. Milk, 2. Eggs, 3. Bread.", " Then go."],
+    ),
+    (
+        "Klar. Du brauchst 1. Mehl 2. Eier 3. Milch. Dann backen.",
+        "de",
+        ["Klar.", " Du brauchst 1. Mehl 2. Eier 3. Milch.", " Dann backen."],
+    ),
     # A cut before the numeral is fine; a sentence that ends in a number still ends.
     (
         "Okay. I counted to 10. Then I stopped.",
@@ -122,6 +138,17 @@ QUOTES: list[Case] = [
         "Okay. «Il pleut?» demanda-t-il. Puis il partit.",
         "fr",
         ["Okay.", " «Il pleut?» demanda-t-il.", " Puis il partit."],
+    ),
+    # French spacing inside guillemets closes the same way.
+    (
+        "D'accord. « Il pleut ? » demanda-t-il. Puis il partit.",
+        "fr",
+        ["D'accord.", " « Il pleut ? » demanda-t-il.", " Puis il partit."],
+    ),
+    (
+        "D'accord. « Il pleut. » Puis il partit.",
+        "fr",
+        ["D'accord.", " « Il pleut. »", " Puis il partit."],
     ),
     (
         "Vale. «¿Llueve?» preguntó él. Luego salió.",

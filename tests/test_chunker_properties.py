@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from typing import Any
 
@@ -176,8 +177,11 @@ HAZARDS = [
     "Dott. Rossi", "ecc. e", "dhr. Jansen", "p. ex. la", "EE. UU. tienen",
     "“Why?” he", "'Why not?' she", '"Stop!" the', "„Ja?“ fragte", "»Nein!« rief",
 ]  # fmt: skip
-# Inline list items: the item (numeral and first word) after the lead-in.
-LISTS = [(": ", "1. Hold"), (": ", "2. wait"), (". ", "3. Press"), ("; ", "4. Open")]
+# Inline lists: a lead-in, then items (a numeral and its first word, each a hazard).
+LISTS = [
+    ": 1. Hold", ": 2. wait", ". 3. Press", "; 4. Open", ", 1. Milk", ": 1. Milk 2. Eggs",
+    ": 1. Mehl 2. Eier 3. Milch",
+]  # fmt: skip
 # Inline code: its backticks are not spoken, its content is, in one piece.
 CODE = ["`git commit | -m`", "`make test; make lint. Now go`", "`a, b: c`", "`x — y`"]
 # Quoted speech ('"Stop! Now!" he said') is checked in test_chunker.py: the first piece
@@ -195,7 +199,7 @@ def hazard_text(draw: st.DrawFn) -> tuple[str, list[tuple[int, int]]]:
     """Sentences made of hazard phrases and filler, with the hazards' raw spans."""
     text, spans = "", []
     for _ in range(draw(st.integers(1, 6))):
-        pool = HAZARDS + FILLER + CODE + [lead + item for lead, item in LISTS]
+        pool = HAZARDS + FILLER + CODE + LISTS
         items = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6))
         for n, item in enumerate(items):
             if n:
@@ -204,9 +208,9 @@ def hazard_text(draw: st.DrawFn) -> tuple[str, list[tuple[int, int]]]:
                 spans.append((len(text), len(text) + len(item)))
             elif item in CODE:  # its content, between the backticks
                 spans.append((len(text) + 1, len(text) + len(item) - 1))
-            elif item not in FILLER:  # a list item: its lead-in may end a piece
-                lead = item[:2]
-                spans.append((len(text) + len(lead), len(text) + len(item)))
+            elif item in LISTS:  # its lead-in may end a piece, and so may each item
+                for match in re.finditer(r"\d\. \w+", item):
+                    spans.append((len(text) + match.start(), len(text) + match.end()))
             text += item
         text += draw(st.sampled_from([". ", "! ", "? ", ".\n", "\n"]))
     return text, spans

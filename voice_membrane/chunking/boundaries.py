@@ -112,7 +112,7 @@ _CLOSING = frozenset("".join(_PAIRS.values()))
 _OPENERS = "\"'“‘„«»([{「『（"
 _WORD_TRAIL = "\"”’'“)]}»«」』）,;:"
 _SPACES = " \t\u00a0\u202f"
-_ITEM_BEFORE = frozenset(":;.!?…(\n")  # a numeral after these (or first) begins an item
+_ITEM_BEFORE = frozenset(":;,.!?…(\n")  # a numeral after these (or first) begins an item
 _CLAUSE_MARKS = frozenset(",;:")
 _CJK_CLAUSE_MARKS = frozenset("，；：、")
 _EM_DASH = "—"
@@ -328,8 +328,13 @@ class _Scan:
         while self._at(j, j) in _TERMINALS:
             j += 1
         k = j
-        while (nxt := self._at(k, k)) in _CLOSERS:
-            k += 1
+        while True:
+            while (nxt := self._at(k, k)) in _CLOSERS:
+                k += 1
+            guillemet = self._spaced_guillemet(k, nxt)
+            if guillemet < 0:
+                break
+            k = guillemet + 1
         if nxt == "":
             return None  # the text ends here: the rest is the final piece
         cluster = text[i:j]
@@ -350,6 +355,16 @@ class _Scan:
         if verdict in (_SOFT, _NUMERAL) and self._continues_at(k, verdict == _NUMERAL):
             return None
         return Cut(k, "sentence")
+
+    def _spaced_guillemet(self, k: int, nxt: str) -> int:
+        """French spacing: the "»" of "Il pleut ? »" closes like "Il pleut?»" (its
+        index), when an open « waits for it; else -1."""
+        if not nxt or nxt not in _SPACES or not any("»" in c for c in self.stack):
+            return -1
+        m = k
+        while (x := self._at(m, k)) and x in _SPACES:
+            m += 1
+        return m if x == "»" else -1
 
     def _classify(self, i: int, cluster: str, k: int) -> str:
         if not _DEFINITE.isdisjoint(cluster):
@@ -427,7 +442,15 @@ class _Scan:
         abbreviation = before in lex.never_end or before in lex.maybe_end  # "Nr. 5."
         if len(core) <= 3 and (q == 0 or self.text[q - 1] in _ITEM_BEFORE) and not abbreviation:
             return _NO  # an item of an inline list: "To reset it: 1. Hold …"
+        if core == "1":
+            return _NO  # a list's first item, even without a lead-in: "Du brauchst 1. Mehl"
+        if len(core) <= 3 and self._item_before(ws, int(core) - 1):
+            return _NO  # the next item of a list run into one line: "1. Milk 2. Eggs"
         return _NUMERAL
+
+    def _item_before(self, ws: int, number: int) -> bool:
+        """Is ``number.`` an earlier word of this piece ("1." before "2.")?"""
+        return re.search(rf"(?:^|[\s(]){number}\.\s", self.text[:ws]) is not None
 
     def _continues_at(self, k: int, numeral: bool) -> bool:
         """Does the sentence go on after the period: a lowercase word follows, or after
