@@ -124,6 +124,8 @@ class ChunkerConfig(_Section):
     max_chars: int = Field(250, ge=1)
     markdown: bool = True
     code_block_text: str | None = None
+    # The reply's language (abbreviation and ordinal tables); none: all of them.
+    language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
 
 
 class PolicyConfig(_Section):
