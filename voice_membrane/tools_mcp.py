@@ -129,7 +129,6 @@ class McpToolbox:
         self.definitions: list[ToolDefinition] = []
         self._routes: dict[str, _Route] = {}
         self._stack = AsyncExitStack()
-        self._closing = anyio.Event()
 
     def __repr__(self) -> str:
         return f"McpToolbox({[server.label for server in self.servers]})"
@@ -137,7 +136,7 @@ class McpToolbox:
     async def __aenter__(self) -> McpToolbox:
         stack = AsyncExitStack()
         try:
-            self._closing = closing = anyio.Event()
+            closing = anyio.Event()
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(closing.set)  # runs first on exit: the holders close their clients
             listings: dict[int, tuple[_Connection, list[Any]]] = {}
@@ -145,7 +144,7 @@ class McpToolbox:
 
             async def start(n: int, server: McpServer) -> None:
                 try:
-                    listings[n] = await group.start(self._hold, server)
+                    listings[n] = await group.start(self._hold, server, closing)
                 except McpServerError as exc:
                     failures.append(exc)
 
@@ -178,7 +177,11 @@ class McpToolbox:
     # ------------------------------------------------------------ servers
 
     async def _hold(
-        self, server: McpServer, *, task_status: TaskStatus[tuple[_Connection, list[Any]]]
+        self,
+        server: McpServer,
+        closing: anyio.Event,
+        *,
+        task_status: TaskStatus[tuple[_Connection, list[Any]]],
     ) -> None:
         """Connect, list the tools, report them, and keep the connection open until
         the toolbox closes. Everything entered here is left here (anyio scopes
@@ -200,7 +203,7 @@ class McpToolbox:
                         connection.client = client
                         task_status.started((connection, tools))
                         started = True
-                        await self._closing.wait()
+                        await closing.wait()
             except Exception as exc:
                 if not started:
                     failure = _start_failure(server, exc, errlog, http_status)
@@ -209,13 +212,11 @@ class McpToolbox:
                 _log.warning("%s stopped: %s", server.label, connection.gone)
             finally:
                 connection.client = None
-            if not started and scope.cancelled_caught:
+            if not started:  # the deadline passed: the only way out with no exception
                 raise McpServerError(
                     f"{server.label} did not answer within {self.connect_timeout_s:g} s"
                     + _last_line(errlog)
                 )
-            if not started:  # closed before it answered: not a failure of the server
-                raise McpServerError(f"{server.label} closed before it answered")
 
     def _offer(self, listings: list[tuple[_Connection, list[Any]]]) -> None:
         """The listed tools as definitions, under the names the model will use."""
@@ -224,13 +225,12 @@ class McpToolbox:
             for tool in tools:
                 name = _offered_name(server.tool_prefix + tool.name)
                 other = self._routes.get(name)
+                if other is not None and other.server is server:
+                    raise McpServerError(f"{server.label} offers two tools named {name!r}")
                 if other is not None:
-                    same = other.server is server
                     raise McpServerError(
                         f"{other.server.label} and {server.label} both offer a tool named "
                         f"{name!r}: set a tool_prefix on one of them"
-                        if not same
-                        else f"{server.label} offers two tools named {name!r}"
                     )
                 schema = tool.input_schema
                 if not isinstance(schema, dict) or schema.get("type") != "object":
