@@ -259,3 +259,51 @@ async def test_serve_a_session_runs_its_tools_and_a_broken_server_fails_the_star
     with pytest.raises(McpServerError, match="MCP server 'ghost'"):
         async with Server([broken], port=0, **quiet):
             pass
+
+
+# ------------------------------------------------------------ a session with both kinds of tools
+
+
+@pytest.mark.anyio
+async def test_a_session_with_a_toolbox_and_python_tools_sends_each_call_to_its_own(
+    tmp_path: Path,
+) -> None:
+    from voice_membrane.membrane import Membrane
+    from voice_membrane.messages import ModelConfig, ToolDefinition
+    from voice_membrane.pipeline.session import Session
+    from voice_membrane.providers.anthropic import AnthropicProvider
+    from voice_membrane.sinks.null import NullSink
+    from voice_membrane.tools import tool_handler
+    from voice_membrane.tools_mcp import McpServer, McpToolbox
+    from voice_membrane.tts.espeak import EspeakEngine
+
+    both = ScriptedReply.of(
+        NARRATIVE,
+        tool_use("get_weather", {"city": "Paris"}),
+        tool_use("get_time", {"city": "Paris"}),
+    )
+    with (
+        McpHttpServer() as mcp_http,
+        FakeAnthropic(both, ScriptedReply.of(ANSWER)) as fake,
+    ):
+        local = ToolDefinition(name="get_time", description="The local time in a city.")
+        session = Session(
+            Membrane(AnthropicProvider(api_key="k", base_url=fake.base_url)),
+            EspeakEngine(),
+            NullSink(),
+            model=ModelConfig(model="claude-test"),
+            tools=[local],
+            on_tool_calls=tool_handler({"get_time": lambda city: f"{city}: 14:05"}),
+            toolbox=McpToolbox([McpServer("weather", url=mcp_http.url)]),
+        )
+        with anyio.fail_after(GUARD_S):
+            async with session:
+                result = await session.turn("Weather and time in Paris?")
+        bodies = [request.body for request in fake.requests]
+    offered = [tool["name"] for tool in bodies[0]["tools"]]
+    assert offered[:2] == ["get_time", "get_weather"]
+    results = {b.tool_name: b.content for b in result.blocks if b.type == "tool_result"}
+    assert results == {"get_weather": TOOL_OUTPUT, "get_time": "Paris: 14:05"}
+    second = json.dumps(bodies[1], ensure_ascii=False)
+    assert TOOL_OUTPUT in second and "Paris: 14:05" in second
+    assert " ".join(result.spoken_text.split()) == f"{NARRATIVE} {ANSWER}"
