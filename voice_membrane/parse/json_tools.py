@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event
@@ -350,3 +351,59 @@ def _read_call(written: str) -> _Call | None:
     if not isinstance(arguments, dict):
         return None
     return name.strip(), arguments
+
+
+class JsonToolsInText:
+    """JSON tool calls taken out of the visible text of another parser's events
+    (``XmlStreamParser`` or ``NativeBlockAssembler``), so a model may call tools
+    either way. Every other block passes unchanged; block indices are numbered
+    afresh, in order, as the calls split text blocks. A call never spans two
+    text blocks: each text block's end is the interceptor's end of stream."""
+
+    def __init__(self, interceptor: JsonToolInterceptor) -> None:
+        self.interceptor = interceptor
+        self._next = 0
+        self._index: dict[int, int] = {}  # upstream index → ours (non-text blocks)
+        self._text_open: int | None = None  # the upstream text block being read
+
+    def feed(self, events: Iterable[Event]) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, BlockStart):
+                if event.type == "text":
+                    self._text_open = event.index
+                    self.interceptor.skip_to(self._next)
+                else:
+                    self._index[event.index] = self._next
+                    out.append(BlockStart(self._next, event.type))
+                    self._next += 1
+            elif isinstance(event, Chunk):
+                upstream = event.meta.block_index
+                if event.meta.type == "text" and upstream == self._text_open:
+                    out += self._read(self.interceptor.feed(event.text))
+                else:
+                    index = self._ours(upstream)
+                    out.append(Chunk(event.text, replace(event.meta, block_index=index)))
+            elif event.block.type == "text" and event.index == self._text_open:
+                out += self._read(self.interceptor.flush())
+                self._text_open = None
+            else:
+                out.append(BlockComplete(self._ours(event.index), event.block))
+        return out
+
+    def flush(self) -> list[Event]:
+        """The end of the reply: text still held (a block never completed) is read."""
+        if self._text_open is None:
+            return []
+        self._text_open = None
+        return self._read(self.interceptor.flush())
+
+    def _read(self, events: list[Event]) -> list[Event]:
+        self._next = max(self._next, self.interceptor.next_block_index)
+        return events
+
+    def _ours(self, upstream: int) -> int:
+        if upstream not in self._index:  # (a chunk with no start: malformed upstream)
+            self._index[upstream] = self._next
+            self._next += 1
+        return self._index[upstream]
