@@ -33,6 +33,7 @@ from contextlib import aclosing
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
 from .messages import Request, validate_request
+from .parse.json_tools import JsonToolInterceptor
 from .parse.policy import StreamPolicy
 from .provider_output import ProviderOutput
 from .providers.base import Provider
@@ -54,6 +55,7 @@ class Membrane:
         streaming: bool = True,
         first_token_deadline_s: float | None = 20.0,
         policies: Callable[[], Sequence[StreamPolicy]] | None = None,
+        json_tools: Callable[[], JsonToolInterceptor] | None = None,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -69,6 +71,9 @@ class Membrane:
         self.parse_ns = 0  # time spent in the parser/assembler (for stage metrics)
         # Stream policies keep state over a reply: each reply gets fresh ones.
         self.policies = policies
+        # Tool calls written as JSON in the text (small and local models): each reply
+        # reads them with a fresh interceptor; None reads only the format's own calls.
+        self.json_tools = json_tools
 
     async def stream(
         self,

@@ -31,6 +31,7 @@ from .messages import (
     ToolUseContent,
 )
 from .parse import NativeBlockAssembler, XmlStreamParser
+from .parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from .parse.policy import PolicyRunners, StreamPolicy
 from .provider_output import NativeStart, ProviderOutput, StopInfo, TextDelta, Usage, clean_output
 from .providers.base import LlmError, Provider, ProviderError
@@ -72,6 +73,7 @@ class ReplySettings(Protocol):
     tool_timeout_s: float
     first_token_deadline_s: float | None
     parse_ns: int
+    json_tools: Callable[[], JsonToolInterceptor] | None
 
 
 class ReplyLoop:
@@ -106,6 +108,16 @@ class ReplyLoop:
                 if isinstance(block, ToolUseContent)
             )
         self.assembler = NativeBlockAssembler()
+        self.json_tools: JsonToolsInText | None = None
+        if membrane.json_tools is not None:
+            interceptor = membrane.json_tools()
+            interceptor.reserve_ids(
+                block.id
+                for message in request.messages
+                for block in message.content
+                if isinstance(block, ToolUseContent)
+            )
+            self.json_tools = JsonToolsInText(interceptor)
         self.blocks: list[Block] = []
         self.usage = Usage()
         self.tool_rounds = 0
@@ -287,7 +299,10 @@ class ReplyLoop:
         return self._record(events, round_)
 
     def _record(self, events: list[Event], round_: _Round) -> list[Event]:
-        """Events through the policies, then what passed kept as the reply's."""
+        """Events through the JSON tool reader and the policies, then what passed
+        kept as the reply's."""
+        if self.json_tools is not None:
+            events = self.json_tools.feed(events)
         if self.policies:
             events = self.policies.feed(events)
             self._keep_rejected(round_)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
+from ..parse.json_tools import JsonToolInterceptor
 from ..parse.phrase_guard import PhraseGuard
 from ..parse.policy import StreamPolicy, ToolAllowList
 from ..providers.credentials import key_problem
@@ -21,7 +23,14 @@ from ..sinks.speaker import speaker_available
 from ..tools_mcp import McpServer, McpToolbox
 from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
-from .config import ConfigError, McpServerConfig, PipelineConfig, PolicyConfig, ToolsConfig
+from .config import (
+    ConfigError,
+    LlmConfig,
+    McpServerConfig,
+    PipelineConfig,
+    PolicyConfig,
+    ToolsConfig,
+)
 from .history import RequestCounter, counter_for
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
@@ -78,6 +87,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
             policies=policies_for(config.policy),
+            json_tools=json_tools_for(llm),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
         )
         engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
@@ -107,6 +117,18 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         wav_path,
         counter_for(membrane, budget),
         toolbox,
+    )
+
+
+def json_tools_for(llm: LlmConfig) -> Callable[[], JsonToolInterceptor] | None:
+    """The reader of JSON tool calls in the reply's text, if the pipeline wants one."""
+    if llm.tool_syntax == "xml":
+        return None
+    return partial(
+        JsonToolInterceptor,
+        mode=llm.json_tool_mode,
+        max_hold=llm.json_tool_max_hold,
+        placeholder=llm.json_tool_placeholder,
     )
 
 

@@ -76,6 +76,16 @@ class LlmConfig(_Section):
     context_tokens: int | None = Field(None, ge=64)
     assistant_name: str = Field("Assistant", min_length=1, max_length=100)
     user_name: str = Field("User", min_length=1, max_length=100)
+    # How the model writes tool calls: "xml" (the format's own: native blocks, or
+    # <function_calls> in prefill), "json" (JSON in its text, as small and local
+    # models do; the format's own still read) — "auto" is the same as "json".
+    tool_syntax: Literal["xml", "json", "auto"] = "xml"
+    # JSON calls: "buffer" (hold what may be a call, at most json_tool_max_hold
+    # characters before it is recognised), "placeholder" (and say
+    # json_tool_placeholder while the call runs), "passthrough" (speak everything).
+    json_tool_mode: Literal["buffer", "placeholder", "passthrough"] = "buffer"
+    json_tool_max_hold: int = Field(200, ge=16, le=10_000)
+    json_tool_placeholder: str = Field("One moment.", max_length=200)
 
     @field_validator("assistant_name", "user_name")
     @classmethod

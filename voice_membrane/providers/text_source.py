@@ -10,11 +10,12 @@ take text only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import json
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from ..messages import TextContent, ToolResultContent
+from ..messages import TextContent, ToolDefinition, ToolResultContent, ToolUseContent
 from ..provider_output import ProviderOutput, StopInfo, TextDelta
 from .base import ChatMessage, LlmSource
 
@@ -45,18 +46,42 @@ class TextSourceProvider:
 
 def chat_messages(built: BuiltRequest) -> list[ChatMessage]:
     """The request as plain chat messages (text only; a prefill continues as the
-    last assistant message)."""
-    messages = [ChatMessage("system", built.system)] if built.system else []
+    last assistant message). These sources have no native tools: tools sent
+    natively are described in the system prompt, with the one way to call them a
+    text model can (a JSON call in ``<tool_call>`` tags, which the reply's JSON
+    tool reader takes out), and the history's calls and results are written the
+    same way, so the model sees what it did."""
+    system = built.system or ""
+    if built.tools:
+        system = (system + "\n\n" if system else "") + tools_prompt(built.tools)
+    messages = [ChatMessage("system", system)] if system else []
     for message in built.messages:
         parts: list[str] = []
         for block in message.content:
             if isinstance(block, TextContent):
                 parts.append(block.text)
+            elif isinstance(block, ToolUseContent):
+                call = {"name": block.name, "arguments": block.input}
+                parts.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
             elif isinstance(block, ToolResultContent):
-                parts.append(block.text())
+                failed = " (error)" if block.is_error else ""
+                parts.append(f"<tool_result{failed}>{block.text()}</tool_result>")
         text = "".join(parts)
         if text:
             messages.append(ChatMessage(message.role, text))
     if built.prefill:
         messages.append(ChatMessage("assistant", built.prefill))
     return messages
+
+
+def tools_prompt(tools: Sequence[ToolDefinition]) -> str:
+    """The tools, and how to call one, for a model that only writes text."""
+    lines = [
+        "You can call these tools. To call one, write only this, then stop:",
+        '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
+        "The result comes back in <tool_result> tags. Tools:",
+    ]
+    for tool in tools:
+        schema = json.dumps(tool.input_schema.get("properties", {}), ensure_ascii=False)
+        lines.append(f"- {tool.name}: {tool.description or ''} Arguments: {schema}".rstrip())
+    return "\n".join(lines)
