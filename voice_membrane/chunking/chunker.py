@@ -6,7 +6,9 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 from .boundaries import Cut, CutKind, CutRules, find_cut
-from .markdown import MarkdownFilter, Segment
+from .markdown import Segment
+from .speech_text import SpeechText
+from .tables import TableMode
 
 ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final"]
 
@@ -51,9 +53,11 @@ class SpeechChunker:
     how the text was split: every decision depends only on the text itself, waiting
     for the few characters it needs, and ``flush`` makes end-of-stream the lookahead.
 
-    With ``markdown`` on (the default) the text first goes through ``MarkdownFilter``
-    (``code_block_text`` is spoken in place of a fenced code block); concatenated,
-    the pieces give the filtered text, except a whitespace-only remainder at the end.
+    The text first goes through ``SpeechText``: with ``markdown`` on (the default),
+    ``MarkdownFilter`` (``code_block_text`` is spoken in place of a fenced code block)
+    and ``TableFilter`` (``tables``, ``table_text``); then ``SpeakableFilter`` (``urls``,
+    ``symbols``). Concatenated, the pieces give the filtered text, except a
+    whitespace-only remainder at the end.
 
     The first piece is released as early as it sounds natural: at a sentence end, at a
     clause mark after ``min_clause_words`` words, or at a word boundary after
@@ -73,6 +77,13 @@ class SpeechChunker:
         markdown: remove markdown before chunking.
         code_block_text: spoken in place of each fenced code block (markdown only);
             None skips code blocks silently.
+        tables: ``"rows"`` says each row of a pipe table as a phrase (``Paris: High
+            12.``), ``"skip"`` skips tables (markdown only).
+        table_text: with ``tables="skip"``, spoken in place of each table; None skips
+            tables silently.
+        urls: say a URL as its host (``help.example.com``) and an e-mail address as
+            ``name at example.com``.
+        symbols: emoji, pictographs, arrows and decorative symbols are not spoken.
     """
 
     def __init__(
@@ -84,20 +95,29 @@ class SpeechChunker:
         max_chars: int = 250,
         markdown: bool = True,
         code_block_text: str | None = None,
+        tables: TableMode = "rows",
+        table_text: str | None = None,
+        urls: bool = True,
+        symbols: bool = True,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
             raise ValueError("first_chunk_words and max_chars must be at least 1")
         if min_clause_words < 0 or clause_chars < 0:
             raise ValueError("min_clause_words and clause_chars must not be negative")
         self._rules = CutRules(first_chunk_words, min_clause_words, clause_chars, max_chars)
-        self._markdown = markdown
-        self._code_block_text = code_block_text
+        if tables not in ("rows", "skip"):
+            raise ValueError(f'tables must be "rows" or "skip", not {tables!r}')
+        self._filter = SpeechText(
+            markdown=markdown,
+            code_block_text=code_block_text,
+            tables=tables,
+            table_text=table_text,
+            urls=urls,
+            symbols=symbols,
+        )
         self._reset()
 
     def _reset(self) -> None:
-        self._filter = (
-            MarkdownFilter(code_block_text=self._code_block_text) if self._markdown else None
-        )
         self._pending = ""  # filtered text; released up to _done
         self._ends: list[int] = []  # raw offset just after each character of _pending
         self._done = 0
@@ -110,18 +130,13 @@ class SpeechChunker:
         """Add visible text; return the pieces it released (often none)."""
         if not text:
             return []
-        start = self._raw_len
         self._raw_len += len(text)
-        if self._filter is None:
-            self._append([Segment(text, start, self._raw_len)])
-        else:
-            self._append(self._filter.feed(text))
+        self._append(self._filter.feed(text))
         return self._drain(final=False)
 
     def flush(self) -> list[SpeechChunk]:
         """End the stream: return the remaining pieces and reset for a new stream."""
-        if self._filter is not None:
-            self._append(self._filter.flush())
+        self._append(self._filter.flush())
         chunks = self._drain(final=True)
         if self._pending[self._done :].strip():
             chunks.append(self._release(len(self._pending) - self._done, "final"))
