@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_membrane.chunking import MarkdownFilter, Segment, SpeechChunk, SpeechChunker
+from voice_membrane.chunking import Segment, SpeechChunk, SpeechChunker, SpeechText
 
 _TOKENS = {
     "word": [
@@ -30,6 +30,10 @@ _TOKENS = {
         "---", "![a](b)",
     ],
     "cjk": ["好的", "。", "！", "？", "，", "我们", "「", "」", "、"],
+    "speakable": [
+        "https://x.example.com/a?b=1", "www.example.org/d", "me@example.org", "🎉", "👍🏽",
+        "👨‍👩‍👧", "1️⃣", "✓", "→", "\n| a | b |\n|---|---|\n| 1 | 2 |\n", "|",
+    ],
 }  # fmt: skip
 
 _TOKEN = st.one_of(
@@ -41,6 +45,7 @@ _TOKEN = st.one_of(
     st.sampled_from(_TOKENS["break"]),
     st.sampled_from(_TOKENS["markdown"]),
     st.sampled_from(_TOKENS["cjk"]),
+    st.sampled_from(_TOKENS["speakable"]),
 )
 _SEPARATOR = st.sampled_from([" ", " ", " ", "", "  "])
 TEXT = st.lists(st.tuples(_TOKEN, _SEPARATOR), max_size=80).map(
@@ -54,6 +59,7 @@ OPTIONS: list[dict[str, Any]] = [
     {"markdown": False},
     {"markdown": False, "max_chars": 20, "clause_chars": 5},
     {"code_block_text": "Code here.", "max_chars": 40},
+    {"tables": "skip", "table_text": "A table.", "urls": False, "symbols": False},
 ]
 
 
@@ -68,10 +74,9 @@ def chunk_pieces(pieces: list[str], options: dict[str, Any]) -> tuple[list[Speec
 
 
 def filtered(text: str, options: dict[str, Any]) -> list[Segment]:
-    if options.get("markdown", True) is False:
-        return [Segment(text, 0, len(text))] if text else []
-    md = MarkdownFilter(code_block_text=options.get("code_block_text"))
-    return md.feed(text) + md.flush()
+    keys = ("markdown", "code_block_text", "tables", "table_text", "urls", "symbols")
+    speech = SpeechText(**{k: v for k, v in options.items() if k in keys})
+    return speech.feed(text) + speech.flush()
 
 
 @st.composite

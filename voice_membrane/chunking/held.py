@@ -25,6 +25,7 @@ class HeldText:
         self.pos = 0
         self.out: list[Segment] = []
         self._segs: deque[Segment] = deque()  # the segments of text[pos:], in order
+        self._taken_end = 0  # raw offset where the last decided character ended
 
     def add(self, segments: Iterable[Segment]) -> None:
         added = [seg for seg in segments if seg.text]
@@ -44,7 +45,7 @@ class HeldText:
 
     def insert(self, text: str) -> None:
         """Say ``text`` before the next character, spanning no raw text."""
-        at = self._segs[0].start if self._segs else (self.out[-1].end if self.out else 0)
+        at = self._segs[0].start if self._segs else self._taken_end
         self.out.append(Segment(text, at, at))
 
     def drop(self, n: int) -> None:
@@ -73,4 +74,6 @@ class HeldText:
             taken.append(Segment(seg.text[:n], seg.start, mid))
             self._segs.appendleft(Segment(seg.text[n:], rest, seg.end))
             n = 0
+        if taken:
+            self._taken_end = taken[-1].end
         return taken

@@ -209,6 +209,13 @@ class SpeakableFilter:
             self._last = held.text[held.pos + n - 1]
             held.keep(n)
 
+    def _separates(self, nxt: str) -> bool:
+        """Must a space stand for a dropped glyph between the output and ``nxt``?"""
+        prev = self._last
+        return not (
+            prev == "" or prev.isspace() or nxt == "" or nxt.isspace() or nxt in _AFTER_SYMBOL_DROP
+        )
+
     def _symbol_run(self, k: int, limit: int, final: bool) -> bool:
         """Drop the symbol run at ``k`` (after the text before it); False if the
         decision needs characters that have not arrived."""
@@ -227,6 +234,10 @@ class SpeakableFilter:
                     held.drop(1)
                 else:
                     self._keep(1)
+            nxt = text[e] if e < len(text) else ""
+            if "\u20e3" in text[k:e] and self._separates(nxt):
+                held.insert(" ")  # a keycap is a glyph of its own: "1️⃣alpha" → "1 alpha"
+                self._last = " "
             return True
         prev = self._last
         if prev == "" or prev.isspace():
@@ -237,7 +248,7 @@ class SpeakableFilter:
             held.drop(e - k)
             return True
         nxt = text[e] if e < len(text) else ""
-        if nxt == "" or nxt.isspace() or nxt in _AFTER_SYMBOL_DROP:
+        if not self._separates(nxt):
             held.drop(e - k)
         else:
             held.replace(e - k, " ")  # "great🎉thanks" must not become one word

@@ -16,8 +16,10 @@ table without a leading ``|`` is not recognised (its text passes through).
 - ``mode="rows"``: the header and delimiter rows are not said; each row is said as
   one phrase, its first cell then the other cells each after its column's header:
   ``| Paris | 12 °C | sunny |`` under ``| City | High | Sky |`` →
-  ``Paris: High 12 °C, Sky sunny.`` Empty cells are left out. The row's newline is
-  kept, so each row ends a piece.
+  ``Paris: High 12 °C, Sky sunny.`` (the first column's header is not said: the
+  row's first cell names the row). Empty cells are left out. The row's newline is
+  kept, so each row ends a piece. A table that ends with no row says its header
+  cells (``City, High, Sky.``), so no word of it is lost.
 - ``mode="skip"``: the table is not said; ``table_text``, if set, is said in its
   place as soon as the delimiter row is complete (spanning the header row).
 """
@@ -86,6 +88,7 @@ class TableFilter:
         self._held = HeldText()
         self._line_start = True
         self._header: list[str] | None = None  # set while inside a table
+        self._rows = 0  # rows of the current table said so far
 
     def feed(self, segments: Iterable[Segment]) -> list[Segment]:
         self._held.add(segments)
@@ -115,7 +118,7 @@ class TableFilter:
             if q == n and not final:
                 break  # indentation: what follows decides
             if q == n or text[q] != "|":
-                self._header = None  # any other line ends a table
+                self._end_table()  # any other line ends a table
                 self._line_start = False
                 continue
             nl = text.find("\n", q)
@@ -134,7 +137,16 @@ class TableFilter:
                 held.keep(after - pos)  # a line that starts with "|", in prose
                 continue
             self._start_table(line, end - pos, after - end)
+        if final and held.pos == n:
+            self._end_table()
         return held.take_out()
+
+    def _end_table(self) -> None:
+        if self._header is not None and self._mode == "rows" and not self._rows:
+            phrase = row_phrase([], [", ".join(c for c in self._header if c)])
+            if phrase:
+                self._held.insert(phrase + "\n")
+        self._header = None
 
     def _delimiter_follows(self, j: int, cells: int, final: bool) -> bool | None:
         """Is the line at ``j`` a delimiter row of ``cells`` cells? None: not known yet."""
@@ -152,6 +164,7 @@ class TableFilter:
     def _start_table(self, header_line: str, length: int, newline: int) -> None:
         held = self._held
         self._header = _cells(header_line)
+        self._rows = 0
         text = held.text
         nl = text.find("\n", held.pos + length + newline)
         delimiter = (len(text) if nl < 0 else nl + 1) - (held.pos + length + newline)
@@ -174,3 +187,4 @@ class TableFilter:
             return
         held.replace(length, phrase)
         held.keep(newline)  # each row ends a piece
+        self._rows += 1

@@ -124,6 +124,10 @@ class ChunkerConfig(_Section):
     max_chars: int = Field(250, ge=1)
     markdown: bool = True
     code_block_text: str | None = None
+    tables: Literal["rows", "skip"] = "rows"
+    table_text: str | None = None
+    urls: bool = True
+    symbols: bool = True
 
 
 class PipelineConfig(_Section):
