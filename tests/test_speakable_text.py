@@ -47,7 +47,7 @@ def pieces(text: str, **options: Any) -> list[str]:
 # -- URLs and e-mail addresses ---------------------------------------------------------
 
 URL_CASES = [
-    ("Reset it at https://help.example.com/reset?x=1 today.", "Reset it at help.example.com today."),
+    ("Reset at https://help.example.com/reset?x=1 today.", "Reset at help.example.com today."),
     ("See http://example.org.", "See example.org."),
     ("Track it at https://track.example.com/pkg/88231. It comes Thursday.",
      "Track it at track.example.com. It comes Thursday."),
@@ -62,8 +62,8 @@ URL_CASES = [
     ("Link [https://x.example.com/a/b](https://x.example.com/a/b).", "Link x.example.com."),
     ("Use `https://api.example.com/v1` as the base", "Use api.example.com as the base"),
     # Not URLs: said as they are.
-    ("It's example.com, or and/or, or node.js/npm.", "It's example.com, or and/or, or node.js/npm."),
-    ("Edit README.md/x and 3.5/4 and http:// alone", "Edit README.md/x and 3.5/4 and http:// alone"),
+    *[(same, same) for same in ["It's example.com, or and/or, or node.js/npm.",
+                                "Edit README.md/x and 3.5/4 and http:// alone"]],
 ]  # fmt: skip
 
 EMAIL_CASES = [
@@ -122,8 +122,8 @@ SYMBOL_CASES = [
     ("┌──┐ box", "box"),
     ("Heart❤️love", "Heart love"),
     # Kept: a voice reads them meaningfully.
-    ("It's 20 °C, 50% off, $5 & €3, 2 + 2 = 4, ±1, 3×3, № 5", "It's 20 °C, 50% off, $5 & €3, 2 + 2 = 4, ±1, 3×3, № 5"),
-    ("Café, naïve, 好的。", "Café, naïve, 好的。"),
+    *[(same, same) for same in ["It's 20 °C, 50% off, $5 & €3, 2 + 2 = 4, ±1, 3×3, № 5",
+                                "Café, naïve, 好的。"]],
 ]  # fmt: skip
 
 
@@ -248,7 +248,7 @@ def test_pipeline_file_keys_reach_the_chunker(tmp_path: Path) -> None:
 def test_pipeline_file_rejects_a_bad_table_mode(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('[chunker]\ntables = "cells"\n')
-    with pytest.raises(ConfigError, match="chunker.tables: Input should be 'rows' or 'skip'"):
+    with pytest.raises(ConfigError, match=r"chunker\.tables: Input should be 'rows' or 'skip'"):
         load_pipeline(path)
 
 
@@ -278,9 +278,7 @@ def speakable_reply(draw: st.DrawFn) -> tuple[str, list[str]]:
         return w
 
     for _ in range(draw(st.integers(1, 12))):
-        kind = draw(
-            st.sampled_from(["prose", "prose", "url", "email", "symbol", "table", "item"])
-        )
+        kind = draw(st.sampled_from(["prose", "prose", "url", "email", "symbol", "table", "item"]))
         if kind == "prose":
             text += " ".join(word() for _ in range(draw(st.integers(1, 4))))
             text += draw(st.sampled_from([". ", ", ", " ", "! ", "\n"]))
