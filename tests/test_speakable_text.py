@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voice_membrane.chunking import (
+    Segment,
     SpeakableFilter,
     SpeechChunk,
     SpeechChunker,
@@ -142,12 +143,29 @@ def test_an_emoji_alone_says_nothing() -> None:
     assert chunks("🎉👍🏽") == []
 
 
-def test_symbol_filter_segments_keep_raw_spans() -> None:
+def test_filter_segments_keep_raw_spans() -> None:
+    raw = "Go to https://a.example.com/x 🎉 now"
     f = SpeakableFilter()
-    out = f.feed([]) + f.flush()
-    assert out == []
-    segs = SpeakableFilter().flush()
-    assert segs == []
+    out = f.feed([Segment(raw, 0, len(raw))]) + f.flush()
+    assert out == [
+        Segment("Go to ", 0, 6),
+        Segment("a.example.com", 6, 29),  # the host stands for the whole URL
+        Segment(" ", 29, 30),
+        Segment("now", 32, 35),  # the emoji and its space are dropped
+    ]
+
+
+def test_a_word_too_long_for_a_url_is_not_held() -> None:
+    f = SpeakableFilter()
+    assert f.feed([Segment("x" * 2047, 0, 2047)]) == []  # may yet become an address
+    assert "".join(s.text for s in f.feed([Segment("x", 2047, 2048)])) == "x" * 2048
+    assert f.feed([Segment("@example.com", 2048, 2060)]) == [Segment("@example.com", 2048, 2060)]
+
+
+def test_a_line_too_long_for_a_table_row_is_not_held() -> None:
+    f = TableFilter()
+    assert f.feed([Segment("|" + "x" * 4094, 0, 4095)]) == []
+    assert f.feed([Segment("x", 4095, 4096)]) != []
 
 
 # -- tables ----------------------------------------------------------------------

@@ -22,8 +22,11 @@ output does not depend on how its input was split.
   start is dropped with the blanks after it; one before punctuation or whitespace
   is dropped. Kept, because a voice reads them meaningfully: letters, digits,
   punctuation, currency (``$ € £``), math (``+ = % ± ×``), ``&``, ``@``, ``°``,
-  ``№``, ``℃``, ``℉``. Emoji-presentation selectors and keycaps after a kept
-  character are dropped (``1️⃣`` → ``1``).
+  ``№``, ``℃``, ``℉``. Joiners are dropped wherever they stand (``1️⃣`` → ``1``;
+  a keycap counts as a symbol, so ``1️⃣now`` → ``1 now``). A symbol run is dropped
+  as it arrives; only the space it may leave waits for the character after it.
+- A word of ``2048`` or more characters is no URL or address: it is copied as it
+  comes instead of being held (a long hash cannot stall speech).
 """
 
 # Symbols, quotes and bullets are this module's subject, so ruff's "ambiguous
@@ -39,8 +42,7 @@ from collections.abc import Iterable
 from .held import HeldText
 from .markdown import Segment
 
-# Characters a URL or an e-mail address is made of: printable ASCII but the space.
-_WORD = re.compile(r"[!-~]+")
+_WORD_MAX = 2048  # a longer word is no URL or address: it is not held
 # Where a URL, an e-mail address or a symbol may be: anything else is copied in runs.
 _HIT = re.compile(r"[@/]|www\.|[^\x00-\x7f]", re.IGNORECASE)
 _OPEN = "([<\"'"  # may stand before a URL in the same word
@@ -70,6 +72,11 @@ _PRESENTATION = frozenset("\ufe0e\ufe0f\u20e3")
 _AFTER_SYMBOL_DROP = frozenset(".,;:!?…)]}\"'”’»")
 
 _SYMBOL, _JOINER = 1, 2
+
+
+def _is_word_char(ch: str) -> bool:
+    """Part of a word that may be a URL or an address: printable ASCII but the space."""
+    return "!" <= ch <= "~"
 
 
 def _kind(ch: str) -> int:
@@ -152,6 +159,10 @@ class SpeakableFilter:
     def _reset(self) -> None:
         self._held = HeldText()
         self._last = ""  # the last character output ("" at the start)
+        self._glyph = False  # inside a run of symbols and joiners being dropped
+        self._glyph_gap = False  # that run held a symbol: it may need a space
+        self._blanks = False  # dropping the blanks after a run that followed a space
+        self._long = False  # inside a word too long to be a URL: copied as it is
 
     def feed(self, segments: Iterable[Segment]) -> list[Segment]:
         self._held.add(segments)
@@ -165,43 +176,94 @@ class SpeakableFilter:
     def _run(self, *, final: bool) -> list[Segment]:
         held = self._held
         text, n = held.text, len(held.text)
-        # A word still arriving may yet turn into a URL or an address: hold it.
-        limit = n
+        # A word still arriving may yet turn into a URL or an address: hold it, unless
+        # it is already too long to be one.
+        limit, long_tail = n, False
         if not final:
-            while limit > held.pos and "!" <= text[limit - 1] <= "~":
+            floor = max(held.pos, n - _WORD_MAX)
+            while limit > floor and _is_word_char(text[limit - 1]):
                 limit -= 1
-        while held.pos < limit:
-            m = _HIT.search(text, held.pos, limit)
+            if n - limit >= _WORD_MAX:
+                while limit > held.pos and _is_word_char(text[limit - 1]):
+                    limit -= 1
+                long_tail = True
+        while held.pos < n:
+            pos = held.pos
+            if self._blanks:
+                e = pos
+                while e < n and text[e] in " \t":
+                    e += 1
+                held.drop(e - pos)
+                self._blanks = e == n
+                continue
+            if self._glyph:
+                if not self._glyph_step(pos, final):
+                    break
+                continue
+            if self._long:
+                e = pos
+                while e < n and _is_word_char(text[e]):
+                    e += 1
+                self._keep(e - pos)
+                self._long = e == n
+                continue
+            if pos >= limit:
+                if not long_tail:
+                    break
+                self._long = True
+                continue
+            m = _HIT.search(text, pos, limit)
             if m is None:
-                self._keep(limit - held.pos)
-                break
+                self._keep(limit - pos)
+                continue
             k = m.start()
             if text[k] >= "\x80":
-                kind = _kind(text[k]) if self._symbols else 0
-                if not kind:
-                    self._keep(k + 1 - held.pos)
+                if not (self._symbols and _kind(text[k])):
+                    self._keep(k + 1 - pos)
                     continue
-                if not self._symbol_run(k, limit, final):
-                    break  # needs the character after the run
+                self._keep(k - pos)
+                self._glyph, self._glyph_gap = True, False
                 continue
-            if not self._urls:
-                self._keep(k + 1 - held.pos)
-                continue
-            a, b = k, k
-            while a > held.pos and "!" <= text[a - 1] <= "~":
-                a -= 1
-            while b < limit and "!" <= text[b] <= "~":
-                b += 1
-            found = _speak_word(text[a:b])
-            if found is None:
-                self._keep(b - held.pos)
-                continue
-            start, end, said = found
-            self._keep(a + start - held.pos)
-            held.replace(end - start, said)
-            self._last = said[-1]
-            self._keep(b - held.pos)
+            self._word(k, limit)
         return held.take_out()
+
+    def _word(self, k: int, limit: int) -> None:
+        """Say the word around the URL or address hint at ``k``."""
+        held, text = self._held, self._held.text
+        a, b = k, k
+        while a > held.pos and _is_word_char(text[a - 1]):
+            a -= 1
+        while b < limit and _is_word_char(text[b]):
+            b += 1
+        found = _speak_word(text[a:b]) if self._urls and b - a < _WORD_MAX else None
+        if found is None:
+            self._keep(b - held.pos)
+            return
+        start, end, said = found
+        self._keep(a + start - held.pos)
+        held.replace(end - start, said)
+        self._last = said[-1]
+        self._keep(b - held.pos)
+
+    def _glyph_step(self, pos: int, final: bool) -> bool:
+        """Drop symbols and joiners from ``pos``; at the run's end, put a space for it
+        if it stood between two words. False: the run goes on past the text."""
+        held, text, n = self._held, self._held.text, len(self._held.text)
+        e = pos
+        while e < n and (kind := _kind(text[e])):
+            self._glyph_gap = self._glyph_gap or kind == _SYMBOL or text[e] == "\u20e3"
+            e += 1
+        held.drop(e - pos)
+        if e == n and not final:
+            return False
+        self._glyph = False
+        if self._glyph_gap:
+            if self._last == "" or self._last.isspace():
+                self._blanks = True  # "✅ Done" → "Done"
+            elif self._separates(text[e] if e < n else ""):
+                held.insert(" ")  # "great🎉thanks" must not become one word
+                self._last = " "
+        return True
 
     def _keep(self, n: int) -> None:
         if n > 0:
@@ -211,46 +273,4 @@ class SpeakableFilter:
 
     def _separates(self, nxt: str) -> bool:
         """Must a space stand for a dropped glyph between the output and ``nxt``?"""
-        prev = self._last
-        return not (
-            prev == "" or prev.isspace() or nxt == "" or nxt.isspace() or nxt in _AFTER_SYMBOL_DROP
-        )
-
-    def _symbol_run(self, k: int, limit: int, final: bool) -> bool:
-        """Drop the symbol run at ``k`` (after the text before it); False if the
-        decision needs characters that have not arrived."""
-        held, text = self._held, self._held.text
-        e, has_symbol = k, False
-        while e < len(text) and (kind := _kind(text[e])):
-            has_symbol = has_symbol or kind == _SYMBOL
-            e += 1
-        if e == len(text) and not final:
-            return False
-        self._keep(k - held.pos)
-        if not has_symbol:
-            # Joiners with no symbol: only emoji-presentation marks go (``1️⃣`` → ``1``).
-            for ch in text[k:e]:
-                if ch in _PRESENTATION or "\U000e0000" <= ch <= "\U000e007f":
-                    held.drop(1)
-                else:
-                    self._keep(1)
-            nxt = text[e] if e < len(text) else ""
-            if "\u20e3" in text[k:e] and self._separates(nxt):
-                held.insert(" ")  # a keycap is a glyph of its own: "1️⃣alpha" → "1 alpha"
-                self._last = " "
-            return True
-        prev = self._last
-        if prev == "" or prev.isspace():
-            while e < len(text) and text[e] in " \t":
-                e += 1
-            if e == len(text) and not final:
-                return False
-            held.drop(e - k)
-            return True
-        nxt = text[e] if e < len(text) else ""
-        if not self._separates(nxt):
-            held.drop(e - k)
-        else:
-            held.replace(e - k, " ")  # "great🎉thanks" must not become one word
-            self._last = " "
-        return True
+        return not (nxt == "" or nxt.isspace() or nxt in _AFTER_SYMBOL_DROP)

@@ -10,8 +10,9 @@ per cell) with as many cells. Rows are the lines starting with ``|`` that follow
 the first line that does not start with ``|`` (a blank line, prose) ends the table.
 Only a line starting with ``|`` is held, and only until it is complete and, if it
 could be a header, until the next line shows whether it is a delimiter row: a line
-with a ``|`` somewhere in prose (``a | b``) is never held and never a table. A
-table without a leading ``|`` is not recognised (its text passes through).
+with a ``|`` somewhere in prose (``a | b``) is never held and never a table, nor is
+a line of 4096 characters or more. A table without a leading ``|`` is not
+recognised (its text passes through).
 
 - ``mode="rows"``: the header and delimiter rows are not said; each row is said as
   one phrase, its first cell then the other cells each after its column's header:
@@ -39,6 +40,7 @@ _BLANK = " \t"
 _DELIMITER_CHARS = frozenset("|:- \t\r")
 _DELIMITER_CELL = re.compile(r":?-+:?")
 _CELL_TRIM = " \t\r.,;:"
+_LINE_MAX = 4096  # a longer line is no table row: it is not held
 
 
 def _cells(line: str) -> list[str]:
@@ -122,6 +124,10 @@ class TableFilter:
                 self._line_start = False
                 continue
             nl = text.find("\n", q)
+            if (n if nl < 0 else nl) - pos >= _LINE_MAX:
+                self._end_table()  # too long for a table row: prose, not held
+                self._line_start = False
+                continue
             if nl < 0 and not final:
                 break  # a pipe line is decided whole
             end = n if nl < 0 else nl
@@ -153,7 +159,7 @@ class TableFilter:
         text = self._held.text
         q = j
         while q < len(text) and text[q] != "\n":
-            if text[q] not in _DELIMITER_CHARS:
+            if text[q] not in _DELIMITER_CHARS or q - j >= _LINE_MAX:
                 return False
             q += 1
         if q == len(text) and not final:
