@@ -9,6 +9,7 @@ pieces fell inside a hazard span (``benchmarks.replies``). The library's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -57,6 +58,7 @@ class ReplyRun:
     bad_offsets: bool  # a piece's (start, end) does not cover its own text
     content_changed: bool  # the pieces say letters or digits the reply does not, in order
     dropped: int  # letters and digits of the reply no piece says (markdown removal)
+    unspeakable: tuple[str, ...] = ()  # markup, URL syntax or symbols the pieces say
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,18 @@ def _alnum(text: str) -> str:
 def _is_subsequence(needle: str, haystack: str) -> bool:
     rest = iter(haystack)
     return all(ch in rest for ch in needle)  # ``in`` consumes the iterator up to a match
+
+
+# What a voice must never be given: table pipes, emphasis, URL syntax, symbols.
+_UNSPEAKABLE = re.compile(
+    r"^[ \t]*\||\*\*|`|://|www\.|@|^\s*#+ |[\u2190-\u21ff\u2500-\u27bf\u2b00-\u2bff\ufe0f\u200d]"
+    r"|[\U0001f000-\U0001faff]",
+    re.MULTILINE,
+)
+
+
+def _unspeakable(text: str) -> list[str]:
+    return [m.group() for m in _UNSPEAKABLE.finditer(text)]
 
 
 def _cuts(pieces: Sequence[tuple[str, int, int]]) -> set[int]:
@@ -124,14 +138,18 @@ def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:
     first_end = pieces[0][2] if len(pieces) > 1 else -1  # a lone piece makes no cut
     first_cut_in_hazard = any(cut == first_end for cut, _ in hazard_cuts)
     # Subsequences, not equality: the chunker may remove markdown (a link's URL) from
-    # what it says, but may not invent, reorder or misplace anything.
+    # what it says, but may not invent, reorder or misplace anything. A reply with
+    # ``said`` is rewritten on purpose (a table row said with its headers), so each
+    # piece's text need not come from its own span.
     bad_offsets = any(
         not 0 <= start <= end <= len(reply.text)
-        or not _is_subsequence(_alnum(text), _alnum(reply.text[start:end]))
+        or (reply.said is None and not _is_subsequence(_alnum(text), _alnum(reply.text[start:end])))
         for text, start, end in pieces
     )
-    spoken = _alnum("".join(text for text, _, _ in pieces))
-    content_changed = not _is_subsequence(spoken, _alnum(reply.text))
+    said = "".join(text for text, _, _ in pieces)
+    spoken = _alnum(said)
+    reference = _alnum(reply.text if reply.said is None else reply.said)
+    content_changed = not _is_subsequence(spoken, reference)
     return ReplyRun(
         reply=reply,
         tokens=len(tokens),
@@ -143,7 +161,8 @@ def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:
         first_cut_in_hazard=first_cut_in_hazard,
         bad_offsets=bad_offsets,
         content_changed=content_changed,
-        dropped=len(_alnum(reply.text)) - len(spoken),
+        dropped=len(reference) - len(spoken),
+        unspeakable=tuple(_unspeakable(said)),
     )
 
 

@@ -15,11 +15,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One assistant reply, its category, and the substrings no chunk cut may fall inside."""
+    """One assistant reply, its category, and the substrings no chunk cut may fall inside.
+
+    ``said`` is what the voice should be given when the chunker rewrites the reply
+    beyond removing markup (an e-mail address said with "at", a table row said with
+    its headers); None when the pieces say a subsequence of the reply's own text.
+    """
 
     tag: str
     text: str
     hazards: tuple[str, ...] = ()
+    said: str | None = None
 
     def hazard_spans(self) -> list[tuple[int, int]]:
         """Every ``(start, end)`` occurrence of every hazard substring in ``text``."""
@@ -36,6 +42,10 @@ class Reply:
 
 def _r(tag: str, text: str, *hazards: str) -> Reply:
     return Reply(tag, text, hazards)
+
+
+def _said(tag: str, text: str, said: str, *hazards: str) -> Reply:
+    return Reply(tag, text, hazards, said)
 
 
 REPLIES: tuple[Reply, ...] = (
@@ -320,9 +330,10 @@ REPLIES: tuple[Reply, ...] = (
         "You can track it at https://track.example.com/pkg/88231. It should arrive Thursday.",
         "https://track.example.com/pkg/88231",
     ),
-    _r(
+    _said(
         "email",
         "Send the form to support@example.com and they'll reply within two business days.",
+        "Send the form to support at example.com and they'll reply within two business days.",
         "support@example.com",
     ),
     _r(
@@ -331,10 +342,12 @@ REPLIES: tuple[Reply, ...] = (
         "Getting Started.",
         "www.example.org/docs/v3.2/install",
     ),
-    _r(
+    _said(
         "email",
         "I found two addresses: anna.lee@work.example and anna@home.example. Which one "
         "should I use?",
+        "I found two addresses: anna.lee at work.example and anna at home.example. Which "
+        "one should I use?",
         "anna.lee@work.example",
         "anna@home.example",
     ),
@@ -459,6 +472,80 @@ REPLIES: tuple[Reply, ...] = (
         "Claro, o Sr. Silva chega no dia 2, i. e. na segunda-feira.",
         "Sr. Silva",
         "i. e. na",
+    ),
+    _r(
+        "url",
+        "To reset your password, open https://help.example.com/reset?user=8812&lang=en "
+        "and follow the steps there.",
+        "https://help.example.com/reset?user=8812&lang=en",
+    ),
+    _r(
+        "url",
+        "Sure, the store's page is www.shop.example.co.uk/opening-hours, or you can call "
+        "them directly.",
+        "www.shop.example.co.uk/opening-hours",
+    ),
+    _said(
+        "email",
+        "If the app keeps crashing, write to mailto:help@example.org with a screenshot.",
+        "If the app keeps crashing, write to help at example.org with a screenshot.",
+        "mailto:help@example.org",
+    ),
+    # --- emoji and symbols --------------------------------------------------------------
+    _r(
+        "emoji",
+        "Congratulations 🎉🎉 You did it! Your streak is now 30 days 🔥",
+        "🎉🎉",
+    ),
+    _r(
+        "emoji",
+        "Great job👍🏽Keep it up, and say hi to the family 👨\u200d👩\u200d👧 for me.",
+        "👍🏽",
+        "👨\u200d👩\u200d👧",
+    ),
+    _r(
+        "emoji",
+        "✅ Alarm set for 6:30 a.m. tomorrow\n⭐ Reminder: pack the charger\n→ Leave by 7.",
+        "6:30 a.m. tomorrow",
+    ),
+    _r(
+        "emoji",
+        "Your trip 🇫🇷 → 🇮🇹 takes about 2 hrs. 40 min. by train, which is 15% faster than driving.",
+        "🇫🇷",
+        "🇮🇹",
+        "2 hrs. 40",
+        "15%",
+    ),
+    # --- tables -----------------------------------------------------------------------
+    _said(
+        "table",
+        "Here's the forecast:\n\n| City | High | Sky |\n|---|---:|---|\n"
+        "| Paris | 12 °C | sunny |\n| London | 9 °C | rain |\n\nPack an umbrella for London.",
+        "Here's the forecast: Paris: High 12 °C, Sky sunny. London: High 9 °C, Sky rain. "
+        "Pack an umbrella for London.",
+        "| Paris | 12 °C | sunny |",
+        "| London | 9 °C | rain |",
+    ),
+    _said(
+        "table",
+        "| Plan | Price |\n|:--|--:|\n| **Basic** | $4.99 |\n| Family | $9.99 |\n"
+        "Both include a free month.",
+        "Basic: Price $4.99. Family: Price $9.99. Both include a free month.",
+        "| **Basic** | $4.99 |",
+        "| Family | $9.99 |",
+    ),
+    _r(
+        "table",
+        "Use the pipe to chain them, like sort | uniq, and the output gets shorter.",
+    ),
+    # --- headings and lists -----------------------------------------------------------
+    _r(
+        "heading",
+        "## Steps\nOpen the lid. Pour in the water up to the line.\n## Tip\nDescale it monthly.",
+    ),
+    _r(
+        "heading",
+        "### What you need\n- Flour\n- Two eggs\n- A pinch of salt\nMix them in a large bowl.",
     ),
     # --- everyday mixed -------------------------------------------------------------------
     _r(

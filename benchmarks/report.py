@@ -254,6 +254,12 @@ def findings(results: ChunkerResults) -> list[str]:
         if run.bad_offsets:
             spans = ", ".join(f"{quoted(t)}[{s}:{e}]" for t, s, e in run.pieces)
             lines.append(f"- offsets do not match the text: {quoted(run.reply.text)} → {spans}")
+        if run.unspeakable:
+            lines.append(
+                f"- markup, URL syntax or symbols spoken "
+                f"({', '.join(quoted(u) for u in dict.fromkeys(run.unspeakable))}): "
+                f"{quoted(run.reply.text)} → {_pieces(run)}"
+            )
         if run.content_changed:
             lines.append(
                 f"- pieces say letters/digits the reply does not (or out of order): "
@@ -261,7 +267,8 @@ def findings(results: ChunkerResults) -> list[str]:
             )
         elif run.dropped:
             lines.append(
-                f"- {run.dropped} letters/digits not spoken (markdown removal, for review): "
+                f"- {run.dropped} letters/digits not spoken (markup removed, a URL said as its "
+                f"host; for review): "
                 f"{quoted(run.reply.text)} → {_pieces(run)}"
             )
     if len(lines) > MAX_FINDINGS:
@@ -273,8 +280,8 @@ def findings_section(results: ChunkerResults) -> str:
     lines = findings(results)
     intro = (
         "Replies where the library's chunker released its first piece late (after token "
-        f"{LATE_FIRST_TOKENS}, or only at flush()), cut inside a hazard span, or did not say "
-        "every word; pieces are separated by ·."
+        f"{LATE_FIRST_TOKENS}, or only at flush()), cut inside a hazard span, spoke markup, "
+        "URL syntax or symbols, or did not say every word; pieces are separated by ·."
     )
     body = "\n".join(lines) if lines else "- none"
     return "\n\n".join(["### Notable cases", intro, body])

@@ -29,6 +29,7 @@ def test_chunker_never_splits_a_hazard_in_the_corpus_fed_token_by_token() -> Non
     for run in run_corpus(SpeechChunker, REPLIES):
         assert run.hazard_cuts == (), (run.reply.text, run.pieces)
         assert not run.bad_offsets and not run.content_changed, run.reply.text
+        assert run.unspeakable == (), (run.reply.text, run.pieces)  # no markup, URL, emoji
         assert not run.first_by_flush, run.reply.text
 
 

@@ -65,13 +65,13 @@ CASES: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "Visit https://example.com/a.b?x=1 now. Or mail me@example.org today.",
         [
-            ("Visit https://example.com/a.b?x=1 now.", "first"),
-            (" Or mail me@example.org today.", "final"),
+            ("Visit example.com now.", "first"),
+            (" Or mail me at example.org today.", "final"),
         ],
     ),
     (
         "1. First item\n2. Second item\n",
-        [("1. First item\n", "first"), ("2. Second item\n", "sentence")],
+        [("1. First item.", "first"), ("\n2. Second item.", "sentence")],
     ),
     (
         'Okay. He said "Stop! Now!" and left. Fine.',
@@ -298,9 +298,9 @@ MARKDOWN = [
         "# Title\n- item one\n- item two\n",
         {},
         [
-            ("Title\n", "first", 0, 8),
-            ("item one\n", "sentence", 8, 19),
-            ("item two\n", "sentence", 19, 30),
+            ("Title.", "first", 0, 7),  # a heading or list item ends with a "."
+            ("\nitem one.", "sentence", 7, 18),
+            ("\nitem two.", "sentence", 18, 29),
         ],
     ),
     (
@@ -387,7 +387,7 @@ def test_reuse_after_flush_mid_markup() -> None:
     chunker = SpeechChunker()
     chunker.feed("Look: ```\ncode")
     chunker.flush()
-    assert chunker.feed("*Fresh* start here. Next") == [
+    assert chunker.feed("*Fresh* start here. Next one") == [
         SpeechChunk("Fresh start here.", "first", 0, 19)
     ]
 

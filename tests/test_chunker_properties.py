@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_membrane.chunking import MarkdownFilter, Segment, SpeechChunk, SpeechChunker
+from voice_membrane.chunking import Segment, SpeechChunk, SpeechChunker, SpeechText
 
 _TOKENS = {
     "word": [
@@ -40,6 +40,10 @@ _TOKENS = {
         "---", "![a](b)",
     ],
     "cjk": ["好的", "。", "！", "？", "，", "我们", "「", "」", "、"],
+    "speakable": [
+        "https://x.example.com/a?b=1", "www.example.org/d", "me@example.org", "🎉", "👍🏽",
+        "👨‍👩‍👧", "1️⃣", "✓", "→", "\n| a | b |\n|---|---|\n| 1 | 2 |\n", "|",
+    ],
 }  # fmt: skip
 
 _TOKEN = st.one_of(
@@ -52,6 +56,7 @@ _TOKEN = st.one_of(
     st.sampled_from(_TOKENS["markdown"]),
     st.sampled_from(_TOKENS["cjk"]),
     st.sampled_from(_TOKENS["ordinal"]),
+    st.sampled_from(_TOKENS["speakable"]),
 )
 _SEPARATOR = st.sampled_from([" ", " ", " ", "", "  "])
 TEXT = st.lists(st.tuples(_TOKEN, _SEPARATOR), max_size=80).map(
@@ -68,6 +73,7 @@ OPTIONS: list[dict[str, Any]] = [
     {"language": "de"},
     {"language": "fr", "max_chars": 30, "clause_chars": 10},
     {"language": "en", "first_chunk_words": 1, "min_clause_words": 0, "max_chars": 20},
+    {"tables": "skip", "table_text": "A table.", "urls": False, "symbols": False},
 ]
 
 
@@ -82,10 +88,9 @@ def chunk_pieces(pieces: list[str], options: dict[str, Any]) -> tuple[list[Speec
 
 
 def filtered(text: str, options: dict[str, Any]) -> list[Segment]:
-    if options.get("markdown", True) is False:
-        return [Segment(text, 0, len(text))] if text else []
-    md = MarkdownFilter(code_block_text=options.get("code_block_text"))
-    return md.feed(text) + md.flush()
+    keys = ("markdown", "code_block_text", "tables", "table_text", "urls", "symbols")
+    speech = SpeechText(**{k: v for k, v in options.items() if k in keys})
+    return speech.feed(text) + speech.flush()
 
 
 @st.composite

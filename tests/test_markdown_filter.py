@@ -69,14 +69,14 @@ CASES = [
     ("https://x.com/a_b_c", "https://x.com/a_b_c"),
     ("**** stars", "**** stars"),
     ("5 - 3 -- 2", "5 - 3 -- 2"),
-    ("1. First\n2. Second", "1. First\n2. Second"),
+    ("1. First\n2. Second", "1. First.\n2. Second"),
     ("-5 degrees", "-5 degrees"),
     ("####### seven", "####### seven"),
     # line-start markers
-    ("# Title\nText", "Title\nText"),
-    ("### Sub\n", "Sub\n"),
-    ("- one\n- two", "one\ntwo"),
-    ("* one\n+ two", "one\ntwo"),
+    ("# Title\nText", "Title.\nText"),
+    ("### Sub\n", "Sub.\n"),
+    ("- one\n- two", "one.\ntwo"),
+    ("* one\n+ two", "one.\ntwo"),
     ("  - nested", "  nested"),
     ("> quoted\n> > twice", "quoted\ntwice"),
     ("> - in a quote", "in a quote"),
@@ -207,6 +207,8 @@ def test_segment_spans_are_consistent(text: str, phrase: str | None) -> None:
     for seg in segments:
         assert seg.text
         assert previous_end <= seg.start <= seg.end <= len(text)
-        if seg.text != phrase:
+        if seg.start == seg.end:
+            assert seg.text == "."  # the break after a heading or list item
+        elif seg.text != phrase:
             assert text[seg.start : seg.end] == seg.text
         previous_end = seg.end

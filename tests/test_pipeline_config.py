@@ -45,7 +45,8 @@ def test_defaults_and_overrides() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[llm]\nmax_token = 3\n", "unknown key 'llm.max_token' (allowed here: spec"),
+        ("[llm]\nmax_token = 3\n", "unknown key 'llm.max_token' (did you mean max_tokens?)"),
+        ("[llm]\ntemprature = 3\n", "unknown key 'llm.temprature' (did you mean temperature?)"),
         ("[tts]\nengine = 'x'\n", "unknown key 'tts.engine' (allowed here: spec, model"),
         ("colour = 'red'\n", "unknown key 'colour' (allowed here: description, llm"),
         ("[llm]\nmax_tokens = 0\n", "llm.max_tokens: Input should be greater than 0, got 0"),

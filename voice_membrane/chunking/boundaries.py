@@ -142,6 +142,7 @@ def find_cut(
     line_start: bool,
     rules: CutRules,
     code: Sequence[bool] = (),
+    lookahead: str = "",
 ) -> Cut | None:
     """Return the earliest eligible cut in ``text``, or None if none is decided yet.
 
@@ -150,9 +151,11 @@ def find_cut(
     ``code``: per character of ``text``, whether it is inside inline code (none is
     when shorter). A cut at ``len(text)`` only follows a newline or a full-width clause
     mark; any other end of the text is left to the caller (with ``final``, it is the
-    last piece).
+    last piece). ``lookahead``: characters known to follow ``text`` but not yet
+    given (a word an upstream filter still holds, as it will be said): a decision
+    that needs the next character may read them.
     """
-    return _Scan(text, first, final, line_start, rules, code).run()
+    return _Scan(text, first, final, line_start, rules, code, lookahead).run()
 
 
 def _is_cjk(ch: str) -> bool:
@@ -215,8 +218,10 @@ class _Scan:
         line_start: bool,
         rules: CutRules,
         code: Sequence[bool],
+        lookahead: str = "",
     ) -> None:
         self.text = text
+        self.lookahead = lookahead
         self.code = code
         self.lexicon = rules.lexicon
         self.first = first
@@ -278,7 +283,17 @@ class _Scan:
             return self.text[i]
         if self.final:
             return ""
+        if i - len(self.text) < len(self.lookahead):
+            return self.lookahead[i - len(self.text)]
         raise _Undecided(cut)
+
+    def _span(self, start: int, end: int) -> str:
+        """``text[start:end]``, read on into the lookahead."""
+        return (
+            (self.text + self.lookahead)[start:end]
+            if end > len(self.text)
+            else self.text[start:end]
+        )
 
     def _candidate(self, i: int, ch: str, run_start: int) -> Cut | None:
         text = self.text
@@ -467,7 +482,7 @@ class _Scan:
         e = m + 1
         while self._at(e, k).isalpha():
             e += 1
-        return self.text[m:e].lower() in MONTHS
+        return self._span(m, e).lower() in MONTHS
 
     def _new_sentence_at(self, k: int) -> bool:
         """Does a new sentence visibly start after the whitespace at ``k``?"""
@@ -486,7 +501,7 @@ class _Scan:
         e = m + 1
         while (y := self._at(e, k)).isalpha() or y in ("'", "’"):
             e += 1
-        return self.text[m:e].lower().replace("’", "'") in self.lexicon.openers
+        return self._span(m, e).lower().replace("’", "'") in self.lexicon.openers
 
     def _forced(self, limit: int) -> Cut:
         text, lead = self.text, self.lead

@@ -7,7 +7,9 @@ from typing import Literal, TypeAlias
 
 from .boundaries import Cut, CutKind, CutRules, find_cut
 from .lexicon import lexicon
-from .markdown import MarkdownFilter, Segment
+from .markdown import Segment
+from .speech_text import SpeechText
+from .tables import TableMode
 
 ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final"]
 
@@ -52,9 +54,11 @@ class SpeechChunker:
     how the text was split: every decision depends only on the text itself, waiting
     for the few characters it needs, and ``flush`` makes end-of-stream the lookahead.
 
-    With ``markdown`` on (the default) the text first goes through ``MarkdownFilter``
-    (``code_block_text`` is spoken in place of a fenced code block); concatenated,
-    the pieces give the filtered text, except a whitespace-only remainder at the end.
+    The text first goes through ``SpeechText``: with ``markdown`` on (the default),
+    ``MarkdownFilter`` (``code_block_text`` is spoken in place of a fenced code block)
+    and ``TableFilter`` (``tables``, ``table_text``); then ``SpeakableFilter`` (``urls``,
+    ``symbols``). Concatenated, the pieces give the filtered text, except a
+    whitespace-only remainder at the end.
 
     The first piece is released as early as it sounds natural: at a sentence end, at a
     clause mark after ``min_clause_words`` words, or at a word boundary after
@@ -74,6 +78,13 @@ class SpeechChunker:
         markdown: remove markdown before chunking.
         code_block_text: spoken in place of each fenced code block (markdown only);
             None skips code blocks silently.
+        tables: ``"rows"`` says each row of a pipe table as a phrase (``Paris: High
+            12.``), ``"skip"`` skips tables (markdown only).
+        table_text: with ``tables="skip"``, spoken in place of each table; None skips
+            tables silently.
+        urls: say a URL as its host (``help.example.com``) and an e-mail address as
+            ``name at example.com``.
+        symbols: emoji, pictographs, arrows and decorative symbols are not spoken.
         language: the reply's language, one of ``lexicon.LANGUAGES`` (``"en"``,
             ``"de"``, ``"fr"``, ``"es"``, ``"it"``, ``"nl"``, ``"pt"``): its
             abbreviations, ordinals and sentence openers. None (the default) knows
@@ -92,6 +103,10 @@ class SpeechChunker:
         max_chars: int = 250,
         markdown: bool = True,
         code_block_text: str | None = None,
+        tables: TableMode = "rows",
+        table_text: str | None = None,
+        urls: bool = True,
+        symbols: bool = True,
         language: str | None = None,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
@@ -101,14 +116,19 @@ class SpeechChunker:
         self._rules = CutRules(
             first_chunk_words, min_clause_words, clause_chars, max_chars, lexicon(language)
         )
-        self._markdown = markdown
-        self._code_block_text = code_block_text
+        if tables not in ("rows", "skip"):
+            raise ValueError(f'tables must be "rows" or "skip", not {tables!r}')
+        self._filter = SpeechText(
+            markdown=markdown,
+            code_block_text=code_block_text,
+            tables=tables,
+            table_text=table_text,
+            urls=urls,
+            symbols=symbols,
+        )
         self._reset()
 
     def _reset(self) -> None:
-        self._filter = (
-            MarkdownFilter(code_block_text=self._code_block_text) if self._markdown else None
-        )
         self._pending = ""  # filtered text; released up to _done
         self._ends: list[int] = []  # raw offset just after each character of _pending
         self._code: list[bool] = []  # whether each character of _pending is inline code
@@ -122,18 +142,13 @@ class SpeechChunker:
         """Add visible text; return the pieces it released (often none)."""
         if not text:
             return []
-        start = self._raw_len
         self._raw_len += len(text)
-        if self._filter is None:
-            self._append([Segment(text, start, self._raw_len)])
-        else:
-            self._append(self._filter.feed(text))
+        self._append(self._filter.feed(text))
         return self._drain(final=False)
 
     def flush(self) -> list[SpeechChunk]:
         """End the stream: return the remaining pieces and reset for a new stream."""
-        if self._filter is not None:
-            self._append(self._filter.flush())
+        self._append(self._filter.flush())
         chunks = self._drain(final=True)
         if self._pending[self._done :].strip():
             chunks.append(self._release(len(self._pending) - self._done, "final"))
@@ -180,6 +195,7 @@ class SpeechChunker:
                 line_start=self._line_start,
                 rules=self._rules,
                 code=self._code[self._done : end],
+                lookahead=self._filter.lookahead() if whole and not final else "",
             )
             if cut is not None or whole:
                 return cut

@@ -16,7 +16,11 @@ Rules:
   space (a heading mark) is removed, ``#hashtag`` is kept; ``-``, ``*``, ``+`` plus
   one space (a bullet) and ``>`` plus one space (a quote, repeatable) are removed; a
   line made only of 3+ ``-``, ``*`` or ``_`` (spaces allowed) is removed, its newline
-  kept. ``1.`` list numbers are kept: they are spoken.
+  kept. ``1.`` and ``1)`` list numbers are kept: they are spoken.
+- A heading or a list item (bulleted or numbered) is a prosodic break: if its line
+  does not end in punctuation (``.!?…:;,``, optionally followed by a closing quote
+  or bracket), a ``.`` is inserted before its newline (a zero-width segment), so a
+  voice reading pieces back to back pauses there (``## Steps`` → ``Steps.``).
 - Inline code: the backtick run is removed; the content up to a run of the same
   length is copied verbatim (no markdown inside code) in segments marked ``code``.
   A code span ends at a newline.
@@ -34,7 +38,8 @@ Rules:
   text (``[1]`` stays). The filter gives up, keeping ``[``, at a newline or after 200
   characters.
 - ``\\`` before ASCII punctuation emits that punctuation literally (not a marker).
-- Everything else (HTML, tables, bare URLs, numbered lists) passes through.
+- Everything else (HTML, tables, bare URLs) passes through; ``TableFilter`` and
+  ``SpeakableFilter`` take tables, URLs and symbols next.
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ _BLANK_CR = (" ", "\t", "\r")
 _SPECIAL = frozenset("\n\\`*_~![")
 _LINK_MAX = 200  # give up on a link whose bracket text runs longer than this
 _FENCE_INFO_MAX = 200  # an opening fence line is accepted without its newline after this
+_ITEM_ENDS = frozenset(".!?…:;,。！？")  # noqa: RUF001 (a heading ending so needs no ".")
+_ITEM_CLOSERS = frozenset("\"'”’)]»")  # noqa: RUF001
+_LIST_NUMBER_MAX = 9  # digits of a list number ("1." … "999999999.")
 
 
 class MarkdownFilter:
@@ -109,6 +117,8 @@ class MarkdownFilter:
         self._fence_line_start = False
         self._url_depth = 0
         self._link_close: list[int] = []  # raw offsets of the "]" closing open links
+        self._item_line = False  # the current line is a heading or a list item
+        self._line_tail = ""  # its last two non-blank output characters
 
     def feed(self, text: str) -> list[Segment]:
         """Add raw text; return the output it made decidable."""
@@ -161,6 +171,9 @@ class MarkdownFilter:
             self._run_from, self._run_code = i, code
         self._run_to = self._pos = j
         self._prev = self._buf[j - 1]
+        tail = self._buf[i:j].rstrip(" \t\r\n")
+        if tail:
+            self._line_tail = (self._line_tail + tail[-2:])[-2:]
 
     def _close_run(self) -> None:
         if self._run_from >= 0:
@@ -201,6 +214,7 @@ class MarkdownFilter:
             r = self._run_len(p, "#")
             if r <= 6 and self._peek(p + r) in _BLANK:
                 self._drop(r + 1)
+                self._item_line = True
             else:
                 self._emit(p, p + r)  # "#hashtag", "#1", 7+ hashes
             self._line_start = False
@@ -217,6 +231,7 @@ class MarkdownFilter:
         if c in "-*+" and self._peek(p + 1) in _BLANK:
             self._drop(2)
             self._line_start = False
+            self._item_line = True
             return True
         if c in "`~":
             r = self._run_len(p, c)
@@ -224,6 +239,12 @@ class MarkdownFilter:
             if end is not None:
                 self._open_fence(p, end, c, r)
                 return True
+        if c.isdigit():
+            r = 0
+            while r <= _LIST_NUMBER_MAX and "0" <= self._peek(p + r) <= "9":
+                r += 1
+            if r <= _LIST_NUMBER_MAX and self._peek(p + r) in (".", ")"):
+                self._item_line = self._peek(p + r + 1) in (*_BLANK, "")
         self._line_start = False
         return False
 
@@ -332,6 +353,7 @@ class MarkdownFilter:
     def _step_inline(self) -> None:
         p, c = self._pos, self._buf[self._pos]
         if c == "\n":
+            self._end_item(p)
             self._emit(p, p + 1)
             self._line_start = True
         elif c == "\\":
@@ -361,6 +383,19 @@ class MarkdownFilter:
             while q < stop and self._buf[q] not in _SPECIAL:
                 q += 1
             self._emit(p, q)
+
+    def _end_item(self, p: int) -> None:
+        """At the newline ``p`` ending a line: end a heading or list item with a "."."""
+        tail = self._line_tail
+        if self._item_line and tail:
+            ended = tail[-1] in _ITEM_ENDS or (
+                tail[-1] in _ITEM_CLOSERS and len(tail) == 2 and tail[0] in _ITEM_ENDS
+            )
+            if not ended:
+                self._close_run()
+                self._out.append(Segment(".", self._base + p, self._base + p))
+        self._item_line = False
+        self._line_tail = ""
 
     def _step_emphasis(self, p: int, c: str) -> None:
         r = self._run_len(p, c)

@@ -19,6 +19,7 @@ Example (``pipelines/local.toml``)::
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -135,6 +136,10 @@ class ChunkerConfig(_Section):
     max_chars: int = Field(250, ge=1)
     markdown: bool = True
     code_block_text: str | None = None
+    tables: Literal["rows", "skip"] = "rows"
+    table_text: str | None = None
+    urls: bool = True
+    symbols: bool = True
     # The reply's language (abbreviation and ordinal tables); none: all of them.
     language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
 
@@ -292,6 +297,9 @@ def _describe(exc: ValidationError) -> str:
                 annotation = get_args(annotation)[0]
             assert isinstance(annotation, type) and issubclass(annotation, BaseModel)
             model = annotation
+        close = difflib.get_close_matches(str(error["loc"][-1]), list(model.model_fields), n=1)
+        if close:  # a typo: the one key meant, not the whole list
+            return f"unknown key {quote(key)} (did you mean {close[0]}?)"
         allowed = ", ".join(model.model_fields)
         return f"unknown key {quote(key)} (allowed here: {allowed})"
     extra = f" ({exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""

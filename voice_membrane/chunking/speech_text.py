@@ -1,0 +1,67 @@
+"""The text the chunker cuts: raw visible text through each streaming filter.
+
+``SpeechText`` chains ``MarkdownFilter`` (markdown removed, headings and list items
+ended), ``TableFilter`` (pipe tables said row by row or skipped) and
+``SpeakableFilter`` (URLs said as hosts, e-mail addresses with "at", symbols and
+emoji not said). Each holds back only what it cannot decide yet; together they
+give the same ``Segment``\\ s however the raw text was split.
+"""
+
+from __future__ import annotations
+
+from .markdown import MarkdownFilter, Segment
+from .speakable import SpeakableFilter
+from .tables import TableFilter, TableMode
+
+
+class SpeechText:
+    """Raw visible text in, speakable ``Segment``\\ s (with their raw spans) out.
+
+    ``markdown`` off passes the text through unchanged but for URLs and symbols
+    (tables are markdown, so they pass through too). ``flush`` ends the stream and
+    resets the chain for a new one.
+    """
+
+    def __init__(
+        self,
+        *,
+        markdown: bool = True,
+        code_block_text: str | None = None,
+        tables: TableMode = "rows",
+        table_text: str | None = None,
+        urls: bool = True,
+        symbols: bool = True,
+    ) -> None:
+        self._markdown = MarkdownFilter(code_block_text=code_block_text) if markdown else None
+        self._tables = TableFilter(mode=tables, table_text=table_text) if markdown else None
+        self._speakable = SpeakableFilter(urls=urls, symbols=symbols) if urls or symbols else None
+        self._raw_len = 0
+
+    def lookahead(self) -> str:
+        """The start of the text held back that is sure to be said as it is (see
+        ``SpeakableFilter.lookahead``); "" when that is not known."""
+        return self._speakable.lookahead() if self._speakable is not None else ""
+
+    def feed(self, text: str) -> list[Segment]:
+        if not text:
+            return []
+        start = self._raw_len
+        self._raw_len += len(text)
+        if self._markdown is None:
+            segments = [Segment(text, start, self._raw_len)]
+        else:
+            segments = self._markdown.feed(text)
+        if self._tables is not None:
+            segments = self._tables.feed(segments)
+        if self._speakable is not None:
+            segments = self._speakable.feed(segments)
+        return segments
+
+    def flush(self) -> list[Segment]:
+        segments = self._markdown.flush() if self._markdown is not None else []
+        if self._tables is not None:
+            segments = self._tables.feed(segments) + self._tables.flush()
+        if self._speakable is not None:
+            segments = self._speakable.feed(segments) + self._speakable.flush()
+        self._raw_len = 0
+        return segments
