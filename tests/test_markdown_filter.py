@@ -104,6 +104,10 @@ CASES = [
     ("\\# not a heading", "# not a heading"),
     ("C:\\path", "C:\\path"),
     ("end\\", "end\\"),
+    # A list item's last two non-blank characters decide its "." whatever the split
+    # (blanks between them included): ". \u2019" already ends it.
+    ("- Dr. \u2019 \n", "Dr. \u2019 \n"),
+    ("- x  y\n", "x  y.\n"),
 ]
 
 

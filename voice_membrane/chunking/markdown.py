@@ -171,9 +171,15 @@ class MarkdownFilter:
             self._run_from, self._run_code = i, code
         self._run_to = self._pos = j
         self._prev = self._buf[j - 1]
-        tail = self._buf[i:j].rstrip(" \t\r\n")
+        # The last two non-blank characters, whatever the runs' split: blanks between
+        # them are skipped here as they are between two runs.
+        tail, k = "", j
+        while k > i and len(tail) < 2:
+            k -= 1
+            if self._buf[k] not in " \t\r\n":
+                tail = self._buf[k] + tail
         if tail:
-            self._line_tail = (self._line_tail + tail[-2:])[-2:]
+            self._line_tail = (self._line_tail + tail)[-2:]
 
     def _close_run(self) -> None:
         if self._run_from >= 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -165,9 +166,12 @@ def mcp_toolbox(tools: ToolsConfig) -> McpToolbox | None:
 def _mcp_server(config: McpServerConfig, n: int) -> McpServer:
     name = config.label(n)
     if config.command is not None:
+        program, *arguments = config.command
+        if program == "python":  # this interpreter: a server installed beside voice_membrane
+            program = sys.executable
         return McpServer(
             name,
-            command=tuple(config.command),
+            command=(program, *arguments),
             env=config.env,
             cwd=config.cwd,
             tool_prefix=config.tool_prefix,
