@@ -199,6 +199,39 @@ def test_whitespace_between_blocks_is_layout_not_a_text_block() -> None:
         assert blocks == [Block("thinking", "a"), Block("text", "\n\nDone.\n")]
 
 
+@pytest.mark.parametrize(
+    ("stream", "visible"),
+    [
+        # whitespace standing alone between hidden blocks separates two words
+        (
+            'ok.<function_calls><invoke name="f"></invoke></function_calls>\n\n'
+            "<thinking>x</thinking>Sure",
+            "ok.\n\nSure",
+        ),
+        ("ok.<thinking>x</thinking> <thinking>y</thinking>Sure", "ok. Sure"),
+        # the visible text already ends in a space: the whitespace is layout
+        ("ok. <thinking>x</thinking>\n<thinking>y</thinking>Sure", "ok. Sure"),
+        # no visible word before it: layout
+        ("<thinking>x</thinking>\n<thinking>y</thinking>Sure", "Sure"),
+        # none written, none added
+        ("ok.<thinking>x</thinking>Sure", "ok.Sure"),
+    ],
+)
+def test_whitespace_between_hidden_blocks_keeps_visible_words_apart(
+    stream: str, visible: str
+) -> None:
+    for pieces in ([stream], list(stream)):
+        assert visible_text(parse(pieces)) == visible
+
+
+def test_a_separator_survives_text_pushed_between_feeds() -> None:
+    parser = XmlStreamParser()
+    events = parser.feed('ok.<function_calls><invoke name="f"></invoke></function_calls>\n')
+    parser.push('<function_results><result tool_use_id="toolu_xml_1">r</result></function_results>')
+    events += parser.feed("Sure") + parser.flush()
+    assert visible_text(events) == "ok.\nSure"
+
+
 def test_empty_implicit_text_blocks_are_not_emitted() -> None:
     events = parse(["<thinking>a</thinking><thinking>b</thinking>"])
     assert [type(e).__name__ for e in events] == [

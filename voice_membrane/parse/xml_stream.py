@@ -23,6 +23,10 @@ The rules per context (see ``frames.STRUCTURAL``):
   ``<function_calls>`` / ``<function_results>``; ``meta.depth`` counts the nesting.
 - whitespace between structural tags is wire format; other text there (malformed
   output) is kept as a hidden chunk with ``tool_call_part=None``.
+- whitespace at top level that opens no block is layout, except where it is the
+  only separator between two visible words (``ok.</function_calls>\n<thinking>…
+  </thinking>Sure``): then it opens the next text block, so the visible text
+  never joins two words.
 """
 
 from __future__ import annotations
@@ -81,6 +85,9 @@ class XmlStreamParser:
         self._stray: list[str] = []  # text between structural tags, decided at the next tag
         self._entity_hold = ""  # a partial "&…" at the end of result text
         self._lead_space: list[str] = []  # whitespace that may yet open a text block
+        # The visible text so far ends inside a word: whitespace met before the next
+        # text block separates two words, so it is kept for that block.
+        self._separates = False
         self._silent = False
         self._out: list[Event] = []
         self._accumulated: list[str] = []
@@ -105,7 +112,8 @@ class XmlStreamParser:
         try:
             self.feed(text)
             self._stray.clear()
-            self._lead_space.clear()
+            if not self._separates:
+                self._lead_space.clear()
             self._entity_hold = ""
         finally:
             self._silent = False
@@ -203,7 +211,8 @@ class XmlStreamParser:
             if self._open is None or self._open.frame is not top:
                 # Whitespace between blocks (`</thinking>\n<function_calls>`) is
                 # layout, as in chat mode: a text block opens at its first
-                # non-space character, taking the whitespace before it along.
+                # non-space character, taking the whitespace before it along
+                # (across hidden blocks too, when it separates two words).
                 if text.isspace():
                     self._lead_space.append(text)
                     return
@@ -211,6 +220,7 @@ class XmlStreamParser:
                     text = "".join(self._lead_space) + text
                     self._lead_space.clear()
             self._chunk(top, text)
+            self._separates = not text[-1].isspace()
         elif kind is Kind.THINKING:
             if not self._silent:
                 self._chunk(top, text)
@@ -259,7 +269,10 @@ class XmlStreamParser:
     # ------------------------------------------------------------------ structure
 
     def _on_tag(self, tag: Tag) -> None:
-        self._lead_space.clear()  # a block boundary: whitespace before it opened nothing
+        if not self._separates:
+            # A block boundary: whitespace before it opened nothing and separates
+            # nothing (no visible word before it), so it is layout.
+            self._lead_space.clear()
         if tag.closing:
             self._close(CLOSES[tag.name])
             return
