@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from parser_helpers import (
     KNOWN_TAG,
@@ -384,6 +386,50 @@ def test_unclosed_hidden_blocks_are_completed_by_flush_and_stay_hidden() -> None
     assert completed(events)[-1].block == Block("thinking", "never closed")
     events = parse(['<function_calls><invoke name="f"><parameter name="q">{"a": 1}'])
     assert completed(events)[-1].block.input == {"q": {"a": 1}}
+
+
+CALLS = (
+    "Checking.<function_calls>\n"
+    '<invoke name="search">\n<parameter name="q">rain</parameter>\n</invoke>\n'
+    '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+    '<parameter name="days">2</parameter>\n</invoke>\n'
+    "</function_calls>"
+)
+FULL_INPUTS = [{"q": "rain"}, {"city": "Paris", "days": 2}]
+KNOWN_INVOKE = re.compile(r'<invoke name="[^"]*">')
+
+
+@pytest.mark.parametrize(
+    "cut_after",
+    [
+        "</invoke>\n</function_ca",  # inside the closer of <function_calls>
+        "</invoke>\n</",
+        "</invoke>\n<invo",  # inside the next <invoke
+        '</invoke>\n<invoke name="get_wea',
+        "</invoke>\n",  # between invokes
+        '<invoke name="get_weather">\n<parame',  # inside a <parameter tag
+        '<parameter name="city">Paris</parameter>\n<parameter name="da',
+    ],
+)
+def test_a_stream_cut_inside_tool_calls_yields_no_phantom_call(cut_after: str) -> None:
+    wire = CALLS[: CALLS.rindex(cut_after) + len(cut_after)]
+    for pieces in ([wire], list(wire)):
+        calls = [b.block for b in completed(parse(pieces)) if b.block.type == "tool_call"]
+        assert all(call.tool_name for call in calls), calls  # nothing nameless
+        complete = wire.count("</invoke>")
+        assert [call.input for call in calls[:complete]] == FULL_INPUTS[:complete]
+        assert len(calls) == len(KNOWN_INVOKE.findall(wire))  # one per invoke opened, no more
+
+
+def test_every_cut_inside_tool_calls_keeps_one_call_per_invoke_and_none_nameless() -> None:
+    for end in range(len("Checking."), len(CALLS) + 1):
+        wire = CALLS[:end]
+        calls = [b.block for b in completed(parse([wire])) if b.block.type == "tool_call"]
+        assert all(call.tool_name for call in calls), (wire, calls)
+        opened = len(KNOWN_INVOKE.findall(wire))
+        assert len(calls) == opened, wire
+        complete = wire.count("</invoke>")
+        assert [call.input for call in calls[:complete]] == FULL_INPUTS[:complete]
 
 
 # --- prefill ------------------------------------------------------------------------------

@@ -232,3 +232,19 @@ def test_prefill_then_stream_equals_the_stream_read_in_context(
     continued = parse([wire[at:]], prefill=wire[:at])
     whole_visible = visible_text(parse([wire]))
     assert whole_visible.endswith(visible_text(continued))
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams(), st.integers(0, 400))
+def test_a_stream_cut_anywhere_yields_no_nameless_call(
+    generated: tuple[str, list[Expected]], at: int
+) -> None:
+    """A reply cut short (max tokens, a dropped connection) ends where it ends: what
+    was left inside a tool-call container belongs to no invoke and is never a call."""
+    wire, expected = generated
+    cut = wire[: min(at, len(wire))]
+    calls = [b.block for b in completed(parse([cut])) if b.block.type == "tool_call"]
+    assert all(call.tool_name and call.tool_id for call in calls), calls
+    closed = len(re.findall(r"</(?:antml:)?invoke>", cut))
+    want = [e for e in expected if e.type == "tool_call"][:closed]
+    assert [_as_expected(call) for call in calls[:closed]] == want

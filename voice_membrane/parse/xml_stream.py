@@ -31,6 +31,7 @@ The rules per context (see ``frames.STRUCTURAL``):
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Final
@@ -52,6 +53,7 @@ from .tool_input import parse_parameter_value
 _ENTITY: Final = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
 _NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_log = logging.getLogger(__name__)
 
 
 def _replace_entity(match: re.Match[str]) -> str:
@@ -127,6 +129,13 @@ class XmlStreamParser:
         if self._pending:
             text, self._pending = self._pending, ""
             self._content(text)
+        if self._stack[-1].kind is Kind.CALLS and self._stray:
+            # Text left between invokes at the end (a cut `</function_ca`, `<invo`)
+            # belongs to no invoke: it must never become a call.
+            stray = "".join(self._stray)
+            self._stray.clear()
+            if stray.strip():
+                _log.warning("stray text at the end of tool calls kept hidden: %.60r", stray)
         self._end_segment()
         self._lead_space.clear()
         while len(self._stack) > 1:
