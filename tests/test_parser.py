@@ -120,6 +120,8 @@ def test_visibility_follows_block_type() -> None:
         "x <<thinking",
         "tags like <think, </thin and <function_ stay text",
         "<" + "a" * 300,
+        '<thinking name="x">, <invoke names="x">, <results> and <function_calls_x>',
+        '<Thinking>, <invoke name=x>, <invoke name="a>b"> and <parameter name="a"b">',
     ],
 )
 def test_non_membrane_angle_brackets_are_visible_unchanged(text: str) -> None:

@@ -47,13 +47,14 @@ from .frames import (
     Kind,
     OpenBlock,
 )
-from .tags import MAX_TAG_LENGTH, Tag, could_become_tag, match_tag
+from .tags import MAX_TAG_LENGTH, TAG_PATTERN, TagKey, could_become_tag, tag_key
 from .tool_input import parse_parameter_value
 
 _ENTITY: Final = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
 _NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _log = logging.getLogger(__name__)
+_search_tag: Final = TAG_PATTERN.search
 
 
 def _replace_entity(match: re.Match[str]) -> str:
@@ -173,41 +174,49 @@ class XmlStreamParser:
     # ------------------------------------------------------------------ scanning
 
     def _scan(self, text: str) -> None:
-        buf = self._pending + text if self._pending else text
-        self._pending = ""
+        if self._pending:
+            buf = self._pending + text
+            self._pending = ""
+        elif "<" not in text:  # most tokens: nothing that could be a tag
+            if text:
+                self._content(text)
+            return
+        else:
+            buf = text
         run = 0  # start of the content run not yet emitted
-        pos, end = 0, len(buf)
-        while pos < end:
-            lt = buf.find("<", pos)
-            if lt < 0:
-                break
+        pos = 0  # where the search for the next tag goes on
+        search = _search_tag
+        while (m := search(buf, pos)) is not None:
+            lt, after = m.span()
+            if after - lt > MAX_TAG_LENGTH + 1:
+                # Longer than a tag may be: the "<" is plain content; scan on after it.
+                pos = lt + 1
+                continue
             kind = self._stack[-1].kind
-            # A tag is at most MAX_TAG_LENGTH long: look no further for its ">".
-            gt = buf.find(">", lt + 1, lt + MAX_TAG_LENGTH + 1)
-            if gt < 0:
-                # With no ">" in reach, only a "<" near the end can still become a tag.
-                if end - lt <= MAX_TAG_LENGTH and could_become_tag(buf[lt:], HELD_TAGS[kind]):
+            key, value = tag_key(m)
+            acts = key in STRUCTURAL[kind]
+            if not acts and kind not in DROPS_OTHER_TAGS:
+                pos = after  # a known tag that means nothing here is content, as written
+                continue
+            if lt > run:
+                self._content(buf[run:lt])
+            if self._stray or self._entity_hold:
+                self._end_segment()
+            if acts:
+                self._on_tag(key, value)
+            pos = run = after
+        end = len(buf)
+        # A "<" with no ">" after it, near the end, may still become a tag: hold it.
+        lt = buf.find("<", max(pos, end - MAX_TAG_LENGTH, buf.rfind(">") + 1))
+        if lt >= 0:
+            held = HELD_TAGS[self._stack[-1].kind]
+            while lt >= 0:
+                if could_become_tag(buf[lt:], held):
                     if lt > run:
                         self._content(buf[run:lt])
                     self._pending = buf[lt:]
                     return
-            else:
-                tag = match_tag(buf[lt : gt + 1])
-                if tag is not None:
-                    acts = tag.key in STRUCTURAL[kind]
-                    if acts or kind in DROPS_OTHER_TAGS:
-                        if lt > run:
-                            self._content(buf[run:lt])
-                        self._end_segment()
-                        if acts:
-                            self._on_tag(tag)
-                        pos = run = gt + 1
-                        continue
-                    # A known tag that means nothing here is content, as written.
-                    pos = gt + 1
-                    continue
-            # Not a tag: the "<" is plain content; scan on right after it.
-            pos = lt + 1
+                lt = buf.find("<", lt + 1)
         if run < end:
             self._content(buf[run:] if run else buf)
 
@@ -261,11 +270,12 @@ class XmlStreamParser:
         if self._entity_hold:
             text, self._entity_hold = self._entity_hold, ""
             self._chunk(self._stack[-1], text)
-        if not self._stray:
+        stray = self._stray
+        if not stray:
             return
-        text = "".join(self._stray)
-        self._stray.clear()
-        if self._silent or not text.strip():
+        text = stray[0] if len(stray) == 1 else "".join(stray)
+        stray.clear()
+        if self._silent or not text or text.isspace():
             return
         top = self._stack[-1]
         if top.kind is Kind.INVOKE:
@@ -277,16 +287,16 @@ class XmlStreamParser:
 
     # ------------------------------------------------------------------ structure
 
-    def _on_tag(self, tag: Tag) -> None:
-        if not self._separates:
+    def _on_tag(self, key: TagKey, value: str | None) -> None:
+        if self._lead_space and not self._separates:
             # A block boundary: whitespace before it opened nothing and separates
             # nothing (no visible word before it), so it is layout.
             self._lead_space.clear()
-        if tag.closing:
-            self._close(CLOSES[tag.name])
+        closing, name = key
+        if closing:
+            self._close(CLOSES[name])
             return
         top = self._stack[-1]
-        name = tag.name
         if name == "thinking":
             self._push(Frame(Kind.THINKING, top.depth), eager=True)
         elif name == "function_calls":
@@ -300,12 +310,12 @@ class XmlStreamParser:
             self._invokes += 1
             while (tool_id := f"{self._id_prefix}{self._invokes}") in self._taken_ids:
                 self._invokes += 1
-            self._tool_names[tool_id] = tag.value or ""
-            self._push(Frame(Kind.INVOKE, top.depth, tool_name=tag.value, tool_id=tool_id), True)
+            self._tool_names[tool_id] = value or ""
+            self._push(Frame(Kind.INVOKE, top.depth, tool_name=value, tool_id=tool_id), True)
         elif name == "parameter":
-            self._stack.append(Frame(Kind.PARAM, top.depth, param_name=tag.value or ""))
+            self._stack.append(Frame(Kind.PARAM, top.depth, param_name=value or ""))
         else:  # result / error
-            frame = Frame(Kind.RESULT, top.depth, tool_id=tag.value, is_error=name == "error")
+            frame = Frame(Kind.RESULT, top.depth, tool_id=value, is_error=name == "error")
             self._push(frame, eager=True)
 
     def _push(self, frame: Frame, eager: bool = False) -> None:
@@ -374,14 +384,16 @@ class XmlStreamParser:
 
     def _meta(self, block: OpenBlock, part: ToolCallPart | None) -> ChunkMeta:
         frame = block.frame
+        type_ = block.type
+        # Positional: (type, visible, block_index, depth, tool_call_part, tool_id, tool_name).
         return ChunkMeta(
-            type=block.type,
-            visible=block.type == "text",
-            block_index=block.index,
-            depth=frame.depth,
-            tool_call_part=part,
-            tool_id=frame.tool_id,
-            tool_name=self._tool_name(frame),
+            type_,
+            type_ == "text",
+            block.index,
+            frame.depth,
+            part,
+            frame.tool_id,
+            self._tool_name(frame) if type_ == "tool_result" else frame.tool_name,
         )
 
     def _complete(self) -> None:
@@ -389,23 +401,15 @@ class XmlStreamParser:
         assert block is not None
         self._open = None
         frame = block.frame
+        # Positional: (type, content, tool_id, tool_name, input, is_error).
         if block.type == "tool_call":
             stray = "".join(frame.parts) if frame.kind is Kind.INVOKE else "".join(block.parts)
-            result = Block(
-                type="tool_call",
-                content=stray or None,
-                tool_id=frame.tool_id,
-                tool_name=frame.tool_name,
-                input={name: parse_parameter_value(v) for name, v in frame.params.items()},
-            )
+            inputs = {name: parse_parameter_value(v) for name, v in frame.params.items()}
+            result = Block("tool_call", stray or None, frame.tool_id, frame.tool_name, inputs)
         elif block.type == "tool_result":
-            result = Block(
-                type="tool_result",
-                content="".join(block.parts),
-                tool_id=frame.tool_id,
-                tool_name=self._tool_name(frame),
-                is_error=frame.is_error,
-            )
+            content = "".join(block.parts)
+            tool_name = self._tool_name(frame)
+            result = Block("tool_result", content, frame.tool_id, tool_name, None, frame.is_error)
         else:
-            result = Block(type=block.type, content="".join(block.parts))
+            result = Block(block.type, "".join(block.parts))
         self._out.append(BlockComplete(block.index, result))
