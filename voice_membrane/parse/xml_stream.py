@@ -55,6 +55,13 @@ _PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
 _NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _log = logging.getLogger(__name__)
 _search_tag: Final = TAG_PATTERN.search
+# Where a parameter's value ends: the first closer that acts inside it (group 1 for
+# </parameter>, 2 for an enclosing closer).
+_search_param_end: Final = re.compile(
+    r"</(?:antml:)?(?:(parameter)|(invoke|function_calls))\s*>"
+).search
+_PARAMETER: Final = (False, "parameter")
+_STRAY_KINDS: Final = frozenset({Kind.CALLS, Kind.INVOKE, Kind.RESULTS})
 
 
 def _replace_entity(match: re.Match[str]) -> str:
@@ -91,6 +98,7 @@ class XmlStreamParser:
         # The visible text so far ends inside a word: whitespace met before the next
         # text block separates two words, so it is kept for that block.
         self._separates = False
+        self._param_end = 0  # set by _whole_parameter: where the scan goes on
         self._silent = False
         self._out: list[Event] = []
         self._accumulated: list[str] = []
@@ -199,10 +207,17 @@ class XmlStreamParser:
                 pos = after  # a known tag that means nothing here is content, as written
                 continue
             if lt > run:
-                self._content(buf[run:lt])
+                text = buf[run:lt]
+                # Layout between structural tags (`</invoke>\n<invoke …>`), with no
+                # stray text before it, is settled by this tag: nothing to keep.
+                if self._stray or kind not in _STRAY_KINDS or not text.isspace():
+                    self._content(text)
             if self._stray or self._entity_hold:
                 self._end_segment()
             if acts:
+                if key == _PARAMETER and self._whole_parameter(buf, after, value):
+                    pos = run = self._param_end
+                    continue
                 self._on_tag(key, value)
             pos = run = after
         end = len(buf)
@@ -219,6 +234,26 @@ class XmlStreamParser:
                 lt = buf.find("<", lt + 1)
         if run < end:
             self._content(buf[run:] if run else buf)
+
+    def _whole_parameter(self, buf: str, start: int, name: str | None) -> bool:
+        """Fast path for a parameter whose value and closer are all in ``buf``: take
+        its value in one step, as the general path would piece by piece. Returns
+        False (and does nothing) when that path must run instead."""
+        invoke = self._stack[-1]
+        block = self._open
+        if self._silent or block is None or block.frame is not invoke:
+            return False
+        m = _search_param_end(buf, start)
+        if m is None or m.end() - m.start() > MAX_TAG_LENGTH + 1:
+            return False
+        value = buf[start : m.start()]
+        invoke.params[name or ""] = value
+        if value:
+            self._chunk(invoke, value, "input")
+        # </parameter> is taken here; </invoke> or </function_calls> (which also
+        # close the parameter) are left for the scan to act on.
+        self._param_end = m.end() if m.lastindex == 1 else m.start()
+        return True
 
     def _content(self, text: str) -> None:
         top = self._stack[-1]
