@@ -419,16 +419,14 @@ class XmlStreamParser:
 
     def _meta(self, block: OpenBlock, part: ToolCallPart | None) -> ChunkMeta:
         frame = block.frame
-        type_ = block.type
-        # Positional: (type, visible, block_index, depth, tool_call_part, tool_id, tool_name).
         return ChunkMeta(
-            type_,
-            type_ == "text",
-            block.index,
-            frame.depth,
-            part,
-            frame.tool_id,
-            self._tool_name(frame) if type_ == "tool_result" else frame.tool_name,
+            type=block.type,
+            visible=block.type == "text",
+            block_index=block.index,
+            depth=frame.depth,
+            tool_call_part=part,
+            tool_id=frame.tool_id,
+            tool_name=self._tool_name(frame),
         )
 
     def _complete(self) -> None:
@@ -436,15 +434,23 @@ class XmlStreamParser:
         assert block is not None
         self._open = None
         frame = block.frame
-        # Positional: (type, content, tool_id, tool_name, input, is_error).
         if block.type == "tool_call":
             stray = "".join(frame.parts) if frame.kind is Kind.INVOKE else "".join(block.parts)
-            inputs = {name: parse_parameter_value(v) for name, v in frame.params.items()}
-            result = Block("tool_call", stray or None, frame.tool_id, frame.tool_name, inputs)
+            result = Block(
+                type="tool_call",
+                content=stray or None,
+                tool_id=frame.tool_id,
+                tool_name=frame.tool_name,
+                input={name: parse_parameter_value(v) for name, v in frame.params.items()},
+            )
         elif block.type == "tool_result":
-            content = "".join(block.parts)
-            tool_name = self._tool_name(frame)
-            result = Block("tool_result", content, frame.tool_id, tool_name, None, frame.is_error)
+            result = Block(
+                type="tool_result",
+                content="".join(block.parts),
+                tool_id=frame.tool_id,
+                tool_name=self._tool_name(frame),
+                is_error=frame.is_error,
+            )
         else:
-            result = Block(block.type, "".join(block.parts))
+            result = Block(type=block.type, content="".join(block.parts))
         self._out.append(BlockComplete(block.index, result))
