@@ -16,6 +16,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy voice_membrane
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
 bench: $(VENV)/.installed

@@ -47,7 +47,8 @@ from benchmarks.replies import REPLIES
 from benchmarks.stats import median
 from voice_membrane.events import Block, BlockComplete
 from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
-from voice_membrane.providers.base import Provider, ProviderOutput
+from voice_membrane.provider_output import ProviderOutput
+from voice_membrane.providers.base import Provider
 from voice_membrane.testing.script import ScriptedReply, text, thinking, tool_use
 
 DELTA_CHARS = 4

@@ -338,6 +338,128 @@ REPLIES: tuple[Reply, ...] = (
         "anna.lee@work.example",
         "anna@home.example",
     ),
+    # --- inline numbered lists -------------------------------------------------------
+    _r(
+        "inline-list",
+        "To reset it: 1. Hold the power button. 2. Wait for the light. 3. Let go.",
+        "1. Hold",
+        "2. Wait",
+        "3. Let",
+    ),
+    _r(
+        "inline-list",
+        "Easy. 1. Open the lid, 2. pour in the water and 3. press start.",
+        "1. Open",
+        "2. pour",
+        "3. press",
+    ),
+    _r(
+        "inline-list",
+        "Sure! Your list: 1. Milk 2. Eggs 3. Bread from the corner shop.",
+        "1. Milk",
+        "2. Eggs",
+        "3. Bread",
+    ),
+    # --- inline code ------------------------------------------------------------------
+    _r(
+        "inline-code",
+        "Type `git commit | -m` followed by your message, then push.",
+        "git commit | -m",
+    ),
+    _r(
+        "inline-code",
+        "Sure, run `make test; make lint` first. It checks everything.",
+        "make test; make lint",
+    ),
+    _r(
+        "inline-code",
+        "In the terminal type `cd ~/Music. ls -la` and press enter.",
+        "cd ~/Music. ls -la",
+    ),
+    # --- quotes that a sentence goes on after -----------------------------------------
+    _r(
+        "quote",
+        "\u201cIs it raining?\u201d he wondered, looking at the grey sky.",
+        "raining?\u201d he",
+    ),
+    _r(
+        "quote",
+        "'Why not?' she asked, and nobody had an answer for her.",
+        "not?' she",
+    ),
+    _r(
+        "quote",
+        'Okay. "Stop!" the guard shouted, so everyone stood still.',
+        'Stop!" the',
+    ),
+    _r(
+        "quote",
+        "\u201eRegnet es?\u201c fragte er. \u00bbNein!\u00ab rief sie.",
+        "es?\u201c fragte",
+        "Nein!\u00ab rief",
+    ),
+    _r(
+        "quote",
+        "D'accord. \u00ab Il pleut ? \u00bb demanda-t-il en regardant le ciel.",
+        "? \u00bb demanda",
+    ),
+    # --- numerals with a period before a lowercase word -------------------------------
+    _r(
+        "ordinal",
+        "At the roundabout take the 3. exit and keep left for a mile.",
+        "3. exit",
+    ),
+    # --- other languages --------------------------------------------------------------
+    _r(
+        "de",
+        "Die Ausstellung läuft noch bis zum 12. März, d. h. du hast drei Wochen.",
+        "12. März",
+        "d. h. du",
+    ),
+    _r(
+        "de",
+        "Gerne. Wir brauchen u. a. Mehl, Zucker, Eier usw. und das Rezept Nr. 4 aus dem Buch.",
+        "u. a. Mehl",
+        "usw. und",
+        "Nr. 4",
+    ),
+    _r(
+        "de",
+        "Am 3. Oktober ist Feiertag, z. B. sind die Geschäfte dann geschlossen.",
+        "3. Oktober",
+        "z. B. sind",
+    ),
+    _r(
+        "fr",
+        "Le rendez-vous est le 1er mars avec M. Dupont, p. ex. \u00e0 10 h.",
+        "M. Dupont",
+        "p. ex. \u00e0",
+    ),
+    _r(
+        "es",
+        "Claro. La Sra. Gómez llega el 5 de mayo, aprox. a las nueve.",
+        "Sra. Gómez",
+        "aprox. a",
+    ),
+    _r(
+        "it",
+        "Certo, il Dott. Rossi riceve il lunedì, ecc. e il giovedì.",
+        "Dott. Rossi",
+        "ecc. e",
+    ),
+    _r(
+        "nl",
+        "Dat kan, bijv. met de trein of met dhr. Jansen, d.w.z. met de auto.",
+        "bijv. met",
+        "dhr. Jansen",
+        "d.w.z. met",
+    ),
+    _r(
+        "pt",
+        "Claro, o Sr. Silva chega no dia 2, i. e. na segunda-feira.",
+        "Sr. Silva",
+        "i. e. na",
+    ),
     # --- everyday mixed -------------------------------------------------------------------
     _r(
         "mixed",

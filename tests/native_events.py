@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from voice_membrane.events import Block, BlockComplete, Event
 from voice_membrane.parse import NativeBlockAssembler
-from voice_membrane.providers.base import ProviderOutput
+from voice_membrane.provider_output import ProviderOutput
 
 
 def assemble(items: Iterable[ProviderOutput]) -> list[Event]:

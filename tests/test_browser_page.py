@@ -222,6 +222,30 @@ async def test_the_page_speaks_a_turn_shows_it_and_stops_on_interrupt(
         assert "interrupted" in note
 
 
+async def test_the_page_offers_the_servers_pipelines(tmp_path: Path, page: Any) -> None:
+    first = write_pipeline(tmp_path)
+    second = first.with_name("other.toml")
+    second.write_text(first.read_text())
+    with anyio.fail_after(60):
+        async with Server([first, second], port=0) as server:
+            await page.goto(server.url + "/")
+            await page.wait_for_function("window.voiceMembrane.state === 'idle'")
+            assert await page.is_visible("#pipeline")
+            options = await page.eval_on_selector_all(
+                "#pipeline option", "os => os.map(o => o.value)"
+            )
+            assert options == ["page", "other"]
+            assert await page.input_value("#pipeline") == "page"
+            # Picking one starts a session on it, and the address keeps the choice.
+            await page.select_option("#pipeline", "other")
+            await page.wait_for_function(
+                "window.voiceMembrane.state === 'idle' && "
+                "document.getElementById('session-info').textContent.startsWith('other ')"
+            )
+            assert page.url.endswith("?pipeline=other")
+            assert await page.input_value("#pipeline") == "other"
+
+
 async def test_a_server_with_a_token_is_asked_for_it_and_takes_it_from_the_page(
     tmp_path: Path, page: Any
 ) -> None:

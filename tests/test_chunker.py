@@ -254,13 +254,13 @@ def test_dashes_are_clauses() -> None:
 
 def test_forced_cut_at_a_space() -> None:
     words = " ".join(["alpha", "beta", "gamma", "delta", "omega"] * 14)  # 419 chars
-    result = chunk(f"Okay. {words}")
+    result = chunk(f"Okay. Then {words}")
     assert [c.kind for c in result] == ["first", "forced", "final"]
     forced = result[1]
-    assert forced.text.startswith(" alpha")
+    assert forced.text.startswith(" Then alpha")
     assert len(forced.text.lstrip()) <= 250
     assert result[2].text.startswith(" ")  # cut at the whitespace: it goes to the next piece
-    assert "".join(c.text for c in result) == f"Okay. {words}"
+    assert "".join(c.text for c in result) == f"Okay. Then {words}"
 
 
 def test_forced_cut_avoids_function_words() -> None:
@@ -387,7 +387,7 @@ def test_reuse_after_flush_mid_markup() -> None:
     chunker = SpeechChunker()
     chunker.feed("Look: ```\ncode")
     chunker.flush()
-    assert chunker.feed("*Fresh* start here. ") == [
+    assert chunker.feed("*Fresh* start here. Next") == [
         SpeechChunk("Fresh start here.", "first", 0, 19)
     ]
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from typing import Any
 
@@ -19,10 +20,19 @@ _TOKENS = {
         "ok", "well-", "don't", "it's", "Then", "éclair", "Zoë",
     ],
     "number": ["3.14", "1,000", "$3.50", "10", "2024", "v1.2.3", "10:30", "50%", "1."],
-    "abbreviation": ["Dr.", "Mr.", "e.g.", "i.e.", "etc.", "a.m.", "U.S.", "J.", "No.", "vs."],
+    "abbreviation": [
+        "Dr.", "Mr.", "e.g.", "i.e.", "etc.", "a.m.", "U.S.", "J.", "No.", "vs.", "d.", "h.",
+        "e.", "g.", "z.", "B.", "u.", "a.", "usw.", "Nr.", "bzw.", "Sra.", "Dott.", "ecc.",
+        "dhr.", "bijv.", "p.", "ex.",
+    ],
     "punctuation": [
         ".", "!", "?", "?!", "...", "…", ",", ";", ":", "—", " - ", "--", '"', "“", "”",
-        "(", ")", "[", "]", "'", "«", "»", ".\"", "!)",
+        "(", ")", "[", "]", "'", "«", "»", ".\"", "!)", "„", "‘", "’", "?”", "!'", ".«",
+    ],
+    # Inline lists, ordinals and dates: numerals with a period before words and months.
+    "ordinal": [
+        ": 1.", ". 2.", "3.", "12.", "zum", "am", "März", "Oktober", "mai", "exit", "Tag",
+        "3rd", "1er", "2º",
     ],
     "break": ["\n", "\n\n", "\n- ", "\n1. ", "\n# ", "\r\n"],
     "markdown": [
@@ -41,6 +51,7 @@ _TOKEN = st.one_of(
     st.sampled_from(_TOKENS["break"]),
     st.sampled_from(_TOKENS["markdown"]),
     st.sampled_from(_TOKENS["cjk"]),
+    st.sampled_from(_TOKENS["ordinal"]),
 )
 _SEPARATOR = st.sampled_from([" ", " ", " ", "", "  "])
 TEXT = st.lists(st.tuples(_TOKEN, _SEPARATOR), max_size=80).map(
@@ -54,6 +65,9 @@ OPTIONS: list[dict[str, Any]] = [
     {"markdown": False},
     {"markdown": False, "max_chars": 20, "clause_chars": 5},
     {"code_block_text": "Code here.", "max_chars": 40},
+    {"language": "de"},
+    {"language": "fr", "max_chars": 30, "clause_chars": 10},
+    {"language": "en", "first_chunk_words": 1, "min_clause_words": 0, "max_chars": 20},
 ]
 
 
@@ -156,7 +170,20 @@ HAZARDS = [
     "https://example.com/a.b?x=1", "me@example.org", "10:30", "$3 million", "10 percent",
     "No. 5", "Fig. 2", "Prof. Lee", "St. Louis", "approx. 20", "(see above)",
     "Wait... and see", "the U.S. Postal", "Mon. to Fri.", "10 a.m. Monday",
+    # Numerals before a lowercase word or a month, one-letter sequences, abbreviations
+    # of other languages, quotes a sentence goes on after.
+    "the 3. exit", "12. März", "3. Oktober", "5. mai", "d. h. dass", "u. a. die",
+    "z. B. der", "e. g. this", "i. e. that", "usw. und", "Nr. 5", "bzw. die", "Sra. Gómez",
+    "Dott. Rossi", "ecc. e", "dhr. Jansen", "p. ex. la", "EE. UU. tienen",
+    "“Why?” he", "'Why not?' she", '"Stop!" the', "„Ja?“ fragte", "»Nein!« rief",
 ]  # fmt: skip
+# Inline lists: a lead-in, then items (a numeral and its first word, each a hazard).
+LISTS = [
+    ": 1. Hold", ": 2. wait", ". 3. Press", "; 4. Open", ", 1. Milk", ": 1. Milk 2. Eggs",
+    ": 1. Mehl 2. Eier 3. Milch",
+]  # fmt: skip
+# Inline code: its backticks are not spoken, its content is, in one piece.
+CODE = ["`git commit | -m`", "`make test; make lint. Now go`", "`a, b: c`", "`x — y`"]
 # Quoted speech ('"Stop! Now!" he said') is checked in test_chunker.py: the first piece
 # may legitimately leave at the word boundary after 'Now!"', so it is no hazard here.
 FILLER = ["we", "saw", "it", "there", "Paris", "yesterday", "quickly", "and", "the"]
@@ -172,12 +199,18 @@ def hazard_text(draw: st.DrawFn) -> tuple[str, list[tuple[int, int]]]:
     """Sentences made of hazard phrases and filler, with the hazards' raw spans."""
     text, spans = "", []
     for _ in range(draw(st.integers(1, 6))):
-        items = draw(st.lists(st.sampled_from(HAZARDS + FILLER), min_size=1, max_size=6))
+        pool = HAZARDS + FILLER + CODE + LISTS
+        items = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6))
         for n, item in enumerate(items):
             if n:
                 text += draw(st.sampled_from([" ", ", ", " - "]))
             if item in HAZARDS:
                 spans.append((len(text), len(text) + len(item)))
+            elif item in CODE:  # its content, between the backticks
+                spans.append((len(text) + 1, len(text) + len(item) - 1))
+            elif item in LISTS:  # its lead-in may end a piece, and so may each item
+                for match in re.finditer(r"\d\. \w+", item):
+                    spans.append((len(text) + match.start(), len(text) + match.end()))
             text += item
         text += draw(st.sampled_from([". ", "! ", "? ", ".\n", "\n"]))
     return text, spans

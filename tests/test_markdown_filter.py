@@ -34,8 +34,9 @@ def merged(segments: list[Segment], raw: str) -> list[Segment]:
             and last.end == seg.start
             and raw[last.start : last.end] == last.text
             and raw[seg.start : seg.end] == seg.text
+            and last.code == seg.code
         ):
-            out[-1] = Segment(last.text + seg.text, last.start, seg.end)
+            out[-1] = Segment(last.text + seg.text, last.start, seg.end, seg.code)
         else:
             out.append(seg)
     return out

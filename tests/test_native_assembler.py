@@ -20,7 +20,7 @@ from voice_membrane.events import (
     merge_adjacent_chunks,
 )
 from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
-from voice_membrane.providers.base import (
+from voice_membrane.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,

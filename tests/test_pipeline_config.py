@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from voice_membrane.chunking import SpeechChunker
+from voice_membrane.chunking.lexicon import LANGUAGES
 from voice_membrane.pipeline.build import SPEAKER_RATE, build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.run_command import resolve_config
@@ -48,6 +51,7 @@ def test_defaults_and_overrides() -> None:
         ("[llm]\nmax_tokens = 0\n", "llm.max_tokens: Input should be greater than 0, got 0"),
         ("[sink]\nkind = 'radio'\n", "sink.kind: Input should be 'auto', 'speaker', 'wav' or"),
         ("[chunker]\nmarkdown = 'maybe'\n", "chunker.markdown: Input should be a valid boolean"),
+        ("[chunker]\nlanguage = 'xx'\n", "chunker.language: Input should be 'en', 'de', 'fr'"),
         ("[llm\nspec = 1\n", "invalid TOML"),
         ("llm = 3\n", "llm: Input should be a valid dictionary"),
         (
@@ -90,6 +94,18 @@ def test_a_credential_in_a_bad_value_is_masked(tmp_path: Path) -> None:
         load_pipeline(path)
     assert "SECRET" not in str(excinfo.value)
     assert "got 'ftp://***@host/?key=***'" in str(excinfo.value)
+
+
+def test_chunker_languages_match_the_lexicon(tmp_path: Path) -> None:
+    # The pipeline file offers exactly the languages the chunker has tables for.
+    for language in LANGUAGES:
+        config = load_pipeline(write(tmp_path, f"[chunker]\nlanguage = '{language}'\n"))
+        assert config.chunker.language == language
+        SpeechChunker(**config.chunker.model_dump())
+    field = PipelineConfig.model_fields["chunker"].annotation
+    assert field is not None
+    offered = set(get_args(get_args(field.model_fields["language"].annotation)[0]))
+    assert offered == set(LANGUAGES)
 
 
 def test_missing_pipeline_file(tmp_path: Path) -> None:

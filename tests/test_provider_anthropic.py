@@ -28,17 +28,17 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.providers.base import (
+from voice_membrane.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
-    ProviderError,
     ProviderOutput,
     StopInfo,
     TextDelta,
     Usage,
 )
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.providers.base import ProviderError
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import (
     Fault,

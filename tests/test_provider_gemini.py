@@ -30,16 +30,16 @@ from voice_membrane.messages import (
     ToolResultContent,
     ToolUseContent,
 )
-from voice_membrane.providers.base import (
+from voice_membrane.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
-    ProviderError,
     ProviderOutput,
     StopInfo,
     TextDelta,
     Usage,
 )
+from voice_membrane.providers.base import ProviderError
 from voice_membrane.providers.gemini import GeminiProvider, provider_error
 from voice_membrane.providers.gemini_read import ChunkReader
 from voice_membrane.testing.fake_gemini import FakeGemini

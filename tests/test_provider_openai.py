@@ -24,14 +24,8 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.providers.base import (
-    NativeDelta,
-    ProviderError,
-    ProviderOutput,
-    StopInfo,
-    TextDelta,
-    Usage,
-)
+from voice_membrane.provider_output import NativeDelta, ProviderOutput, StopInfo, TextDelta, Usage
+from voice_membrane.providers.base import ProviderError
 from voice_membrane.providers.openai import OpenAIProvider, stream_error_kind
 from voice_membrane.providers.openai_request import token_field
 from voice_membrane.testing.fake_openai import FakeOpenAI

@@ -20,7 +20,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from voice_membrane.events import Chunk, Event, merge_adjacent_chunks
 from voice_membrane.parse import XmlStreamParser
-from voice_membrane.providers.base import ProviderOutput, StopInfo, TextDelta
+from voice_membrane.provider_output import ProviderOutput, StopInfo, TextDelta
 from voice_membrane.providers.gemini_read import ChunkReader
 from voice_membrane.providers.openai_read import ChatReader, TextReader
 

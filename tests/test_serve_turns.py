@@ -86,6 +86,7 @@ async def test_a_full_turn(tmp_path: Path) -> None:
             "visible": SHORT_VISIBLE,
             "interrupted": False,
             "error": None,
+            "terminated": None,
         }
         # The session goes on: a second turn numbers its frames on from the first's.
         await send(ws, type="user.message", text="Again")
@@ -137,6 +138,7 @@ async def test_session_started_names_the_format(tmp_path: Path) -> None:
         started = json.loads(await ws.recv())
     assert started["protocol"] == 1
     assert started["pipeline"] == "short"  # the first pipeline is the default
+    assert started["pipelines"] == ["short", "long"]
     assert started["tts"] == "espeak" and started["llm"].startswith("replay:")
     assert started["audio"] == {"encoding": "mulaw", "sample_rate": 8000, "frame_ms": 20}
 

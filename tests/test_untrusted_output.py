@@ -22,8 +22,14 @@ from voice_membrane.events import Block, Chunk
 from voice_membrane.membrane import Membrane
 from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
 from voice_membrane.pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
+from voice_membrane.provider_output import (
+    NativeStart,
+    NativeStop,
+    StopInfo,
+    TextDelta,
+    clean_output,
+)
 from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.providers.base import NativeStart, NativeStop, StopInfo, TextDelta, clean_output
 from voice_membrane.providers.gemini import GeminiProvider
 from voice_membrane.providers.openai import OpenAIProvider
 from voice_membrane.providers.replay import load_recording

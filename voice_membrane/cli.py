@@ -192,9 +192,10 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from .pipeline.config import ConfigError
     from .providers.base import LlmError
     from .sinks.base import SinkError
+    from .tools_mcp import McpServerError
     from .tts.base import TtsError
 
-    return (ConfigError, LlmError, TtsError, SinkError, RecordingError, OSError)
+    return (ConfigError, LlmError, TtsError, SinkError, McpServerError, RecordingError, OSError)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -27,13 +27,15 @@ its attempts and backoff waits; when it passes the reply ends with a
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
 from .messages import Request, validate_request
-from .providers.base import Provider, ProviderOutput
+from .parse.policy import StreamPolicy
+from .provider_output import ProviderOutput
+from .providers.base import Provider
 from .reply import MembraneItem, ReplyResult, UsageUpdate
 from .reply_loop import ReplyLoop
 from .retry import RetryPolicy
@@ -51,6 +53,7 @@ class Membrane:
         tool_timeout_s: float = 30.0,
         streaming: bool = True,
         first_token_deadline_s: float | None = 20.0,
+        policies: Callable[[], Sequence[StreamPolicy]] | None = None,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -64,6 +67,8 @@ class Membrane:
         self.streaming = streaming
         self.first_token_deadline_s = first_token_deadline_s
         self.parse_ns = 0  # time spent in the parser/assembler (for stage metrics)
+        # Stream policies keep state over a reply: each reply gets fresh ones.
+        self.policies = policies
 
     async def stream(
         self,
@@ -75,18 +80,23 @@ class Membrane:
         on_block: Callable[[BlockStart | BlockComplete], None] | None = None,
         on_usage: Callable[[UsageUpdate], None] | None = None,
         on_output: Callable[[ProviderOutput], None] | None = None,
+        policies: Sequence[StreamPolicy] | None = None,
     ) -> AsyncGenerator[MembraneItem, None]:
         """Yield the reply's events, ending with one ``ReplyResult``.
 
         The callbacks are a thin layer: each is called as its item passes
         (``on_chunk(text, chunk)``, ``on_block(event)``, ``on_usage(update)``);
-        ``on_output`` sees every raw provider item (for timing). A request that
+        ``on_output`` sees every raw provider item (for timing). ``policies``
+        (``parse.policy``) judge the events before anything sees them; by
+        default the membrane's own (a fresh set per reply). A request that
         cannot be sent raises ``RequestError`` before any network call.
         """
         fmt = self._formatter(request, formatter)
         validate_request(request)
         built = fmt.build(request)
-        run = ReplyLoop(self, fmt, request, built, on_tool_calls, on_output)
+        if policies is None:
+            policies = self.policies() if self.policies is not None else ()
+        run = ReplyLoop(self, fmt, request, built, on_tool_calls, on_output, policies)
         async with aclosing(run.items()) as items:
             async for item in items:
                 if isinstance(item, Chunk):

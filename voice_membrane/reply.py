@@ -13,7 +13,8 @@ from typing import TypeAlias
 
 from .events import Block, Event
 from .messages import Message
-from .providers.base import ErrorKind, StopReason, Usage
+from .provider_output import StopReason, Usage
+from .providers.base import ErrorKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class ReplyResult:
         messages: the assistant's turn(s) and tool results as normalized
             messages, ready to append to the conversation.
         error: the error message if the reply ended on one.
+        terminated: why a stream policy ended the reply, if one did
+            (``stop_reason`` is then "policy"); what passed before stands.
     """
 
     blocks: tuple[Block, ...]
@@ -70,6 +73,7 @@ class ReplyResult:
     tool_rounds: int
     messages: tuple[Message, ...]
     error: str | None = None
+    terminated: str | None = None
 
 
 MembraneItem: TypeAlias = Event | UsageUpdate | Retrying | ReplyError | ReplyResult

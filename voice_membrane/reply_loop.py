@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -31,22 +31,12 @@ from .messages import (
     ToolUseContent,
 )
 from .parse import NativeBlockAssembler, XmlStreamParser
-from .providers.base import (
-    LlmError,
-    NativeStart,
-    ProviderError,
-    ProviderOutput,
-    StopInfo,
-    TextDelta,
-    Usage,
-    clean_output,
-)
+from .parse.policy import PolicyRunners, StreamPolicy
+from .provider_output import NativeStart, ProviderOutput, StopInfo, TextDelta, Usage, clean_output
+from .providers.base import LlmError, Provider, ProviderError
 from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
-from .retry import FirstTokenDeadline
+from .retry import FirstTokenDeadline, RetryPolicy
 from .tools import OnToolCalls, ToolCall, run_tool_calls
-
-if TYPE_CHECKING:
-    from .membrane import Membrane
 
 _log = logging.getLogger(__name__)
 FUNCTION_CALLS_END = "</function_calls>"
@@ -71,20 +61,36 @@ class _DeadlinePassed(Exception):
     """The first-token deadline passed while a call was waiting for its first output."""
 
 
+class ReplySettings(Protocol):
+    """What a reply runs with (a ``Membrane`` is one): the provider and the
+    policies of its calls. ``parse_ns`` adds up the time spent parsing."""
+
+    provider: Provider
+    retry: RetryPolicy
+    streaming: bool
+    max_tool_depth: int
+    tool_timeout_s: float
+    first_token_deadline_s: float | None
+    parse_ns: int
+
+
 class ReplyLoop:
     """The state of one reply across its calls."""
 
     def __init__(
         self,
-        membrane: Membrane,
+        membrane: ReplySettings,
         formatter: Formatter,
         request: Request,
         built: BuiltRequest,
         on_tool_calls: OnToolCalls | None,
         on_output: Callable[[ProviderOutput], None] | None,
+        policies: Sequence[StreamPolicy] = (),
     ) -> None:
         self.m, self.fmt, self.request, self.built = membrane, formatter, request, built
         self.on_tool_calls, self.on_output = on_tool_calls, on_output
+        self.policies = PolicyRunners(list(policies))
+        self.rejected: dict[str, str] = {}  # tool id → why a policy rejected the call
         self.mode: Literal["prefill", "chat"] = built.mode
         self.parser: XmlStreamParser | None = None
         if built.mode == "prefill":
@@ -107,11 +113,17 @@ class ReplyLoop:
     async def items(self) -> AsyncGenerator[MembraneItem, None]:
         resumes = 0
         while True:
+            if self.policies.terminated is not None:  # (while a tool round was fed)
+                yield self._result("policy", None, terminated=self.policies.terminated)
+                return
             round_ = _Round()
             async with aclosing(self._call(round_)) as call_items:
                 async for item in call_items:
                     yield item
             self.usage = self.usage + round_.usage
+            if self.policies.terminated is not None:
+                yield self._result("policy", None, terminated=self.policies.terminated)
+                return
             if round_.error is not None:
                 for event in self._flush(round_):
                     yield event
@@ -143,6 +155,8 @@ class ReplyLoop:
                         yield event
                     self._continue_prefill("".join(round_.raw) + round_.written_back)
                     continue
+            for event in self._settle(round_):
+                yield event
             calls = runnable_calls(round_.blocks)
             if not calls or self.on_tool_calls is None or self.tool_rounds >= self.m.max_tool_depth:
                 for event in self._flush(round_):
@@ -150,7 +164,7 @@ class ReplyLoop:
                 yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
-            results = await run_tool_calls(calls, self.on_tool_calls, self.m.tool_timeout_s)
+            results = await self._run_calls(calls, self.on_tool_calls)
             for event in self._emit_results(calls, results, round_):
                 yield event
             resumes = 0
@@ -187,6 +201,8 @@ class ReplyLoop:
                             self.on_output(output)
                         for item in self._take(output, round_):
                             yield item
+                        if self.policies.terminated is not None:
+                            return  # a policy ended the reply: the call is closed now
                 return
             except ProviderError as exc:
                 error = exc
@@ -229,9 +245,11 @@ class ReplyLoop:
     def _take(self, output: ProviderOutput, round_: _Round) -> list[MembraneItem]:
         if isinstance(output, Usage):
             round_.usage = output
+            self.policies.note_usage(self.usage + output)
             return [UsageUpdate(output, self.usage + output)]
         if isinstance(output, StopInfo):
             round_.stop = output
+            self.policies.note_stop(output.reason)
             return []
         round_.produced = True
         if isinstance(output, TextDelta):
@@ -269,6 +287,10 @@ class ReplyLoop:
         return self._record(events, round_)
 
     def _record(self, events: list[Event], round_: _Round) -> list[Event]:
+        """Events through the policies, then what passed kept as the reply's."""
+        if self.policies:
+            events = self.policies.feed(events)
+            self._keep_rejected(round_)
         for event in events:
             if isinstance(event, BlockComplete):
                 round_.blocks.append(event.block)
@@ -280,7 +302,46 @@ class ReplyLoop:
         if self.parser is not None:  # held stray text comes after the parser's blocks
             self.assembler.skip_to(self.parser.next_block_index)
         events += self.assembler.flush()
-        return self._record(events, round_)
+        return self._record(events, round_) + self._settle(round_)
+
+    # ------------------------------------------------------------ policies
+
+    def _settle(self, round_: _Round) -> list[Event]:
+        """The call's stream ended: what a policy still holds is decided."""
+        if not self.policies:
+            return []
+        events = self.policies.settle()
+        self._keep_rejected(round_)
+        for event in events:
+            if isinstance(event, BlockComplete):
+                round_.blocks.append(event.block)
+                self.blocks.append(event.block)
+        return events
+
+    def _keep_rejected(self, round_: _Round) -> None:
+        """A rejected tool call stays in the reply (the model sees its call
+        answered with an error), but never runs."""
+        for block, reason in self.policies.take_rejected():
+            if block.tool_id:
+                self.rejected[block.tool_id] = reason
+                round_.blocks.append(block)
+                self.blocks.append(block)
+
+    async def _run_calls(
+        self, calls: list[ToolCall], handler: OnToolCalls
+    ) -> list[ToolResultContent]:
+        allowed = [call for call in calls if call.id not in self.rejected]
+        ran = iter(await run_tool_calls(allowed, handler, self.m.tool_timeout_s) if allowed else [])
+        return [
+            ToolResultContent(
+                tool_use_id=call.id,
+                content=f"not run: {self.rejected[call.id]}",
+                is_error=True,
+            )
+            if call.id in self.rejected
+            else next(ran)
+            for call in calls
+        ]
 
     # ------------------------------------------------------------ tool loop
 
@@ -357,7 +418,7 @@ class ReplyLoop:
             prompt=None if built.prompt is None else built.prompt + appended,
         )
 
-    def _result(self, stop: str, error: str | None) -> ReplyResult:
+    def _result(self, stop: str, error: str | None, terminated: str | None = None) -> ReplyResult:
         options = self.request.options
         return ReplyResult(
             blocks=tuple(self.blocks),
@@ -369,6 +430,7 @@ class ReplyLoop:
                 conversation(self.blocks, options.assistant_participant, options.human_participant)
             ),
             error=error,
+            terminated=terminated,
         )
 
 

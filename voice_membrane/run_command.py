@@ -96,9 +96,13 @@ async def run_assistant(
         on_turn_start=on_turn_start,
         on_retry=lambda retrying: out(retry_line(retrying)),
         context=parts.context,
+        toolbox=parts.toolbox,
     )
     results: list[TurnResult] = []
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
+    if parts.toolbox is not None:
+        names = ", ".join(server.name for server in parts.toolbox.servers)
+        out(f"starting MCP servers: {names} …\n")
     try:
         async with session, anyio.create_task_group() as tg:
             settle_heap()  # the engines are loaded: keep them out of every full collection
@@ -152,6 +156,8 @@ async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> 
     out(" [interrupted]\n" if result.interrupted else "\n")
     if result.error:  # redacted again here: a second net under ProviderError's own
         out(f"error: {redact(result.error)}\n")
+    if result.terminated:
+        out(f"ended by a policy: {redact(result.terminated)}\n")
     out(redact(result.report.table()) + "\n")
     return result
 

@@ -5,20 +5,23 @@ at most ``tool_timeout_s``. A handler that raises or runs out of time does not
 end the reply: each call it left unanswered gets an error result saying what
 happened, and the model sees it. ``tool_handler`` builds an ``on_tool_calls``
 from plain functions, running the calls concurrently, each with its own errors.
+A ``Toolbox`` (``tools_mcp.McpToolbox``) is tools that live for a session: opened
+with it, listing its ``definitions``, running calls; ``by_name`` joins handlers.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeAlias
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeAlias
 
 import anyio
 
-from .messages import ToolResultContent
+from .messages import ToolDefinition, ToolResultContent
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,62 @@ class ToolCall:
 ToolOutput: TypeAlias = ToolResultContent | str
 OnToolCalls: TypeAlias = Callable[[list[ToolCall]], Awaitable[Sequence[ToolOutput]]]
 ToolFunction: TypeAlias = Callable[..., Any]  # sync (run in a thread) or async; input as kwargs
+
+
+class Toolbox(Protocol):
+    """Tools opened and closed with a session (``async with``), whose
+    ``definitions`` are known once open and whose calls it runs."""
+
+    definitions: list[ToolDefinition]
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def __call__(self, calls: list[ToolCall]) -> Sequence[ToolOutput]: ...
+
+
+def by_name(
+    routes: Sequence[tuple[Collection[str], OnToolCalls]], fallback: OnToolCalls | None = None
+) -> OnToolCalls:
+    """One ``on_tool_calls`` over several: each call goes to the first handler
+    whose names hold its name, else to ``fallback`` (without one, a call no
+    handler names gets an error result).
+    The handlers run concurrently; one that raises answers its own calls with
+    an error result, and the others' results are kept."""
+
+    async def handler(calls: list[ToolCall]) -> Sequence[ToolOutput]:
+        results: list[ToolOutput] = [_error(call, f"unknown tool {call.name!r}") for call in calls]
+        handlers = [*routes, *([((), fallback)] if fallback is not None else [])]
+        groups: list[list[int]] = [[] for _ in handlers]
+        for n, call in enumerate(calls):
+            r = next((r for r, (names, _) in enumerate(routes) if call.name in names), None)
+            if r is None and fallback is None:
+                continue
+            groups[len(routes) if r is None else r].append(n)
+            results[n] = _error(call, "the tool handler returned no result for this call")
+
+        async def run(group: list[int], handle: OnToolCalls) -> None:
+            try:
+                outputs = await handle([calls[n] for n in group])
+            except Exception as exc:  # this handler's calls fail; the others' stand
+                message = f"tool call failed: {type(exc).__name__}: {exc}"
+                outputs = [_error(calls[n], message) for n in group]
+            for n, output in zip(group, outputs, strict=False):
+                results[n] = output
+
+        async with anyio.create_task_group() as tg:
+            for group, (_, handle) in zip(groups, handlers, strict=True):
+                if group:
+                    tg.start_soon(run, group, handle)
+        return results
+
+    return handler
 
 
 async def run_tool_calls(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 from .boundaries import Cut, CutKind, CutRules, find_cut
+from .lexicon import lexicon
 from .markdown import MarkdownFilter, Segment
 
 ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final"]
@@ -73,6 +74,13 @@ class SpeechChunker:
         markdown: remove markdown before chunking.
         code_block_text: spoken in place of each fenced code block (markdown only);
             None skips code blocks silently.
+        language: the reply's language, one of ``lexicon.LANGUAGES`` (``"en"``,
+            ``"de"``, ``"fr"``, ``"es"``, ``"it"``, ``"nl"``, ``"pt"``): its
+            abbreviations, ordinals and sentence openers. None (the default) knows
+            every language's abbreviations and ordinals but only English openers.
+
+    Raises:
+        ValueError: an option out of range or an unknown language.
     """
 
     def __init__(
@@ -84,12 +92,15 @@ class SpeechChunker:
         max_chars: int = 250,
         markdown: bool = True,
         code_block_text: str | None = None,
+        language: str | None = None,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
             raise ValueError("first_chunk_words and max_chars must be at least 1")
         if min_clause_words < 0 or clause_chars < 0:
             raise ValueError("min_clause_words and clause_chars must not be negative")
-        self._rules = CutRules(first_chunk_words, min_clause_words, clause_chars, max_chars)
+        self._rules = CutRules(
+            first_chunk_words, min_clause_words, clause_chars, max_chars, lexicon(language)
+        )
         self._markdown = markdown
         self._code_block_text = code_block_text
         self._reset()
@@ -100,6 +111,7 @@ class SpeechChunker:
         )
         self._pending = ""  # filtered text; released up to _done
         self._ends: list[int] = []  # raw offset just after each character of _pending
+        self._code: list[bool] = []  # whether each character of _pending is inline code
         self._done = 0
         self._start = 0  # raw offset where the pending piece starts
         self._raw_len = 0
@@ -137,6 +149,7 @@ class SpeechChunker:
     def _append(self, segments: list[Segment]) -> None:
         self._pending += "".join(seg.text for seg in segments)
         for seg in segments:
+            self._code.extend([seg.code] * len(seg.text))
             if seg.end - seg.start == len(seg.text):
                 self._ends.extend(range(seg.start + 1, seg.end + 1))
             else:  # a substitution: all of it stands for its whole span
@@ -148,6 +161,7 @@ class SpeechChunker:
             chunks.append(self._release(cut.pos, _KINDS[cut.kind]))
         # Drop released text once per call, not once per cut: one big feed stays linear.
         self._pending, self._ends = self._pending[self._done :], self._ends[self._done :]
+        self._code = self._code[self._done :]
         self._done = 0
         return chunks
 
@@ -165,6 +179,7 @@ class SpeechChunker:
                 final=final and whole,
                 line_start=self._line_start,
                 rules=self._rules,
+                code=self._code[self._done : end],
             )
             if cut is not None or whole:
                 return cut

@@ -18,7 +18,8 @@ Rules:
   line made only of 3+ ``-``, ``*`` or ``_`` (spaces allowed) is removed, its newline
   kept. ``1.`` list numbers are kept: they are spoken.
 - Inline code: the backtick run is removed; the content up to a run of the same
-  length is copied verbatim (no markdown inside code). A code span ends at a newline.
+  length is copied verbatim (no markdown inside code) in segments marked ``code``.
+  A code span ends at a newline.
 - Fenced code: a line starting with 3+ backticks or tildes (for backticks, no
   backtick later on the line) opens a block that runs to a closing fence line (same
   character, at least as long) or the end of the stream. The block is skipped. With
@@ -49,11 +50,13 @@ class Segment:
 
     Text copied verbatim has ``end - start == len(text)``; a substitution (the
     ``code_block_text`` spoken for a fenced block) spans the opening fence line.
+    ``code`` marks the content of an inline code span (the chunker never cuts in it).
     """
 
     text: str
     start: int
     end: int
+    code: bool = False
 
 
 class _NeedMore(Exception):
@@ -96,6 +99,7 @@ class MarkdownFilter:
         # The verbatim output not yet in _out: _buf[_run_from:_run_to] (one raw slice, so
         # contiguous copies just extend it).
         self._run_from = self._run_to = -1
+        self._run_code = False
         self._prev = ""  # last raw character consumed ("" at the start)
         self._line_start = True
         self._mode = _Mode.TEXT
@@ -151,16 +155,18 @@ class MarkdownFilter:
 
     def _emit(self, i: int, j: int) -> None:
         """Copy ``_buf[i:j]`` to the output verbatim and consume up to ``j``."""
-        if self._run_to != i:
+        code = self._mode is _Mode.CODE
+        if self._run_to != i or code != self._run_code:
             self._close_run()
-            self._run_from = i
+            self._run_from, self._run_code = i, code
         self._run_to = self._pos = j
         self._prev = self._buf[j - 1]
 
     def _close_run(self) -> None:
         if self._run_from >= 0:
             a, b = self._run_from, self._run_to
-            self._out.append(Segment(self._buf[a:b], self._base + a, self._base + b))
+            seg = Segment(self._buf[a:b], self._base + a, self._base + b, self._run_code)
+            self._out.append(seg)
         self._run_from = self._run_to = -1
 
     def _drop(self, n: int) -> None:

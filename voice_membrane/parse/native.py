@@ -42,7 +42,7 @@ import logging
 from typing import Any, get_args
 
 from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
-from ..providers.base import (
+from ..provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,

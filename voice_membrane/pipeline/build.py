@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
+from ..parse.phrase_guard import PhraseGuard
+from ..parse.policy import StreamPolicy, ToolAllowList
+from ..providers.credentials import key_problem
 from ..providers.registry import CLOUD, create_provider
+from ..redact import remember
 from ..retry import RetryPolicy
 from ..sinks.base import AudioSink
 from ..sinks.registry import create_sink
 from ..sinks.speaker import speaker_available
+from ..tools_mcp import McpServer, McpToolbox
 from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
-from .config import ConfigError, PipelineConfig
+from .config import ConfigError, McpServerConfig, PipelineConfig, PolicyConfig, ToolsConfig
 from .history import RequestCounter, counter_for
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
@@ -25,6 +32,9 @@ CLOUD_CONTEXT_TOKENS = 32000
 # The embedded model gets no deadline by default: it is computing, not waiting, and
 # a long prompt can take SmolLM2 several seconds (8.6 s for 1,837 tokens on 2 cores).
 CLOUD_FIRST_TOKEN_DEADLINE_S = 20.0
+# The membrane's limit on a round of tool calls, beyond each call's own: a toolbox
+# times its calls out first, so each call keeps its own result or error.
+TOOL_ROUND_GRACE_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +47,7 @@ class Parts:
     notice: str | None  # something the user should be told once (a fallback taken)
     wav_path: str | None  # where the audio goes when the sink is a WAV file
     context: RequestCounter | None = None  # keeps long sessions within the model's context
+    toolbox: McpToolbox | None = None  # the pipeline's MCP servers (not yet started)
 
 
 def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
@@ -66,6 +77,8 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             retry=RetryPolicy(max_retries=llm.max_retries),
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
+            policies=policies_for(config.policy),
+            tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
         )
         engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
     except ValueError as exc:
@@ -82,6 +95,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
     budget = llm.context_tokens
     if budget is None and cloud:
         budget = CLOUD_CONTEXT_TOKENS
+    toolbox = mcp_toolbox(config.tools)
     sink, notice, wav_path = _sink(config)
     return Parts(
         membrane,
@@ -92,7 +106,65 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         notice,
         wav_path,
         counter_for(membrane, budget),
+        toolbox,
     )
+
+
+def policies_for(config: PolicyConfig) -> Callable[[], list[StreamPolicy]] | None:
+    """The pipeline's stream policies, made afresh for each reply (they keep state)."""
+    allow, banned = config.allow_tools, config.banned_phrases
+    if allow is None and not banned:
+        return None
+
+    def make() -> list[StreamPolicy]:
+        policies: list[StreamPolicy] = []
+        if allow is not None:
+            policies.append(ToolAllowList(allow))
+        if banned:
+            policies.append(
+                PhraseGuard(
+                    banned, action=config.banned_action, replacement=config.banned_replacement
+                )
+            )
+        return policies
+
+    return make
+
+
+def mcp_toolbox(tools: ToolsConfig) -> McpToolbox | None:
+    """The toolbox of the ``[[tools.mcp]]`` servers, or None without any. Header
+    values are read from their variables now: a missing one is a ``ConfigError``."""
+    if not tools.mcp:
+        return None
+    servers = [_mcp_server(server, n) for n, server in enumerate(tools.mcp)]
+    return McpToolbox(servers, timeout_s=tools.timeout_s, connect_timeout_s=tools.connect_timeout_s)
+
+
+def _mcp_server(config: McpServerConfig, n: int) -> McpServer:
+    name = config.label(n)
+    if config.command is not None:
+        return McpServer(
+            name,
+            command=tuple(config.command),
+            env=config.env,
+            cwd=config.cwd,
+            tool_prefix=config.tool_prefix,
+        )
+    where = f"tools.mcp[{n}] ({name})"
+    wanted = [(header, variable, "") for header, variable in config.headers_env.items()]
+    if config.bearer_token_env:
+        wanted.append(("Authorization", config.bearer_token_env, "Bearer "))
+    headers: dict[str, str] = {}
+    for header, variable, scheme in wanted:
+        value = os.environ.get(variable, "")
+        if not value:
+            raise ConfigError(f"{where}: {variable} (the {header} header) is not set")
+        problem = key_problem(value)
+        if problem:
+            raise ConfigError(f"{where}: the value of {variable} {problem}")
+        remember(value)  # masked in every message and log from now on
+        headers[header] = scheme + value
+    return McpServer(name, url=config.url, headers=headers, tool_prefix=config.tool_prefix)
 
 
 def _sink(config: PipelineConfig) -> tuple[AudioSink, str | None, str | None]:

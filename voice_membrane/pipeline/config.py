@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -124,6 +125,85 @@ class ChunkerConfig(_Section):
     max_chars: int = Field(250, ge=1)
     markdown: bool = True
     code_block_text: str | None = None
+    # The reply's language (abbreviation and ordinal tables); none: all of them.
+    language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
+
+
+class PolicyConfig(_Section):
+    """Stream policies (``parse.policy``) every reply of the pipeline passes."""
+
+    # The tools the model may call (unset: any it is given). A call to another is
+    # never run: the model gets an error result saying why.
+    allow_tools: list[str] | None = None
+    # Never spoken (case and spacing ignored, whole words): the phrase and the rest
+    # of its sentence are replaced by banned_replacement, or dropped.
+    banned_phrases: list[str] = []
+    banned_action: Literal["replace", "drop"] = "replace"
+    banned_replacement: str = Field("I'd rather not say that.", max_length=500)
+
+    @field_validator("banned_phrases")
+    @classmethod
+    def _no_blank_phrase(cls, phrases: list[str]) -> list[str]:
+        if any(not phrase.strip() for phrase in phrases):
+            raise ValueError("a banned phrase is blank")
+        return phrases
+
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class McpServerConfig(_Section):
+    """One ``[[tools.mcp]]`` table: an MCP server run as ``command`` (stdio) or
+    reached at ``url`` (streamable HTTP). See docs/tools.md."""
+
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    command: list[str] | None = Field(None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: BaseUrl | None = None
+    # Header name → the environment variable holding its value (never in the file).
+    headers_env: dict[str, Annotated[str, Field(pattern=_ENV_NAME)]] = Field(default_factory=dict)
+    bearer_token_env: str | None = Field(None, pattern=_ENV_NAME)
+    tool_prefix: str = Field("", pattern=r"^[A-Za-z0-9_-]{0,32}$")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                'give either command = ["program", "arg", …] (run over stdio) or '
+                'url = "http://…" (streamable HTTP)'
+            )
+        if self.command is not None and (self.headers_env or self.bearer_token_env):
+            raise ValueError("headers_env and bearer_token_env are for a url, not a command")
+        if self.url is not None and (self.env or self.cwd is not None):
+            raise ValueError("env and cwd are for a command, not a url")
+        if self.command is not None and not self.command[0]:
+            raise ValueError("the command's program is empty")
+        return self
+
+    def label(self, n: int) -> str:
+        """Its name: ``name``, else the program's or host's name, else its place."""
+        if self.name:
+            return self.name
+        if self.command:
+            return Path(self.command[0]).name or f"mcp{n + 1}"
+        return urlsplit(self.url or "").hostname or f"mcp{n + 1}"
+
+
+class ToolsConfig(_Section):
+    # Each tool call's time limit; a call past it gets an error result.
+    timeout_s: float = Field(30.0, gt=0, le=3600, allow_inf_nan=False)
+    # How long each MCP server has to start and list its tools.
+    connect_timeout_s: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+    mcp: list[McpServerConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> ToolsConfig:
+        labels = [server.label(n) for n, server in enumerate(self.mcp)]
+        for label in labels:
+            if labels.count(label) > 1:
+                raise ValueError(f"two MCP servers are named {label!r}: give each a distinct name")
+        return self
 
 
 class PipelineConfig(_Section):
@@ -132,6 +212,8 @@ class PipelineConfig(_Section):
     tts: TtsOptions = TtsOptions()
     sink: SinkConfig = SinkConfig()
     chunker: ChunkerConfig = ChunkerConfig()
+    policy: PolicyConfig = PolicyConfig()
+    tools: ToolsConfig = ToolsConfig()
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""
@@ -163,6 +245,17 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     if kind == "replay" and target and not Path(target).is_absolute():
         spec = f"replay:{(path.parent / target).resolve()}"
         config = config.with_overrides({"llm": {"spec": spec}})
+    # So is an MCP server's working folder.
+    servers = [
+        server.model_copy(update={"cwd": str((path.parent / server.cwd).resolve())})
+        if server.cwd is not None and not Path(server.cwd).is_absolute()
+        else server
+        for server in config.tools.mcp
+    ]
+    if servers != config.tools.mcp:
+        config = config.model_copy(
+            update={"tools": config.tools.model_copy(update={"mcp": servers})}
+        )
     return config
 
 
@@ -175,16 +268,24 @@ def _validate(data: dict[str, Any], where: str) -> PipelineConfig:
 
 def _describe(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    loc = [str(part) for part in error["loc"]]
-    key = ".".join(loc) or "(top level)"
+    key = "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+    ).lstrip(".")
+    key = key or "(top level)"
     if error["type"] == "extra_forbidden":
         model: type[BaseModel] = PipelineConfig
-        for part in loc[:-1]:
+        for part in error["loc"][:-1]:
+            if isinstance(part, int):  # an entry of a list of tables ([[tools.mcp]])
+                continue
             annotation = model.model_fields[part].annotation
+            if get_origin(annotation) is list:
+                annotation = get_args(annotation)[0]
             assert isinstance(annotation, type) and issubclass(annotation, BaseModel)
             model = annotation
         allowed = ", ".join(model.model_fields)
         return f"unknown key {quote(key)} (allowed here: {allowed})"
     extra = f" ({exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    if isinstance(error["input"], dict):  # a whole table: the message names the keys
+        return f"{key}: {error['msg']}{extra}"
     # The bad value is quoted redacted and cut: it may be a pasted key, or 1 MB.
     return f"{key}: {error['msg']}, got {quote(error['input'])}{extra}"

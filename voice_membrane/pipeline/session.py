@@ -5,7 +5,9 @@ closed when it ends, so model and voice load times are paid once, not per turn.
 Each turn's request holds the system prompt, the conversation so far (user text
 and what the assistant actually said — only the heard part of an interrupted
 reply) and the new user text; the session's ``Membrane`` formats it for the
-provider and runs the tool loop when tools and ``on_tool_calls`` are given.
+provider and runs the tool loop when tools and ``on_tool_calls`` are given, or a
+``toolbox`` (MCP servers: ``tools_mcp.McpToolbox``), which the session opens
+before its first turn and closes with it.
 A long conversation is kept within the model's context by dropping its oldest
 turns (``history.py``); the turn's report says how many.
 """
@@ -25,7 +27,7 @@ from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
 from ..reply import Retrying
 from ..sinks.base import AudioSink
-from ..tools import OnToolCalls
+from ..tools import OnToolCalls, Toolbox, by_name
 from ..tts.base import TtsEngine
 from .history import RequestCounter, counter_for, fit
 from .stages import EventLogger
@@ -46,7 +48,12 @@ class Session:
     ``context`` keeps each request within the model's context by dropping the
     oldest turns (``history.py``); by default an embedded model that counts its
     tokens is fitted to its context less ``max_tokens``, and other models are not
-    checked. ``on_retry`` hears of each LLM retry as it is decided."""
+    checked. ``on_retry`` hears of each LLM retry as it is decided.
+
+    ``toolbox``: tools opened with the session (before the provider, so a tool
+    server that will not start fails the session before a model loads); its
+    definitions are offered beside ``tools`` and its calls go to it, other
+    calls to ``on_tool_calls``."""
 
     llm: Membrane | LlmSource
     engine: TtsEngine
@@ -56,6 +63,7 @@ class Session:
     options: RequestOptions = field(default_factory=RequestOptions)
     tools: list[ToolDefinition] = field(default_factory=list)
     on_tool_calls: OnToolCalls | None = None
+    toolbox: Toolbox | None = None
     chunker_options: dict[str, Any] = field(default_factory=dict)
     log: EventLogger = lambda record: None
     on_piece_start: Callable[[str], None] = lambda text: None
@@ -68,6 +76,8 @@ class Session:
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
 
     def __post_init__(self) -> None:
+        self._offered = self.tools  # with the toolbox's, once open
+        self._handler = self.on_tool_calls
         llm = self.llm
         if isinstance(llm, Membrane):
             self.membrane = llm
@@ -79,6 +89,8 @@ class Session:
     async def __aenter__(self) -> Session:
         async with AsyncExitStack() as stack:
             # If a later part fails to start, the ones already started are closed.
+            if self.toolbox is not None:
+                self._open_toolbox(await stack.enter_async_context(self.toolbox))
             provider = self.membrane.provider
             await provider.start()
             stack.push_async_callback(provider.aclose)
@@ -96,6 +108,16 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         await self._stack.aclose()
+
+    def _open_toolbox(self, toolbox: Toolbox) -> None:
+        names = {definition.name for definition in toolbox.definitions}
+        clash = sorted(names & {tool.name for tool in self.tools})
+        if clash:
+            raise ValueError(f"the session's tools and its toolbox both have {clash[0]!r}")
+        self._offered = [*self.tools, *toolbox.definitions]
+        self._handler = toolbox
+        if self.on_tool_calls is not None:
+            self._handler = by_name([(names, toolbox)], fallback=self.on_tool_calls)
 
     def request(
         self, user_text: str, first: int | None = None, participant: str | None = None
@@ -119,7 +141,7 @@ class Session:
             messages=messages,
             config=self.model,
             system_prompt=self.system_prompt,
-            tools=self.tools,
+            tools=self._offered,
             options=options,
         )
 
@@ -141,7 +163,7 @@ class Session:
             engine=self.engine,
             sink=self.sink,
             request=request,
-            on_tool_calls=self.on_tool_calls,
+            on_tool_calls=self._handler,
             chunker=SpeechChunker(**self.chunker_options),
             log=self.log,
             on_piece_start=self.on_piece_start,

@@ -27,7 +27,7 @@ from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..exception_groups import leaves
 from ..membrane import Membrane
 from ..messages import Request
-from ..providers.base import NativeDelta, ProviderOutput, TextDelta, Usage
+from ..provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
 from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls

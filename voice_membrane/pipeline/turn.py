@@ -68,6 +68,11 @@ class TurnResult:
     report: LatencyReport
     reply: ReplyResult | None = None
 
+    @property
+    def terminated(self) -> str | None:
+        """Why a stream policy ended the reply, if one did (what passed was spoken)."""
+        return self.reply.terminated if self.reply is not None else None
+
 
 class Turn:
     def __init__(

@@ -18,11 +18,12 @@ import anthropic
 import anyio
 import httpx2
 
+from ..provider_output import ProviderOutput
 from ..redact import remember
 from ..tls import shared_ssl_context
 from .anthropic_read import StreamReader, message_outputs
 from .anthropic_request import request_params
-from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .base import ErrorKind, ProviderError, retry_after_seconds, status_kind
 from .credentials import unusable_key
 
 if TYPE_CHECKING:

@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import fields
-from .base import (
+from ..provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
@@ -33,6 +32,7 @@ from .base import (
     TextDelta,
     Usage,
 )
+from . import fields
 
 STOP_REASONS: dict[str, StopReason] = {
     reason: reason

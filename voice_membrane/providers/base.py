@@ -6,22 +6,20 @@ Two kinds of source feed a reply:
   conversation; the text is parsed as prefill-mode output.
 - ``Provider`` (Anthropic, OpenAI, Gemini over their SDKs, and the embedded
   sources through ``TextSourceProvider``): takes a formatted request
-  (``formats.BuiltRequest``) and streams ``ProviderOutput`` items — raw text
-  (``TextDelta``, parsed by the XML parser) or native block events
-  (``NativeStart`` / ``NativeDelta`` / ``NativeStop``, assembled by
-  ``parse.NativeBlockAssembler``), plus ``Usage`` and a final ``StopInfo``.
-  ``Membrane`` turns either into the one event vocabulary.
+  (``formats.BuiltRequest``) and streams ``ProviderOutput`` items (the
+  vocabulary of ``provider_output``, which the parsers read without depending
+  on this layer). ``Membrane`` turns them into the one event vocabulary.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from ..provider_output import ProviderOutput
 from ..redact import redact
-from ..surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
@@ -155,116 +153,6 @@ class TokenCountingSource(LlmSource, Protocol):
         ...
 
     async def count_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
-
-
-# --------------------------------------------------------------------------- provider output
-
-NativeType: TypeAlias = Literal["text", "thinking", "tool_call"]
-
-StopReason: TypeAlias = Literal[
-    "end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal", "pause_turn", "other"
-]
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    """Raw reply text (prefill mode, completions): the XML parser reads it."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class NativeStart:
-    """A native content block begins (chat mode)."""
-
-    type: NativeType
-    tool_id: str | None = None
-    tool_name: str | None = None
-    redacted_data: str | None = None  # Anthropic redacted_thinking, kept for the history
-
-
-@dataclass(frozen=True, slots=True)
-class NativeDelta:
-    """Text, thinking text, or a fragment of a tool call's JSON input."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class StrayDelta:
-    """Text the reader cannot place in a block it knows: a delta with no open
-    block, one whose kind does not match the open block (``thinking_delta`` in a
-    text block), or one of a block type it does not know. Kept hidden, never
-    spoken; ``why`` says what was wrong, for the log."""
-
-    text: str
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class NativeStop:
-    """The open native block ends. ``input`` is a tool call's whole input when the
-    provider sends it parsed (Gemini); ``signature`` a thinking block's signature."""
-
-    input: dict[str, Any] | None = None
-    signature: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts of one call (cumulative within the call)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    thinking_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            self.cache_read_input_tokens + other.cache_read_input_tokens,
-            self.thinking_tokens + other.thinking_tokens,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class StopInfo:
-    """Why the call ended, in one vocabulary; ``raw`` is the provider's own word."""
-
-    reason: StopReason
-    stop_sequence: str | None = None
-    raw: str | None = None
-
-
-ProviderOutput: TypeAlias = (
-    TextDelta | NativeStart | NativeDelta | StrayDelta | NativeStop | Usage | StopInfo
-)
-
-
-def clean_output(output: ProviderOutput) -> ProviderOutput:
-    """``output`` with every lone surrogate in its text replaced by U+FFFD (see
-    ``surrogates``); ``output`` itself when it has none."""
-    if isinstance(output, TextDelta | NativeDelta | StrayDelta):  # the hot path: one check
-        if not has_surrogates(output.text):
-            return output
-        _log.warning("lone surrogate in model output replaced with U+FFFD")
-        return replace(output, text=replace_surrogates(output.text))
-    changes: dict[str, Any] = {}
-    for name in ("tool_id", "tool_name", "redacted_data", "signature", "stop_sequence", "raw"):
-        value = getattr(output, name, None)
-        if isinstance(value, str) and has_surrogates(value):
-            changes[name] = replace_surrogates(value)
-    if isinstance(output, NativeStop) and output.input is not None:
-        cleaned = replace_surrogates_in(output.input)
-        if cleaned != output.input:
-            changes["input"] = cleaned
-    if not changes:
-        return output
-    _log.warning("lone surrogate in model output replaced with U+FFFD (%s)", ", ".join(changes))
-    return replace(output, **changes)
 
 
 class Provider(Protocol):

@@ -46,9 +46,10 @@ import pydantic
 from google import genai
 from google.genai import errors, types
 
+from ..provider_output import ProviderOutput
 from ..redact import remember
 from ..tls import shared_ssl_context
-from .base import ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .base import ProviderError, retry_after_seconds, status_kind
 from .credentials import unusable_key
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import client_stops, request_config, request_contents

@@ -13,18 +13,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..parse.stops import StopScanner
-from . import fields
-from .base import (
+from ..provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
-    ProviderError,
     ProviderOutput,
     StopInfo,
     StopReason,
     TextDelta,
     Usage,
 )
+from . import fields
+from .base import ProviderError
 from .gemini_request import signature_text
 
 NAME = "gemini"

@@ -19,9 +19,10 @@ import anyio
 import httpx2
 import openai
 
+from ..provider_output import ProviderOutput
 from ..redact import remember
 from ..tls import shared_ssl_context
-from .base import ErrorKind, ProviderError, ProviderOutput, retry_after_seconds, status_kind
+from .base import ErrorKind, ProviderError, retry_after_seconds, status_kind
 from .credentials import unusable_key
 from .openai_read import ChatReader, TextReader
 from .openai_request import chat_request, completion_request, token_field

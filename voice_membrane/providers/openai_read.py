@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..parse.stops import StopScanner
-from . import fields
-from .base import (
+from ..provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
@@ -32,6 +31,7 @@ from .base import (
     TextDelta,
     Usage,
 )
+from . import fields
 
 FINISH: dict[str, StopReason] = {
     "stop": "end_turn",

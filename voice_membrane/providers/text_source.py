@@ -15,7 +15,8 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from ..messages import TextContent, ToolResultContent
-from .base import ChatMessage, LlmSource, ProviderOutput, StopInfo, TextDelta
+from ..provider_output import ProviderOutput, StopInfo, TextDelta
+from .base import ChatMessage, LlmSource
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest

@@ -24,6 +24,7 @@ from ..pipeline.session import Session
 from ..pipeline.stages import event_record
 from ..providers.base import LlmError
 from ..sinks.base import SinkError
+from ..tools_mcp import McpServerError
 from ..tts.base import TtsError
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
@@ -161,10 +162,14 @@ class Connection:
             log=self._on_log,
             on_piece_start=self._on_piece_start,
             context=parts.context,
+            toolbox=parts.toolbox,  # this session's own MCP connections, closed with it
         )
         async with AsyncExitStack() as stack:
             try:
                 await stack.enter_async_context(session)
+            except McpServerError as exc:  # a tool server will not start or answer
+                await self._fail_start("internal", f"pipeline {name}: {exc}")
+                return
             except (LlmError, TtsError, SinkError) as exc:  # a model or voice will not load
                 code: p.ErrorCode = "llm_error" if isinstance(exc, LlmError) else "tts_error"
                 await self._fail_start(code, str(exc))
@@ -193,6 +198,7 @@ class Connection:
                     session=self.id,
                     protocol=p.PROTOCOL_VERSION,
                     pipeline=name,
+                    pipelines=list(state.pipelines),
                     llm=llm,
                     tts=tts,
                     audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
@@ -285,6 +291,7 @@ class Connection:
                         visible=result.visible_text,
                         interrupted=result.interrupted,
                         error=result.error,
+                        terminated=result.terminated,
                     )
                 )
                 if result.error:

@@ -128,7 +128,8 @@ class Server:
 
     async def _preload(self) -> None:
         """Load each pipeline's models and voices once, now, not in the first session
-        (the process-wide caches keep them): a broken pipeline fails the start."""
+        (the process-wide caches keep them), and start its MCP servers once (each
+        session then starts its own): a broken pipeline fails the start."""
         for config in self.pipelines.values():
             parts = build_parts(config.with_overrides({"sink": {"kind": "null"}}))
             async with AsyncExitStack() as stack:
@@ -137,6 +138,8 @@ class Server:
                 stack.push_async_callback(provider.aclose)
                 await parts.engine.start()
                 stack.push_async_callback(parts.engine.aclose)
+                if parts.toolbox is not None:  # its MCP servers start and list their tools
+                    await stack.enter_async_context(parts.toolbox)
 
     def _own_origins(self, request: Request) -> set[str]:
         """The page's own origins. Only names of this listener, never the Host header

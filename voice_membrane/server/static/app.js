@@ -33,6 +33,7 @@
   const ui = {
     state: $("state"),
     sessionInfo: $("session-info"),
+    pipeline: $("pipeline"),
     connect: $("connect"),
     connectButton: $("connect-button"),
     token: $("token"),
@@ -361,6 +362,7 @@
     ui.waterfalls.replaceChildren(waterfallHint);
     await setUpAudio(message.audio.sample_rate);
     ui.sessionInfo.textContent = `${message.pipeline} · ${message.llm} → ${message.tts}`;
+    showPipelines(message.pipelines || [], message.pipeline);
     ui.audioInfo.textContent =
       `${message.audio.encoding} ${message.audio.sample_rate} Hz, ` +
       `${message.audio.frame_ms} ms frames, ${app.player.kind}`;
@@ -660,6 +662,20 @@
     ui.error.textContent = "";
   }
 
+  // A picker when the server allows more than one pipeline; the choice lives in the
+  // page's address (?pipeline=NAME), so a reload keeps it.
+  function showPipelines(names, current) {
+    ui.pipeline.hidden = names.length < 2;
+    ui.pipeline.replaceChildren(
+      ...names.map((name) => {
+        const option = document.createElement("option");
+        option.value = option.textContent = name;
+        option.selected = name === current;
+        return option;
+      }),
+    );
+  }
+
   // --- wiring ----------------------------------------------------------------------
   ui.composer.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -668,6 +684,13 @@
   ui.interrupt.addEventListener("click", () => {
     resumeAudio();
     interrupt();
+  });
+  ui.pipeline.addEventListener("change", () => {
+    const url = new URL(location.href);
+    url.searchParams.set("pipeline", ui.pipeline.value);
+    history.replaceState(null, "", url);
+    resumeAudio();
+    connect();
   });
   ui.connect.addEventListener("submit", (event) => {
     event.preventDefault();

@@ -1,0 +1,159 @@
+"""A small MCP server for offline tests, over stdio or streamable HTTP on loopback.
+
+Its tools: ``get_weather(city)`` (a made-up forecast), ``explode(reason)``
+(raises ``ToolError(reason)``: the SDK answers with an ``isError`` result),
+``slow(seconds)`` (sleeps, for timeouts), ``chart()`` (text and an image) and
+``whoami()`` (the value of ``MCP_WEATHER_WHO`` in its environment: a server's
+``env``).
+
+Over stdio, as a subprocess::
+
+    python -m voice_membrane.testing.mcp_weather [--tool-prefix P]
+
+Over HTTP, in a thread of the test process::
+
+    with McpHttpServer(token="secret") as server:
+        server.url                  # http://127.0.0.1:PORT/mcp
+        server.authorizations       # the Authorization headers it was sent
+
+``token`` makes it refuse (401) any request without ``Authorization: Bearer
+<token>``. ``--tool-prefix`` / ``tool_prefix`` prepends a string to every tool's
+name (two servers whose names do not clash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+# The smallest valid PNG (one transparent pixel), for a tool result that is not text.
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+
+def weather_server(tool_prefix: str = "") -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer("weather", log_level="WARNING")
+
+    @server.tool(name=f"{tool_prefix}get_weather", description="Today's forecast for a city.")
+    def get_weather(city: str) -> str:
+        return f"{city}: sunny, high of 21 °C"
+
+    @server.tool(name=f"{tool_prefix}explode", description="Always fails.")
+    def explode(reason: str) -> str:
+        raise ToolError(reason)  # the SDK's way to say why; its message reaches the client
+
+    @server.tool(name=f"{tool_prefix}slow", description="Answers after a while.")
+    async def slow(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"done after {seconds:g} s"
+
+    @server.tool(
+        name=f"{tool_prefix}chart", description="A chart of the week.", structured_output=False
+    )
+    def chart() -> list[Any]:
+        return ["The week's chart:", Image(data=_PNG, format="png")]
+
+    @server.tool(name=f"{tool_prefix}whoami", description="Who runs this server.")
+    def whoami() -> str:
+        return os.environ.get("MCP_WEATHER_WHO", "nobody")
+
+    return server
+
+
+class McpHttpServer:
+    """``weather_server`` over streamable HTTP with uvicorn on 127.0.0.1 (a free
+    port), in a thread of its own."""
+
+    def __init__(self, *, token: str | None = None, tool_prefix: str = "") -> None:
+        self.token = token
+        self.authorizations: list[str | None] = []
+        app = weather_server(tool_prefix).streamable_http_app(host="127.0.0.1")
+        self._app = app
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def _guarded(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            raw = headers.get(b"authorization")
+            authorization = raw.decode("latin-1") if raw is not None else None
+            self.authorizations.append(authorization)
+            if self.token is not None and authorization != f"Bearer {self.token}":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await self._app(scope, receive, send)
+
+    def start(self) -> McpHttpServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._guarded,
+            log_level="critical",
+            access_log=False,
+            interface="asgi3",
+            lifespan="on",  # the app's session manager runs in its lifespan
+            timeout_graceful_shutdown=1,
+        )
+        server = self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="mcp-weather", daemon=True
+        )
+        self._thread.start()
+        while not server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the MCP test server failed to start")
+            threading.Event().wait(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> McpHttpServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The MCP test server, over stdio.")
+    parser.add_argument("--tool-prefix", default="")
+    args = parser.parse_args()
+    weather_server(args.tool_prefix).run("stdio")
+
+
+if __name__ == "__main__":
+    main()
