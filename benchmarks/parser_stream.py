@@ -7,6 +7,17 @@ with one or two invokes, and the ``<function_results>`` answering them. A seeded
 
 What was generated is kept beside the wire text, so the benchmark can check the parser
 gave back exactly the visible text it was sent.
+
+Two hazards are built in, so that the benchmark's own output check covers them:
+
+- every third text block ends with no whitespace of its own, right before a hidden
+  block; when tool calls and results come next, the next text block starts right
+  after ``</function_results>``, so the only separator between the two words is the
+  whitespace standing alone between hidden blocks (``ok.<function_calls>…
+  </function_calls>\n<function_results>…</function_results>Sure``), which must
+  survive;
+- the stream ends inside the closer of a last ``<function_calls>``
+  (``…</invoke>\n</function_ca``): its invokes are calls, the cut closer is not one.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ class MixedStream:
 
     blocks: tuple[tuple[str, str], ...]  # (kind, wire text), kind as in voice_membrane.events
     text_blocks: tuple[str, ...]
+    top_level_text: str  # all the wire text outside hidden blocks, whitespace included
     thinking_blocks: tuple[str, ...]
     invokes: int
     results: int
@@ -112,6 +124,8 @@ def build_stream(target_chars: int = DEFAULT_TARGET_CHARS, seed: int = SEED) -> 
     blocks: list[tuple[str, str]] = []
     text_blocks: list[str] = []
     thinking_blocks: list[str] = []
+    top_level: list[str] = []
+    glued = False
     invokes = 0
     results = 0
     size = 0
@@ -124,12 +138,23 @@ def build_stream(target_chars: int = DEFAULT_TARGET_CHARS, seed: int = SEED) -> 
         new: list[tuple[str, str]] = []
         if kind == "text":
             paragraph = _paragraph(rng)
+            if glued and blocks[-1][0] == "tool_result":
+                # The previous text block was glued to the hidden blocks after it: glue
+                # this one to the hidden block before it, so the only separator left is
+                # the whitespace between </function_calls> and <function_results>.
+                blocks[-1] = ("tool_result", blocks[-1][1].rstrip("\n"))
+                top_level.pop()
+            # Every third text block is glued to the hidden block after it.
+            glued = len(text_blocks) % 3 == 1
+            wire = paragraph if glued else paragraph + "\n\n"
             text_blocks.append(paragraph)
-            new.append(("text", paragraph + "\n\n"))
+            top_level.append(wire)
+            new.append(("text", wire))
         elif kind == "thinking":
             thought = _thinking(rng)
             thinking_blocks.append(thought)
             new.append(("thinking", f"<thinking>\n{thought}\n</thinking>\n"))
+            top_level.append("\n")
         else:
             count = rng.randint(1, 2)
             calls = "\n".join(_invoke(rng) for _ in range(count))
@@ -140,8 +165,21 @@ def build_stream(target_chars: int = DEFAULT_TARGET_CHARS, seed: int = SEED) -> 
                 for i in range(1, count + 1)
             )
             new.append(("tool_result", f"<function_results>\n{answers}\n</function_results>\n"))
+            top_level += ["\n", "\n"]  # after </function_calls>, after </function_results>
             invokes += count
             results += count
         blocks.extend(new)
         size += sum(len(wire) for _, wire in new)
-    return MixedStream(tuple(blocks), tuple(text_blocks), tuple(thinking_blocks), invokes, results)
+    # A reply cut off inside the closer of its last tool calls.
+    count = rng.randint(1, 2)
+    calls = "\n".join(_invoke(rng) for _ in range(count))
+    blocks.append(("tool_call", f"<function_calls>\n{calls}\n</function_ca"))
+    invokes += count
+    return MixedStream(
+        tuple(blocks),
+        tuple(text_blocks),
+        "".join(top_level),
+        tuple(thinking_blocks),
+        invokes,
+        results,
+    )

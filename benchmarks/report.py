@@ -21,6 +21,7 @@ from benchmarks.bench_first_audio import PROMPTS
 from benchmarks.bench_parser import (
     BLANK_TEXT,
     HOSTILE_FEED,
+    LARGE_FEED_CHARS,
     REPEATS,
     TOKEN_CHARS,
     ParserResults,
@@ -125,18 +126,26 @@ def parser_section(results: ParserResults) -> str:
             f"## {PARSER_TITLE}",
             f"A seeded {results.megabytes:.2f} MB (UTF-8) prefill-mode stream of mixed blocks; "
             f"share by characters, tags included: {shares}. Each run feeds it to a fresh "
-            f"parser, either in {TOKEN_CHARS}-character tokens or one string per block, and "
-            "is checked: the visible and thinking text that comes out must equal (up to "
-            "whitespace) the text that was generated, or the run fails.",
+            f"parser, in {TOKEN_CHARS}-character tokens, one string per block, or "
+            f"{LARGE_FEED_CHARS // 1024} KB feeds (a non-streaming reply or a replayed log), "
+            "and is checked: the visible and thinking text that comes out must equal (up to "
+            "whitespace runs) the text that was generated, and the blocks of each type their "
+            "count, or the run fails. Two hazards are built in: every third text block ends "
+            "with no whitespace before hidden blocks, and where calls and results follow, the "
+            "next text block starts right after `</function_results>` (only the whitespace "
+            "between two hidden blocks keeps the two words apart); the stream ends inside the "
+            "closer of a last `<function_calls>` (its invokes are calls, the cut closer is "
+            "not).",
             timing,
             f"Untrusted text dense with `<`: {hostile.label} ({len(HOSTILE_FEED) / 1e3:.0f} kB, "
             "a `<` every other character, none closing) takes "
             f"{_range((median(hostile_ms), min(hostile_ms), max(hostile_ms)), 1)} ms "
-            "(median, min to max): each `<` looks for its `>` only as far as the longest "
-            "tag, so the cost stays linear in the feed.",
+            "(median, min to max): the tag pattern fails at each `<` within a few characters, "
+            "and only a `<` within the longest tag's length of the end is held back, so the "
+            "cost stays linear in the feed.",
             "Blocks the parser reported against blocks generated. The stream puts a newline "
-            "after every closing tag; text blocks holding only such whitespace are counted "
-            "in their own row (they are part of the text row too).",
+            "after every closing tag; text blocks holding only such whitespace would be "
+            "counted in their own row (they are part of the text row too).",
             blocks,
         ]
     )

@@ -7,7 +7,7 @@ import itertools
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_events import assemble
 
@@ -209,6 +209,29 @@ def test_stray_text_never_interrupts_the_open_block() -> None:
     assert completed == [Block("text", "Hello there."), Block("tool_call", "LEAK", input={})]
 
 
+def test_a_whitespace_block_between_hidden_blocks_keeps_visible_words_apart() -> None:
+    said = [
+        NativeStart("text"),
+        NativeDelta("ok."),
+        NativeStart("tool_call", "c1", "f"),
+        NativeStop(),
+        NativeStart("text"),
+        NativeDelta("\n\n"),  # a text block of layout only: never a block of its own
+        NativeStart("thinking"),
+        NativeDelta("hmm"),
+        NativeStart("text"),
+        NativeDelta("Sure"),
+        NativeStop(),
+    ]
+    events = assemble(said)
+    assert visible_text(events) == "ok.\n\nSure"
+    texts = [e.block.content for e in events if isinstance(e, BlockComplete)]
+    assert texts == ["ok.", None, "hmm", "\n\nSure"]
+    # the visible text already ends in whitespace: the block is layout
+    said[1] = NativeDelta("ok. ")
+    assert visible_text(assemble(said)) == "ok. Sure"
+
+
 def test_a_tool_call_with_no_id_gets_a_generated_one() -> None:
     events = assemble(
         [NativeStart("tool_call", None, "f"), NativeStop(), NativeStart("tool_call", "", "g")]
@@ -230,7 +253,22 @@ ITEM = st.one_of(
 )
 
 
-@given(st.lists(ITEM, max_size=14))
+DELTA = st.builds(NativeDelta, st.sampled_from(["ab", "c.", " ", "a b", "\n", "\n\n"]))
+# Whole blocks (a start, then its deltas): text blocks of layout only between hidden
+# blocks and words, the case where a dropped block would join two words.
+BLOCK = st.tuples(
+    st.builds(NativeStart, st.sampled_from(["text", "text", "thinking", "tool_call"])),
+    st.lists(DELTA, max_size=3),
+    st.lists(st.builds(NativeStop), max_size=1),
+).map(lambda b: [b[0], *b[1], *b[2]])
+ITEMS = st.one_of(
+    st.lists(ITEM, max_size=14),
+    st.lists(BLOCK, max_size=6).map(lambda blocks: [item for b in blocks for item in b]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ITEMS)
 def test_only_text_inside_a_started_text_block_is_ever_visible(items: list[Any]) -> None:
     events = assemble(items)
     open_type: str | None = None
@@ -244,8 +282,19 @@ def test_only_text_inside_a_started_text_block_is_ever_visible(items: list[Any])
             open_type = None
         elif isinstance(item, NativeDelta) and open_type == "text":
             said[-1].append(item.text)
-    # (a text block holding only whitespace is layout, never emitted)
-    assert visible_text(events) == "".join(t for b in said if (t := "".join(b)).strip())
+    # A text block holding only whitespace is layout, never emitted; but when it is
+    # the only separator between two visible words, it opens the next text block.
+    want, held, separates = "", "", False
+    for text in ("".join(b) for b in said):
+        if text.strip():
+            want, held, separates = want + held + text, "", not text[-1].isspace()
+        elif separates:
+            held += text
+    assert visible_text(events) == want
+    # No word separator is lost: up to whitespace runs, the visible text is all the
+    # text blocks' text.
+    all_text = "".join("".join(b) for b in said)
+    assert " ".join(visible_text(events).split()) == " ".join(all_text.split())
     open_index: int | None = None
     for event in events:  # blocks never overlap, even with stray text between them
         if isinstance(event, BlockStart):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from parser_helpers import (
     KNOWN_TAG,
@@ -118,6 +120,8 @@ def test_visibility_follows_block_type() -> None:
         "x <<thinking",
         "tags like <think, </thin and <function_ stay text",
         "<" + "a" * 300,
+        '<thinking name="x">, <invoke names="x">, <results> and <function_calls_x>',
+        '<Thinking>, <invoke name=x>, <invoke name="a>b"> and <parameter name="a"b">',
     ],
 )
 def test_non_membrane_angle_brackets_are_visible_unchanged(text: str) -> None:
@@ -197,6 +201,39 @@ def test_whitespace_between_blocks_is_layout_not_a_text_block() -> None:
     for pieces in ([stream], list(stream)):
         blocks = [b.block for b in completed(parse(pieces))]
         assert blocks == [Block("thinking", "a"), Block("text", "\n\nDone.\n")]
+
+
+@pytest.mark.parametrize(
+    ("stream", "visible"),
+    [
+        # whitespace standing alone between hidden blocks separates two words
+        (
+            'ok.<function_calls><invoke name="f"></invoke></function_calls>\n\n'
+            "<thinking>x</thinking>Sure",
+            "ok.\n\nSure",
+        ),
+        ("ok.<thinking>x</thinking> <thinking>y</thinking>Sure", "ok. Sure"),
+        # the visible text already ends in a space: the whitespace is layout
+        ("ok. <thinking>x</thinking>\n<thinking>y</thinking>Sure", "ok. Sure"),
+        # no visible word before it: layout
+        ("<thinking>x</thinking>\n<thinking>y</thinking>Sure", "Sure"),
+        # none written, none added
+        ("ok.<thinking>x</thinking>Sure", "ok.Sure"),
+    ],
+)
+def test_whitespace_between_hidden_blocks_keeps_visible_words_apart(
+    stream: str, visible: str
+) -> None:
+    for pieces in ([stream], list(stream)):
+        assert visible_text(parse(pieces)) == visible
+
+
+def test_a_separator_survives_text_pushed_between_feeds() -> None:
+    parser = XmlStreamParser()
+    events = parser.feed('ok.<function_calls><invoke name="f"></invoke></function_calls>\n')
+    parser.push('<function_results><result tool_use_id="toolu_xml_1">r</result></function_results>')
+    events += parser.feed("Sure") + parser.flush()
+    assert visible_text(events) == "ok.\nSure"
 
 
 def test_empty_implicit_text_blocks_are_not_emitted() -> None:
@@ -351,6 +388,50 @@ def test_unclosed_hidden_blocks_are_completed_by_flush_and_stay_hidden() -> None
     assert completed(events)[-1].block == Block("thinking", "never closed")
     events = parse(['<function_calls><invoke name="f"><parameter name="q">{"a": 1}'])
     assert completed(events)[-1].block.input == {"q": {"a": 1}}
+
+
+CALLS = (
+    "Checking.<function_calls>\n"
+    '<invoke name="search">\n<parameter name="q">rain</parameter>\n</invoke>\n'
+    '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+    '<parameter name="days">2</parameter>\n</invoke>\n'
+    "</function_calls>"
+)
+FULL_INPUTS = [{"q": "rain"}, {"city": "Paris", "days": 2}]
+KNOWN_INVOKE = re.compile(r'<invoke name="[^"]*">')
+
+
+@pytest.mark.parametrize(
+    "cut_after",
+    [
+        "</invoke>\n</function_ca",  # inside the closer of <function_calls>
+        "</invoke>\n</",
+        "</invoke>\n<invo",  # inside the next <invoke
+        '</invoke>\n<invoke name="get_wea',
+        "</invoke>\n",  # between invokes
+        '<invoke name="get_weather">\n<parame',  # inside a <parameter tag
+        '<parameter name="city">Paris</parameter>\n<parameter name="da',
+    ],
+)
+def test_a_stream_cut_inside_tool_calls_yields_no_phantom_call(cut_after: str) -> None:
+    wire = CALLS[: CALLS.rindex(cut_after) + len(cut_after)]
+    for pieces in ([wire], list(wire)):
+        calls = [b.block for b in completed(parse(pieces)) if b.block.type == "tool_call"]
+        assert all(call.tool_name for call in calls), calls  # nothing nameless
+        complete = wire.count("</invoke>")
+        assert [call.input for call in calls[:complete]] == FULL_INPUTS[:complete]
+        assert len(calls) == len(KNOWN_INVOKE.findall(wire))  # one per invoke opened, no more
+
+
+def test_every_cut_inside_tool_calls_keeps_one_call_per_invoke_and_none_nameless() -> None:
+    for end in range(len("Checking."), len(CALLS) + 1):
+        wire = CALLS[:end]
+        calls = [b.block for b in completed(parse([wire])) if b.block.type == "tool_call"]
+        assert all(call.tool_name for call in calls), (wire, calls)
+        opened = len(KNOWN_INVOKE.findall(wire))
+        assert len(calls) == opened, wire
+        complete = wire.count("</invoke>")
+        assert [call.input for call in calls[:complete]] == FULL_INPUTS[:complete]
 
 
 # --- prefill ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ is split, and hidden content never becomes visible."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
@@ -70,23 +71,60 @@ def _tag(name: str, prefix: str, attr: str = "", closing: bool = False) -> str:
     return f"<{'/' if closing else ''}{prefix}{name}{attr}>"
 
 
+# Text with no whitespace of its own, and whitespace that stands alone between blocks:
+# together they make the words a dropped separator would merge (`ok.` + `Sure`).
+BARE = st.text(alphabet="abcxyz.,!?é中", min_size=1, max_size=6)
+LAYOUT = st.sampled_from([" ", "\n", "\n\n", " \n\t"])
+
+
+class _TopLevel:
+    """The text blocks a stream's top-level text makes, by the documented rule: a
+    text block opens at its first non-space character, taking the whitespace
+    before it along; whitespace met before a hidden block is layout and dropped,
+    unless the visible text so far ends inside a word (then it is the separator
+    and goes with the next text block)."""
+
+    def __init__(self, expected: list[Expected]) -> None:
+        self.expected = expected
+        self.open: int | None = None  # index in ``expected`` of the open text block
+        self.lead = ""
+        self.separates = False
+
+    def text(self, text: str) -> None:
+        if self.open is not None:
+            block = self.expected[self.open]
+            self.expected[self.open] = Expected("text", (block.content or "") + text)
+        elif text.isspace():
+            self.lead += text
+            return
+        else:
+            self.open = len(self.expected)
+            self.expected.append(Expected("text", self.lead + text))
+            self.lead = ""
+        self.separates = not text[-1].isspace()
+
+    def boundary(self) -> None:
+        self.open = None
+        if not self.separates:
+            self.lead = ""
+
+
 @st.composite
 def streams(draw: st.DrawFn) -> tuple[str, list[Expected]]:
     """A wire stream of mixed blocks and the blocks it must parse into."""
     prefix = draw(st.sampled_from(["", "antml:"]))
     wire: list[str] = []
     expected: list[Expected] = []
-    last_was_text = False
-    for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["text", "thinking", "call", "result"]))
-        if kind == "text":
-            if last_was_text:
-                continue
-            body = draw(VISIBLE)
+    top = _TopLevel(expected)
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["text", "bare", "layout", "thinking", "call", "result"]))
+        if kind in ("text", "bare", "layout"):
+            body = draw({"text": VISIBLE, "bare": BARE, "layout": LAYOUT}[kind])
             wire.append(body)
-            if not body.isspace():  # whitespace between blocks is layout, not a block
-                expected.append(Expected("text", body))
-        elif kind == "thinking":
+            top.text(body)
+            continue
+        top.boundary()
+        if kind == "thinking":
             body = draw(THINKING_BODY)
             wire.append(_tag("thinking", prefix) + body + _tag("thinking", prefix, closing=True))
             expected.append(Expected("thinking", body))
@@ -110,8 +148,21 @@ def streams(draw: st.DrawFn) -> tuple[str, list[Expected]]:
             wire.append(_tag("result", prefix, closing=True) + "\n")
             wire.append(_tag("function_results", prefix, closing=True))
             expected.append(Expected("tool_result", body))
-        last_was_text = kind == "text"
     return "".join(wire), expected
+
+
+def _top_level_text(wire: str) -> str:
+    """The stream's top-level text, every hidden block cut out: what a reader sees."""
+    return _HIDDEN_BLOCK.sub("", wire)
+
+
+_HIDDEN_BLOCK = re.compile(
+    r"<(?:antml:)?(thinking|function_calls|function_results)>.*?</(?:antml:)?\1>", re.S
+)
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _json_or_raw(value: str) -> Any:
@@ -141,13 +192,17 @@ def test_any_split_gives_the_same_blocks_and_visible_text(
     # (a) the same logical event sequence, whatever the split
     assert shape(split) == shape(whole)
     assert completed(split) == completed(whole)
+    # (b) no word separator is lost: up to whitespace runs, the visible text is the
+    # stream's top-level text (tags are never inside words, so cutting them out
+    # joins nothing the stream kept apart)
+    assert _collapsed(visible_text(split)) == _collapsed(_top_level_text(wire))
     # the blocks are the ones written
     assert [_as_expected(b.block) for b in completed(whole)] == expected
-    # (b) no tag text and no hidden text in a visible chunk
+    # (c) no tag text and no hidden text in a visible chunk
     for event in split:
         if isinstance(event, Chunk) and event.meta.visible:
             assert not KNOWN_TAG.search(event.text)
-    # (c) the visible text is exactly the text blocks
+    # (d) the visible text is exactly the text blocks
     want = "".join(b.content or "" for b in expected if b.type == "text")
     assert visible_text(split) == want
 
@@ -177,3 +232,19 @@ def test_prefill_then_stream_equals_the_stream_read_in_context(
     continued = parse([wire[at:]], prefill=wire[:at])
     whole_visible = visible_text(parse([wire]))
     assert whole_visible.endswith(visible_text(continued))
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams(), st.integers(0, 400))
+def test_a_stream_cut_anywhere_yields_no_nameless_call(
+    generated: tuple[str, list[Expected]], at: int
+) -> None:
+    """A reply cut short (max tokens, a dropped connection) ends where it ends: what
+    was left inside a tool-call container belongs to no invoke and is never a call."""
+    wire, expected = generated
+    cut = wire[: min(at, len(wire))]
+    calls = [b.block for b in completed(parse([cut])) if b.block.type == "tool_call"]
+    assert all(call.tool_name and call.tool_id for call in calls), calls
+    closed = len(re.findall(r"</(?:antml:)?invoke>", cut))
+    want = [e for e in expected if e.type == "tool_call"][:closed]
+    assert [_as_expected(call) for call in calls[:closed]] == want

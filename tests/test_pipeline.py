@@ -429,3 +429,36 @@ async def test_speech_ends_at_the_last_complete_word_when_the_reply_fails(
     assert " ".join(tts_inputs) == spoken  # the cut-off word never reached the voice
     assert result.spoken_text == spoken and result.report.chars_spoken == len(spoken)
     assert history[-2] == Message(participant="Assistant", content=spoken)
+
+
+# --- words on either side of hidden blocks --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deltas", "visible"),
+    [
+        # whitespace standing alone between two hidden blocks is the only separator
+        (
+            [
+                'ok.<function_calls><invoke name="f"></invoke></function_calls>',
+                "\n\n",
+                "<thinking>x</thinking>",
+                "Sure thing.",
+            ],
+            "ok.\n\nSure thing.",
+        ),
+        # none written: each text block is its own piece, so a block boundary is a
+        # word boundary in the transcript too
+        (["ok.<thinking>x</thinking>Sure thing."], "ok. Sure thing."),
+    ],
+)
+async def test_words_on_either_side_of_hidden_blocks_stay_apart(
+    deltas: list[str], visible: str
+) -> None:
+    records: list[dict[str, Any]] = []
+    session = Session(ScriptedSource(deltas), EspeakEngine(), NullSink(), log=records.append)
+    result = await one_turn(session)
+    tts_inputs = [r["text"] for r in records if r["event"] == "tts_input"]
+    assert tts_inputs == ["ok.", "Sure thing."]  # two pieces: never "ok.Sure"
+    assert result.visible_text == visible
+    assert " ".join(result.spoken_text.split()) == "ok. Sure thing."

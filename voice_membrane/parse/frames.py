@@ -21,6 +21,10 @@ class Kind(Enum):
     RESULTS = auto()  # <function_results>: holds results
     RESULT = auto()  # <result|error tool_use_id=…>: a tool's output (XML-escaped)
 
+    # Members are singletons: hash by identity, in C (Enum's own __hash__ runs in
+    # Python, and the scanner looks kinds up in its tables at every tag).
+    __hash__ = object.__hash__
+
 
 _O, _C = False, True  # opener / closer, for the tables below
 

@@ -8,7 +8,9 @@ into the same ``BlockStart`` / ``Chunk`` / ``BlockComplete`` sequence the XML
 parser produces for the same logical reply:
 
 - a text block opens at its first non-whitespace text; a text block that holds
-  only whitespace is layout and never emitted (as between XML blocks);
+  only whitespace is layout and never emitted (as between XML blocks), but when
+  it is the only separator between two visible words its whitespace opens the
+  next text block, so the visible text never joins two words;
 - a thinking block opens at its start, so an empty one still appears;
 - a tool call opens with its name chunk and id chunk (``tool_call_part`` "name",
   "id"), then the JSON input fragments as "input" chunks, at ``depth`` 1; it
@@ -60,6 +62,9 @@ class NativeBlockAssembler:
         self._index: int | None = None  # its event index once emitted
         self._parts: list[str] = []
         self._held_space: list[str] = []  # leading whitespace of a text block
+        # The visible text so far ends inside a word: a whitespace-only text block
+        # is then the separator, kept for the next text block (as in the XML parser).
+        self._separates = False
         self._tool_id: str | None = None
         self._tool_name: str | None = None
         self._redacted: str | None = None
@@ -135,6 +140,8 @@ class NativeBlockAssembler:
             self._held_space.clear()
             self._open(out)
         self._chunk(out, text, "input" if self._type == "tool_call" else None)
+        if self._type == "text":
+            self._separates = not text[-1].isspace()
         return out
 
     def stop(
@@ -144,7 +151,9 @@ class NativeBlockAssembler:
         if self._type is not None and self._index is not None:
             out.append(BlockComplete(self._index, self._block(input, signature)))
         self._type = self._index = self._unknown = None
-        self._parts, self._held_space, self._metas = [], [], {}
+        self._parts, self._metas = [], {}
+        if not self._separates:
+            self._held_space = []
         self._emit_stray(out)
         return out
 

@@ -19,7 +19,6 @@ is allowed around ``=`` and before ``>``. An attribute value cannot contain
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 TagName: TypeAlias = Literal[
@@ -47,35 +46,30 @@ ALL_TAGS: Final[frozenset[TagKey]] = frozenset(
 MAX_TAG_LENGTH: Final = 256
 _NAMESPACE: Final = "antml:"
 
-_COMPLETE = re.compile(r"<(/?)(?:antml:)?([a-z_]+)(?:\s+([a-z_]+)\s*=\s*\"([^\">]*)\")?\s*>\Z")
+# A complete known tag, for ``search`` over a whole buffer (the scanner's one pass in
+# C). Groups: 1 a closer's name; 2 a bare opener's name; 3, 4
+# an invoke/parameter opener's name and value; 5, 6 a result/error opener's.
+TAG_PATTERN: Final = re.compile(
+    r"<(?:/(?:antml:)?(thinking|function_calls|function_results|invoke|parameter|result|error)"
+    r"|(?:antml:)?(?:(thinking|function_calls|function_results)"
+    r"|(invoke|parameter)\s+name\s*=\s*\"([^\">]*)\""
+    r"|(result|error)\s+tool_use_id\s*=\s*\"([^\">]*)\"))\s*>"
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Tag:
-    """A complete known tag."""
-
-    closing: bool
-    name: TagName
-    value: str | None = None  # the attribute's value, for invoke/parameter/result/error openers
-
-    @property
-    def key(self) -> TagKey:
-        return (self.closing, self.name)
+_OPENER_KEY: Final[dict[str, TagKey]] = {name: (False, name) for name in TAG_ATTRIBUTE}  # type: ignore[misc]
+_CLOSER_KEY: Final[dict[str, TagKey]] = {name: (True, name) for name in TAG_ATTRIBUTE}  # type: ignore[misc]
 
 
-def match_tag(text: str) -> Tag | None:
-    """The known tag spelled by ``text`` (which starts with ``<`` and ends with ``>``), if any."""
-    m = _COMPLETE.match(text)
-    if m is None:
-        return None
-    slash, name, attr, value = m.groups()
-    if name not in TAG_ATTRIBUTE:
-        return None
-    closing = slash == "/"
-    expected = None if closing else TAG_ATTRIBUTE[name]
-    if attr != expected:
-        return None
-    return Tag(closing, name, value)  # type: ignore[arg-type]
+def tag_key(match: re.Match[str]) -> tuple[TagKey, str | None]:
+    """The tag a ``TAG_PATTERN`` match spells: its key and attribute value."""
+    last = match.lastindex  # the group that matched last tells which branch did
+    if last == 1:
+        return _CLOSER_KEY[match[1]], None
+    if last == 2:
+        return _OPENER_KEY[match[2]], None
+    assert last is not None
+    return _OPENER_KEY[match[last - 1]], match[last]
 
 
 def _tail_prefix_pattern(attribute: str) -> re.Pattern[str]:

@@ -27,14 +27,21 @@ def _reject_constant(name: str) -> Any:
     raise _NotJson(name)
 
 
+_DECODER = json.JSONDecoder(parse_int=_int_or_string, parse_constant=_reject_constant)
+# What a JSON text can start with (after whitespace): most values are plain words,
+# and failing json.loads on each costs an exception.
+_JSON_STARTS = frozenset('{["-0123456789tfn')
+
+
 def parse_parameter_value(raw: str) -> Any:
     """A parameter's value: ``raw`` parsed as JSON when it is valid JSON, else ``raw``.
 
     Integers of 16 or more digits are kept as their digit strings, nested or not.
     """
-    if _LONG_INT.match(raw):
+    first = raw.lstrip()[:1]
+    if first not in _JSON_STARTS or _LONG_INT.match(raw):
         return raw
     try:
-        return json.loads(raw, parse_int=_int_or_string, parse_constant=_reject_constant)
+        return _DECODER.decode(raw)
     except ValueError:
         return raw

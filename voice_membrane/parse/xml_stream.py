@@ -23,10 +23,15 @@ The rules per context (see ``frames.STRUCTURAL``):
   ``<function_calls>`` / ``<function_results>``; ``meta.depth`` counts the nesting.
 - whitespace between structural tags is wire format; other text there (malformed
   output) is kept as a hidden chunk with ``tool_call_part=None``.
+- whitespace at top level that opens no block is layout, except where it is the
+  only separator between two visible words (``ok.</function_calls>\n<thinking>…
+  </thinking>Sure``): then it opens the next text block, so the visible text
+  never joins two words.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Final
@@ -42,12 +47,21 @@ from .frames import (
     Kind,
     OpenBlock,
 )
-from .tags import MAX_TAG_LENGTH, Tag, could_become_tag, match_tag
+from .tags import MAX_TAG_LENGTH, TAG_PATTERN, TagKey, could_become_tag, tag_key
 from .tool_input import parse_parameter_value
 
 _ENTITY: Final = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
 _NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_log = logging.getLogger(__name__)
+_search_tag: Final = TAG_PATTERN.search
+# Where a parameter's value ends: the first closer that acts inside it (group 1 for
+# </parameter>, 2 for an enclosing closer).
+_search_param_end: Final = re.compile(
+    r"</(?:antml:)?(?:(parameter)|(invoke|function_calls))\s*>"
+).search
+_PARAMETER: Final = (False, "parameter")
+_STRAY_KINDS: Final = frozenset({Kind.CALLS, Kind.INVOKE, Kind.RESULTS})
 
 
 def _replace_entity(match: re.Match[str]) -> str:
@@ -81,6 +95,10 @@ class XmlStreamParser:
         self._stray: list[str] = []  # text between structural tags, decided at the next tag
         self._entity_hold = ""  # a partial "&…" at the end of result text
         self._lead_space: list[str] = []  # whitespace that may yet open a text block
+        # The visible text so far ends inside a word: whitespace met before the next
+        # text block separates two words, so it is kept for that block.
+        self._separates = False
+        self._param_end = 0  # set by _whole_parameter: where the scan goes on
         self._silent = False
         self._out: list[Event] = []
         self._accumulated: list[str] = []
@@ -105,7 +123,8 @@ class XmlStreamParser:
         try:
             self.feed(text)
             self._stray.clear()
-            self._lead_space.clear()
+            if not self._separates:
+                self._lead_space.clear()
             self._entity_hold = ""
         finally:
             self._silent = False
@@ -119,6 +138,13 @@ class XmlStreamParser:
         if self._pending:
             text, self._pending = self._pending, ""
             self._content(text)
+        if self._stack[-1].kind is Kind.CALLS and self._stray:
+            # Text left between invokes at the end (a cut `</function_ca`, `<invo`)
+            # belongs to no invoke: it must never become a call.
+            stray = "".join(self._stray)
+            self._stray.clear()
+            if stray.strip():
+                _log.warning("stray text at the end of tool calls kept hidden: %.60r", stray)
         self._end_segment()
         self._lead_space.clear()
         while len(self._stack) > 1:
@@ -156,43 +182,78 @@ class XmlStreamParser:
     # ------------------------------------------------------------------ scanning
 
     def _scan(self, text: str) -> None:
-        buf = self._pending + text if self._pending else text
-        self._pending = ""
+        if self._pending:
+            buf = self._pending + text
+            self._pending = ""
+        elif "<" not in text:  # most tokens: nothing that could be a tag
+            if text:
+                self._content(text)
+            return
+        else:
+            buf = text
         run = 0  # start of the content run not yet emitted
-        pos, end = 0, len(buf)
-        while pos < end:
-            lt = buf.find("<", pos)
-            if lt < 0:
-                break
+        pos = 0  # where the search for the next tag goes on
+        search = _search_tag
+        while (m := search(buf, pos)) is not None:
+            lt, after = m.span()
+            if after - lt > MAX_TAG_LENGTH + 1:
+                # Longer than a tag may be: the "<" is plain content; scan on after it.
+                pos = lt + 1
+                continue
             kind = self._stack[-1].kind
-            # A tag is at most MAX_TAG_LENGTH long: look no further for its ">".
-            gt = buf.find(">", lt + 1, lt + MAX_TAG_LENGTH + 1)
-            if gt < 0:
-                # With no ">" in reach, only a "<" near the end can still become a tag.
-                if end - lt <= MAX_TAG_LENGTH and could_become_tag(buf[lt:], HELD_TAGS[kind]):
+            key, value = tag_key(m)
+            acts = key in STRUCTURAL[kind]
+            if not acts and kind not in DROPS_OTHER_TAGS:
+                pos = after  # a known tag that means nothing here is content, as written
+                continue
+            if lt > run:
+                text = buf[run:lt]
+                # Layout between structural tags (`</invoke>\n<invoke …>`), with no
+                # stray text before it, is settled by this tag: nothing to keep.
+                if self._stray or kind not in _STRAY_KINDS or not text.isspace():
+                    self._content(text)
+            if self._stray or self._entity_hold:
+                self._end_segment()
+            if acts:
+                if key == _PARAMETER and self._whole_parameter(buf, after, value):
+                    pos = run = self._param_end
+                    continue
+                self._on_tag(key, value)
+            pos = run = after
+        end = len(buf)
+        # A "<" with no ">" after it, near the end, may still become a tag: hold it.
+        lt = buf.find("<", max(pos, end - MAX_TAG_LENGTH, buf.rfind(">") + 1))
+        if lt >= 0:
+            held = HELD_TAGS[self._stack[-1].kind]
+            while lt >= 0:
+                if could_become_tag(buf[lt:], held):
                     if lt > run:
                         self._content(buf[run:lt])
                     self._pending = buf[lt:]
                     return
-            else:
-                tag = match_tag(buf[lt : gt + 1])
-                if tag is not None:
-                    acts = tag.key in STRUCTURAL[kind]
-                    if acts or kind in DROPS_OTHER_TAGS:
-                        if lt > run:
-                            self._content(buf[run:lt])
-                        self._end_segment()
-                        if acts:
-                            self._on_tag(tag)
-                        pos = run = gt + 1
-                        continue
-                    # A known tag that means nothing here is content, as written.
-                    pos = gt + 1
-                    continue
-            # Not a tag: the "<" is plain content; scan on right after it.
-            pos = lt + 1
+                lt = buf.find("<", lt + 1)
         if run < end:
             self._content(buf[run:] if run else buf)
+
+    def _whole_parameter(self, buf: str, start: int, name: str | None) -> bool:
+        """Fast path for a parameter whose value and closer are all in ``buf``: take
+        its value in one step, as the general path would piece by piece. Returns
+        False (and does nothing) when that path must run instead."""
+        invoke = self._stack[-1]
+        block = self._open
+        if self._silent or block is None or block.frame is not invoke:
+            return False
+        m = _search_param_end(buf, start)
+        if m is None or m.end() - m.start() > MAX_TAG_LENGTH + 1:
+            return False
+        value = buf[start : m.start()]
+        invoke.params[name or ""] = value
+        if value:
+            self._chunk(invoke, value, "input")
+        # </parameter> is taken here; </invoke> or </function_calls> (which also
+        # close the parameter) are left for the scan to act on.
+        self._param_end = m.end() if m.lastindex == 1 else m.start()
+        return True
 
     def _content(self, text: str) -> None:
         top = self._stack[-1]
@@ -203,7 +264,8 @@ class XmlStreamParser:
             if self._open is None or self._open.frame is not top:
                 # Whitespace between blocks (`</thinking>\n<function_calls>`) is
                 # layout, as in chat mode: a text block opens at its first
-                # non-space character, taking the whitespace before it along.
+                # non-space character, taking the whitespace before it along
+                # (across hidden blocks too, when it separates two words).
                 if text.isspace():
                     self._lead_space.append(text)
                     return
@@ -211,6 +273,7 @@ class XmlStreamParser:
                     text = "".join(self._lead_space) + text
                     self._lead_space.clear()
             self._chunk(top, text)
+            self._separates = not text[-1].isspace()
         elif kind is Kind.THINKING:
             if not self._silent:
                 self._chunk(top, text)
@@ -242,11 +305,12 @@ class XmlStreamParser:
         if self._entity_hold:
             text, self._entity_hold = self._entity_hold, ""
             self._chunk(self._stack[-1], text)
-        if not self._stray:
+        stray = self._stray
+        if not stray:
             return
-        text = "".join(self._stray)
-        self._stray.clear()
-        if self._silent or not text.strip():
+        text = stray[0] if len(stray) == 1 else "".join(stray)
+        stray.clear()
+        if self._silent or not text or text.isspace():
             return
         top = self._stack[-1]
         if top.kind is Kind.INVOKE:
@@ -258,13 +322,16 @@ class XmlStreamParser:
 
     # ------------------------------------------------------------------ structure
 
-    def _on_tag(self, tag: Tag) -> None:
-        self._lead_space.clear()  # a block boundary: whitespace before it opened nothing
-        if tag.closing:
-            self._close(CLOSES[tag.name])
+    def _on_tag(self, key: TagKey, value: str | None) -> None:
+        if self._lead_space and not self._separates:
+            # A block boundary: whitespace before it opened nothing and separates
+            # nothing (no visible word before it), so it is layout.
+            self._lead_space.clear()
+        closing, name = key
+        if closing:
+            self._close(CLOSES[name])
             return
         top = self._stack[-1]
-        name = tag.name
         if name == "thinking":
             self._push(Frame(Kind.THINKING, top.depth), eager=True)
         elif name == "function_calls":
@@ -278,12 +345,12 @@ class XmlStreamParser:
             self._invokes += 1
             while (tool_id := f"{self._id_prefix}{self._invokes}") in self._taken_ids:
                 self._invokes += 1
-            self._tool_names[tool_id] = tag.value or ""
-            self._push(Frame(Kind.INVOKE, top.depth, tool_name=tag.value, tool_id=tool_id), True)
+            self._tool_names[tool_id] = value or ""
+            self._push(Frame(Kind.INVOKE, top.depth, tool_name=value, tool_id=tool_id), True)
         elif name == "parameter":
-            self._stack.append(Frame(Kind.PARAM, top.depth, param_name=tag.value or ""))
+            self._stack.append(Frame(Kind.PARAM, top.depth, param_name=value or ""))
         else:  # result / error
-            frame = Frame(Kind.RESULT, top.depth, tool_id=tag.value, is_error=name == "error")
+            frame = Frame(Kind.RESULT, top.depth, tool_id=value, is_error=name == "error")
             self._push(frame, eager=True)
 
     def _push(self, frame: Frame, eager: bool = False) -> None:

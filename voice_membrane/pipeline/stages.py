@@ -179,6 +179,7 @@ class RouteStage:
         self.log, self.m = log, m
         self.blocks: list[Block] = []  # every completed block, for the conversation history
         self.visible: list[str] = []
+        self._visible_block: int | None = None  # the block of the last visible chunk
 
     async def run(self, inp: ObjectReceiveStream[Timed], out: ObjectSendStream[Visible]) -> None:
         timer = self.m.stages["route"]
@@ -191,7 +192,7 @@ class RouteStage:
                 if isinstance(event, Chunk) and event.meta.visible:
                     self.m.stamp("first_visible")
                     self.m.visible_chars += len(event.text)
-                    self.visible.append(event.text)
+                    self._add_visible(event)
                     visible = Visible(event.text, timed.t_ns)
                 elif isinstance(event, BlockComplete):
                     self.blocks.append(event.block)
@@ -200,6 +201,20 @@ class RouteStage:
                 timer.add(started)
                 if visible is not None:
                     await out.send(visible)
+
+    def _add_visible(self, chunk: Chunk) -> None:
+        text = chunk.text
+        if (
+            chunk.meta.block_index != self._visible_block
+            and self.visible
+            and not self.visible[-1][-1:].isspace()
+            and not text[:1].isspace()
+        ):
+            # Two text blocks (a hidden one between them): each is spoken as its own
+            # piece, so the transcript keeps their words apart too, as the spoken text does.
+            self.visible.append(" ")
+        self._visible_block = chunk.meta.block_index
+        self.visible.append(text)
 
 
 class ChunkStage:
