@@ -216,3 +216,21 @@ def test_segment_spans_are_consistent(text: str, phrase: str | None) -> None:
         elif seg.text != phrase:
             assert text[seg.start : seg.end] == seg.text
         previous_end = seg.end
+
+
+def test_a_long_line_of_dashes_is_scanned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A line that may still be a thematic break is held to its end; the scan goes on
+    # from where the last feed stopped instead of starting over (which made a hostile
+    # 100 KB line of dashes, fed 4 characters at a time, cost minutes).
+    peeks = 0
+    peek = MarkdownFilter._peek
+
+    def counting(self: MarkdownFilter, i: int) -> str:
+        nonlocal peeks
+        peeks += 1
+        return peek(self, i)
+
+    monkeypatch.setattr(MarkdownFilter, "_peek", counting)
+    text = "-" * 20_000 + "\nHello there."
+    assert run(text, pieces=[text[i : i + 4] for i in range(0, len(text), 4)]) == "\nHello there."
+    assert peeks < 3 * len(text)

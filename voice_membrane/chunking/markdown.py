@@ -117,6 +117,7 @@ class MarkdownFilter:
         self._fence_line_start = False
         self._url_depth = 0
         self._link_close: list[int] = []  # raw offsets of the "]" closing open links
+        self._break_scan = (-1, 0, 0)  # a thematic break's scan so far: (start, at, count)
         self._item_line = False  # the current line is a heading or a list item
         self._line_tail = ""  # its last two non-blank output characters
 
@@ -255,14 +256,24 @@ class MarkdownFilter:
         return False
 
     def _thematic_break_end(self, p: int, c: str) -> int | None:
-        """End of a ``---`` / ``* * *`` line starting at ``p`` (before its newline)."""
-        q, count = p, 0
-        while (x := self._peek(q)) not in ("", "\n"):
-            if x == c:
-                count += 1
-            elif x not in _BLANK_CR:
-                return None
-            q += 1
+        """End of a ``---`` / ``* * *`` line starting at ``p`` (before its newline).
+        A line that may still be one is scanned on from where the last feed stopped
+        (a hostile line of 100 KB of dashes would otherwise be rescanned per feed)."""
+        start = self._base + p
+        if self._break_scan[0] == start:
+            q, count = self._break_scan[1] - self._base, self._break_scan[2]
+        else:
+            q, count = p, 0
+        try:
+            while (x := self._peek(q)) not in ("", "\n"):
+                if x == c:
+                    count += 1
+                elif x not in _BLANK_CR:
+                    return None
+                q += 1
+        except _NeedMore:
+            self._break_scan = (start, self._base + q, count)
+            raise
         return q if count >= 3 else None
 
     def _fence_open_end(self, p: int, r: int) -> int | None:
