@@ -15,7 +15,6 @@ Use it as a context manager::
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,13 +23,13 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 from starlette.types import Send
 
+from .loopback import LoopbackServer
 from .script import RawEvent, ScriptedReply
 
 # A vendor's error response: (HTTP status, message, headers) → its JSON error body.
@@ -61,9 +60,7 @@ class FakeServer:
         self.requests: list[RecordedRequest] = []
         self.cancelled_streams = 0  # streams the client closed before their end
         self.abandoned_requests = 0  # ``hang`` requests the client gave up on
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._loopback = LoopbackServer(f"{self.vendor}-fake")
         self.port = 0
 
     # ------------------------------------------------------------ scripting
@@ -159,40 +156,11 @@ class FakeServer:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> FakeServer:
-        # IPPROTO_TCP named: asyncio then sets TCP_NODELAY on accepted connections.
-        # Without it a reused connection waits ~40 ms (delayed ACK) before each
-        # stream's first bytes, a pause no real API has.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            Starlette(routes=self.routes()),
-            log_level="critical",  # a scripted drop is not an error worth printing
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name=f"{self.vendor}-fake", daemon=True
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError(f"{self.vendor} fake server failed to start")
-            threading.Event().wait(0.005)
+        self.port = self._loopback.start(Starlette(routes=self.routes()))
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
+        self._loopback.stop()
 
     def __enter__(self) -> FakeServer:
         return self.start()

@@ -26,16 +26,15 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import socket
-import threading
 from types import TracebackType
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+
+from .loopback import LoopbackServer
 
 # The smallest valid PNG (one transparent pixel), for a tool result that is not text.
 _PNG = base64.b64decode(
@@ -81,9 +80,7 @@ class McpHttpServer:
         self.authorizations: list[str | None] = []
         app = weather_server(tool_prefix).streamable_http_app(host="127.0.0.1")
         self._app = app
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._loopback = LoopbackServer("mcp-weather", lifespan="on")
         self.port = 0
 
     @property
@@ -103,38 +100,12 @@ class McpHttpServer:
         await self._app(scope, receive, send)
 
     def start(self) -> McpHttpServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._guarded,
-            log_level="critical",
-            access_log=False,
-            interface="asgi3",
-            lifespan="on",  # the app's session manager runs in its lifespan
-            timeout_graceful_shutdown=1,
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="mcp-weather", daemon=True
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("the MCP test server failed to start")
-            threading.Event().wait(0.005)
+        # lifespan on: the app's session manager runs in its lifespan
+        self.port = self._loopback.start(self._guarded)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
+        self._loopback.stop()
 
     def __enter__(self) -> McpHttpServer:
         return self.start()
