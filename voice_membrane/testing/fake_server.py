@@ -60,6 +60,7 @@ class FakeServer:
         self.requests: list[RecordedRequest] = []
         self.cancelled_streams = 0  # streams the client closed before their end
         self.abandoned_requests = 0  # ``hang`` requests the client gave up on
+        self.generation = 0  # bumped by reset()
         self._loopback = LoopbackServer(f"{self.vendor}-fake")
         self.port = 0
 
@@ -82,6 +83,9 @@ class FakeServer:
             self.requests.clear()
             self.cancelled_streams = 0
             self.abandoned_requests = 0
+            # A stream of the test before may be found cancelled only now: it is
+            # not this test's (counts are per generation).
+            self.generation += 1
         self.reset_ids()
 
     def reset_ids(self) -> None:
@@ -123,10 +127,12 @@ class FakeServer:
 
     async def hang(self, request: Request) -> Response:
         """Answer nothing until the client gives up and disconnects (``hang`` fault)."""
+        generation = self.generation
         while not await request.is_disconnected():
             await anyio.sleep(0.02)
         with self._lock:
-            self.abandoned_requests += 1
+            if generation == self.generation:
+                self.abandoned_requests += 1
         return Response(status_code=504)  # goes nowhere: the client has gone
 
     @staticmethod
@@ -188,13 +194,15 @@ class _CountedStream(StreamingResponse):
     ) -> None:
         super().__init__(events, media_type=media_type, headers=headers)
         self._server = server
+        self._generation = server.generation
 
     async def stream_response(self, send: Send) -> None:
         try:
             await super().stream_response(send)
         except anyio.get_cancelled_exc_class():
             with self._server._lock:
-                self._server.cancelled_streams += 1
+                if self._generation == self._server.generation:
+                    self._server.cancelled_streams += 1
             raise
 
 
