@@ -104,9 +104,16 @@ async def test_metrics_are_present_and_in_causal_order() -> None:
     assert set(data["stamps_ms"]) == set(STAMPS) and data["stamps_ms"]["request_sent"] == 0
 
 
-async def test_real_time_sink_slows_speech_never_drops_it() -> None:
+async def test_real_time_sink_slows_speech_never_drops_it(tmp_path: Path) -> None:
     sink = NullSink(sample_rate=22050, realtime=True)
-    source = ReplaySource(RECORDING, speed=0)  # the LLM is much faster than speech
+    # A short reply (about 4 s of speech: the test lasts as long as its audio), read
+    # much faster than it is spoken.
+    recording = tmp_path / "short.jsonl"
+    reply = "Sure! Let me look that up for you. Tomorrow will be sunny and warm."
+    lines = [{"format": "voice-membrane-replay", "version": 1, "mode": "prefill"}]
+    lines += [{"t_ms": 0, "text": reply[i : i + 6]} for i in range(0, len(reply), 6)]
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    source = ReplaySource(recording, speed=0)
     result = await one_turn(Session(source, EspeakEngine(), sink))
     stamps = result.report.stamps_ms
     assert stamps["last_audio"] is not None and stamps["first_audio"] is not None

@@ -84,9 +84,23 @@ def pulse() -> PulseServer:
         pytest.skip(str(exc))
 
 
+def short_recording(folder: Path) -> Path:
+    """A short reply (about 4 s of espeak-ng): the real-time tests last as long as
+    their audio."""
+    path = folder / "short.jsonl"
+    reply = "Sure! Let me look that up for you. Tomorrow will be sunny and warm."
+    lines = [{"format": "voice-membrane-replay", "version": 1, "mode": "prefill"}]
+    lines += [{"t_ms": 10 * i, "text": reply[i : i + 6]} for i in range(0, len(reply), 6)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
 def test_speaker_plays_the_answer_in_real_time(tmp_path: Path, pulse: PulseServer) -> None:
     config = load_pipeline(PIPELINES / "replay.toml").with_overrides(
-        {"llm": {"replay_speed": 0}, "sink": {"kind": "speaker"}}
+        {
+            "llm": {"spec": f"replay:{short_recording(tmp_path)}", "replay_speed": 0},
+            "sink": {"kind": "speaker"},
+        }
     )
     recording = tmp_path / "heard.wav"
     started = time.perf_counter()
@@ -139,7 +153,7 @@ def run_cli(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
 
 def test_interactive_loop_answers_each_line_until_end_of_input(tmp_path: Path) -> None:
     wav = tmp_path / "loop.wav"
-    replay = f"replay:{ROOT / 'audio_fixtures/streams/weather_tool_turn.jsonl'}"
+    replay = f"replay:{short_recording(tmp_path)}"
     proc = run_cli(
         [
             "--llm",
