@@ -124,3 +124,27 @@ def test_a_text_only_model_is_told_how_to_call_tools_and_sees_its_calls() -> Non
     assert '<tool_call>{"name": "TOOL_NAME"' in system.content
     assert "- get_weather: The forecast." in system.content and '"city"' in system.content
     assert user.content == "Weather?"
+
+
+async def test_the_local_tools_pipeline_runs_a_recorded_json_call_on_the_mcp_server() -> None:
+    # pipelines/local-tools.toml as shipped (the MCP weather server over stdio), with
+    # the embedded model replaced by a recording of a small model's two replies: a
+    # JSON call in its text, then the answer once the result is written back.
+    recording = ROOT / "audio_fixtures" / "streams" / "json_tool_turn.jsonl"
+    config = load_pipeline(ROOT / "pipelines" / "local-tools.toml").with_overrides(
+        {
+            "llm": {"spec": f"replay:{recording}", "replay_speed": 0},
+            "tts": {"spec": "espeak"},
+            "sink": {"kind": "null"},
+        }
+    )
+    with anyio.fail_after(GUARD_S):
+        (result,) = await run_assistant(config, prompt="Weather in Paris?", out=lambda _: None)
+    assert result.error is None, result.error
+    (tool_result,) = [b for b in result.blocks if b.type == "tool_result"]
+    assert (tool_result.content, tool_result.is_error) == (TOOL_OUTPUT, False)
+    # The call is never said; the placeholder is, while the call runs.
+    assert " ".join(result.spoken_text.split()) == (
+        "Let me check the forecast for you. One moment. "
+        "It is sunny in Paris today, with a high of 21 degrees. Enjoy your walk!"
+    )

@@ -8,10 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import (
     Delta,
     Recording,
     RecordingError,
+    ReplaySource,
     load_recording,
     replay,
 )
@@ -94,7 +96,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_replay_keeps_the_recorded_offsets_scaled_by_speed() -> None:
     recording = Recording(
-        Path("x"), "prefill", "", (Delta(0, "a"), Delta(100, "b"), Delta(200, "c"))
+        Path("x"), "prefill", "", ((Delta(0, "a"), Delta(100, "b"), Delta(200, "c")),)
     )
 
     async def collect(speed: float) -> list[tuple[str, float]]:
@@ -107,3 +109,33 @@ def test_replay_keeps_the_recorded_offsets_scaled_by_speed() -> None:
     # sleep_until never wakes early: each delta is released no sooner than its offset
     assert timed[1][1] >= 0.024 and timed[2][1] >= 0.049
     assert [text for text, _ in anyio.run(collect, 0.0)] == ["a", "b", "c"]
+
+
+def test_a_recording_holds_the_replies_of_a_tool_loop(tmp_path: Path) -> None:
+    path = tmp_path / "loop.jsonl"
+    path.write_text(
+        '{"format": "voice-membrane-replay", "version": 1, "mode": "chat"}\n'
+        '{"t_ms": 0, "text": "Checking. <tool_call>{}</tool_call>"}\n'
+        '{"reply": 2}\n'
+        '{"t_ms": 0, "text": "Done."}\n',
+        encoding="utf-8",
+    )
+    source = ReplaySource(path, speed=0)
+    asked = [ChatMessage("user", "Weather?")]
+    after_tools = [
+        *asked,
+        ChatMessage("assistant", "Checking. <tool_call>{}</tool_call>"),
+        ChatMessage("user", "<tool_result>sunny</tool_result>"),
+    ]
+
+    async def said(messages: list[ChatMessage]) -> str:
+        return "".join([text async for text in source.stream(messages)])
+
+    assert anyio.run(said, asked).startswith("Checking.")
+    assert anyio.run(said, after_tools) == "Done."
+    # Past the last reply: the last again.
+    twice = [*after_tools, ChatMessage("assistant", "x"), ChatMessage("user", "<tool_result>y")]
+    assert anyio.run(said, twice) == "Done."
+    path.write_text(path.read_text().replace('{"reply": 2}', '{"reply": 3}'), encoding="utf-8")
+    with pytest.raises(RecordingError, match=r'expected \{"reply": 2\}'):
+        load_recording(path)

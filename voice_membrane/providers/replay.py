@@ -11,6 +11,13 @@ time offset from the request in milliseconds::
 
 Offsets never decrease. Blank lines are ignored. A lone surrogate in the text
 (``"\ud83d"``: half an emoji) is read as U+FFFD.
+
+A recording may hold the replies of a tool loop: a line ``{"reply": 2}`` starts
+the second reply (offsets start again from 0), ``{"reply": 3}`` the third, and
+so on. A chat-mode source is given the reply for the round it is in: the first
+for a user's message, the second once the conversation ends with one round of
+tool results (``<tool_result>`` written back after its calls), and so on; past
+the last reply, the last again.
 """
 
 from __future__ import annotations
@@ -49,7 +56,12 @@ class Recording:
     path: Path
     mode: Literal["prefill", "chat"]
     description: str
-    deltas: tuple[Delta, ...]
+    replies: tuple[tuple[Delta, ...], ...]  # one per call of a tool loop; the first always
+
+    @property
+    def deltas(self) -> tuple[Delta, ...]:
+        """The first reply's deltas."""
+        return self.replies[0]
 
     @property
     def text(self) -> str:
@@ -79,9 +91,18 @@ def load_recording(path: str | Path) -> Recording:
         raise RecordingError(
             f"{path}:{records[0][0]}: mode must be prefill or chat, not {quote(mode)}"
         )
-    deltas: list[Delta] = []
+    replies: list[list[Delta]] = [[]]
     for n, line in records[1:]:
         record = _object(path, n, line)
+        if "reply" in record:
+            if record["reply"] != len(replies) + 1 or len(record) != 1:
+                raise RecordingError(
+                    f'{path}:{n}: expected {{"reply": {len(replies) + 1}}} to start the '
+                    f"next reply, got {quote(line.strip())}"
+                )
+            replies.append([])
+            continue
+        deltas = replies[-1]
         t_ms, text = record.get("t_ms"), record.get("text")
         if (
             not isinstance(t_ms, int | float)
@@ -97,7 +118,7 @@ def load_recording(path: str | Path) -> Recording:
         # A recording is model output: a lone surrogate ("\ud83d") becomes U+FFFD.
         deltas.append(Delta(float(t_ms), replace_surrogates(text)))
     description = replace_surrogates(str(header.get("description", "")))
-    return Recording(path, mode, description, tuple(deltas))
+    return Recording(path, mode, description, tuple(tuple(r) for r in replies))
 
 
 def _object(path: Path, n: int, line: str) -> dict[str, Any]:
@@ -114,11 +135,13 @@ def _object(path: Path, n: int, line: str) -> dict[str, Any]:
     return value
 
 
-async def replay(recording: Recording, *, speed: float = 1.0) -> AsyncIterator[Delta]:
-    """Yield the deltas at their recorded offsets (scaled by ``1/speed``;
-    ``speed=0`` means as fast as possible)."""
+async def replay(
+    recording: Recording, *, speed: float = 1.0, reply: int = 0
+) -> AsyncIterator[Delta]:
+    """Yield reply ``reply``'s deltas (the first by default) at their recorded
+    offsets (scaled by ``1/speed``; ``speed=0`` means as fast as possible)."""
     start = anyio.current_time()
-    for delta in recording.deltas:
+    for delta in recording.replies[min(reply, len(recording.replies) - 1)]:
         if speed > 0:
             await anyio.sleep_until(start + delta.t_ms / 1000 / speed)
         yield delta
@@ -138,8 +161,24 @@ class ReplaySource:
         return None
 
     async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
-        async for delta in replay(self.recording, speed=self.speed):
+        reply = tool_rounds(messages) if self.mode == "chat" else 0
+        async for delta in replay(self.recording, speed=self.speed, reply=reply):
             yield delta.text
 
     async def aclose(self) -> None:
         return None
+
+
+def tool_rounds(messages: Sequence[ChatMessage]) -> int:
+    """How many rounds of tool results end the conversation (each an assistant
+    message followed by the results written back as ``<tool_result…>``)."""
+    rounds, at = 0, len(messages)
+    while (
+        at >= 2
+        and messages[at - 1].role == "user"
+        and messages[at - 1].content.startswith("<tool_result")
+        and messages[at - 2].role == "assistant"
+    ):
+        rounds += 1
+        at -= 2
+    return rounds
