@@ -199,7 +199,7 @@ class ReplyLoop:
                 [call for call in calls if call.id not in answered], self.on_tool_calls
             )
             ran = iter(results)
-            results = [answered.get(call.id) or next(ran) for call in calls]
+            results = [answered[call.id] if call.id in answered else next(ran) for call in calls]
             for event in self._emit_results(calls, results, round_):
                 yield event
             resumes = 0
