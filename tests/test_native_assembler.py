@@ -3,6 +3,7 @@ same guarantees as the XML parser (split invariance, hidden stays hidden)."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from typing import Any
@@ -19,14 +20,17 @@ from voice_membrane.events import (
     Event,
     merge_adjacent_chunks,
 )
+from voice_membrane.messages import GeneratedImageContent
 from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
 from voice_membrane.provider_output import (
     NativeDelta,
+    NativeImage,
     NativeStart,
     NativeStop,
     ProviderOutput,
     StrayDelta,
 )
+from voice_membrane.testing.png import solid_png
 
 # A logical block: ("text", s) | ("thinking", s) | ("tool", name, input)
 TEXT = st.text(alphabet="ab <>&\n.é", min_size=0, max_size=12)
@@ -244,8 +248,16 @@ def test_a_tool_call_with_no_id_gets_a_generated_one() -> None:
 
 # Any sequence of native items, well formed or not: visible text is exactly what
 # was sent inside started text blocks.
+_PNG = base64.b64encode(solid_png(1, 1, (9, 9, 9))).decode()
+IMAGE = st.builds(
+    NativeImage,
+    st.builds(GeneratedImageContent, data=st.just(_PNG), is_preview=st.booleans()),
+)
 ITEM = st.one_of(
-    st.builds(NativeStart, st.sampled_from(["text", "thinking", "tool_call", "citations"])),
+    st.builds(
+        NativeStart, st.sampled_from(["text", "thinking", "tool_call", "citations", "image"])
+    ),
+    IMAGE,
     st.builds(NativeStart, st.just("tool_call"), st.sampled_from([None, "", "c1"]), st.just("f")),
     st.builds(NativeDelta, st.sampled_from(["ab", " ", "a b", "\n"])),
     st.builds(StrayDelta, st.sampled_from(["XY", " "]), st.just("stray")),
@@ -257,8 +269,8 @@ DELTA = st.builds(NativeDelta, st.sampled_from(["ab", "c.", " ", "a b", "\n", "\
 # Whole blocks (a start, then its deltas): text blocks of layout only between hidden
 # blocks and words, the case where a dropped block would join two words.
 BLOCK = st.tuples(
-    st.builds(NativeStart, st.sampled_from(["text", "text", "thinking", "tool_call"])),
-    st.lists(DELTA, max_size=3),
+    st.builds(NativeStart, st.sampled_from(["text", "text", "thinking", "tool_call", "image"])),
+    st.lists(DELTA | IMAGE, max_size=3),
     st.lists(st.builds(NativeStop), max_size=1),
 ).map(lambda b: [b[0], *b[1], *b[2]])
 ITEMS = st.one_of(
@@ -280,6 +292,8 @@ def test_only_text_inside_a_started_text_block_is_ever_visible(items: list[Any])
                 said.append([])
         elif isinstance(item, NativeStop):
             open_type = None
+        elif isinstance(item, NativeImage):  # opens an image block unless one is open
+            open_type = "image"
         elif isinstance(item, NativeDelta) and open_type == "text":
             said[-1].append(item.text)
     # A text block holding only whitespace is layout, never emitted; but when it is
@@ -303,6 +317,10 @@ def test_only_text_inside_a_started_text_block_is_ever_visible(items: list[Any])
         elif isinstance(event, Chunk):
             assert event.meta.block_index == open_index
             assert event.meta.visible == (event.meta.type == "text")
+            assert event.meta.type != "image"  # an image is never a chunk
         else:
+            image = event.block.image
+            # Only an image block holds an image, and only its final one.
+            assert image is None or (event.block.type == "image" and not image.is_preview)
             assert event.index == open_index
             open_index = None

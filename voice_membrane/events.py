@@ -19,15 +19,19 @@ between stages, so they are cheap and cannot be mutated by a consumer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-BlockType: TypeAlias = Literal["text", "thinking", "tool_call", "tool_result"]
-"""The logical kind of a block. Only ``text`` is ever visible."""
+if TYPE_CHECKING:
+    from .messages import GeneratedImageContent
+
+BlockType: TypeAlias = Literal["text", "thinking", "tool_call", "tool_result", "image"]
+"""The logical kind of a block. Only ``text`` is ever visible; an ``image`` block
+(a generated image) has no chunks: its image is on its ``Block``."""
 
 ToolCallPart: TypeAlias = Literal["name", "id", "input"]
 """Which part of a tool call a ``tool_call`` chunk carries."""
 
-BLOCK_TYPES: tuple[BlockType, ...] = ("text", "thinking", "tool_call", "tool_result")
+BLOCK_TYPES: tuple[BlockType, ...] = ("text", "thinking", "tool_call", "tool_result", "image")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,8 @@ class Block:
         signature: a ``thinking`` block's signature (chat mode, Anthropic), kept
             so the block can be sent back in the next request.
         redacted_data: an encrypted (redacted) thinking block's data (Anthropic).
+        image: an ``image`` block's final generated image (None if the stream
+            ended before it arrived).
     """
 
     type: BlockType
@@ -93,14 +99,17 @@ class Block:
     is_error: bool = False
     signature: str | None = None
     redacted_data: str | None = None
+    image: GeneratedImageContent | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BlockStart:
-    """A block begins; its chunks follow."""
+    """A block begins; its chunks follow. ``prompt``: an ``image`` block's prompt,
+    when it is known as generation starts (an image tool's call)."""
 
     index: int
     type: BlockType
+    prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,11 @@ error after it ends the reply with a ``ReplyError``, keeping what was produced.
 ``first_token_deadline_s`` bounds the wait for a call's first output over all
 its attempts and backoff waits; when it passes the reply ends with a
 ``ReplyError`` of kind "timeout".
+
+Generated images (docs/images.md): an ``image_tool`` is offered to the model and
+run by the loop like a tool, its images flowing out as an ``image`` block; a
+provider that returns images itself (Gemini) gives the same block. Final images
+go to ``image_store`` when one is given, and the history keeps their blob id.
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ from contextlib import aclosing
 
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
-from .messages import Request, validate_request
+from .images import ImageStore, ImageTool
+from .messages import GeneratedImageContent, Request, validate_request
 from .parse.json_tools import JsonToolInterceptor
 from .parse.policy import StreamPolicy
 from .provider_output import ProviderOutput
 from .providers.base import Provider
-from .reply import MembraneItem, ReplyResult, UsageUpdate
+from .reply import ImagePreview, MembraneItem, ReplyResult, UsageUpdate
 from .reply_loop import ReplyLoop
 from .retry import RetryPolicy
 from .tools import OnToolCalls
@@ -56,6 +62,8 @@ class Membrane:
         first_token_deadline_s: float | None = 20.0,
         policies: Callable[[], Sequence[StreamPolicy]] | None = None,
         json_tools: Callable[[], JsonToolInterceptor] | None = None,
+        image_tool: ImageTool | None = None,
+        image_store: ImageStore | None = None,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -74,6 +82,8 @@ class Membrane:
         # Tool calls written as JSON in the text (small and local models): each reply
         # reads them with a fresh interceptor; None reads only the format's own calls.
         self.json_tools = json_tools
+        self.image_tool = image_tool  # offered to the model in every request
+        self.image_store = image_store  # final generated images stored here
 
     async def stream(
         self,
@@ -86,17 +96,26 @@ class Membrane:
         on_usage: Callable[[UsageUpdate], None] | None = None,
         on_output: Callable[[ProviderOutput], None] | None = None,
         policies: Sequence[StreamPolicy] | None = None,
+        on_image_start: Callable[[int, str | None], None] | None = None,
+        on_image_preview: Callable[[GeneratedImageContent], None] | None = None,
+        on_image: Callable[[GeneratedImageContent], None] | None = None,
     ) -> AsyncGenerator[MembraneItem, None]:
         """Yield the reply's events, ending with one ``ReplyResult``.
 
         The callbacks are a thin layer: each is called as its item passes
         (``on_chunk(text, chunk)``, ``on_block(event)``, ``on_usage(update)``);
-        ``on_output`` sees every raw provider item (for timing). ``policies``
+        ``on_output`` sees every raw provider item (for timing). Generated
+        images: ``on_image_start(index, prompt)`` as an image block starts
+        (``prompt`` when known), ``on_image_preview(image)`` for each partial
+        image, ``on_image(image)`` with the final one. ``policies``
         (``parse.policy``) judge the events before anything sees them; by
         default the membrane's own (a fresh set per reply). A request that
         cannot be sent raises ``RequestError`` before any network call.
         """
         fmt = self._formatter(request, formatter)
+        tool = self.image_tool
+        if tool is not None and all(t.name != tool.name for t in request.tools):
+            request = request.model_copy(update={"tools": [*request.tools, tool.definition]})
         validate_request(request)
         built = fmt.build(request)
         if policies is None:
@@ -110,6 +129,13 @@ class Membrane:
                 elif isinstance(item, BlockStart | BlockComplete):
                     if on_block is not None:
                         on_block(item)
+                    if isinstance(item, BlockStart) and item.type == "image" and on_image_start:
+                        on_image_start(item.index, item.prompt)
+                    elif isinstance(item, BlockComplete) and item.block.image and on_image:
+                        on_image(item.block.image)
+                elif isinstance(item, ImagePreview):
+                    if on_image_preview is not None:
+                        on_image_preview(item.image)
                 elif isinstance(item, UsageUpdate) and on_usage is not None:
                     on_usage(item)
                 yield item

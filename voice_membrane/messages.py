@@ -13,10 +13,18 @@ fails before any network call with a ``RequestError`` naming the field.
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .redact import quote
 
@@ -98,10 +106,49 @@ class ToolResultContent(_Model):
         return "".join(part.text for part in self.content if isinstance(part, TextContent))
 
 
+class GenerationInfo(_Model):
+    """How a generated image was made, as far as the provider says."""
+
+    prompt: str | None = None  # the prompt the image was generated from
+    revised_prompt: str | None = None  # the provider's rewrite of it, when it reports one
+    model: str | None = None
+    size: str | None = None  # "1024x1024", …
+    quality: str | None = None  # "low", "medium", "high", "auto", …
+
+
 class GeneratedImageContent(_Model):
+    """An image the model generated: base64 ``data``, or ``blob_id`` once it was
+    stored in a blob store (then the history references it by id), or both (as
+    it passes through the callbacks, freshly stored). ``is_preview`` marks a
+    partial image streamed before the final one. See docs/images.md."""
+
     type: Literal["generated_image"] = "generated_image"
-    data: str
-    mime_type: str = "image/png"
+    data: str | None = Field(None, min_length=1)
+    blob_id: str | None = Field(None, min_length=1)
+    mime_type: str = Field("image/png", pattern=r"^image/[a-z0-9.+-]+$")
+    is_preview: bool = False
+    generation: GenerationInfo | None = None
+
+    @model_validator(mode="after")
+    def _data_or_blob(self) -> GeneratedImageContent:
+        if self.data is None and self.blob_id is None:
+            raise ValueError("a generated image needs data or a blob_id")
+        return self
+
+    def base64_data(self, where: str) -> str:
+        """The image's base64 data; ``RequestError`` naming ``where`` and the blob
+        when the image is held only by reference and was not resolved."""
+        if self.data is None:
+            raise RequestError(
+                f"{where}: generated image blob {self.blob_id!r} was not resolved to its bytes"
+            )
+        return self.data
+
+    def decoded(self) -> bytes:
+        """The image's bytes (``ValueError`` when it holds only a blob id)."""
+        if self.data is None:
+            raise ValueError(f"generated image blob {self.blob_id!r} holds no data here")
+        return base64.b64decode(self.data)
 
 
 ContentBlock = Annotated[

@@ -14,11 +14,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
+from .messages import GeneratedImageContent
 from .surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
 
 _log = logging.getLogger("voice_membrane.providers")
 
-NativeType: TypeAlias = Literal["text", "thinking", "tool_call"]
+NativeType: TypeAlias = Literal["text", "thinking", "tool_call", "image"]
 
 StopReason: TypeAlias = Literal[
     "end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal", "pause_turn", "other"
@@ -40,6 +41,7 @@ class NativeStart:
     tool_id: str | None = None
     tool_name: str | None = None
     redacted_data: str | None = None  # Anthropic redacted_thinking, kept for the history
+    prompt: str | None = None  # an image block's prompt, when known at its start
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,14 @@ class NativeDelta:
     """Text, thinking text, or a fragment of a tool call's JSON input."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NativeImage:
+    """A generated image in the open ``image`` block: a partial image
+    (``image.is_preview``), or the final one. Never text, never spoken."""
+
+    image: GeneratedImageContent
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +109,7 @@ class StopInfo:
 
 
 ProviderOutput: TypeAlias = (
-    TextDelta | NativeStart | NativeDelta | StrayDelta | NativeStop | Usage | StopInfo
+    TextDelta | NativeStart | NativeDelta | NativeImage | StrayDelta | NativeStop | Usage | StopInfo
 )
 
 
@@ -111,8 +121,11 @@ def clean_output(output: ProviderOutput) -> ProviderOutput:
             return output
         _log.warning("lone surrogate in model output replaced with U+FFFD")
         return replace(output, text=replace_surrogates(output.text))
+    if isinstance(output, NativeImage):  # base64 and metadata: checked by pydantic, no text
+        return output
     changes: dict[str, Any] = {}
-    for name in ("tool_id", "tool_name", "redacted_data", "signature", "stop_sequence", "raw"):
+    names = ("tool_id", "tool_name", "redacted_data", "signature", "stop_sequence", "raw", "prompt")
+    for name in names:
         value = getattr(output, name, None)
         if isinstance(value, str) and has_surrogates(value):
             changes[name] = replace_surrogates(value)

@@ -2,7 +2,8 @@
 
 ``async for item in membrane.stream(request)`` gives, in order: the parser's
 ``BlockStart`` / ``Chunk`` / ``BlockComplete`` events (tool results included),
-``UsageUpdate`` as token counts arrive, ``Retrying`` when a call is retried,
+``UsageUpdate`` as token counts arrive, ``ImagePreview`` for each partial image
+of an image block being generated, ``Retrying`` when a call is retried,
 ``ReplyError`` if the reply ended on an error, and last one ``ReplyResult``.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from .events import Block, Event
-from .messages import Message
+from .messages import GeneratedImageContent, Message
 from .provider_output import StopReason, Usage
 from .providers.base import ErrorKind
 
@@ -24,6 +25,15 @@ class UsageUpdate:
 
     call: Usage
     total: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePreview:
+    """A partial image of the ``image`` block ``index`` (between its ``BlockStart``
+    and ``BlockComplete``); not an event: policies and parsers never see it."""
+
+    index: int
+    image: GeneratedImageContent
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,4 +86,4 @@ class ReplyResult:
     terminated: str | None = None
 
 
-MembraneItem: TypeAlias = Event | UsageUpdate | Retrying | ReplyError | ReplyResult
+MembraneItem: TypeAlias = Event | UsageUpdate | ImagePreview | Retrying | ReplyError | ReplyResult

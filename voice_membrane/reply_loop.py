@@ -17,11 +17,13 @@ from typing import Literal, Protocol
 
 import anyio
 
-from .events import Block, BlockComplete, Event
+from .events import Block, BlockComplete, BlockStart, Event
 from .formats import Formatter
 from .formats.base import BuiltRequest, ProviderMessage
+from .images import ImageStore, ImageTool, for_history, result_text, stored, tool_arguments
 from .messages import (
     ContentBlock,
+    GeneratedImageContent,
     Message,
     RedactedThinkingContent,
     Request,
@@ -33,9 +35,17 @@ from .messages import (
 from .parse import NativeBlockAssembler, XmlStreamParser
 from .parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from .parse.policy import PolicyRunners, StreamPolicy
-from .provider_output import NativeStart, ProviderOutput, StopInfo, TextDelta, Usage, clean_output
+from .provider_output import (
+    NativeImage,
+    NativeStart,
+    ProviderOutput,
+    StopInfo,
+    TextDelta,
+    Usage,
+    clean_output,
+)
 from .providers.base import LlmError, Provider, ProviderError
-from .reply import MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
+from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
 from .retry import FirstTokenDeadline, RetryPolicy
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
@@ -74,6 +84,8 @@ class ReplySettings(Protocol):
     first_token_deadline_s: float | None
     parse_ns: int
     json_tools: Callable[[], JsonToolInterceptor] | None
+    image_tool: ImageTool | None
+    image_store: ImageStore | None
 
 
 class ReplyLoop:
@@ -121,6 +133,7 @@ class ReplyLoop:
         self.blocks: list[Block] = []
         self.usage = Usage()
         self.tool_rounds = 0
+        self._image_index: int | None = None  # the last image block started (as emitted)
 
     async def items(self) -> AsyncGenerator[MembraneItem, None]:
         resumes = 0
@@ -170,13 +183,23 @@ class ReplyLoop:
             for event in self._settle(round_):
                 yield event
             calls = runnable_calls(round_.blocks)
-            if not calls or self.on_tool_calls is None or self.tool_rounds >= self.m.max_tool_depth:
+            if not any(map(self._can_run, calls)) or self.tool_rounds >= self.m.max_tool_depth:
                 for event in self._flush(round_):
                     yield event
                 yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
-            results = await self._run_calls(calls, self.on_tool_calls)
+            answered: dict[str, ToolResultContent] = {}
+            for call in calls:
+                if self._is_image_call(call) and call.id not in self.rejected:
+                    async with aclosing(self._generate_image(call, round_, answered)) as made:
+                        async for item in made:
+                            yield item
+            results = await self._run_calls(
+                [call for call in calls if call.id not in answered], self.on_tool_calls
+            )
+            ran = iter(results)
+            results = [answered[call.id] if call.id in answered else next(ran) for call in calls]
             for event in self._emit_results(calls, results, round_):
                 yield event
             resumes = 0
@@ -209,6 +232,7 @@ class ReplyLoop:
                 ) as outputs:
                     while (output := await self._next(outputs, round_, deadline)) is not None:
                         output = clean_output(output)  # where model text enters: no lone surrogates
+                        output = await self._store(output)
                         if self.on_output is not None:
                             self.on_output(output)
                         for item in self._take(output, round_):
@@ -264,6 +288,12 @@ class ReplyLoop:
             self.policies.note_stop(output.reason)
             return []
         round_.produced = True
+        if isinstance(output, NativeImage) and output.image.is_preview:
+            opened = self.assembler.feed(output)  # (opens the image block if none is)
+            items: list[MembraneItem] = list(self._record(opened, round_))
+            if self._image_index is not None:
+                items.append(ImagePreview(self._image_index, output.image))
+            return items
         if isinstance(output, TextDelta):
             if self.parser is None:
                 # Raw text in chat mode (an embedded model's chat reply): XML is
@@ -310,6 +340,8 @@ class ReplyLoop:
             if isinstance(event, BlockComplete):
                 round_.blocks.append(event.block)
                 self.blocks.append(event.block)
+            elif isinstance(event, BlockStart) and event.type == "image":
+                self._image_index = event.index
         return events
 
     def _flush(self, round_: _Round) -> list[Event]:
@@ -342,11 +374,80 @@ class ReplyLoop:
                 round_.blocks.append(block)
                 self.blocks.append(block)
 
+    # ------------------------------------------------------------ images
+
+    def _is_image_call(self, call: ToolCall) -> bool:
+        tool = self.m.image_tool
+        return tool is not None and call.name == tool.name
+
+    def _can_run(self, call: ToolCall) -> bool:
+        return self.on_tool_calls is not None or self._is_image_call(call)
+
+    async def _store(self, output: ProviderOutput) -> ProviderOutput:
+        """A final image stored in the image store, when there is one."""
+        store = self.m.image_store
+        if store is None or not isinstance(output, NativeImage) or output.image.is_preview:
+            return output
+        return NativeImage(await stored(output.image, store))
+
+    async def _generate_image(
+        self, call: ToolCall, round_: _Round, answered: dict[str, ToolResultContent]
+    ) -> AsyncGenerator[MembraneItem, None]:
+        """Run the image tool's generator for ``call``: its image block flows out
+        (partial images as ``ImagePreview``), its result is put in ``answered``.
+        A failure is the call's error result, never the reply's end."""
+        tool = self.m.image_tool
+        assert tool is not None
+        arguments = tool_arguments(call.input)
+        if isinstance(arguments, str):
+            answered[call.id] = ToolResultContent(
+                tool_use_id=call.id, content=arguments, is_error=True
+            )
+            return
+        prompt, size, quality = arguments
+        if self.parser is not None:
+            self.assembler.skip_to(self.parser.next_block_index)
+        before = len(self.blocks)
+        error: str | None = None
+        try:
+            async with aclosing(tool.generator.generate(prompt, size=size, quality=quality)) as out:
+                async for output in out:
+                    for item in self._take(await self._store(clean_output(output)), round_):
+                        yield item
+        except ProviderError as exc:
+            error = str(exc)
+        for event in self._record(self.assembler.flush(), round_):
+            yield event
+        if self.parser is not None:
+            self.parser.skip_to(self.assembler.next_block_index)
+        images = [b.image for b in self.blocks[before:] if b.type == "image"]
+        image = images[-1] if images else None
+        if error is not None or image is None:
+            why = error or "the generator produced no image"
+            answered[call.id] = ToolResultContent(
+                tool_use_id=call.id, content=f"image generation failed: {why}", is_error=True
+            )
+            return
+        answered[call.id] = ToolResultContent(tool_use_id=call.id, content=result_text(image))
+
     async def _run_calls(
-        self, calls: list[ToolCall], handler: OnToolCalls
+        self, calls: list[ToolCall], handler: OnToolCalls | None
     ) -> list[ToolResultContent]:
         allowed = [call for call in calls if call.id not in self.rejected]
-        ran = iter(await run_tool_calls(allowed, handler, self.m.tool_timeout_s) if allowed else [])
+        if allowed and handler is None:  # only image calls could run this round
+            return [
+                ToolResultContent(
+                    tool_use_id=call.id,
+                    content=f"not run: {self.rejected.get(call.id, 'no handler for this tool')}",
+                    is_error=True,
+                )
+                for call in calls
+            ]
+        ran = iter(
+            await run_tool_calls(allowed, handler, self.m.tool_timeout_s)
+            if allowed and handler is not None
+            else []
+        )
         return [
             ToolResultContent(
                 tool_use_id=call.id,
@@ -373,7 +474,13 @@ class ReplyLoop:
             self._continue_prefill("".join(round_.raw) + round_.written_back + text)
             return events
         events = self._result_blocks(names, results, round_)
-        content = [c for b in round_.blocks if (c := _content_of(b)) is not None]
+        # A generated image is not sent back within the reply: the tool's result
+        # says it was made, and megabytes of base64 would only cost tokens.
+        content = [
+            c
+            for b in round_.blocks
+            if (c := _content_of(b)) is not None and not isinstance(c, GeneratedImageContent)
+        ]
         if not self.request.options.convert_unsigned_thinking_to_text:
             # Unsigned thinking (OpenAI-compatible reasoning) cannot go back as
             # thinking: the formatter would refuse the continuation mid-reply.
@@ -507,6 +614,8 @@ def _content_of(block: Block) -> ContentBlock | None:
     """A completed chat-mode block as content for the next request."""
     if block.type == "text":
         return TextContent(text=block.content or "")
+    if block.type == "image":  # a stored image by its blob id alone
+        return for_history(block.image) if block.image is not None else None
     if block.type == "thinking":
         if block.redacted_data is not None:
             return RedactedThinkingContent(data=block.redacted_data)

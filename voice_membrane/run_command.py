@@ -1,7 +1,10 @@
 """`voice-membrane run`: a spoken assistant on a pipeline file.
 
 With ``--prompt`` it answers once; without, it is an interactive loop: type a
-line, hear the answer; Ctrl-C interrupts the speech, Ctrl-D quits.
+line, hear the answer; Ctrl-C interrupts the speech, Ctrl-D quits. A generated
+image is never spoken: it is saved in the pipeline's ``images.folder`` (by
+default ``voice-membrane-images/`` in the working directory) and the path
+printed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .heap import settle_heap
 from .pipeline.build import build_parts, output_path_problem
 from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
+from .pipeline.images import ImageFolder
 from .pipeline.metrics import LatencyReport
 from .pipeline.session import Session
 from .pipeline.turn import Turn, TurnResult
@@ -74,6 +78,7 @@ async def run_assistant(
         loggers.append(jsonl)
     if show_hidden:
         loggers.append(HiddenBlockPrinter())
+    loggers.append(lambda record: _say_image(record, out))
 
     def log(record: dict[str, Any]) -> None:
         for logger in loggers:
@@ -97,6 +102,7 @@ async def run_assistant(
         on_retry=lambda retrying: out(retry_line(retrying)),
         context=parts.context,
         toolbox=parts.toolbox,
+        images=ImageFolder(Path(config.images.folder)),
     )
     results: list[TurnResult] = []
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
@@ -143,6 +149,18 @@ async def run_assistant(
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
+
+
+def _say_image(record: dict[str, Any], out: Callable[[str], None]) -> None:
+    """A generated image, said where it went (it is never spoken)."""
+    if record.get("event") != "image":
+        return
+    prompt = record.get("prompt") or record.get("revised_prompt")
+    about = f" ({prompt})" if prompt else ""
+    if record.get("where"):
+        out(redact(f"\nimage saved to {record['where']}{about}\n"))
+    else:
+        out(redact(f"\nimage{about} {record.get('error') or 'not saved'}\n"))
 
 
 def retry_line(retrying: Retrying) -> str:

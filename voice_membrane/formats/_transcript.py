@@ -202,7 +202,7 @@ class Transcript:
             elif isinstance(block, ImageContent):
                 items.append((False, ImagePart(block, where)))
             elif isinstance(block, GeneratedImageContent):
-                source = Base64Source(media_type=block.mime_type, data=block.data)
+                source = Base64Source(media_type=block.mime_type, data=block.base64_data(where))
                 items.append((False, ImagePart(ImageContent(source=source), where)))
             elif isinstance(block, ThinkingContent):
                 items.append((True, _xml.thinking(written(block.thinking))))

@@ -16,7 +16,11 @@ parser produces for the same logical reply:
   "id"), then the JSON input fragments as "input" chunks, at ``depth`` 1; it
   completes with the parsed input (malformed JSON is kept as the block's
   ``content`` with an empty input, never lost);
-- ``tool_result(…)`` emits a whole tool result block (the tool loop's results).
+- ``tool_result(…)`` emits a whole tool result block (the tool loop's results);
+- an image block (a generated image) opens at its start (or at its first
+  ``NativeImage`` when no start came) and has no chunks: ``image(…)`` keeps its
+  final image, which completes the block (partial images are the reply loop's
+  to pass on: they are not events); text inside it is stray.
 
 Visibility is decided here, by construction: a chunk is visible only when it
 belongs to an open block of the one visible type, ``text``. Anything the
@@ -42,8 +46,10 @@ import logging
 from typing import Any, get_args
 
 from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from ..messages import GeneratedImageContent
 from ..provider_output import (
     NativeDelta,
+    NativeImage,
     NativeStart,
     NativeStop,
     NativeType,
@@ -72,6 +78,7 @@ class NativeBlockAssembler:
         self._unknown: str | None = None  # the open block's type when it is not one we know
         self._stray: list[str] = []  # stray text, emitted at the next block boundary
         self._generated_ids = 0
+        self._image: GeneratedImageContent | None = None  # the open image block's final image
 
     @property
     def next_block_index(self) -> int:
@@ -85,10 +92,19 @@ class NativeBlockAssembler:
     def inside_block(self) -> bool:
         return self._type is not None
 
+    @property
+    def open_image_index(self) -> int | None:
+        """The open image block's index, if an image block is open."""
+        return self._index if self._type == "image" else None
+
     def feed(self, item: ProviderOutput) -> list[Event]:
         """Route one provider output (non-native items give no events)."""
         if isinstance(item, NativeStart):
-            return self.start(item.type, item.tool_id, item.tool_name, item.redacted_data)
+            return self.start(
+                item.type, item.tool_id, item.tool_name, item.redacted_data, prompt=item.prompt
+            )
+        if isinstance(item, NativeImage):
+            return self.image(item.image)
         if isinstance(item, NativeDelta):
             return self.delta(item.text)
         if isinstance(item, StrayDelta):
@@ -104,6 +120,8 @@ class NativeBlockAssembler:
         tool_id: str | None = None,
         tool_name: str | None = None,
         redacted_data: str | None = None,
+        *,
+        prompt: str | None = None,
     ) -> list[Event]:
         out = self.stop()
         if type not in KNOWN_TYPES:  # a new kind of block: its deltas will be stray
@@ -115,7 +133,9 @@ class NativeBlockAssembler:
             _log.warning("tool call %r came without an id: using %s", tool_name, tool_id)
         self._type, self._tool_id, self._tool_name = type, tool_id, tool_name
         self._redacted = redacted_data
-        if type != "text":
+        if type == "image":
+            self._open(out, prompt)
+        elif type != "text":
             self._open(out)
             if type == "tool_call":
                 if tool_name:
@@ -131,6 +151,9 @@ class NativeBlockAssembler:
         if self._type is None:  # never visible: no block says what this text is
             where = f"a block of unknown type {self._unknown!r}" if self._unknown else "no block"
             self.stray(text, f"a delta in {where}")
+            return out
+        if self._type == "image":  # an image has no text: never spoken, kept hidden
+            self.stray(text, "a delta in an image block")
             return out
         if self._type == "text" and self._index is None:
             if text.isspace():
@@ -151,10 +174,18 @@ class NativeBlockAssembler:
         if self._type is not None and self._index is not None:
             out.append(BlockComplete(self._index, self._block(input, signature)))
         self._type = self._index = self._unknown = None
-        self._parts, self._metas = [], {}
+        self._parts, self._metas, self._image = [], {}, None
         if not self._separates:
             self._held_space = []
         self._emit_stray(out)
+        return out
+
+    def image(self, image: GeneratedImageContent) -> list[Event]:
+        """A generated image: the open image block's final image (a partial one
+        only opens the block). An image with no image block open opens one."""
+        out = [] if self._type == "image" else self.start("image", prompt=_prompt(image))
+        if not image.is_preview:
+            self._image = image
         return out
 
     def stray(self, text: str, why: str) -> None:
@@ -199,11 +230,11 @@ class NativeBlockAssembler:
         block = Block("tool_call", text, input={})
         out += [BlockStart(index, "tool_call"), Chunk(text, meta), BlockComplete(index, block)]
 
-    def _open(self, out: list[Event]) -> None:
+    def _open(self, out: list[Event], prompt: str | None = None) -> None:
         assert self._type is not None
         self._index = self._next_index
         self._next_index += 1
-        out.append(BlockStart(self._index, self._type))
+        out.append(BlockStart(self._index, self._type, prompt))
 
     def _chunk(self, out: list[Event], text: str, part: ToolCallPart | None) -> None:
         assert self._type is not None and self._index is not None
@@ -234,7 +265,15 @@ class NativeBlockAssembler:
             )
         if self._type == "thinking":
             return Block("thinking", content, signature=signature, redacted_data=self._redacted)
+        if self._type == "image":
+            if self._image is None:
+                _log.warning("image block %s ended without its final image", self._index)
+            return Block("image", image=self._image)
         return Block("text", content)
+
+
+def _prompt(image: GeneratedImageContent) -> str | None:
+    return image.generation.prompt if image.generation is not None else None
 
 
 def _parse_input(text: str) -> tuple[dict[str, Any], str | None]:

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..images import ImageTool
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
 from ..parse.json_tools import JsonToolInterceptor
 from ..parse.phrase_guard import PhraseGuard
 from ..parse.policy import StreamPolicy, ToolAllowList
-from ..providers.credentials import key_problem
+from ..providers.credentials import api_key, check_base_url, key_problem
+from ..providers.openai_images import OpenAIImages
 from ..providers.registry import CLOUD, create_provider
 from ..redact import remember
 from ..retry import RetryPolicy
@@ -26,6 +28,7 @@ from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
 from .config import (
     ConfigError,
+    ImagesConfig,
     LlmConfig,
     McpServerConfig,
     PipelineConfig,
@@ -90,6 +93,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             policies=policies_for(config.policy),
             json_tools=json_tools_for(llm),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
+            image_tool=image_tool_for(config.images),
         )
         engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
     except ValueError as exc:
@@ -101,7 +105,11 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         thinking_budget=llm.thinking_budget,
     )
     options = RequestOptions(
-        assistant_participant=llm.assistant_name, human_participant=llm.user_name
+        assistant_participant=llm.assistant_name,
+        human_participant=llm.user_name,
+        provider_params=(
+            {"response_modalities": ["TEXT", "IMAGE"]} if config.images.model_output else {}
+        ),
     )
     budget = llm.context_tokens
     if budget is None and cloud:
@@ -119,6 +127,26 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         counter_for(membrane, budget),
         toolbox,
     )
+
+
+def image_tool_for(images: ImagesConfig) -> ImageTool | None:
+    """The image tool the pipeline offers, its key and base URL checked now."""
+    if images.tool is None:
+        return None
+    model = images.tool.partition(":")[2]
+    where = f"images.tool {images.tool}"
+    key = api_key("openai", where, images.api_key_env, section="images")
+    check_base_url("openai", where, images.base_url, section="images")
+    generator = OpenAIImages(
+        model=model,
+        size=images.size,
+        quality=images.quality,
+        partial_images=images.partial_images,
+        api_key=key,
+        base_url=images.base_url,
+        timeout_s=images.timeout_s,
+    )
+    return ImageTool(generator)
 
 
 def json_tools_for(llm: LlmConfig) -> Callable[[], JsonToolInterceptor] | None:

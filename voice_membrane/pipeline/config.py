@@ -221,6 +221,25 @@ class ToolsConfig(_Section):
         return self
 
 
+class ImagesConfig(_Section):
+    """Generated images (docs/images.md): never spoken; saved by ``run``, sent
+    to the page by ``serve``."""
+
+    # The image tool offered to the model: "openai:MODEL" (the OpenAI Images API,
+    # e.g. openai:gpt-image-1); None offers none.
+    tool: str | None = Field(None, pattern=r"^openai:[A-Za-z0-9._-]{1,64}$")
+    partial_images: int = Field(2, ge=0, le=3)  # streamed before the final image
+    size: str | None = Field(None, pattern=r"^(auto|[0-9]{2,5}x[0-9]{2,5})$")
+    quality: Literal["low", "medium", "high", "auto"] | None = None
+    base_url: BaseUrl | None = None  # default: OPENAI_BASE_URL, then api.openai.com
+    api_key_env: str | None = None  # default: OPENAI_API_KEY
+    timeout_s: float = Field(180.0, gt=0, le=3600, allow_inf_nan=False)
+    # The model may answer with images itself (Gemini image models): asks for
+    # response_modalities TEXT and IMAGE.
+    model_output: bool = False
+    folder: str = Field("voice-membrane-images", min_length=1)  # run: where images are saved
+
+
 class PipelineConfig(_Section):
     description: str = ""
     llm: LlmConfig = LlmConfig()
@@ -229,6 +248,7 @@ class PipelineConfig(_Section):
     chunker: ChunkerConfig = ChunkerConfig()
     policy: PolicyConfig = PolicyConfig()
     tools: ToolsConfig = ToolsConfig()
+    images: ImagesConfig = ImagesConfig()
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""

@@ -69,8 +69,8 @@ class HiddenBlockPrinter:
         self.dim = self.out.isatty()
 
     def __call__(self, record: dict[str, Any]) -> None:
-        if record["event"] != "block_complete" or record["block"]["type"] == "text":
-            return
+        if record["event"] != "block_complete" or record["block"]["type"] in ("text", "image"):
+            return  # (an image is said where it was saved, by its own record)
         block = record["block"]
         kind = block["type"]
         if kind == "tool_call" and block["tool_name"]:

@@ -30,6 +30,7 @@ from ..sinks.base import AudioSink
 from ..tools import OnToolCalls, Toolbox, by_name
 from ..tts.base import TtsEngine
 from .history import RequestCounter, counter_for, fit
+from .images import ImageSaver
 from .stages import EventLogger
 from .turn import Turn, TurnResult
 
@@ -70,6 +71,7 @@ class Session:
     on_turn_start: Callable[[Turn], None] = lambda turn: None
     on_retry: Callable[[Retrying], None] = lambda retrying: None
     context: RequestCounter | None = None
+    images: ImageSaver | None = None  # where generated images go (docs/images.md)
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
     first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
@@ -94,6 +96,8 @@ class Session:
             provider = self.membrane.provider
             await provider.start()
             stack.push_async_callback(provider.aclose)
+            if self.membrane.image_tool is not None:  # its client, made on first use
+                stack.push_async_callback(self.membrane.image_tool.generator.aclose)
             await self.engine.start()
             stack.push_async_callback(self.engine.aclose)
             await self.sink.open()
@@ -169,6 +173,7 @@ class Session:
             on_piece_start=self.on_piece_start,
             on_retry=self.on_retry,
             context=context,
+            images=self.images,
         )
         self.current = turn
         self.on_turn_start(turn)

@@ -32,6 +32,7 @@ from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
+from .images import ImageSaver, image_summary, save_image
 from .metrics import PieceMetrics, TurnMetrics
 from .partial_word import ends_mid_word, without_partial_word
 
@@ -82,12 +83,21 @@ class PieceAudio:
 
 
 def event_record(event: Event) -> dict[str, Any]:
-    """A parser event as a JSON-ready log record."""
+    """A parser event as a JSON-ready log record (a generated image's data left
+    out: its ``image`` record says where it went)."""
     if isinstance(event, Chunk):
         return {"event": "chunk", "text": event.text, "meta": asdict(event.meta)}
     if isinstance(event, BlockStart):
-        return {"event": "block_start", "index": event.index, "type": event.type}
-    return {"event": "block_complete", "index": event.index, "block": asdict(event.block)}
+        record = {"event": "block_start", "index": event.index, "type": event.type}
+        if event.type == "image":
+            record["prompt"] = event.prompt
+        return record
+    block = event.block
+    if block.type == "image":
+        fields = {name: getattr(block, name) for name in block.__slots__ if name != "image"}
+        fields["image"] = image_summary(block.image)
+        return {"event": "block_complete", "index": event.index, "block": fields}
+    return {"event": "block_complete", "index": event.index, "block": asdict(block)}
 
 
 class ReplyStage:
@@ -173,10 +183,11 @@ def _nonzero(usage: Usage) -> dict[str, int]:
 
 
 class RouteStage:
-    """Visible text goes on toward speech; every event goes to the log."""
+    """Visible text goes on toward speech; every event goes to the log. A
+    generated image goes to ``images`` and its ``image`` record to the log."""
 
-    def __init__(self, log: EventLogger, m: TurnMetrics) -> None:
-        self.log, self.m = log, m
+    def __init__(self, log: EventLogger, m: TurnMetrics, images: ImageSaver | None = None) -> None:
+        self.log, self.m, self.images = log, m, images
         self.blocks: list[Block] = []  # every completed block, for the conversation history
         self.visible: list[str] = []
         self._visible_block: int | None = None  # the block of the last visible chunk
@@ -198,6 +209,8 @@ class RouteStage:
                     self.blocks.append(event.block)
                     if event.block.type == "text":
                         visible = Visible(None, timed.t_ns, timed.unfinished)
+                    elif event.block.image is not None:
+                        self.log(await save_image(self.images, event.index, event.block.image))
                 timer.add(started)
                 if visible is not None:
                     await out.send(visible)

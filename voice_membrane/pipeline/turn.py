@@ -26,6 +26,7 @@ from ..reply import ReplyResult, Retrying
 from ..sinks.base import AudioSink, SinkError
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine, TtsError
+from .images import ImageSaver
 from .metrics import ContextFit, LatencyReport, TurnMetrics
 from .stages import (
     ChunkStage,
@@ -88,6 +89,7 @@ class Turn:
         on_piece_start: Callable[[str], None] = lambda text: None,
         on_retry: Callable[[Retrying], None] = lambda retrying: None,
         context: ContextFit | None = None,
+        images: ImageSaver | None = None,
     ) -> None:
         self.membrane, self.engine, self.sink = membrane, engine, sink
         self.request = request
@@ -97,6 +99,7 @@ class Turn:
         self.log = log
         self.on_piece_start = on_piece_start
         self.on_retry = on_retry
+        self.images = images  # where generated images go (never to speech)
         self.metrics = TurnMetrics(context=context)
         self._scope: anyio.CancelScope | None = None
         self._interrupted = False
@@ -119,7 +122,7 @@ class Turn:
     async def run(self) -> TurnResult:
         m = self.metrics
         played_base = self.sink.played_seconds
-        route = RouteStage(self.log, m)
+        route = RouteStage(self.log, m, self.images)
         sink_stage = SinkStage(self.sink, m, self.on_piece_start)
         error: str | None = None
         self._interrupt_seen = interrupt_seen = anyio.Event()

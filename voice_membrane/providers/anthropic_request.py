@@ -114,7 +114,7 @@ def wire_block(block: ContentBlock, where: str) -> dict[str, Any] | None:
     if isinstance(block, ToolResultContent):
         return _tool_result(block, where)
     if isinstance(block, GeneratedImageContent):
-        source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+        source = {"type": "base64", "media_type": block.mime_type, "data": block.base64_data(where)}
         return {"type": "image", "source": source}
     raise RequestError(f"{where}: unsupported content block {type(block).__name__}")
 

@@ -8,13 +8,18 @@ The SDK validates each chunk (one that does not fit its schema fails as a
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..messages import GeneratedImageContent, GenerationInfo
 from ..parse.stops import StopScanner
 from ..provider_output import (
     NativeDelta,
+    NativeImage,
     NativeStart,
     NativeStop,
     ProviderOutput,
@@ -28,6 +33,8 @@ from .base import ProviderError
 from .gemini_request import signature_text
 
 NAME = "gemini"
+IMAGE_TYPE = re.compile(r"^image/[a-z0-9.+-]+$")
+_log = logging.getLogger("voice_membrane.providers")
 REFUSALS = {
     "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
     "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR",
@@ -49,8 +56,10 @@ class ChunkReader:
         self.finish: str | None = None
         self.blocked: str | None = None  # the prompt was blocked (promptFeedback)
         self.done = False  # a client-side stop was found: read no further
+        self.model: str | None = None  # the model version that answered
 
     def read(self, response: Any) -> list[ProviderOutput]:
+        self.model = fields.text(response, "model_version", "response") or self.model
         if (usage := fields.get(response, "usage_metadata")) is not None:
             self.usage = usage_of(usage)
         feedback = fields.get(response, "prompt_feedback")
@@ -119,8 +128,10 @@ class ChunkReader:
             if text:
                 out.append(TextDelta(text) if self.prefill else NativeDelta(text))
             return out
+        if (inline := fields.get(part, "inline_data")) is not None:
+            return out + self._image(inline)
         if text is None:
-            return out  # inline data, code execution…: not part of a spoken reply
+            return out  # code execution, files…: not part of a spoken reply
         if self.open == "thinking":
             self.signature = self.signature or signature  # Gemini signs the part after thoughts
             out += self._close()
@@ -134,6 +145,22 @@ class ChunkReader:
         if self.done:
             out += self._close()
         return out
+
+    def _image(self, inline: Any) -> list[ProviderOutput]:
+        """An ``inline_data`` image part: an image block of its own (Gemini sends
+        the whole image in one part, so there are no partial images)."""
+        mime = fields.text(inline, "mime_type", "inline_data") or ""
+        data = fields.get(inline, "data")
+        if not IMAGE_TYPE.match(mime) or not isinstance(data, bytes) or not data:
+            _log.warning("inline data that is not an image ignored (%r)", mime)
+            return []
+        image = GeneratedImageContent(
+            data=base64.b64encode(data).decode("ascii"),
+            mime_type=mime,
+            generation=GenerationInfo(model=self.model),
+        )
+        out = self._close()
+        return [*out, NativeStart("image"), NativeImage(image), NativeStop()]
 
     def _open(self, kind: str) -> list[ProviderOutput]:
         out = self._close()

@@ -145,7 +145,7 @@ def _parts(block: ContentBlock, names: dict[str, str], where: str) -> list[types
     if isinstance(block, ImageContent):
         return [_image(block, where)]
     if isinstance(block, GeneratedImageContent):
-        data = _b64decode(block.data, f"{where}.data")
+        data = _b64decode(block.base64_data(where), f"{where}.data")
         return [types.Part(inline_data=types.Blob(mime_type=block.mime_type, data=data))]
     if isinstance(block, ThinkingContent):
         signature = _signature(block.signature)

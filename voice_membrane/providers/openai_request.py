@@ -153,7 +153,7 @@ def _assistant(message: ProviderMessage) -> list[dict[str, Any]]:
 
 def _image(block: ImageContent | GeneratedImageContent) -> dict[str, Any]:
     if isinstance(block, GeneratedImageContent):
-        url = f"data:{block.mime_type};base64,{block.data}"
+        url = f"data:{block.mime_type};base64,{block.base64_data('generated image')}"
     elif block.source.type == "base64":
         url = f"data:{block.source.media_type};base64,{block.source.data}"
     else:

@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError
+from ..pipeline.images import inline_url
 from ..pipeline.session import Session
 from ..pipeline.stages import event_record
 from ..providers.base import LlmError
@@ -160,6 +161,7 @@ class Connection:
             options=parts.options,
             chunker_options=config.chunker.model_dump(),
             log=self._on_log,
+            images=inline_url,  # the page shows a generated image from its log event
             on_piece_start=self._on_piece_start,
             context=parts.context,
             toolbox=parts.toolbox,  # this session's own MCP connections, closed with it
@@ -324,6 +326,8 @@ class Connection:
         kind = record.get("event")
         if kind == "chunk" and not record["meta"].get("visible"):
             self._put(p.event("log", turn=self.turn, text=record["text"], meta=record["meta"]))
+        elif kind == "image":
+            self._put(image_event(self.turn, record))
         elif kind == "block_start":
             fields = {"index": record["index"], "block_type": record["type"]}
             self._put(p.event("block", turn=self.turn, event="start", **fields))
@@ -435,3 +439,15 @@ def _bearer(ws: ServerConnection) -> str | None:
         return None
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def image_event(turn: int, record: dict[str, Any]) -> str:
+    """A generated image's ``log`` event: hidden, never spoken; ``image.url`` is
+    a ``data:`` URL the page shows, or null when the image is held in a blob
+    store (``image.blob_id``)."""
+    where = record.get("where") or ""
+    image = {key: value for key, value in record.items() if key not in ("event", "index", "where")}
+    image["url"] = None if where.startswith("blob:") or not where else where
+    meta = {"type": "image", "visible": False, "block_index": record["index"]}
+    text = f"[image] {record.get('prompt') or record.get('revised_prompt') or ''}".rstrip()
+    return p.event("log", turn=turn, text=text, meta=meta, image=image)

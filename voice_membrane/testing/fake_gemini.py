@@ -28,6 +28,8 @@ per event, ``role: "model"``):
 
 - text is cut into ``delta_chars`` pieces, one ``{"text"}`` part each; thinking
   the same as ``{"text", "thought": true}`` parts;
+- a generated image (``script.image``) is one whole ``inlineData`` part
+  (``mimeType``, base64 ``data``), as image-output models send it;
 - a tool use is one whole ``functionCall`` part (Gemini never streams a call's
   arguments); its ``id`` is sent only when the script gives one (the Gemini
   Developer API often leaves it out);
@@ -198,6 +200,9 @@ class Events:
         return out
 
     def _pieces(self, block: ScriptBlock, streaming: bool) -> list[dict[str, Any]]:
+        if block.type == "image":
+            data = base64.b64encode(block.image).decode()
+            return [{"inlineData": {"mimeType": "image/png", "data": data}}]
         if block.type == "tool_use":
             call: dict[str, Any] = {"name": block.name, "args": block.input}
             if block.id is not None:

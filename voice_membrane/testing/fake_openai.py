@@ -1,4 +1,4 @@
-"""A fake OpenAI API (Chat Completions and legacy Completions) on loopback.
+"""A fake OpenAI API (Chat Completions, legacy Completions, Images) on loopback.
 
 ``FakeOpenAI`` answers ``POST /v1/chat/completions`` and ``POST /v1/completions``
 in the real wire protocol — ``data: {chunk}`` lines ending in ``data: [DONE]``,
@@ -25,13 +25,20 @@ Completions stream the script's text blocks joined as the raw text; with
 do, and ``stop_field`` names an extra choice field that reports it (vLLM's
 ``"stop_reason"``, llama.cpp's ``"stopping_word"``). Like the real API the
 fake rejects (400) more than 4 stop sequences and a ``tool`` message that
-answers no earlier tool call. Replies are served in order; with none left the
+answers no earlier tool call.
+
+``POST /v1/images/generations`` serves the next reply's ``image`` block
+(``script.image``): streamed (``"stream": true``) as ``partial_images``
+``image_generation.partial_image`` events — grey PNGs of the image's size, made
+in code — then ``image_generation.completed`` with the scripted PNG; or whole
+(``{"data": [{"b64_json", "revised_prompt"}]}``). Replies are served in order; with none left the
 fake answers 500. Streams the client closes early are counted in
 ``cancelled_streams``.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import time
@@ -51,7 +58,8 @@ from .fake_server import (
     sse,
     whole_response,
 )
-from .script import ScriptedReply
+from .png import read_png, solid_png
+from .script import ScriptBlock, ScriptedReply
 
 ERRORS: dict[int, tuple[str, str | None]] = {  # status → (error type, code)
     400: ("invalid_request_error", None),
@@ -92,6 +100,7 @@ class FakeOpenAI(FakeServer):
         return [
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1/completions", self._completions, methods=["POST"]),
+            Route("/v1/images/generations", self._images, methods=["POST"]),
         ]
 
     @property
@@ -135,6 +144,69 @@ class FakeOpenAI(FakeServer):
             return self.stream(events, headers)
         whole = self._chat_whole(reply) if chat else self._text_whole(reply, body)
         return _whole(reply, {**head, **whole}, headers)
+
+    # ------------------------------------------------------------ images
+
+    async def _images(self, request: Request) -> Response:
+        body = await self.record(request)
+        headers = {"x-request-id": f"req_fake_{next(self._ids)}"}
+        if not request.headers.get("authorization"):
+            return _error(401, "You didn't provide an API key.", headers)
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return _error(400, "Missing required parameter: 'prompt'.", headers)
+        partials = body.get("partial_images") or 0
+        if not isinstance(partials, int) or not 0 <= partials <= 3:
+            return _error(400, "Invalid 'partial_images': expected an integer 0 to 3.", headers)
+        reply = self.next_reply()
+        if reply is None:
+            return self.no_reply_left()
+        if reply.fault is not None and reply.fault.kind == "hang":
+            return await self.hang(request)
+        refused = scripted_http_error(reply, headers, _error)
+        if refused is not None:
+            return refused
+        block = next((b for b in reply.blocks if b.type == "image"), None)
+        if block is None:
+            return _error(500, "the scripted reply has no image block", headers)
+        meta = {
+            "created_at": int(time.time()),
+            "background": "opaque",
+            "output_format": "png",
+            "quality": body.get("quality") or "medium",
+            "size": body.get("size") or "1024x1024",
+        }
+        if not body.get("stream"):
+            data = {"b64_json": base64.b64encode(block.image).decode()}
+            if block.text:
+                data["revised_prompt"] = block.text
+            whole = {"created": meta["created_at"], "data": [data], "usage": _image_usage()}
+            return whole_response(reply, whole, headers, _error)
+        return self.stream(self._image_events(reply, block, partials, meta), headers)
+
+    async def _image_events(
+        self, reply: ScriptedReply, block: ScriptBlock, partials: int, meta: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
+        width, height, _ = read_png(block.image)
+        fault = reply.fault
+        for n in range(partials):
+            if fault is not None and fault.kind == "drop" and fault.after_deltas == n:
+                raise DropConnection
+            await pause(reply.ttft_s if n == 0 else reply.delta_delay_s)
+            grey = 60 + 40 * n  # each partial a lighter grey: their order can be seen
+            data = base64.b64encode(solid_png(width, height, (grey, grey, grey))).decode()
+            kind = "image_generation.partial_image"
+            event = {"type": kind, "b64_json": data, "partial_image_index": n, **meta}
+            yield sse(event, kind)
+        if fault is not None and fault.kind == "drop":
+            raise DropConnection
+        if fault is not None and fault.kind == "error_event":
+            yield sse(error_body(fault.status, fault.message), "error")
+            return
+        await pause(reply.delta_delay_s)
+        data = base64.b64encode(block.image).decode()
+        kind = "image_generation.completed"
+        extra = {"revised_prompt": block.text} if block.text else {}
+        yield sse({"type": kind, "b64_json": data, **meta, "usage": _image_usage(), **extra}, kind)
 
     # ------------------------------------------------------------ chat
 
@@ -287,6 +359,16 @@ def _usage(reply: ScriptedReply) -> dict[str, Any]:
         "completion_tokens": out,
         "total_tokens": reply.input_tokens + out,
         "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def _image_usage() -> dict[str, Any]:
+    details = {"image_tokens": 0, "text_tokens": 12}
+    return {
+        "input_tokens": 12,
+        "input_tokens_details": details,
+        "output_tokens": 272,
+        "total_tokens": 284,
     }
 
 

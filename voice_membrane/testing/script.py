@@ -23,6 +23,12 @@ the client gives up). ``raw`` events go out as they are, in the vendor's own
 format, after a number of content deltas: what a script cannot say (an event
 type the reader does not know, a field of the wrong JSON type) for testing a
 reader's robustness through the real SDK.
+
+``image(…)`` is a generated image (a real PNG made in code, ``testing/png.py``):
+Gemini sends it as an ``inlineData`` part of the reply; the OpenAI fake serves
+it from the Images API (``/v1/images/generations``), with partial images first
+when the request asks for them. Chat Completions have no image output: the
+OpenAI chat stream leaves image blocks out.
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-BlockKind = Literal["text", "thinking", "redacted_thinking", "tool_use"]
+from .png import solid_png
+
+FINAL_RGB = (200, 40, 40)  # the default final image's colour (partial images are grey)
+
+BlockKind = Literal["text", "thinking", "redacted_thinking", "tool_use", "image"]
 ScriptStop = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 FaultKind = Literal["http_error", "error_event", "malformed", "drop", "hang"]
 
@@ -44,6 +54,7 @@ class ScriptBlock:
     id: str | None = None  # tool_use id; the fake generates one when None
     input: dict[str, Any] = field(default_factory=dict)
     signature: str = ""  # thinking signature; redacted_thinking data
+    image: bytes = b""  # image: the PNG (text: the revised prompt the fake reports)
 
 
 def text(value: str) -> ScriptBlock:
@@ -60,6 +71,13 @@ def redacted_thinking(data: str) -> ScriptBlock:
 
 def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> ScriptBlock:
     return ScriptBlock("tool_use", name=name, id=id, input=dict(input))
+
+
+def image(png: bytes | None = None, revised_prompt: str = "") -> ScriptBlock:
+    """A generated image: ``png`` (by default a 16x16 red PNG made in code)."""
+    if png is None:
+        png = solid_png(16, 16, FINAL_RGB)
+    return ScriptBlock("image", text=revised_prompt, image=png)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,5 +154,8 @@ class ScriptedReply:
             return self.output_tokens
         count = 0
         for block in self.blocks:
-            count += len(list(self.pieces(block.text))) if block.type != "tool_use" else 1
+            if block.type == "image":
+                count += 1
+            else:
+                count += len(list(self.pieces(block.text))) if block.type != "tool_use" else 1
         return count

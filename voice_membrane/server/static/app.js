@@ -509,6 +509,24 @@
     }
     entry.part = part;
     entry.body.textContent += message.text;
+    if (type === "image") showImage(entry, message.image || {});
+  }
+
+  // A generated image (never spoken): shown under its prompt when it comes as a
+  // data: URL; an image held in a blob store is named by its id.
+  function showImage(entry, image) {
+    const url = typeof image.url === "string" ? image.url : "";
+    if (url.startsWith("data:image/")) {
+      const img = document.createElement("img");
+      img.className = "generated-image";
+      img.alt = image.revised_prompt || image.prompt || "generated image";
+      img.src = url;
+      img.style.maxWidth = "100%";
+      img.style.display = "block";
+      entry.li.append(img);
+    } else if (image.blob_id) {
+      entry.body.textContent += `\n(blob ${image.blob_id})`;
+    }
   }
 
   function onBlock(message) {
