@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
+from .blob_resolve import DEFAULT_LIMIT, resolve_blobs
+from .blobs import BlobStore
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
 from .messages import Request, validate_request
@@ -56,6 +58,8 @@ class Membrane:
         first_token_deadline_s: float | None = 20.0,
         policies: Callable[[], Sequence[StreamPolicy]] | None = None,
         json_tools: Callable[[], JsonToolInterceptor] | None = None,
+        blob_store: BlobStore | None = None,
+        blob_concurrency: int = DEFAULT_LIMIT,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -74,6 +78,9 @@ class Membrane:
         # Tool calls written as JSON in the text (small and local models): each reply
         # reads them with a fresh interceptor; None reads only the format's own calls.
         self.json_tools = json_tools
+        # Blob images are read from here when a request is built (blob_resolve.py).
+        self.blob_store = blob_store
+        self.blob_concurrency = blob_concurrency
 
     async def stream(
         self,
@@ -94,10 +101,14 @@ class Membrane:
         ``on_output`` sees every raw provider item (for timing). ``policies``
         (``parse.policy``) judge the events before anything sees them; by
         default the membrane's own (a fresh set per reply). A request that
-        cannot be sent raises ``RequestError`` before any network call.
+        cannot be sent raises ``RequestError`` before any network call; so does
+        a blob image that cannot be read from ``blob_store`` (blobs are read
+        here, just before the request is built, at most ``blob_concurrency``
+        at a time).
         """
         fmt = self._formatter(request, formatter)
         validate_request(request)
+        request = await resolve_blobs(request, self.blob_store, limit=self.blob_concurrency)
         built = fmt.build(request)
         if policies is None:
             policies = self.policies() if self.policies is not None else ()
