@@ -13,6 +13,7 @@ a reference::
 and ``restore_from_storage`` puts the exact strings back. The bytes are stored
 decoded (the blob of an image is the image file); a reference records what
 else is needed to rebuild the string exactly: a data URL's ``prefix``, or
+``"encoding": "base64url"`` for URL-safe base64 (google-genai's bytes), or
 ``"encoding": "utf-8"`` for a string forced out by its path that is not
 base64. A dict of the input that already has a ``__blobRef`` or
 ``__blobEscape`` key is wrapped as ``{"__blobEscape": {…}}`` so it is never
@@ -42,6 +43,7 @@ MEDIA_TYPE_KEYS: Final = ("media_type", "mediaType", "mime_type", "mimeType")
 OCTET_STREAM: Final = "application/octet-stream"
 
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*={0,2}")  # google-genai sends bytes so
 _DATA_URL: Final = re.compile(r"(data:([a-z]+/[a-z0-9.+-]+)(?:;[^,;]*)*;base64,)(.*)", re.DOTALL)
 
 
@@ -102,10 +104,12 @@ class _Sanitizer:
             return await self._ref(text, data, match[2], prefix=match[1])
         if (data := _decode(text)) is not None:
             return await self._ref(text, data, media_type or sniff_image_type(data))
+        if (data := _decode(text, url_safe=True)) is not None:
+            kind = media_type or sniff_image_type(data)
+            return await self._ref(text, data, kind, encoding="base64url")
         if forced:
-            return await self._ref(
-                text, text.encode("utf-8", "surrogatepass"), OCTET_STREAM, utf8=True
-            )
+            data = text.encode("utf-8", "surrogatepass")
+            return await self._ref(text, data, OCTET_STREAM, encoding="utf-8")
         return text
 
     async def _ref(
@@ -115,35 +119,41 @@ class _Sanitizer:
         media_type: str | None,
         *,
         prefix: str | None = None,
-        utf8: bool = False,
+        encoding: str | None = None,
     ) -> dict[str, Any]:
         media_type = media_type or OCTET_STREAM
         blob_id = await self.store.store(data, media_type)
         ref: dict[str, Any] = {REF: blob_id, "originalSize": len(text), "mediaType": media_type}
         if prefix is not None:
             ref["prefix"] = prefix
-        if utf8:
-            ref["encoding"] = "utf-8"
+        if encoding is not None:
+            ref["encoding"] = encoding
         return ref
 
 
-def _decode(text: str) -> bytes | None:
-    """The bytes of canonical standard base64 (encoding them again gives ``text``
-    exactly, so the string can be rebuilt from them); None otherwise."""
-    if len(text) % 4 or not _BASE64.fullmatch(text):
+def _decode(text: str, *, url_safe: bool = False) -> bytes | None:
+    """The bytes of canonical base64 (standard, or URL-safe) — encoding them again
+    gives ``text`` exactly, so the string can be rebuilt from them; else None."""
+    if len(text) % 4 or not (_BASE64URL if url_safe else _BASE64).fullmatch(text):
         return None
     try:
-        data = base64.b64decode(text, validate=True)
+        data = base64.urlsafe_b64decode(text) if url_safe else base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return None
-    return data if base64.b64encode(data).decode("ascii") == text else None
+    return data if _encode(data, url_safe=url_safe) == text else None
+
+
+def _encode(data: bytes, *, url_safe: bool = False) -> str:
+    encoded = base64.urlsafe_b64encode(data) if url_safe else base64.b64encode(data)
+    return encoded.decode("ascii")
 
 
 async def _restore_ref(ref: dict[str, Any], store: BlobStore) -> str:
     data = await store.load(check_blob_id(ref[REF]))
-    if ref.get("encoding") == "utf-8":
+    encoding = ref.get("encoding")
+    if encoding == "utf-8":
         return data.decode("utf-8", "surrogatepass")
-    return str(ref.get("prefix", "")) + base64.b64encode(data).decode("ascii")
+    return str(ref.get("prefix", "")) + _encode(data, url_safe=encoding == "base64url")
 
 
 def _media_type_of(obj: dict[Any, Any]) -> str | None:

@@ -39,6 +39,7 @@ from ..reply import Retrying
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls, Toolbox, by_name
 from ..tts.base import TtsEngine
+from .debug_dir import DebugDir
 from .history import RequestCounter, counter_for, fit
 from .stages import EventLogger
 from .turn import Turn, TurnResult
@@ -69,7 +70,9 @@ class Session:
     ``blob_store``: where the images of the conversation live (``attach_image``);
     the membrane reads them from it when it builds each request, so only the
     images of turns still kept are read. By default the membrane's own store;
-    a membrane without one is given this one."""
+    a membrane without one is given this one.
+
+    ``debug``: each turn's provider calls and latency report are written there."""
 
     llm: Membrane | LlmSource
     engine: TtsEngine
@@ -87,6 +90,7 @@ class Session:
     on_retry: Callable[[Retrying], None] = lambda retrying: None
     context: RequestCounter | None = None
     blob_store: BlobStore | None = None
+    debug: DebugDir | None = None
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
     first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
@@ -102,6 +106,8 @@ class Session:
             self.membrane = Membrane(TextSourceProvider(llm), first_token_deadline_s=None)
         if self.context is None:
             self.context = counter_for(self.membrane, None)
+        if self.debug is not None:  # every provider call written down (debug_dir.py)
+            self.membrane.provider = self.debug.wrap(self.membrane.provider)
         if self.blob_store is None:
             self.blob_store = self.membrane.blob_store
         elif self.membrane.blob_store is None:
@@ -205,6 +211,8 @@ class Session:
                 self.context,
             )
             self.first_kept = context.dropped
+        if self.debug is not None:
+            self.debug.start_turn()
         turn = Turn(
             membrane=self.membrane,
             engine=self.engine,
@@ -226,6 +234,8 @@ class Session:
         self.history.append(
             TurnRecord(user_text, result, request.options.human_participant, attachments)
         )
+        if self.debug is not None:
+            await self.debug.write_report(result.report)
         return result
 
     def interrupt(self) -> bool:
