@@ -235,3 +235,38 @@ async def test_a_call_that_fails_or_is_closed_is_still_written(tmp_path: Path) -
     assert second["response"]["ended"] == "closed"
     assert first["request"]["built"]["messages"][0]["role"] == "user"  # no request_body
     assert StopInfo  # (imported for the reader: a complete call ends with one)
+
+
+def test_a_bad_image_or_debug_folder_stops_run_before_anything(tmp_path: Path) -> None:
+    from functools import partial
+
+    from voice_membrane.pipeline.config import ConfigError
+    from voice_membrane.run_command import PIPELINES, resolve_config, run_assistant
+
+    config = resolve_config(PIPELINES / "replay.toml", out=str(tmp_path / "a.wav"))
+    (tmp_path / "x.txt").write_text("not an image")
+    lines: list[str] = []
+    for images, problem in (
+        ([tmp_path / "x.txt"], r"x\.txt: not a PNG, JPEG, GIF or WebP image"),
+        ([tmp_path / "missing.png"], "missing.png: No such file or directory"),
+    ):
+        with pytest.raises(ConfigError, match=problem):
+            anyio.run(partial(run_assistant, config, prompt="hi", images=images, out=lines.append))
+    (tmp_path / "file").write_text("")
+    blocked = config.with_overrides({"debug": {"dir": str(tmp_path / "file" / "debug")}})
+    with pytest.raises(ConfigError, match=r"debug dir .*: Not a directory"):
+        anyio.run(partial(run_assistant, blocked, prompt="hi", out=lines.append))
+    assert lines == []  # nothing started
+
+
+def test_the_debug_folder_of_a_pipeline_file_is_relative_to_it(tmp_path: Path) -> None:
+    from voice_membrane.pipeline.config import load_pipeline
+    from voice_membrane.run_command import resolve_config
+
+    path = tmp_path / "p.toml"
+    path.write_text('[debug]\ndir = "calls"\n[blobs]\ndir = "../media"\n')
+    config = load_pipeline(path)
+    assert config.debug.dir == str(tmp_path / "calls")
+    assert config.blobs.dir == str((tmp_path / ".." / "media").resolve())
+    flagged = resolve_config(path, debug_dir="elsewhere")
+    assert flagged.debug.dir == str(Path("elsewhere").resolve())
