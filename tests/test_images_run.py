@@ -155,6 +155,12 @@ async def test_serve_sends_an_image_as_a_log_event() -> None:
     assert event["meta"] == {"type": "image", "visible": False, "block_index": 2}
     assert event["image"]["url"] == f"data:image/png;base64,{data}"
     assert event["text"] == "[image] a dot"
+    # Freshly stored, its bytes still at hand: the page shows it, and learns its id.
     stored = img.model_copy(update={"blob_id": "b-1"})
     event = json.loads(image_event(7, await save_image(inline_url, 2, stored)))
+    assert event["image"]["url"] == f"data:image/png;base64,{data}"
+    assert event["image"]["blob_id"] == "b-1"
+    # Held by its id alone: the id only.
+    by_id = GeneratedImageContent(blob_id="b-1", generation=GenerationInfo(prompt="a dot"))
+    event = json.loads(image_event(7, await save_image(inline_url, 2, by_id)))
     assert event["image"]["url"] is None and event["image"]["blob_id"] == "b-1"

@@ -70,6 +70,20 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--show-hidden", action="store_true", help="also print thinking and tool blocks"
     )
+    run.add_argument(
+        "--debug-dir",
+        type=Path,
+        metavar="DIR",
+        help="write every provider request and response there (sanitized, no keys)",
+    )
+    run.add_argument(
+        "--image",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="send this image (PNG, JPEG, GIF, WebP) with the first prompt (repeatable)",
+    )
     serve = commands.add_parser(
         "serve",
         help="serve spoken sessions over a WebSocket, with a browser page",
@@ -160,7 +174,12 @@ def _run(args: argparse.Namespace) -> None:
         sys.exit("voice-membrane run: --prompt is not UTF-8 text")
     try:
         config = resolve_config(
-            args.pipeline, llm=args.llm, formatter=args.formatter, tts=args.tts, out=args.out
+            args.pipeline,
+            llm=args.llm,
+            formatter=args.formatter,
+            tts=args.tts,
+            out=args.out,
+            debug_dir=args.debug_dir,
         )
         results = anyio.run(
             partial(
@@ -170,6 +189,7 @@ def _run(args: argparse.Namespace) -> None:
                 metrics_json=args.metrics_json,
                 events_jsonl=args.events_jsonl,
                 show_hidden=args.show_hidden,
+                images=args.image,
             )
         )
     except Exception as exc:

@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
+from .blob_resolve import DEFAULT_LIMIT, resolve_blobs
+from .blobs import BlobStore
 from .events import BlockComplete, BlockStart, Chunk
 from .formats import Formatter, get_formatter
 from .images import ImageStore, ImageTool
@@ -64,6 +66,8 @@ class Membrane:
         json_tools: Callable[[], JsonToolInterceptor] | None = None,
         image_tool: ImageTool | None = None,
         image_store: ImageStore | None = None,
+        blob_store: BlobStore | None = None,
+        blob_concurrency: int = DEFAULT_LIMIT,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -84,6 +88,9 @@ class Membrane:
         self.json_tools = json_tools
         self.image_tool = image_tool  # offered to the model in every request
         self.image_store = image_store  # final generated images stored here
+        # Blob images are read from here when a request is built (blob_resolve.py).
+        self.blob_store = blob_store
+        self.blob_concurrency = blob_concurrency
 
     async def stream(
         self,
@@ -110,13 +117,17 @@ class Membrane:
         image, ``on_image(image)`` with the final one. ``policies``
         (``parse.policy``) judge the events before anything sees them; by
         default the membrane's own (a fresh set per reply). A request that
-        cannot be sent raises ``RequestError`` before any network call.
+        cannot be sent raises ``RequestError`` before any network call; so does
+        a blob image that cannot be read from ``blob_store`` (blobs are read
+        here, just before the request is built, at most ``blob_concurrency``
+        at a time).
         """
         fmt = self._formatter(request, formatter)
         tool = self.image_tool
         if tool is not None and all(t.name != tool.name for t in request.tools):
             request = request.model_copy(update={"tools": [*request.tools, tool.definition]})
         validate_request(request)
+        request = await resolve_blobs(request, self.blob_store, limit=self.blob_concurrency)
         built = fmt.build(request)
         if policies is None:
             policies = self.policies() if self.policies is not None else ()

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from .blobs import BlobSource
 from .redact import quote
 
 
@@ -67,8 +68,20 @@ class UrlSource(_Model):
 
 
 class ImageContent(_Model):
+    """An image: inline base64, a URL, or a blob in a ``blobs.BlobStore`` (read
+    only when a provider request is built: ``blob_resolve.py``)."""
+
     type: Literal["image"] = "image"
-    source: Annotated[Base64Source | UrlSource, Field(discriminator="type")]
+    source: Annotated[Base64Source | UrlSource | BlobSource, Field(discriminator="type")]
+
+    @field_validator("source")
+    @classmethod
+    def _an_image_blob(cls, source: Base64Source | UrlSource | BlobSource) -> Any:
+        if isinstance(source, BlobSource) and not source.media_type.startswith("image/"):
+            raise ValueError(
+                f"an image blob's media_type must be image/*, not {source.media_type!r}"
+            )
+        return source
 
 
 class ThinkingContent(_Model):

@@ -13,15 +13,18 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from .blobs import sniff_image_type
 from .heap import settle_heap
+from .messages import ContentBlock
 from .pipeline.build import build_parts, output_path_problem
 from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from .pipeline.debug_dir import DebugDir
 from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
 from .pipeline.images import ImageFolder
 from .pipeline.metrics import LatencyReport
@@ -42,14 +45,21 @@ def resolve_config(
     formatter: str | None = None,
     tts: str | None = None,
     out: str | None = None,
+    debug_dir: str | Path | None = None,
 ) -> PipelineConfig:
     """The pipeline file with command-line flags applied (flags win)."""
     config = load_pipeline(pipeline or DEFAULT_PIPELINE)
     sink: dict[str, Any] = {}
     if out is not None:  # a WAV file, even where the file names a real-time null sink
         sink = {"kind": "wav", "path": out, "realtime": False}
+    debug = {"dir": str(Path(debug_dir).resolve())} if debug_dir is not None else {}
     return config.with_overrides(
-        {"llm": {"spec": llm, "formatter": formatter}, "tts": {"spec": tts}, "sink": sink}
+        {
+            "llm": {"spec": llm, "formatter": formatter},
+            "tts": {"spec": tts},
+            "sink": sink,
+            "debug": debug,
+        }
     )
 
 
@@ -60,15 +70,28 @@ async def run_assistant(
     metrics_json: Path | None = None,
     events_jsonl: Path | None = None,
     show_hidden: bool = False,
+    images: Sequence[Path] = (),
     out: Callable[[str], None] = lambda text: print(replace_surrogates(text), end="", flush=True),
 ) -> list[TurnResult]:
-    """Raises ``ConfigError`` before anything starts for a bad configuration or
-    output path, and ``OutputFileError`` (one line) if an output file cannot be
-    written (the turns have run and been spoken by then)."""
+    """``images`` go with the first turn (kept in the pipeline's blob store and
+    sent by reference). ``config.debug.dir``: every provider call written there
+    (``pipeline/debug_dir.py``).
+
+    Raises ``ConfigError`` before anything starts for a bad configuration,
+    output path or image, and ``OutputFileError`` (one line) if an output file
+    cannot be written (the turns have run and been spoken by then)."""
     for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
         problem = path and output_path_problem(path)
         if problem:
             raise ConfigError(f"{flag} {path}: {problem}")
+    pictures = [_read_image(path) for path in images]
+    debug = None
+    if config.debug.dir is not None:
+        debug = DebugDir(config.debug.dir)
+        try:
+            debug.open()
+        except OSError as exc:
+            raise ConfigError(f"debug dir {config.debug.dir}: {exc.strerror or exc}") from None
     parts = build_parts(config)
     if parts.notice:
         out(f"{parts.notice}\n")
@@ -103,6 +126,7 @@ async def run_assistant(
         context=parts.context,
         toolbox=parts.toolbox,
         images=ImageFolder(Path(config.images.folder)),
+        debug=debug,
     )
     results: list[TurnResult] = []
     out(f"loading {parts.membrane.provider.name} and {parts.engine.name} …\n")
@@ -114,13 +138,15 @@ async def run_assistant(
             settle_heap()  # the engines are loaded: keep them out of every full collection
             stop_loop = tg.cancel_scope
             tg.start_soon(_interrupt_on_sigint, session, stop_loop)
+            attached = tuple([await session.attach_image(*picture) for picture in pictures])
             if prompt is not None:
-                results.append(await _one_turn(session, prompt, out))
+                results.append(await _one_turn(session, prompt, out, attached))
             else:
                 out("type a line and press Enter; Ctrl-C interrupts the speech, Ctrl-D quits\n")
                 while (line := await _read_line(out)) is not None:
                     if line:
-                        results.append(await _one_turn(session, line, out))
+                        results.append(await _one_turn(session, line, out, attached))
+                        attached = ()
                         if metrics_json is not None:
                             _write_metrics(metrics_json, [r.report for r in results], False)
             tg.cancel_scope.cancel()
@@ -146,6 +172,9 @@ async def run_assistant(
             _write_metrics(metrics_json, [results[0].report], True)
         except OutputFileError as exc:
             failures.append(str(exc))
+    if debug is not None:
+        failures += debug.failures
+        out(f"provider calls written to {debug.root}\n")
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
@@ -163,14 +192,32 @@ def _say_image(record: dict[str, Any], out: Callable[[str], None]) -> None:
         out(redact(f"\nimage{about} {record.get('error') or 'not saved'}\n"))
 
 
+def _read_image(path: Path) -> tuple[bytes, str]:
+    """An ``--image`` file's bytes and media type; ``ConfigError`` (one line) if it
+    cannot be read or is no PNG, JPEG, GIF or WebP image."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--image {path}: {exc.strerror or exc}") from None
+    media_type = sniff_image_type(data)
+    if media_type is None:
+        raise ConfigError(f"--image {path}: not a PNG, JPEG, GIF or WebP image")
+    return data, media_type
+
+
 def retry_line(retrying: Retrying) -> str:
     """A retry, said as it happens (the turn's report lists it again at the end)."""
     attempt = retrying.attempt + 1  # the first retry is the second attempt
     return f"retrying in {retrying.delay_s:.1f} s (attempt {attempt}): {retrying.error}\n"
 
 
-async def _one_turn(session: Session, text: str, out: Callable[[str], None]) -> TurnResult:
-    result = await session.turn(text)
+async def _one_turn(
+    session: Session,
+    text: str,
+    out: Callable[[str], None],
+    attachments: tuple[ContentBlock, ...] = (),
+) -> TurnResult:
+    result = await session.turn(text, attachments=attachments)
     out(" [interrupted]\n" if result.interrupted else "\n")
     if result.error:  # redacted again here: a second net under ProviderError's own
         out(f"error: {redact(result.error)}\n")

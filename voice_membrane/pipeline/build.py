@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..blobs import BlobStore, FileBlobStore, MemoryBlobStore
 from ..images import ImageTool
 from ..membrane import Membrane
 from ..messages import ModelConfig, RequestOptions
@@ -61,6 +62,7 @@ class Parts:
     wav_path: str | None  # where the audio goes when the sink is a WAV file
     context: RequestCounter | None = None  # keeps long sessions within the model's context
     toolbox: McpToolbox | None = None  # the pipeline's MCP servers (not yet started)
+    blob_store: BlobStore | None = None  # the conversation's images ([blobs] dir)
 
 
 def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
@@ -73,6 +75,9 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
     deadline = llm.first_token_deadline_s
     if deadline is None and cloud:
         deadline = CLOUD_FIRST_TOKEN_DEADLINE_S
+    blob_store: BlobStore = (
+        FileBlobStore(config.blobs.dir) if config.blobs.dir is not None else MemoryBlobStore()
+    )
     try:
         provider, model = create_provider(
             llm.spec,
@@ -94,6 +99,9 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             json_tools=json_tools_for(llm),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
             image_tool=image_tool_for(config.images),
+            blob_store=blob_store,
+            # Generated images go to the session's blob store: the history keeps ids.
+            image_store=blob_store.store if blob_store is not None else None,
         )
         engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
     except ValueError as exc:
@@ -126,6 +134,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         wav_path,
         counter_for(membrane, budget),
         toolbox,
+        blob_store,
     )
 
 

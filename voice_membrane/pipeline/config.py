@@ -240,6 +240,18 @@ class ImagesConfig(_Section):
     folder: str = Field("voice-membrane-images", min_length=1)  # run: where images are saved
 
 
+class BlobsConfig(_Section):
+    # Where the session's images are kept (a content-addressed FileBlobStore), relative
+    # to the pipeline file; unset: in memory, for the session's life.
+    dir: str | None = Field(None, min_length=1)
+
+
+class DebugConfig(_Section):
+    # Every provider request and response written here, sanitized and redacted, one
+    # JSON file per call, with each turn's latency report (relative to the file).
+    dir: str | None = Field(None, min_length=1)
+
+
 class PipelineConfig(_Section):
     description: str = ""
     llm: LlmConfig = LlmConfig()
@@ -249,6 +261,8 @@ class PipelineConfig(_Section):
     policy: PolicyConfig = PolicyConfig()
     tools: ToolsConfig = ToolsConfig()
     images: ImagesConfig = ImagesConfig()
+    blobs: BlobsConfig = BlobsConfig()
+    debug: DebugConfig = DebugConfig()
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""
@@ -291,6 +305,13 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         config = config.model_copy(
             update={"tools": config.tools.model_copy(update={"mcp": servers})}
         )
+    # And the blob and debug folders.
+    for section in ("blobs", "debug"):
+        folder = getattr(config, section).dir
+        if folder is not None and not Path(folder).is_absolute():
+            config = config.with_overrides(
+                {section: {"dir": str((path.parent / folder).resolve())}}
+            )
     return config
 
 

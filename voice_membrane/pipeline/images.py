@@ -58,10 +58,11 @@ class ImageFolder:
 
 
 async def inline_url(image: GeneratedImageContent) -> str:
-    """``blob:<id>`` for a stored image, else the image as a ``data:`` URL."""
-    if image.blob_id is not None:
-        return f"blob:{image.blob_id}"
-    return f"data:{image.mime_type};base64,{image.data}"
+    """The image as a ``data:`` URL the page can show while its bytes are at hand
+    (a freshly stored image has both); ``blob:<id>`` when only the id is."""
+    if image.data is not None:
+        return f"data:{image.mime_type};base64,{image.data}"
+    return f"blob:{image.blob_id}"
 
 
 def image_summary(image: GeneratedImageContent | None) -> dict[str, Any] | None:

@@ -20,15 +20,26 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from ..blobs import BlobError, BlobSource, BlobStore, sniff_image_type
 from ..chunking import SpeechChunker
 from ..membrane import Membrane
-from ..messages import Message, ModelConfig, Request, RequestOptions, ToolDefinition
+from ..messages import (
+    ContentBlock,
+    ImageContent,
+    Message,
+    ModelConfig,
+    Request,
+    RequestOptions,
+    TextContent,
+    ToolDefinition,
+)
 from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
 from ..reply import Retrying
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls, Toolbox, by_name
 from ..tts.base import TtsEngine
+from .debug_dir import DebugDir
 from .history import RequestCounter, counter_for, fit
 from .images import ImageSaver
 from .stages import EventLogger
@@ -40,6 +51,7 @@ class TurnRecord:
     user_text: str
     result: TurnResult
     participant: str  # who said ``user_text``: in a shared session, not always the same
+    attachments: tuple[ContentBlock, ...] = ()  # sent before ``user_text`` (blob images)
 
 
 @dataclass
@@ -54,7 +66,14 @@ class Session:
     ``toolbox``: tools opened with the session (before the provider, so a tool
     server that will not start fails the session before a model loads); its
     definitions are offered beside ``tools`` and its calls go to it, other
-    calls to ``on_tool_calls``."""
+    calls to ``on_tool_calls``.
+
+    ``blob_store``: where the images of the conversation live (``attach_image``);
+    the membrane reads them from it when it builds each request, so only the
+    images of turns still kept are read. By default the membrane's own store;
+    a membrane without one is given this one.
+
+    ``debug``: each turn's provider calls and latency report are written there."""
 
     llm: Membrane | LlmSource
     engine: TtsEngine
@@ -72,6 +91,8 @@ class Session:
     on_retry: Callable[[Retrying], None] = lambda retrying: None
     context: RequestCounter | None = None
     images: ImageSaver | None = None  # where generated images go (docs/images.md)
+    blob_store: BlobStore | None = None
+    debug: DebugDir | None = None
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
     first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
@@ -87,6 +108,12 @@ class Session:
             self.membrane = Membrane(TextSourceProvider(llm), first_token_deadline_s=None)
         if self.context is None:
             self.context = counter_for(self.membrane, None)
+        if self.debug is not None:  # every provider call written down (debug_dir.py)
+            self.membrane.provider = self.debug.wrap(self.membrane.provider)
+        if self.blob_store is None:
+            self.blob_store = self.membrane.blob_store
+        elif self.membrane.blob_store is None:
+            self.membrane.blob_store = self.blob_store
 
     async def __aenter__(self) -> Session:
         async with AsyncExitStack() as stack:
@@ -123,8 +150,25 @@ class Session:
         if self.on_tool_calls is not None:
             self._handler = by_name([(names, toolbox)], fallback=self.on_tool_calls)
 
+    async def attach_image(self, data: bytes, media_type: str | None = None) -> ImageContent:
+        """``data`` kept in the session's blob store, as an image block for ``turn``'s
+        ``attachments``; the media type is read from the bytes when not given.
+        ``BlobError`` when there is no store or the bytes are no known image."""
+        if self.blob_store is None:
+            raise BlobError("no blob store to keep the image in")
+        media_type = media_type or sniff_image_type(data)
+        if media_type is None:
+            raise BlobError("not a PNG, JPEG, GIF or WebP image")
+        blob_id = await self.blob_store.store(data, media_type)
+        source = BlobSource(blob_id=blob_id, media_type=media_type, size_bytes=len(data))
+        return ImageContent(source=source)
+
     def request(
-        self, user_text: str, first: int | None = None, participant: str | None = None
+        self,
+        user_text: str,
+        first: int | None = None,
+        participant: str | None = None,
+        attachments: tuple[ContentBlock, ...] = (),
     ) -> Request:
         """The next turn's request: the conversation so far from turn ``first`` (by
         default the oldest one still kept), then ``user_text`` said by
@@ -137,10 +181,12 @@ class Session:
         messages: list[Message] = []
         start = self.first_kept if first is None else first
         for record in self.history[start:]:
-            messages.append(Message(participant=record.participant, content=record.user_text))
+            content = _user_content(record.user_text, record.attachments)
+            messages.append(Message(participant=record.participant, content=content))
             if record.result.spoken_text:
                 messages.append(Message(participant=assistant, content=record.result.spoken_text))
-        messages.append(Message(participant=options.human_participant, content=user_text))
+        content = _user_content(user_text, attachments)
+        messages.append(Message(participant=options.human_participant, content=content))
         return Request(
             messages=messages,
             config=self.model,
@@ -149,19 +195,28 @@ class Session:
             options=options,
         )
 
-    async def turn(self, user_text: str, participant: str | None = None) -> TurnResult:
+    async def turn(
+        self,
+        user_text: str,
+        participant: str | None = None,
+        attachments: tuple[ContentBlock, ...] = (),
+    ) -> TurnResult:
         """One turn: ``user_text`` said by ``participant`` (by default the options'
         ``human_participant``), answered, spoken, and kept in the history under
-        that name."""
-        request, context = self.request(user_text, participant=participant), None
+        that name; ``attachments`` (images, see ``attach_image``) go before the
+        text and stay in the history with it."""
+        request = self.request(user_text, participant=participant, attachments=attachments)
+        context = None
         if self.context is not None:
             request, context = await fit(
                 self.first_kept,
                 len(self.history),
-                lambda first: self.request(user_text, first, participant),
+                lambda first: self.request(user_text, first, participant, attachments),
                 self.context,
             )
             self.first_kept = context.dropped
+        if self.debug is not None:
+            self.debug.start_turn()
         turn = Turn(
             membrane=self.membrane,
             engine=self.engine,
@@ -181,7 +236,11 @@ class Session:
             result = await turn.run()
         finally:
             self.current = None
-        self.history.append(TurnRecord(user_text, result, request.options.human_participant))
+        self.history.append(
+            TurnRecord(user_text, result, request.options.human_participant, attachments)
+        )
+        if self.debug is not None:
+            await self.debug.write_report(result.report)
         return result
 
     def interrupt(self) -> bool:
@@ -190,3 +249,7 @@ class Session:
             return False
         self.current.interrupt()
         return True
+
+
+def _user_content(text: str, attachments: tuple[ContentBlock, ...]) -> list[ContentBlock]:
+    return [*attachments, TextContent(text=text)]

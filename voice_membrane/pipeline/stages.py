@@ -26,7 +26,7 @@ from ..chunking import SpeechChunk, SpeechChunker
 from ..events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..exception_groups import leaves
 from ..membrane import Membrane
-from ..messages import Request
+from ..messages import Request, RequestError
 from ..provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
 from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
@@ -167,6 +167,10 @@ class ReplyStage:
                             self.m.stop_reason = str(item.stop_reason)
                 if held is not None:
                     await out.send(held)
+            except RequestError as exc:
+                # A request that cannot be sent (a blob that cannot be read, say) was
+                # refused before any network call: the turn ends with its one line.
+                self.error = f"request not sent: {exc}"
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import anyio
@@ -82,6 +82,12 @@ class AnthropicProvider:
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ProviderError(self.name, "auth", NO_KEY)
         return client
+
+    def request_body(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK call ``stream`` makes (debug records)."""
+        return {**request_params(built, config), "stream": streaming}
 
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True

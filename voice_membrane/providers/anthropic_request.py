@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..blob_resolve import unresolved
+from ..blobs import BlobSource
 from ..messages import (
     Base64Source,
     ContentBlock,
@@ -124,6 +126,8 @@ def _image(block: ImageContent, where: str) -> dict[str, Any]:
     if isinstance(source, Base64Source):
         wire = {"type": "base64", "media_type": source.media_type, "data": source.data}
         return {"type": "image", "source": wire}
+    if isinstance(source, BlobSource):
+        raise unresolved(source, where)
     if source.url.startswith("data:"):  # the API fetches http(s) URLs only
         head, _, data = source.url.partition(",")
         media_type = head[len("data:") :].split(";")[0]

@@ -119,6 +119,21 @@ class GeminiProvider:
                 raise ProviderError(NAME, "auth", message) from exc
         return self._client
 
+    def request_body(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> dict[str, Any]:
+        """The arguments of the SDK call ``stream`` makes, as JSON (debug records;
+        bytes as base64, as on the wire)."""
+        return {
+            "model": config.model,
+            "contents": [
+                content.model_dump(mode="json", exclude_none=True)
+                for content in request_contents(built)
+            ],
+            "config": request_config(built, config).model_dump(mode="json", exclude_none=True),
+            "stream": streaming,
+        }
+
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
     ) -> AsyncGenerator[ProviderOutput, None]:

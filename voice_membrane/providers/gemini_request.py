@@ -37,6 +37,8 @@ from urllib.parse import unquote_to_bytes, urlparse
 import pydantic
 from google.genai import types
 
+from ..blob_resolve import unresolved
+from ..blobs import BlobSource
 from ..messages import (
     Base64Source,
     ContentBlock,
@@ -179,6 +181,8 @@ def _image(block: ImageContent, where: str) -> types.Part:
     if isinstance(source, Base64Source):
         data = _b64decode(source.data, f"{where}.source.data")
         return types.Part(inline_data=types.Blob(mime_type=source.media_type, data=data))
+    if isinstance(source, BlobSource):
+        raise unresolved(source, where)
     if source.url.startswith("data:"):
         header, _, payload = source.url[5:].partition(",")
         mime_type, _, encoding = header.partition(";")

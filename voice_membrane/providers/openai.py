@@ -74,18 +74,30 @@ class OpenAIProvider:
             self._client = async_client(self._api_key, self._base_url, self._timeout_s)
         return self._client
 
+    def request_body(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK call ``stream`` makes (debug records)."""
+        return self._kwargs(self.client(), built, config, streaming)
+
+    def _kwargs(
+        self, client: openai.AsyncOpenAI, built: BuiltRequest, config: ModelConfig, streaming: bool
+    ) -> dict[str, Any]:
+        if built.mode == "chat":
+            field = token_field(str(client.base_url), self._max_tokens_field)
+            return chat_request(built, config, max_tokens_field=field, streaming=streaming)
+        return completion_request(built, config, streaming=streaming)
+
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
     ) -> AsyncGenerator[ProviderOutput, None]:
         client = self.client()
         try:
+            kwargs = self._kwargs(client, built, config, streaming)
             if built.mode == "chat":
-                field = token_field(str(client.base_url), self._max_tokens_field)
-                kwargs = chat_request(built, config, max_tokens_field=field, streaming=streaming)
                 reader: ChatReader | TextReader = ChatReader(built.stop_sequences)
                 create: Any = client.chat.completions.create
             else:
-                kwargs = completion_request(built, config, streaming=streaming)
                 reader = TextReader(built.stop_sequences, built.end_of_turn)
                 create = client.completions.create
             response = await create(**kwargs)

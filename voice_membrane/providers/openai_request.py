@@ -14,6 +14,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..blob_resolve import unresolved
+from ..blobs import BlobSource
 from ..formats.base import BuiltRequest, ProviderMessage
 from ..messages import (
     GeneratedImageContent,
@@ -156,6 +158,8 @@ def _image(block: ImageContent | GeneratedImageContent) -> dict[str, Any]:
         url = f"data:{block.mime_type};base64,{block.base64_data('generated image')}"
     elif block.source.type == "base64":
         url = f"data:{block.source.media_type};base64,{block.source.data}"
+    elif isinstance(block.source, BlobSource):
+        raise unresolved(block.source, "image")
     else:
         url = block.source.url
     return {"type": "image_url", "image_url": {"url": url}}

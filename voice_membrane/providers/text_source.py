@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from ..messages import TextContent, ToolDefinition, ToolResultContent, ToolUseContent
 from ..provider_output import ProviderOutput, StopInfo, TextDelta
@@ -34,6 +35,12 @@ class TextSourceProvider:
 
     async def aclose(self) -> None:
         await self.source.aclose()
+
+    def request_body(
+        self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
+    ) -> dict[str, Any]:
+        """What ``stream`` gives the source: the conversation as chat messages."""
+        return {"messages": [asdict(message) for message in chat_messages(built)]}
 
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True

@@ -1,0 +1,205 @@
+"""Blobs: media kept out of the message objects, referenced by id.
+
+A message may carry an image as a ``BlobSource`` (an id, a media type, a size)
+instead of its base64 text; the bytes live in a ``BlobStore`` and are read
+only when a provider request is built (``blob_resolve.py``). Stores are
+content-addressed: a blob's id is the SHA-256 of its bytes in hex, so storing
+the same bytes twice gives the same id and one copy.
+
+The media type belongs to the reference (``BlobSource.media_type``, a debug
+file's ``mediaType``), not to the store: the same bytes are the same blob
+whatever a caller calls them. ``store`` takes it so that a store which needs it
+(an object store's content type) can have it; the stores here check it and
+keep only the bytes.
+
+This module is vocabulary: it imports nothing from the layers above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Final, Literal, Protocol, runtime_checkable
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+BLOB_ID: Final = re.compile(r"^[0-9a-f]{64}$")
+MEDIA_TYPE: Final = re.compile(r"^[a-z]+/[a-z0-9.+-]+$")
+
+
+class BlobError(Exception):
+    """A blob that cannot be stored or read: a malformed id, a missing or corrupt blob."""
+
+
+class BlobNotFound(BlobError):
+    """No blob with this id in the store."""
+
+    def __init__(self, blob_id: str, where: str) -> None:
+        super().__init__(f"blob {blob_id} not found in {where}")
+        self.blob_id = blob_id
+
+
+class BlobSource(BaseModel):
+    """Media held in a blob store: the third source beside base64 and URL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["blob"] = "blob"
+    blob_id: str = Field(pattern=BLOB_ID.pattern)
+    media_type: str = Field(pattern=MEDIA_TYPE.pattern)
+    size_bytes: int | None = Field(None, ge=0)  # checked against the bytes when loaded
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Where blobs live. Every method is async: a store may be a disk, a database
+    or a network service."""
+
+    async def store(self, data: bytes, media_type: str) -> str:
+        """Keep ``data``; its id (the same bytes always give the same id)."""
+        ...
+
+    async def load(self, blob_id: str) -> bytes:
+        """The bytes of ``blob_id``; ``BlobNotFound`` if there are none."""
+        ...
+
+    async def exists(self, blob_id: str) -> bool: ...
+
+
+def blob_id_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_blob_id(blob_id: str) -> str:
+    """``blob_id`` if it is well formed (64 lowercase hex digits), else ``BlobError``:
+    an id becomes a file name, so nothing else (``../``, a separator) may pass."""
+    if not isinstance(blob_id, str) or not BLOB_ID.fullmatch(blob_id):
+        shown = repr(blob_id)[:80]
+        raise BlobError(f"not a blob id (64 lowercase hex digits): {shown}")
+    return blob_id
+
+
+def _check_media_type(media_type: str) -> None:
+    if not isinstance(media_type, str) or not MEDIA_TYPE.fullmatch(media_type):
+        raise BlobError(f"not a media type (type/subtype): {repr(media_type)[:80]}")
+
+
+class MemoryBlobStore:
+    """Blobs in a dict, for one process (tests, a session that keeps nothing)."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+        self.loads = 0  # how many times a blob was read (tests of lazy loading)
+
+    def __repr__(self) -> str:
+        return f"MemoryBlobStore({len(self._blobs)} blobs)"
+
+    async def store(self, data: bytes, media_type: str) -> str:
+        _check_media_type(media_type)
+        blob_id = blob_id_of(bytes(data))
+        self._blobs.setdefault(blob_id, bytes(data))
+        return blob_id
+
+    async def load(self, blob_id: str) -> bytes:
+        check_blob_id(blob_id)
+        self.loads += 1
+        try:
+            return self._blobs[blob_id]
+        except KeyError:
+            raise BlobNotFound(blob_id, "the memory blob store") from None
+
+    async def exists(self, blob_id: str) -> bool:
+        return check_blob_id(blob_id) in self._blobs
+
+
+class FileBlobStore:
+    """Blobs as files under ``root``: ``root/ab/abcd…`` (the first two hex digits
+    as a directory, so no directory grows to millions of entries).
+
+    A blob is written to a temporary file in its own directory and renamed into
+    place (``os.replace``, atomic on one file system): a crash leaves at most a
+    stray ``.tmp-*`` file, never a half blob under a blob's name, and two stores
+    of the same bytes at once both rename a whole copy of the same content. A
+    load checks the bytes against the id, so a file damaged on disk is an error,
+    not wrong media sent to a model. File I/O runs in worker threads.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.loads = 0
+
+    def __repr__(self) -> str:
+        return f"FileBlobStore({str(self.root)!r})"
+
+    def path_of(self, blob_id: str) -> Path:
+        check_blob_id(blob_id)
+        return self.root / blob_id[:2] / blob_id
+
+    async def store(self, data: bytes, media_type: str) -> str:
+        _check_media_type(media_type)
+        return await anyio.to_thread.run_sync(self._store, bytes(data))
+
+    def _store(self, data: bytes) -> str:
+        blob_id = blob_id_of(data)
+        path = self.path_of(blob_id)
+        if path.is_file() and path.stat().st_size == len(data):
+            return blob_id  # content-addressed: the same id holds the same bytes
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return blob_id
+
+    async def load(self, blob_id: str) -> bytes:
+        path = self.path_of(blob_id)
+        self.loads += 1
+        try:
+            data = await anyio.to_thread.run_sync(path.read_bytes)
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id, f"{self.root}") from None
+        if blob_id_of(data) != blob_id:
+            raise BlobError(f"blob {blob_id} in {self.root} is damaged (its bytes do not match)")
+        return data
+
+    async def exists(self, blob_id: str) -> bool:
+        return await anyio.to_thread.run_sync(self.path_of(blob_id).is_file)
+
+
+def sniff_image_type(data: bytes) -> str | None:
+    """The media type of an image file from its first bytes (PNG, JPEG, GIF, WebP)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+__all__ = [
+    "BLOB_ID",
+    "BlobError",
+    "BlobNotFound",
+    "BlobSource",
+    "BlobStore",
+    "FileBlobStore",
+    "MemoryBlobStore",
+    "blob_id_of",
+    "check_blob_id",
+    "sniff_image_type",
+]
