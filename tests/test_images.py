@@ -13,11 +13,20 @@ import anyio
 import pytest
 
 from voice_membrane.events import Block, BlockComplete, BlockStart, Chunk
+from voice_membrane.formats import get_formatter
 from voice_membrane.images import ImageTool
 from voice_membrane.membrane import Membrane
-from voice_membrane.messages import GeneratedImageContent, ModelConfig, Request, RequestOptions
+from voice_membrane.messages import (
+    GeneratedImageContent,
+    GenerationInfo,
+    Message,
+    ModelConfig,
+    Request,
+    RequestOptions,
+)
 from voice_membrane.parse.native import NativeBlockAssembler
 from voice_membrane.provider_output import NativeDelta, NativeImage, NativeStart, NativeStop
+from voice_membrane.providers.anthropic_request import request_params
 from voice_membrane.providers.base import ProviderError
 from voice_membrane.providers.gemini import GeminiProvider
 from voice_membrane.providers.openai import OpenAIProvider
@@ -276,3 +285,23 @@ def test_generated_image_needs_data_or_a_blob() -> None:
     ref = GeneratedImageContent(blob_id="b1")
     with pytest.raises(ValueError, match="b1"):
         ref.base64_data("messages[0].content[0]")
+
+
+def test_anthropic_is_told_in_words_of_an_image_the_assistant_generated() -> None:
+    # The Messages API takes images only from the user: a generated image in the
+    # assistant's turn (the history after the image tool ran) is said in words.
+    image = GeneratedImageContent(
+        data="iVBORw0KGgo=", generation=GenerationInfo(prompt="a red kite")
+    )
+    request = Request(
+        messages=[
+            Message(participant="User", content="Draw a kite."),
+            Message(participant="Assistant", content=[image]),
+            Message(participant="User", content="Nice."),
+        ],
+        config=ModelConfig(model="m"),
+    )
+    params = request_params(get_formatter("native").build(request), request.config)
+    assistant = params["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"] == [{"type": "text", "text": "(image generated: a red kite)"}]

@@ -77,7 +77,12 @@ def wire_messages(built: BuiltRequest) -> list[dict[str, Any]]:
         content = [
             wire
             for c, block in enumerate(message.content)
-            if (wire := wire_block(block, f"messages[{m}].content[{c}]")) is not None
+            if (
+                wire := _said_image(block)
+                if message.role == "assistant" and isinstance(block, GeneratedImageContent)
+                else wire_block(block, f"messages[{m}].content[{c}]")
+            )
+            is not None
         ]
         messages.append({"role": message.role, "content": content})
     prefill = (built.prefill or "").rstrip() if built.mode == "prefill" else ""
@@ -87,6 +92,17 @@ def wire_messages(built: BuiltRequest) -> list[dict[str, Any]]:
         else:
             messages.append({"role": "assistant", "content": [{"type": "text", "text": prefill}]})
     return messages
+
+
+def _said_image(image: GeneratedImageContent) -> dict[str, Any]:
+    """An image the assistant generated, as the assistant's turn can hold it: the
+    API takes images only from the user, so the model is told in words."""
+    info = image.generation
+    prompt = info.revised_prompt or info.prompt if info is not None else None
+    return {
+        "type": "text",
+        "text": f"(image generated: {prompt})" if prompt else "(image generated)",
+    }
 
 
 def wire_block(block: ContentBlock, where: str) -> dict[str, Any] | None:
