@@ -54,7 +54,6 @@ from .fake_server import (
     FakeServer,
     pause,
     raw_event,
-    scripted_http_error,
     sse,
     whole_response,
 )
@@ -107,14 +106,9 @@ class FakeAnthropic(FakeServer):
         problem = invalid_request(body)
         if problem is not None:
             return self._error(400, problem, headers)
-        reply = self.next_reply()
-        if reply is None:
-            return self.no_reply_left()
-        if reply.fault is not None and reply.fault.kind == "hang":
-            return await self.hang(request)
-        refused = scripted_http_error(reply, headers, self._error)
-        if refused is not None:
-            return refused
+        reply = await self.take_reply(request, headers, self._error)
+        if isinstance(reply, Response):
+            return reply
         message = self._message(reply, body, n)
         if body.get("stream"):
             return self.stream(self._events(reply, message), headers=headers)

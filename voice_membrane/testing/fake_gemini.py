@@ -68,7 +68,6 @@ from .fake_server import (
     FakeServer,
     pause,
     raw_event,
-    scripted_http_error,
     sse,
     whole_response,
 )
@@ -148,14 +147,9 @@ class FakeGemini(FakeServer):
         problem = invalid_request(body)
         if problem is not None:
             return _error(400, problem, headers)
-        reply = self.next_reply()
-        if reply is None:
-            return self.no_reply_left()
-        if reply.fault is not None and reply.fault.kind == "hang":
-            return await self.hang(request)
-        refused = scripted_http_error(reply, headers, _error)
-        if refused is not None:
-            return refused
+        reply = await self.take_reply(request, headers, _error)
+        if isinstance(reply, Response):
+            return reply
         model = target.rpartition(":")[0].rpartition("/")[2]
         events = Events(reply, model, f"resp-fake-{next(self._ids)}")
         if method == "generateContent":

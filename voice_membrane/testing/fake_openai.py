@@ -54,7 +54,6 @@ from .fake_server import (
     FakeServer,
     pause,
     raw_event,
-    scripted_http_error,
     sse,
     whole_response,
 )
@@ -127,14 +126,9 @@ class FakeOpenAI(FakeServer):
         problem = invalid_request(body, chat=chat)
         if problem is not None:
             return _error(400, problem, headers)
-        reply = self.next_reply()
-        if reply is None:
-            return self.no_reply_left()
-        if reply.fault is not None and reply.fault.kind == "hang":
-            return await self.hang(request)
-        refused = scripted_http_error(reply, headers, _error)
-        if refused is not None:
-            return refused
+        reply = await self.take_reply(request, headers, _error)
+        if isinstance(reply, Response):
+            return reply
         head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-fake-{n}", "created": int(time.time())}
         head["model"] = body.get("model", "gpt-fake")
         if body.get("stream"):
@@ -157,14 +151,9 @@ class FakeOpenAI(FakeServer):
         partials = body.get("partial_images") or 0
         if not isinstance(partials, int) or not 0 <= partials <= 3:
             return _error(400, "Invalid 'partial_images': expected an integer 0 to 3.", headers)
-        reply = self.next_reply()
-        if reply is None:
-            return self.no_reply_left()
-        if reply.fault is not None and reply.fault.kind == "hang":
-            return await self.hang(request)
-        refused = scripted_http_error(reply, headers, _error)
-        if refused is not None:
-            return refused
+        reply = await self.take_reply(request, headers, _error)
+        if isinstance(reply, Response):
+            return reply
         block = next((b for b in reply.blocks if b.type == "image"), None)
         if block is None:
             return _error(500, "the scripted reply has no image block", headers)

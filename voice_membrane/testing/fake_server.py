@@ -71,6 +71,19 @@ class FakeServer:
         with self._lock:
             self._replies.extend(replies)
 
+    async def take_reply(
+        self, request: Request, headers: dict[str, str], error: ErrorResponse
+    ) -> ScriptedReply | Response:
+        """The next scripted reply, or the response that stands for it: no reply
+        left, a ``hang``, or the reply's scripted HTTP error."""
+        reply = self.next_reply()
+        if reply is None:
+            return self.no_reply_left()
+        if reply.fault is not None and reply.fault.kind == "hang":
+            return await self.hang(request)
+        refused = scripted_http_error(reply, headers, error)
+        return refused if refused is not None else reply
+
     def next_reply(self) -> ScriptedReply | None:
         with self._lock:
             return self._replies.popleft() if self._replies else None
