@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -84,6 +84,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="send this image (PNG, JPEG, GIF, WebP) with the first prompt (repeatable)",
     )
+    _add_otel(run)
     serve = commands.add_parser(
         "serve",
         help="serve spoken sessions over a WebSocket, with a browser page",
@@ -122,7 +123,29 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="refuse more sessions at once with 1013 (default: no limit)",
     )
+    _add_otel(serve)
     return parser
+
+
+def _add_otel(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--otel",
+        action="store_true",
+        help="send each turn's trace to an OTLP/HTTP collector, configured by the "
+        "OTEL_* variables (needs the otel extra; docs/telemetry.md)",
+    )
+
+
+def _start_tracing(command: str, args: argparse.Namespace) -> Callable[[], None]:
+    """``--otel``: the tracer provider's shutdown (it flushes); a no-op without it."""
+    if not args.otel:
+        return lambda: None
+    from .telemetry import TelemetryError, setup_tracing
+
+    try:
+        return setup_tracing()
+    except TelemetryError as exc:
+        sys.exit(f"voice-membrane {command}: {exc}")
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -141,6 +164,7 @@ def _serve(args: argparse.Namespace) -> None:
         sys.exit("voice-membrane serve: --max-sessions must be ≥ 1")
     if not 0 <= args.port <= 65535:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
+    shutdown_tracing = _start_tracing("serve", args)
     try:
         anyio.run(
             partial(
@@ -158,6 +182,8 @@ def _serve(args: argparse.Namespace) -> None:
     except Exception as exc:
         _exit_if_user_error("serve", exc)
         raise
+    finally:
+        shutdown_tracing()
 
 
 def _default_pipeline() -> Path:
@@ -181,6 +207,11 @@ def _run(args: argparse.Namespace) -> None:
             out=args.out,
             debug_dir=args.debug_dir,
         )
+    except Exception as exc:
+        _exit_if_user_error("run", exc)
+        raise
+    shutdown_tracing = _start_tracing("run", args)
+    try:
         results = anyio.run(
             partial(
                 run_assistant,
@@ -195,6 +226,8 @@ def _run(args: argparse.Namespace) -> None:
     except Exception as exc:
         _exit_if_user_error("run", exc)
         raise
+    finally:
+        shutdown_tracing()
     if prompt is not None and any(result.error for result in results):
         sys.exit(1)  # the error, what was spoken and the report are already printed
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import anyio
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
 
 from .events import Block, BlockComplete, BlockStart, Event
 from .formats import Formatter
@@ -47,6 +49,7 @@ from .provider_output import (
 from .providers.base import LlmError, Provider, ProviderError
 from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
 from .retry import FirstTokenDeadline, RetryPolicy
+from .spans import TRACER, genai_provider, mark_error
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)
@@ -220,6 +223,48 @@ class ReplyLoop:
         """One provider call with retries; fills ``round_``, never raises ProviderError.
         Until the call's first output the membrane's first-token deadline runs, over
         every attempt and the waits between them."""
+        # Not made current: this generator yields to its consumer, which runs in
+        # another context, so the span is ended here, by hand.
+        span = self._call_span()
+        try:
+            async with aclosing(self._attempts(round_, span)) as attempts:
+                async for item in attempts:
+                    yield item
+        finally:
+            self._end_call_span(span, round_)
+
+    def _call_span(self) -> Span:
+        config = self.request.config
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": genai_provider(self.m.provider.name),
+            "gen_ai.request.model": config.model,
+            "gen_ai.request.max_tokens": config.max_tokens,
+            "voice.llm.source": self.m.provider.name,
+            "voice.llm.mode": self.mode,
+        }
+        if config.temperature is not None:
+            attributes["gen_ai.request.temperature"] = config.temperature
+        return TRACER.start_span(f"chat {config.model}", attributes=attributes)
+
+    @staticmethod
+    def _end_call_span(span: Span, round_: _Round) -> None:
+        usage = round_.usage
+        span.set_attributes(
+            {
+                "gen_ai.usage.input_tokens": usage.input_tokens,
+                "gen_ai.usage.output_tokens": usage.output_tokens,
+                "voice.llm.produced": round_.produced,
+            }
+        )
+        if round_.stop is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [round_.stop.reason])
+        if round_.error is not None:
+            mark_error(span, round_.error.kind)
+        span.end()
+
+    async def _attempts(self, round_: _Round, span: Span) -> AsyncGenerator[MembraneItem, None]:
+        """The attempts of one call: each retry is an event of the call's span."""
         deadline = FirstTokenDeadline.starting(self.m.first_token_deadline_s, anyio.current_time())
         retry = 0
         error: ProviderError | None = None
@@ -260,6 +305,11 @@ class ReplyLoop:
                 round_.error = deadline.error(self.m.provider.name, retry + 1, error)
                 return
             retry += 1
+            span.add_event(
+                "gen_ai.retry",
+                {"attempt": retry, "delay_s": delay, "error.type": error.kind}
+                | ({} if error.status is None else {"http.response.status_code": error.status}),
+            )
             yield Retrying(retry, delay, str(error))
             await anyio.sleep(delay)
 

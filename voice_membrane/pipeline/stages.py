@@ -20,6 +20,8 @@ from typing import Any
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.lowlevel import checkpoint_if_cancelled
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
 
 from ..audio import AudioChunk, resample
 from ..chunking import SpeechChunk, SpeechChunker
@@ -30,6 +32,7 @@ from ..messages import Request, RequestError
 from ..provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
 from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
+from ..spans import TRACER, epoch_ns
 from ..tools import OnToolCalls
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
 from .images import ImageSaver, image_summary, save_image
@@ -290,6 +293,9 @@ class TtsStage:
         self.engine, self.log, self.m = engine, log, m
         self.error: str | None = None
         self._texts: list[str] = []
+        # Each piece's span (a TTS request), from its push until the audio of a
+        # later piece begins or the stream ends: by piece index, open ones only.
+        self._spans: dict[int, Span] = {}
 
     async def run(self, inp: ObjectReceiveStream[Piece], out: ObjectSendStream[PieceAudio]) -> None:
         async with inp, out:
@@ -301,6 +307,8 @@ class TtsStage:
                         await self._read(stream, out)
             except* TtsError as group:
                 self.error = "; ".join(str(e) for e in leaves(group))
+            finally:
+                self._end_spans(len(self.m.pieces))
             async for _ in inp:
                 pass  # spoken no more, but the reply goes on to its end
 
@@ -314,6 +322,15 @@ class TtsStage:
             self.log({"event": "tts_input", "text": text})
             self._texts.append(piece.chunk.text)
             self.m.pieces.append(PieceMetrics(chars=len(text)))
+            index = len(self.m.pieces) - 1
+            self._spans[index] = TRACER.start_span(
+                "voice.tts.request",
+                attributes={
+                    "voice.tts.engine": self.engine.name,
+                    "voice.piece.index": index,
+                    "voice.piece.chars": len(text),
+                },
+            )
             await stream.push(text)
             sent = time.perf_counter_ns()
             self.m.pieces[-1].sent_ns = sent
@@ -328,10 +345,27 @@ class TtsStage:
             if piece.first_audio_ns is None:
                 piece.first_audio_ns = voiced.t_ns
                 self.m.stamp("tts_first_byte", voiced.t_ns)
+                span = self._spans.get(voiced.piece)
+                if span is not None:
+                    span.add_event("first_byte", timestamp=epoch_ns(voiced.t_ns))
+                self._end_spans(voiced.piece)
             piece.audio_seconds += voiced.audio.seconds
             self.m.audio_seconds += voiced.audio.seconds
             text = self._texts[voiced.piece]
             await out.send(PieceAudio(voiced.piece, text, voiced.audio, voiced.alignment))
+
+    def _end_spans(self, before: int) -> None:
+        """End the spans of the pieces before ``before`` (their audio is all in)."""
+        for index in [i for i in self._spans if i < before]:
+            span = self._spans.pop(index)
+            piece = self.m.pieces[index]
+            attributes: dict[str, AttributeValue] = {
+                "voice.piece.audio_seconds": round(piece.audio_seconds, 3)
+            }
+            if piece.first_byte_ms is not None:
+                attributes["voice.tts.first_byte_ms"] = round(piece.first_byte_ms, 3)
+            span.set_attributes(attributes)
+            span.end()
 
 
 @dataclass(slots=True)

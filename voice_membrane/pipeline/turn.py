@@ -24,6 +24,7 @@ from ..messages import Request
 from ..providers.base import LlmError
 from ..reply import ReplyResult, Retrying
 from ..sinks.base import AudioSink, SinkError
+from ..spans import mark_error, stage_span
 from ..tools import OnToolCalls
 from ..tts.base import TtsEngine, TtsError
 from .images import ImageSaver
@@ -41,6 +42,7 @@ from .stages import (
     TtsStage,
     Visible,
 )
+from .tracing import add_stamps, report_attributes, traced_stage
 
 # Stream sizes: enough for the LLM to run well ahead of speech, small enough that
 # an interruption never has much queued work to throw away.
@@ -120,6 +122,21 @@ class Turn:
         return name if ":" in name else f"{name}:{self.request.config.model}"
 
     async def run(self) -> TurnResult:
+        """The turn, as one trace (``voice.turn``: docs/telemetry.md)."""
+        attributes = {
+            "voice.llm": self._llm_label(),
+            "voice.tts": self.engine.name,
+            "voice.sink": self.sink.name,
+        }
+        with stage_span("voice.turn", attributes) as span:
+            result = await self._run()
+            add_stamps(span, self.metrics)
+            span.set_attributes(report_attributes(result.report))
+            if result.error is not None:
+                mark_error(span, "turn")
+            return result
+
+    async def _run(self) -> TurnResult:
         m = self.metrics
         played_base = self.sink.played_seconds
         route = RouteStage(self.log, m, self.images)
@@ -188,12 +205,19 @@ class Turn:
             self.membrane, self.request, m, self.on_tool_calls, self.on_retry
         )
         tts = TtsStage(self.engine, self.log, m)
+        chunk = ChunkStage(self.chunker, m)
+        timers = m.stages
+        # Each stage a span, a child of the turn's (the tasks inherit its context).
         async with anyio.create_task_group() as tg:
-            tg.start_soon(reply.run, events_in)
-            tg.start_soon(route.run, events_out, visible_in)
-            tg.start_soon(ChunkStage(self.chunker, m).run, visible_out, pieces_in)
-            tg.start_soon(tts.run, pieces_out, audio_in)
-            tg.start_soon(sink_stage.run, audio_out)
+            tg.start_soon(traced_stage, "voice.reply", timers["parse"], reply.run, events_in)
+            tg.start_soon(
+                traced_stage, "voice.route", timers["route"], route.run, events_out, visible_in
+            )
+            tg.start_soon(
+                traced_stage, "voice.chunk", timers["chunk"], chunk.run, visible_out, pieces_in
+            )
+            tg.start_soon(traced_stage, "voice.tts", timers["tts"], tts.run, pieces_out, audio_in)
+            tg.start_soon(traced_stage, "voice.sink", timers["sink"], sink_stage.run, audio_out)
         return [error for error in (reply.error, tts.error) if error is not None]
 
 
