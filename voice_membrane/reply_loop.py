@@ -49,7 +49,7 @@ from .provider_output import (
 from .providers.base import LlmError, Provider, ProviderError
 from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
 from .retry import FirstTokenDeadline, RetryPolicy
-from .spans import TRACER, genai_provider, mark_error
+from .spans import genai_provider, mark_error, tracer
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ class ReplyLoop:
         }
         if config.temperature is not None:
             attributes["gen_ai.request.temperature"] = config.temperature
-        return TRACER.start_span(f"chat {config.model}", attributes=attributes)
+        return tracer().start_span(f"chat {config.model}", attributes=attributes)
 
     @staticmethod
     def _end_call_span(span: Span, round_: _Round) -> None:

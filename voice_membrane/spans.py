@@ -19,8 +19,18 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-TRACER: Final = trace.get_tracer("voice_membrane")
-"""A proxy until a provider is set: spans started later reach the provider set then."""
+_tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
+
+
+def tracer() -> trace.Tracer:
+    """The tracer of the provider set now (a no-op one while none is set). Asked
+    for each time, not kept: a provider set later, or replaced in a test, is used."""
+    global _tracer
+    provider = trace.get_tracer_provider()
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer("voice_membrane"))
+    return _tracer[1]
+
 
 # The GenAI semantic conventions' provider names, where ours differ.
 _GENAI_PROVIDERS: Final = {"gemini": "gcp.gemini"}
@@ -50,7 +60,7 @@ def stage_span(name: str, attributes: Mapping[str, AttributeValue] | None = None
     """A span current for the block (tasks started inside inherit it). An exception
     marks it with its type only; a cancellation (an interrupted turn) is not an
     error but is said (``voice.cancelled``)."""
-    with TRACER.start_as_current_span(
+    with tracer().start_as_current_span(
         name, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:
         try:

@@ -32,7 +32,7 @@ from ..messages import Request, RequestError
 from ..provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
 from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..sinks.base import AudioSink
-from ..spans import TRACER, epoch_ns
+from ..spans import epoch_ns, tracer
 from ..tools import OnToolCalls
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
 from .images import ImageSaver, image_summary, save_image
@@ -323,7 +323,7 @@ class TtsStage:
             self._texts.append(piece.chunk.text)
             self.m.pieces.append(PieceMetrics(chars=len(text)))
             index = len(self.m.pieces) - 1
-            self._spans[index] = TRACER.start_span(
+            self._spans[index] = tracer().start_span(
                 "voice.tts.request",
                 attributes={
                     "voice.tts.engine": self.engine.name,
