@@ -20,7 +20,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
+from websockets.asyncio.client import connect
 
+from tests.serve_helpers import read_turn, running_server, send, start
 from voice_membrane.cli import main
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import load_pipeline
@@ -28,6 +30,7 @@ from voice_membrane.pipeline.metrics import STAMPS
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers.replay import ReplaySource
+from voice_membrane.server import Server
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.telemetry import TelemetryError, setup_tracing
 from voice_membrane.testing.fake_openai import FakeOpenAI
@@ -243,6 +246,40 @@ async def test_concurrent_sessions_give_separate_traces(exporter: InMemorySpanEx
             assert span is turn
         names.append(sorted(span.name for span in in_trace))
     assert names[0] == names[1] and len(names[0]) + len(names[1]) == len(spans)
+
+
+@pytest.mark.anyio
+async def test_served_sessions_at_once_give_a_trace_per_turn_named_by_session(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    ids: list[str] = []
+
+    async def client(server: Server) -> None:
+        async with connect(server.ws_url) as ws:
+            ids.append((await start(ws, pipeline="short"))["session"])
+            for _ in range(2):
+                await send(ws, type="user.message", text=USER_TEXT)
+                assert (await read_turn(ws)).end["error"] is None
+
+    async with running_server(tmp_path) as server, anyio.create_task_group() as tg:
+        tg.start_soon(client, server)
+        tg.start_soon(client, server)
+    spans = exporter.get_finished_spans()
+    turns = by_name(spans, "voice.turn")
+    assert len({turn.context.trace_id for turn in turns}) == len(turns) == 4
+    assert all(turn.parent is None for turn in turns)
+    seen = sorted(
+        (str(t.attributes["gen_ai.conversation.id"]), int(t.attributes["voice.turn.index"]))  # type: ignore[index, arg-type]
+        for t in turns
+    )
+    assert seen == sorted((session_id, i) for session_id in ids for i in range(2))
+    by_id = {span.context.span_id: span for span in spans}
+    for span in spans:  # every span leads up to a turn of its own trace
+        root = span
+        while root.parent is not None:
+            root = by_id[root.parent.span_id]
+            assert root.context.trace_id == span.context.trace_id
+        assert root.name == "voice.turn"
 
 
 @pytest.mark.anyio

@@ -93,6 +93,8 @@ class Session:
     images: ImageSaver | None = None  # where generated images go (docs/images.md)
     blob_store: BlobStore | None = None
     debug: DebugDir | None = None
+    # Names the session on its turns' traces (``gen_ai.conversation.id``): serve's id.
+    conversation_id: str | None = None
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
     first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
@@ -195,6 +197,12 @@ class Session:
             options=options,
         )
 
+    def _trace_attributes(self) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {"voice.turn.index": len(self.history)}
+        if self.conversation_id is not None:
+            attributes["gen_ai.conversation.id"] = self.conversation_id
+        return attributes
+
     async def turn(
         self,
         user_text: str,
@@ -229,6 +237,7 @@ class Session:
             on_retry=self.on_retry,
             context=context,
             images=self.images,
+            trace_attributes=self._trace_attributes(),
         )
         self.current = turn
         self.on_turn_start(turn)

@@ -11,7 +11,7 @@ what the user heard.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -92,6 +92,7 @@ class Turn:
         on_retry: Callable[[Retrying], None] = lambda retrying: None,
         context: ContextFit | None = None,
         images: ImageSaver | None = None,
+        trace_attributes: Mapping[str, str | int] | None = None,
     ) -> None:
         self.membrane, self.engine, self.sink = membrane, engine, sink
         self.request = request
@@ -102,6 +103,7 @@ class Turn:
         self.on_piece_start = on_piece_start
         self.on_retry = on_retry
         self.images = images  # where generated images go (never to speech)
+        self.trace_attributes = dict(trace_attributes or {})  # the session's, on the span
         self.metrics = TurnMetrics(context=context)
         self._scope: anyio.CancelScope | None = None
         self._interrupted = False
@@ -123,7 +125,8 @@ class Turn:
 
     async def run(self) -> TurnResult:
         """The turn, as one trace (``voice.turn``: docs/telemetry.md)."""
-        attributes = {
+        attributes: dict[str, str | int] = {
+            **self.trace_attributes,
             "voice.llm": self._llm_label(),
             "voice.tts": self.engine.name,
             "voice.sink": self.sink.name,

@@ -165,6 +165,7 @@ class Connection:
             on_piece_start=self._on_piece_start,
             context=parts.context,
             toolbox=parts.toolbox,  # this session's own MCP connections, closed with it
+            conversation_id=self.id,  # on each turn's trace
         )
         async with AsyncExitStack() as stack:
             try:
