@@ -19,6 +19,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+# What the API returns while no SDK's provider is set.
+_NO_SDK: Final = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
 
 
@@ -60,6 +62,9 @@ def stage_span(name: str, attributes: Mapping[str, AttributeValue] | None = None
     """A span current for the block (tasks started inside inherit it). An exception
     marks it with its type only; a cancellation (an interrupted turn) is not an
     error but is said (``voice.cancelled``)."""
+    if isinstance(trace.get_tracer_provider(), _NO_SDK):
+        yield trace.INVALID_SPAN  # no SDK: not even a context to attach (a few µs a span)
+        return
     with tracer().start_as_current_span(
         name, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:

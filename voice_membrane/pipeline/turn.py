@@ -133,8 +133,9 @@ class Turn:
         }
         with stage_span("voice.turn", attributes) as span:
             result = await self._run()
-            add_stamps(span, self.metrics)
-            span.set_attributes(report_attributes(result.report))
+            if span.is_recording():  # (with no SDK, not even the attributes are built)
+                add_stamps(span, self.metrics)
+                span.set_attributes(report_attributes(result.report))
             if result.error is not None:
                 mark_error(span, "turn")
             return result
