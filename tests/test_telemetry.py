@@ -166,6 +166,42 @@ async def test_a_turn_is_one_trace_with_a_span_per_stage(
     assert_no_text(spans, result)
 
 
+@pytest.mark.anyio
+async def test_an_interrupted_turn_ends_every_span_and_says_so(
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = Session(
+        ReplaySource(RECORDING, speed=0), EspeakEngine(), NullSink(sample_rate=22050, realtime=True)
+    )
+    results: list[TurnResult] = []
+    async with session:
+
+        async def speak() -> None:
+            results.append(await session.turn(USER_TEXT))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(speak)
+                while (
+                    session.current is None or "first_audio" not in session.current.metrics.stamps
+                ):
+                    await anyio.sleep(0.01)
+                assert session.interrupt()
+    (result,) = results
+    assert result.interrupted
+    spans = exporter.get_finished_spans()
+    (turn,) = by_name(spans, "voice.turn")
+    assert turn.attributes is not None and turn.attributes["voice.interrupted"] is True
+    assert "first_audio" in [event.name for event in turn.events]
+    # Every span started was ended (an unended one is never exported), cancelled stages say so.
+    assert all(len(by_name(spans, name)) == 1 for name in STAGES)
+    assert any(span.attributes and span.attributes.get("voice.cancelled") for span in spans)
+    assert by_name(spans, "voice.tts.request")
+    assert {span.context.trace_id for span in spans} == {turn.context.trace_id}
+    assert "detach" not in caplog.text  # the context was restored in the task that set it
+    assert_no_text(spans, result)
+
+
 def cloud_pipeline(tmp_path: Path, base_url: str) -> Path:
     path = tmp_path / "cloud.toml"
     path.write_text(
