@@ -165,7 +165,7 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench(args: argparse.Namespace) -> None:
-    from .bench.command import BenchOptions, console, run_bench, targets_for
+    from .bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
 
     options = BenchOptions(
         pipelines=args.pipeline,
@@ -187,8 +187,9 @@ def _bench(args: argparse.Namespace) -> None:
     )
     try:
         options.check()
+        prompts = bench_prompts(options)
         with targets_for(options) as targets:
-            runs = anyio.run(partial(run_bench, options, targets, console()))
+            runs = anyio.run(partial(run_bench, options, prompts, targets, console()))
     except Exception as exc:
         _exit_if_user_error("bench", exc)
         raise

@@ -86,12 +86,16 @@ def targets_for(options: BenchOptions) -> Iterator[list[Target]]:
         yield pipeline_targets(options)
 
 
+def bench_prompts(options: BenchOptions) -> list[str]:
+    """``--prompts``' (``ConfigError``, one line, for a bad file) or the default set."""
+    return list(DEFAULT_PROMPTS) if options.prompts is None else load_prompts(options.prompts)
+
+
 async def run_bench(
-    options: BenchOptions, targets: Sequence[Target], console: Console
+    options: BenchOptions, prompts: Sequence[str], targets: Sequence[Target], console: Console
 ) -> list[TargetRun]:
     """Every target in turn (never two at once: they would share the CPU), its
     progress shown on a terminal, its table printed when it is done."""
-    prompts = list(DEFAULT_PROMPTS) if options.prompts is None else load_prompts(options.prompts)
     runs = []
     progress = Progress(
         TextColumn("{task.description}"),
