@@ -124,7 +124,7 @@ async def run_bench(
                     f"{target.label}: not measured: {run.error}", markup=False, highlight=False
                 )
             else:
-                console.print(target_heading(run), markup=False, highlight=False)
+                console.print(target_heading(run), markup=False, highlight=False, soft_wrap=True)
                 console.print(target_table(run))
     if options.json is not None:
         write_json(options.json, bench_json(runs, options.settings))
