@@ -1,5 +1,5 @@
 """``--scripted``: the LLM and the TTS are ``voice_membrane.testing``'s fake vendor
-servers on loopback (in this process, each on a thread of its own), with a fixed
+servers on loopback (in a process of their own: ``fakes.py``), with a fixed
 time to first token, token pace and TTS first byte. What is left of first audio
 beyond the ideal is then what voice_membrane itself adds, a figure to compare
 across machines and versions.
@@ -19,16 +19,9 @@ from typing import Any
 from ..chunking import SpeechChunker
 from ..pipeline.config import ConfigError, PipelineConfig
 from .runner import Target
+from .scripted_script import DELTA_CHARS, KEY, LLM_TTFT_S, REPLY, TOKEN_S
 
-LLM_TTFT_S = 0.1  # before the first delta
-TOKEN_S = 0.02  # between deltas
-DELTA_CHARS = 4  # characters a delta (about a token)
-TTS_TTFB_S = 0.08  # before each piece's (or generation's) first audio
-REPLY = "Sure. The weather stays mild and dry today, with a light breeze and clear skies."
 KEY_ENV = "VOICE_MEMBRANE_BENCH_FAKE_KEY"
-KEY = "bench-fake-key"
-# Scripts are served in order, one per request or connection: far more than a run uses.
-SCRIPTS = 20_000
 ENGINES = (
     ("scripted: OpenAI speech (a piece at a time)", "openai:alloy"),
     ("scripted: ElevenLabs socket (streaming input)", "elevenlabs:fake-voice"),
@@ -52,33 +45,21 @@ def llm_ideal_ms(config: PipelineConfig) -> float:
 
 @contextlib.contextmanager
 def scripted_targets() -> Iterator[list[Target]]:
-    """The fakes, started, and a target per engine kind pointed at them; the
-    fakes stop (and the key variable is restored) on leaving."""
+    """The fakes' process, started, and a target per engine kind pointed at it;
+    the fakes stop (and the key variable is restored) on leaving."""
     try:
-        from ..testing.fake_elevenlabs import FakeElevenLabs
-        from ..testing.fake_openai import FakeOpenAI
-        from ..testing.fake_openai_speech import FakeOpenAISpeech
-        from ..testing.fake_speech import SpeechScript
-        from ..testing.script import ScriptedReply
+        from ..testing import fake_elevenlabs, fake_openai, fake_openai_speech  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
             f"--scripted needs the testing extra ({exc.name} is missing): "
             "pip install 'voice-membrane[testing]'"
         ) from None
-    reply = ScriptedReply.of(
-        REPLY, ttft_s=LLM_TTFT_S, delta_delay_s=TOKEN_S, delta_chars=DELTA_CHARS
-    )
-    speech = SpeechScript(ttfb_s=TTS_TTFB_S)
-    with (
-        _variable(KEY_ENV, KEY),
-        FakeOpenAI(*[reply] * SCRIPTS) as chat,
-        FakeOpenAISpeech(*[speech] * SCRIPTS, api_key=KEY) as openai_speech,
-        FakeElevenLabs(*[speech] * SCRIPTS, api_key=KEY) as elevenlabs,
-    ):
-        base_urls = {"openai": openai_speech.base_url, "elevenlabs": elevenlabs.base_url}
+    from .fakes import fake_servers
+
+    with _variable(KEY_ENV, KEY), fake_servers() as urls:
         targets = []
         for label, spec in ENGINES:
-            config = PipelineConfig.model_validate(_pipeline(chat.base_url, spec, base_urls))
+            config = PipelineConfig.model_validate(_pipeline(urls["chat"], spec, urls))
             targets.append(Target(label, config, llm_ideal_ms(config)))
         yield targets
 
