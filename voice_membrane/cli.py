@@ -140,6 +140,7 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         action="append",
         default=[],
+        metavar="FILE",
         help="a pipeline file to measure (repeatable; default pipelines/local.toml)",
     )
     bench.add_argument(
@@ -152,7 +153,9 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--prompts", type=Path, metavar="FILE", help='one prompt a line, or JSONL {"prompt": …}'
     )
     bench.add_argument("--turns", type=int, default=20, metavar="N", help="counted turns (20)")
-    bench.add_argument("--warmup", type=int, default=1, metavar="K", help="per session (1)")
+    bench.add_argument(
+        "--warmup", type=int, default=1, metavar="K", help="uncounted turns per session (1)"
+    )
     bench.add_argument(
         "--concurrency", type=int, default=1, metavar="C", help="sessions at once (1)"
     )
