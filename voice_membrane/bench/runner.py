@@ -33,6 +33,7 @@ from ..tools_mcp import McpServerError
 from ..tts.base import TtsEngine, TtsError
 from .stats import summarize
 
+GAP_S = 0.15  # before each turn, as a user pauses; lets the last turn's threads go idle
 ALONE_REPEATS = 3  # syntheses of the first piece with the engine alone; their median is used
 ALONE_GAP_S = 0.05  # before each: lets the turn's last work settle
 STARTUP_ERRORS = (ConfigError, LlmError, TtsError, SinkError, McpServerError, OSError)
@@ -187,6 +188,7 @@ class _Live:
     async def turn(self, prompt: str, warm_up: bool) -> TurnSample:
         self.session.history.clear()  # a fresh conversation: short, comparable context
         self.session.first_kept = 0
+        await anyio.sleep(GAP_S)
         try:
             result = await self.session.turn(prompt)
         except (LlmError, TtsError, SinkError) as exc:
