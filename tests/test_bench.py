@@ -4,13 +4,16 @@ sessions at once. No timing is asserted: only that every figure is there."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
 
 import anyio
 import pytest
+from rich.console import Console
 
+from voice_membrane.bench import command
 from voice_membrane.bench.command import BenchOptions, bench_prompts
 from voice_membrane.bench.prompts import DEFAULT_PROMPTS, load_prompts
 from voice_membrane.bench.runner import run_target
@@ -51,6 +54,7 @@ def test_scripted_run_writes_every_turn_and_a_finite_excess(
     shown = capsys.readouterr().out
     assert shown.count("| excess over the ideal ") == 2  # a table per target
     assert "p50 |" in shown and "3 turns counted of 3" in shown
+    assert "first audio p50" not in shown  # no progress bar: stdout is not a terminal
 
 
 def _pipeline(tmp_path: Path, chat: FakeOpenAI, speech: FakeOpenAISpeech) -> Path:
@@ -97,6 +101,20 @@ def test_a_missing_key_is_named_and_the_rest_measured(
     assert measured["error"] is None and measured["counted"] == 2
     assert measured["figures_ms"]["excess"] is not None
     assert "fakes tts=openai:alloy (openai → " in shown and "| first audio " in shown
+
+
+def test_a_terminal_shows_the_progress_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=120)
+    monkeypatch.setattr(command, "console", lambda: terminal)
+    reply = ScriptedReply.of(REPLY, delta_chars=6)
+    with FakeOpenAI(*[reply] * 5) as chat, FakeOpenAISpeech() as speech:
+        pipeline = _pipeline(tmp_path, chat, speech)
+        main(["bench", "--pipeline", str(pipeline), "--turns", "2"])
+    shown = screen.getvalue()
+    assert "first audio p50" in shown and "2/2" in shown
+    assert "excess over the ideal" in shown
 
 
 def test_nothing_measured_exits_with_each_reason(
