@@ -412,3 +412,28 @@ def test_run_otel_without_the_extra_is_one_line(
     message = str(exit_.value.code)
     assert message.startswith("voice-membrane run: tracing needs the otel extra")
     assert "\n" not in message
+
+
+def test_bench_otel_sends_each_measured_turn_to_the_collector(
+    no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = tmp_path / "replay.toml"
+    pipeline.write_text(
+        f'[llm]\nspec = "replay:{RECORDING}"\nreplay_speed = 0\n'
+        '[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
+        encoding="utf-8",
+    )
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    _Collector.names = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "bench-voice")
+        args = ["bench", "--pipeline", str(pipeline), "--turns", "2", "--warmup", "0", "--otel"]
+        main(args)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert _Collector.names.count("bench-voice/voice.turn") == 2

@@ -124,6 +124,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="refuse more sessions at once with 1013 (default: no limit)",
     )
     _add_otel(serve)
+    _add_bench(commands)
     return parser
 
 
@@ -146,6 +147,88 @@ def _start_tracing(command: str, args: argparse.Namespace) -> Callable[[], None]
         return setup_tracing()
     except TelemetryError as exc:
         sys.exit(f"voice-membrane {command}: {exc}")
+
+
+def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="measure first-audio latency per pipeline, per stage, against the ideal",
+        description="Run N turns (after K warm-up turns, not counted) on every pipeline, or "
+        "every --llm x --tts combination, on the same prompts, and show p50/p95/p99/max of "
+        "every stamp, the LLM and TTS shares, what the pipeline added and the excess over "
+        "the ideal first audio (docs/bench.md).",
+    )
+    bench.add_argument(
+        "--pipeline",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a pipeline file to measure (repeatable; default pipelines/local.toml)",
+    )
+    bench.add_argument(
+        "--llm", action="append", default=[], metavar="SPEC", help="an LLM spec (repeatable)"
+    )
+    bench.add_argument(
+        "--tts", action="append", default=[], metavar="SPEC", help="a TTS spec (repeatable)"
+    )
+    bench.add_argument(
+        "--prompts", type=Path, metavar="FILE", help='one prompt a line, or JSONL {"prompt": …}'
+    )
+    bench.add_argument("--turns", type=int, default=20, metavar="N", help="counted turns (20)")
+    bench.add_argument(
+        "--warmup", type=int, default=1, metavar="K", help="uncounted turns per session (1)"
+    )
+    bench.add_argument(
+        "--concurrency", type=int, default=1, metavar="C", help="sessions at once (1)"
+    )
+    bench.add_argument("--json", type=Path, metavar="PATH", help="write every turn's report")
+    bench.add_argument(
+        "--scripted",
+        action="store_true",
+        help="fake LLM and TTS servers with fixed timings: what voice_membrane itself adds",
+    )
+    _add_otel(bench)
+
+
+def _bench(args: argparse.Namespace) -> None:
+    from .bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+
+    options = BenchOptions(
+        pipelines=args.pipeline,
+        llms=args.llm,
+        ttss=args.tts,
+        prompts=args.prompts,
+        turns=args.turns,
+        warmup=args.warmup,
+        concurrency=args.concurrency,
+        json=args.json,
+        scripted=args.scripted,
+        settings={
+            "turns": args.turns,
+            "warmup": args.warmup,
+            "concurrency": args.concurrency,
+            "scripted": args.scripted,
+            "prompts": None if args.prompts is None else str(args.prompts),
+        },
+    )
+    try:
+        options.check()
+        prompts = bench_prompts(options)
+    except Exception as exc:
+        _exit_if_user_error("bench", exc)
+        raise
+    shutdown_tracing = _start_tracing("bench", args)
+    try:
+        with targets_for(options) as targets:
+            runs = anyio.run(partial(run_bench, options, prompts, targets, console()))
+    except Exception as exc:
+        _exit_if_user_error("bench", exc)
+        raise
+    finally:
+        shutdown_tracing()
+    if all(run.error is not None for run in runs):
+        sys.exit(1)  # nothing could be measured: each target's reason is printed
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -278,6 +361,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _run(args)
     elif args.command == "serve":
         _serve(args)
+    elif args.command == "bench":
+        _bench(args)
     elif args.command == "demo":
         from .demo import run_demo
 

@@ -1,0 +1,144 @@
+"""`voice-membrane bench`: the targets, the run with its progress bar, the output."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+
+from ..pipeline.build import output_path_problem
+from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from .prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT, load_prompts
+from .report import bench_json, target_heading, target_table, write_json
+from .runner import Target, TargetRun, TurnSample, run_target
+from .stats import nearest_rank
+
+DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent.parent / "pipelines" / "local.toml"
+# Every target's audio goes to the null sink, not paced to real time: first_audio is
+# when it takes the first sample, as a speaker's callback would (docs/bench.md).
+NULL_SINK = {"kind": "null", "realtime": False}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    pipelines: Sequence[Path] = ()
+    llms: Sequence[str] = ()
+    ttss: Sequence[str] = ()
+    prompts: Path | None = None
+    turns: int = 20
+    warmup: int = 1
+    concurrency: int = 1
+    json: Path | None = None
+    scripted: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """``ConfigError`` (one line) for options that cannot run."""
+        if self.turns < 1:
+            raise ConfigError("--turns must be ≥ 1")
+        if self.warmup < 0:
+            raise ConfigError("--warmup must be ≥ 0")
+        if self.concurrency < 1:
+            raise ConfigError("--concurrency must be ≥ 1")
+        if self.scripted and (self.pipelines or self.llms or self.ttss):
+            raise ConfigError("--scripted brings its own pipelines: drop --pipeline, --llm, --tts")
+        problem = self.json and output_path_problem(self.json)
+        if problem:
+            raise ConfigError(f"--json {self.json}: {problem}")
+
+
+def pipeline_targets(options: BenchOptions) -> list[Target]:
+    """Every pipeline file, or every ``--llm`` x ``--tts`` combination on each of
+    them (the default pipeline when none is given), with the null sink."""
+    targets = []
+    llms: list[str | None] = [*options.llms] or [None]  # None: the file's own
+    ttss: list[str | None] = [*options.ttss] or [None]
+    for path in options.pipelines or [DEFAULT_PIPELINE]:
+        config = load_pipeline(path)
+        for llm in llms:
+            for tts in ttss:
+                changed = config.with_overrides({"llm": {"spec": llm}, "tts": {"spec": tts}})
+                label = " ".join(
+                    [path.stem] + ([f"llm={llm}"] if llm else []) + ([f"tts={tts}"] if tts else [])
+                )
+                targets.append(Target(label, _null_sink(changed)))
+    return targets
+
+
+def _null_sink(config: PipelineConfig) -> PipelineConfig:
+    return config.with_overrides({"sink": NULL_SINK})
+
+
+@contextlib.contextmanager
+def targets_for(options: BenchOptions) -> Iterator[list[Target]]:
+    if options.scripted:
+        from .scripted import scripted_targets
+
+        with scripted_targets() as targets:
+            yield targets
+    else:
+        yield pipeline_targets(options)
+
+
+def bench_prompts(options: BenchOptions) -> list[str]:
+    """``--prompts``' (``ConfigError``, one line, for a bad file) or the default set."""
+    return list(DEFAULT_PROMPTS) if options.prompts is None else load_prompts(options.prompts)
+
+
+async def run_bench(
+    options: BenchOptions, prompts: Sequence[str], targets: Sequence[Target], console: Console
+) -> list[TargetRun]:
+    """Every target in turn (never two at once: they would share the CPU), its
+    progress shown on a terminal, its table printed when it is done."""
+    runs = []
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("first audio p50 {task.fields[p50]}  errors {task.fields[errors]}"),
+        console=console,
+        disable=not console.is_terminal,  # quiet in a pipe or a log file
+    )
+    with progress:
+        for target in targets:
+            task = progress.add_task(target.label, total=options.turns, p50="—", errors=0)
+            run = await run_target(
+                target,
+                prompts,
+                turns=options.turns,
+                warmup=options.warmup,
+                concurrency=options.concurrency,
+                warm_up_prompt=WARM_UP_PROMPT,
+                on_turn=partial(_advance, progress, task),
+            )
+            runs.append(run)
+            if run.error is not None:
+                progress.update(task, visible=False)
+                console.print(
+                    f"{target.label}: not measured: {run.error}", markup=False, highlight=False
+                )
+            else:
+                console.print(target_heading(run), markup=False, highlight=False, soft_wrap=True)
+                console.print(target_table(run))
+    if options.json is not None:
+        write_json(options.json, bench_json(runs, options.settings))
+    return runs
+
+
+def _advance(progress: Progress, task: TaskID, run: TargetRun, turn: TurnSample) -> None:
+    values = [t.report.first_audio_ms for t in run.counted if t.report is not None]
+    shown = [v for v in values if v is not None]
+    p50 = f"{nearest_rank(shown, 0.5):.0f} ms" if shown else "—"
+    progress.update(task, advance=1, p50=p50, errors=run.errors)
+
+
+def console() -> Console:
+    """The terminal's width on a terminal; wide enough for the tables elsewhere."""
+    terminal = Console()
+    return terminal if terminal.is_terminal else Console(width=120)

@@ -1,0 +1,318 @@
+"""Run the turns of one benchmark target and keep what each turn measured.
+
+A target is a pipeline (engines started once per session, as ``run`` and
+``serve`` do). Each of its ``concurrency`` sessions runs the warm-up turns
+(not counted), then, once every session is warm, the first session's engine
+speaks the first piece of its last warm-up turn on its own, nothing else
+running (``ALONE_REPEATS`` times): the TTS first byte *measured alone*. Then
+the counted turns, shared out between the sessions, each a fresh conversation
+(the history is cleared, so every turn sends the same short context).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..heap import settle_heap
+from ..pipeline.build import build_parts
+from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.metrics import LatencyReport
+from ..pipeline.session import Session
+from ..pipeline.turn import Turn
+from ..providers.base import LlmError
+from ..redact import redact
+from ..sinks.base import SinkError
+from ..tools_mcp import McpServerError
+from ..tts.base import TtsEngine, TtsError
+from .stats import summarize
+
+GAP_S = 0.15  # before each turn, as a user pauses; lets the last turn's threads go idle
+ALONE_REPEATS = 3  # syntheses of the first piece with the engine alone; their median is used
+ALONE_GAP_S = 0.05  # before each: lets the turn's last work settle
+STARTUP_ERRORS = (ConfigError, LlmError, TtsError, SinkError, McpServerError, OSError)
+# Stamps shown in the table (request_sent is 0 by definition).
+STAMP_ROWS = (
+    "first_token",
+    "first_visible",
+    "first_chunk",
+    "tts_request",
+    "tts_first_byte",
+    "first_audio",
+    "last_audio",
+    "turn_end",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One pipeline to measure. ``llm_ideal_ms``: in scripted mode, when the
+    delta that completes the first piece is due by the script (else the turn's
+    own ``first_chunk_token`` stands for it)."""
+
+    label: str
+    config: PipelineConfig
+    llm_ideal_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSample:
+    prompt: str
+    session: int  # which of the target's sessions (0-based)
+    warm_up: bool
+    report: LatencyReport | None  # None: the turn raised before it could report
+    error: str | None
+
+    @property
+    def counted(self) -> bool:
+        """A complete counted turn with every stamp the ideal needs."""
+        report = self.report
+        if self.warm_up or self.error is not None or report is None or report.interrupted:
+            return False
+        return report.first_audio_ms is not None and report.pipeline_added_ms is not None
+
+
+@dataclass(slots=True)
+class TargetRun:
+    target: Target
+    llm: str = ""
+    tts: str = ""
+    sessions: int = 0
+    turns: list[TurnSample] = field(default_factory=list)  # counted phase, in finishing order
+    warm_ups: list[TurnSample] = field(default_factory=list)
+    tts_alone_ms: list[float] = field(default_factory=list)
+    error: str | None = None  # why the target was not measured
+
+    @property
+    def counted(self) -> list[TurnSample]:
+        return [turn for turn in self.turns if turn.counted]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for turn in self.turns if turn.error is not None)
+
+    @property
+    def excluded(self) -> int:
+        """Turns without an error that still cannot be counted (interrupted, or no
+        audio or no visible text: a stamp the figures need is missing)."""
+        return len(self.turns) - len(self.counted) - self.errors
+
+    @property
+    def tts_alone(self) -> float | None:
+        return statistics.median(self.tts_alone_ms) if self.tts_alone_ms else None
+
+    def ideal_ms(self, turn: TurnSample) -> float | None:
+        """The earliest first audio this turn allowed: the LLM's time to the delta
+        that completed the first piece, plus the TTS first byte measured alone."""
+        report, alone = turn.report, self.tts_alone
+        if report is None or alone is None:
+            return None
+        llm = self.target.llm_ideal_ms
+        if llm is None:
+            llm = report.first_chunk_token_ms
+        return None if llm is None else round(llm + alone, 3)
+
+    def excess_ms(self, turn: TurnSample) -> float | None:
+        ideal = self.ideal_ms(turn)
+        first_audio = None if turn.report is None else turn.report.first_audio_ms
+        return None if ideal is None or first_audio is None else round(first_audio - ideal, 3)
+
+    def figures(self, turn: TurnSample) -> dict[str, float | None]:
+        """Every figure of one turn, in the table's order (milliseconds)."""
+        report = turn.report
+        assert report is not None
+        stamps = report.stamps_ms
+        figures: dict[str, float | None] = {name: stamps[name] for name in STAMP_ROWS}
+        request, first_byte = stamps["tts_request"], stamps["tts_first_byte"]
+        figures["llm_share"] = report.first_chunk_token_ms
+        figures["tts_ttfb"] = (
+            None if request is None or first_byte is None else round(first_byte - request, 3)
+        )
+        figures["pipeline_added"] = report.pipeline_added_ms
+        figures["ideal"] = self.ideal_ms(turn)
+        figures["excess"] = self.excess_ms(turn)
+        return figures
+
+    def summary(self) -> dict[str, Any]:
+        """Percentiles of every figure over the counted turns, and the counts."""
+        counted = self.counted
+        rows: dict[str, list[float]] = {}
+        for turn in counted:
+            for name, value in self.figures(turn).items():
+                if value is not None:
+                    rows.setdefault(name, []).append(value)
+        return {
+            "label": self.target.label,
+            "llm": self.llm,
+            "tts": self.tts,
+            "sessions": self.sessions,
+            "error": self.error,
+            "turns": len(self.turns),
+            "counted": len(counted),
+            "errors": self.errors,
+            "excluded": self.excluded,
+            "tts_alone_ms": [round(ms, 3) for ms in self.tts_alone_ms],
+            "figures_ms": {name: summarize(values) for name, values in rows.items()},
+        }
+
+
+OnTurn = Callable[[TargetRun, TurnSample], None]
+
+
+class _Watch:
+    """Session hooks: the first text each turn hands to the TTS engine."""
+
+    def __init__(self) -> None:
+        self.first_piece: str | None = None
+
+    def on_turn_start(self, turn: Turn) -> None:
+        self.first_piece = None
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.first_piece is None and record.get("event") == "tts_input":
+            self.first_piece = str(record["text"])
+
+
+@dataclass(slots=True)
+class _Live:
+    index: int
+    session: Session
+    watch: _Watch
+
+    async def turn(self, prompt: str, warm_up: bool) -> TurnSample:
+        self.session.history.clear()  # a fresh conversation: short, comparable context
+        self.session.first_kept = 0
+        await anyio.sleep(GAP_S)
+        try:
+            result = await self.session.turn(prompt)
+        except (LlmError, TtsError, SinkError) as exc:
+            return TurnSample(prompt, self.index, warm_up, None, redact(str(exc)))
+        error = redact(result.error) if result.error else None
+        return TurnSample(prompt, self.index, warm_up, result.report, error)
+
+
+def _open_session(config: PipelineConfig, index: int) -> _Live:
+    parts = build_parts(config)
+    watch = _Watch()
+    session = Session(
+        parts.membrane,
+        parts.engine,
+        parts.sink,
+        system_prompt=config.llm.system_prompt,
+        model=parts.model,
+        options=parts.options,
+        chunker_options=config.chunker.model_dump(),
+        log=watch.log,
+        on_turn_start=watch.on_turn_start,
+        context=parts.context,
+        toolbox=parts.toolbox,
+        blob_store=parts.blob_store,
+    )
+    return _Live(index, session, watch)
+
+
+async def tts_alone_ms(engine: TtsEngine, text: str) -> float | None:
+    """The engine's time from the hand-over of ``text`` to its first audio, with
+    nothing else running; leaving the stream then stops the rest of the piece."""
+    async with engine.open_stream() as stream, anyio.create_task_group() as tg:
+
+        async def push() -> None:
+            await stream.push(text)
+            await stream.end_input()
+
+        started = time.perf_counter_ns()
+        tg.start_soon(push)
+        async for _ in stream:
+            tg.cancel_scope.cancel()
+            return (time.perf_counter_ns() - started) / 1e6
+    return None
+
+
+async def run_target(
+    target: Target,
+    prompts: Sequence[str],
+    *,
+    turns: int,
+    warmup: int,
+    concurrency: int,
+    warm_up_prompt: str,
+    on_turn: OnTurn = lambda run, turn: None,
+) -> TargetRun:
+    """``turns`` counted turns of ``target`` over ``concurrency`` sessions at once
+    (turn i asks ``prompts[i % len(prompts)]``, on session ``i % concurrency``),
+    after ``warmup`` turns per session. A target that cannot start (a missing
+    key, a model that will not load) is returned with ``error`` set."""
+    run = TargetRun(target, sessions=concurrency)
+    async with AsyncExitStack() as stack:
+        try:
+            lives = [_open_session(target.config, i) for i in range(concurrency)]
+            for live in lives:
+                await stack.enter_async_context(live.session)
+        except STARTUP_ERRORS as exc:
+            run.error = _one_line(exc)
+            return run
+        run.llm = lives[0].session.membrane.provider.name
+        run.tts = lives[0].session.engine.name
+        settle_heap()  # the engines are loaded: keep them out of every full collection
+        warm = _Countdown(concurrency)
+        measured = anyio.Event()
+
+        async def one_session(live: _Live) -> None:
+            for k in range(warmup):
+                run.warm_ups.append(await live.turn(_warm_up(warm_up_prompt, prompts, k), True))
+            warm.done()
+            if live.index == 0:
+                await warm.wait()
+                piece = live.watch.first_piece
+                for _ in range(ALONE_REPEATS if piece else 0):
+                    await anyio.sleep(ALONE_GAP_S)
+                    assert piece is not None
+                    ms = await tts_alone_ms(live.session.engine, piece)
+                    if ms is not None:
+                        run.tts_alone_ms.append(ms)
+                measured.set()
+            await measured.wait()
+            for i in range(live.index, turns, concurrency):
+                sample = await live.turn(prompts[i % len(prompts)], False)
+                run.turns.append(sample)
+                on_turn(run, sample)
+
+        async with anyio.create_task_group() as tg:
+            for live in lives:
+                tg.start_soon(one_session, live)
+    return run
+
+
+def _warm_up(prompt: str, prompts: Sequence[str], k: int) -> str:
+    """The first warm-up turn asks ``prompt``, later ones the prompts in order."""
+    return prompt if k == 0 else prompts[(k - 1) % len(prompts)]
+
+
+class _Countdown:
+    """Set once ``done`` was called ``n`` times (the sessions that finished warming up)."""
+
+    def __init__(self, n: int) -> None:
+        self._left = n
+        self._event = anyio.Event()
+
+    def done(self) -> None:
+        self._left -= 1
+        if self._left <= 0:
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return redact(" ".join(text.split()))
