@@ -164,7 +164,18 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="FILE",
-        help="a pipeline file to measure (repeatable; default pipelines/local.toml)",
+        help="a pipeline file to measure (repeatable; default pipelines/local.toml); "
+        "with --url, the name of a pipeline the server allows",
+    )
+    bench.add_argument(
+        "--url",
+        metavar="ws://HOST:PORT/v1/session",
+        help="measure a running serve endpoint as its client sees it",
+    )
+    bench.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="the server's token for --url (default $VOICE_MEMBRANE_TOKEN)",
     )
     bench.add_argument(
         "--llm", action="append", default=[], metavar="SPEC", help="an LLM spec (repeatable)"
@@ -192,7 +203,11 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench(args: argparse.Namespace) -> None:
+    import os
+
     from .bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+
+    token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
 
     options = BenchOptions(
         pipelines=args.pipeline,
@@ -204,7 +219,10 @@ def _bench(args: argparse.Namespace) -> None:
         concurrency=args.concurrency,
         json=args.json,
         scripted=args.scripted,
+        url=args.url,
+        token=token or None,
         settings={
+            "url": args.url,
             "turns": args.turns,
             "warmup": args.warmup,
             "concurrency": args.concurrency,

@@ -11,10 +11,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from websockets.exceptions import InvalidURI
+from websockets.uri import parse_uri
 
 from ..pipeline.build import output_path_problem
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from .prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT, load_prompts
+from .remote import run_remote
 from .report import bench_json, target_heading, target_table, write_json
 from .runner import Target, TargetRun, TurnSample, run_target
 from .stats import nearest_rank
@@ -36,6 +39,8 @@ class BenchOptions:
     concurrency: int = 1
     json: Path | None = None
     scripted: bool = False
+    url: str | None = None  # a running serve endpoint; --pipeline then names its pipelines
+    token: str | None = field(default=None, repr=False)
     settings: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
@@ -48,6 +53,17 @@ class BenchOptions:
             raise ConfigError("--concurrency must be ≥ 1")
         if self.scripted and (self.pipelines or self.llms or self.ttss):
             raise ConfigError("--scripted brings its own pipelines: drop --pipeline, --llm, --tts")
+        if self.url is not None:
+            if not self.url.startswith(("ws://", "wss://")):
+                raise ConfigError(f"--url {self.url}: a ws:// or wss:// address")
+            try:
+                parse_uri(self.url)
+            except (InvalidURI, ValueError) as exc:
+                raise ConfigError(f"--url {self.url}: {exc}") from None
+            if self.scripted or self.llms or self.ttss:
+                raise ConfigError(
+                    "--url measures the server's own pipelines: drop --llm, --tts, --scripted"
+                )
         problem = self.json and output_path_problem(self.json)
         if problem:
             raise ConfigError(f"--json {self.json}: {problem}")
@@ -77,7 +93,18 @@ def _null_sink(config: PipelineConfig) -> PipelineConfig:
 
 @contextlib.contextmanager
 def targets_for(options: BenchOptions) -> Iterator[list[Target]]:
-    if options.scripted:
+    if options.url is not None:
+        names: list[str | None] = [str(name) for name in options.pipelines] or [None]
+        yield [
+            Target(
+                options.url if name is None else f"{options.url} pipeline={name}",
+                None,
+                url=options.url,
+                server_pipeline=name,
+            )
+            for name in names
+        ]
+    elif options.scripted:
         from .scripted import scripted_targets
 
         with scripted_targets() as targets:
@@ -108,24 +135,49 @@ async def run_bench(
     with progress:
         for target in targets:
             task = progress.add_task(target.label, total=options.turns, p50="—", errors=0)
-            run = await run_target(
-                target,
-                prompts,
-                turns=options.turns,
-                warmup=options.warmup,
-                concurrency=options.concurrency,
-                warm_up_prompt=WARM_UP_PROMPT,
-                on_turn=partial(_advance, progress, task),
-            )
+            on_turn = partial(_advance, progress, task)
+            if target.url is not None:
+                run = await run_remote(
+                    target,
+                    prompts,
+                    token=options.token,
+                    turns=options.turns,
+                    warmup=options.warmup,
+                    concurrency=options.concurrency,
+                    warm_up_prompt=WARM_UP_PROMPT,
+                    on_turn=on_turn,
+                )
+            else:
+                run = await run_target(
+                    target,
+                    prompts,
+                    turns=options.turns,
+                    warmup=options.warmup,
+                    concurrency=options.concurrency,
+                    warm_up_prompt=WARM_UP_PROMPT,
+                    on_turn=on_turn,
+                )
             runs.append(run)
             if run.error is not None:
                 progress.update(task, visible=False)
                 console.print(
-                    f"{target.label}: not measured: {run.error}", markup=False, highlight=False
+                    f"{target.label}: not measured: {run.error}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,  # one line, however long
                 )
             else:
                 console.print(target_heading(run), markup=False, highlight=False, soft_wrap=True)
                 console.print(target_table(run))
+                failed = [turn.error for turn in run.turns if turn.error is not None]
+                if failed:
+                    console.print(
+                        f"{target.label}: {len(failed)} of {len(run.turns)} turns failed, "
+                        f"the first: {failed[0]}",
+                        markup=False,
+                        highlight=False,
+                        soft_wrap=True,
+                    )
     if options.json is not None:
         write_json(options.json, bench_json(runs, options.settings))
     return runs

@@ -29,6 +29,11 @@ ROWS = (
     ("ideal", "ideal first audio"),
     ("excess", "excess over the ideal"),
 )
+# With --url, beside the server's own stamps (docs/bench.md).
+CLIENT_ROWS = (
+    ("client_first_audio", "client first audio"),
+    ("client_minus_server", "client - server first audio"),
+)
 
 
 def target_heading(run: TargetRun) -> str:
@@ -52,7 +57,7 @@ def target_table(run: TargetRun) -> Table:
     for name in ("p50", "p95", "p99", "max"):
         table.add_column(name, justify="right")
     figures = summary["figures_ms"]
-    for key, label in ROWS:
+    for key, label in ROWS + (CLIENT_ROWS if run.target.url is not None else ()):
         row = figures.get(key)
         cells = (
             ["—"] * 4 if row is None else [f"{row[q]:.1f}" for q in ("p50", "p95", "p99", "max")]
@@ -78,6 +83,8 @@ def bench_json(runs: list[TargetRun], settings: dict[str, Any]) -> dict[str, Any
                     "error": turn.error,
                     "ideal_ms": None if report is None else run.ideal_ms(turn),
                     "excess_ms": None if report is None else run.excess_ms(turn),
+                    "client_first_audio_ms": turn.client_first_audio_ms,
+                    "client_minus_server_ms": turn.client_minus_server_ms,
                     "report": None if report is None else report.to_dict(),
                 }
             )

@@ -54,11 +54,15 @@ STAMP_ROWS = (
 class Target:
     """One pipeline to measure. ``llm_ideal_ms``: in scripted mode, when the
     delta that completes the first piece is due by the script (else the turn's
-    own ``first_chunk_token`` stands for it)."""
+    own ``first_chunk_token`` stands for it). ``url``: a running ``serve`` endpoint
+    measured as its client (``remote.py``; ``config`` is None), ``server_pipeline``
+    the name of the server's pipeline to ask for (None: the server's default)."""
 
     label: str
-    config: PipelineConfig
+    config: PipelineConfig | None
     llm_ideal_ms: float | None = None
+    url: str | None = None
+    server_pipeline: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,15 @@ class TurnSample:
     warm_up: bool
     report: LatencyReport | None  # None: the turn raised before it could report
     error: str | None
+    # With --url: from sending user.message to the turn's first audio frame (client clock).
+    client_first_audio_ms: float | None = None
+
+    @property
+    def client_minus_server_ms(self) -> float | None:
+        """What the network and framing added to the server's own first audio."""
+        client = self.client_first_audio_ms
+        server = None if self.report is None else self.report.first_audio_ms
+        return None if client is None or server is None else round(client - server, 3)
 
     @property
     def counted(self) -> bool:
@@ -137,6 +150,9 @@ class TargetRun:
         figures["pipeline_added"] = report.pipeline_added_ms
         figures["ideal"] = self.ideal_ms(turn)
         figures["excess"] = self.excess_ms(turn)
+        if self.target.url is not None:
+            figures["client_first_audio"] = turn.client_first_audio_ms
+            figures["client_minus_server"] = turn.client_minus_server_ms
         return figures
 
     def summary(self) -> dict[str, Any]:
@@ -197,7 +213,8 @@ class _Live:
         return TurnSample(prompt, self.index, warm_up, result.report, error)
 
 
-def _open_session(config: PipelineConfig, index: int) -> _Live:
+def _open_session(config: PipelineConfig | None, index: int) -> _Live:
+    assert config is not None, "a --url target runs in remote.py"
     parts = build_parts(config)
     watch = _Watch()
     session = Session(

@@ -248,6 +248,43 @@ class LatencyReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LatencyReport:
+        """The report ``to_dict`` gave (e.g. a ``serve`` client's ``metrics`` event);
+        ``KeyError`` / ``TypeError`` / ``ValueError`` when it is not one."""
+        counts, context, stream = data["counts"], data.get("context"), dict(data["tts_stream"])
+        pieces = stream.pop("pieces", [])
+        return cls(
+            llm=str(data["llm"]),
+            tts=str(data["tts"]),
+            sink=str(data["sink"]),
+            interrupted=bool(data["interrupted"]),
+            stamps_ms={name: data["stamps_ms"].get(name) for name in STAMPS},
+            stages={k: dict(v) for k, v in data["stages"].items()},
+            tokens=int(counts["tokens"]),
+            visible_chars=int(counts["visible_chars"]),
+            chunks=int(counts["chunks"]),
+            chars_spoken=int(counts["chars_spoken"]),
+            audio_seconds=float(counts["audio_seconds"]),
+            tts_rtf=data["tts_rtf"],
+            tts_first_byte_ms_median=data["tts_first_byte_ms_median"],
+            first_chunk_token_ms=data["first_chunk_token_ms"],
+            retries=tuple(data.get("retries", ())),
+            usage=dict(data.get("usage", {})),
+            stop_reason=data.get("stop_reason"),
+            context=None
+            if context is None
+            else ContextFit(
+                dropped=context["turns_dropped"],
+                kept=context["turns_kept"],
+                tokens=context["tokens"],
+                budget=context["budget"],
+                exact=context["exact"],
+            ),
+            tts_pieces=tuple(dict(p) for p in pieces),
+            tts_connection=stream,
+        )
+
     def table(self) -> str:
         """A human-readable table for the terminal."""
         lines = [

@@ -1,0 +1,183 @@
+"""Measure a running ``serve`` endpoint as its client sees it (``bench --url``).
+
+Each of ``concurrency`` WebSocket sessions runs the warm-up turns, then, once
+every session is warm, its share of the counted turns. A turn's client first
+audio runs from sending ``user.message`` to receiving the turn's first binary
+audio frame (this process's clock); the server's own stamps come with the
+turn's ``metrics`` event. The session keeps its history: the protocol has no
+way to clear it. Anything that ends a session (a refused connection, close
+4401 or 1013, a lost socket) ends the target with a one-line ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from ..pipeline.metrics import LatencyReport
+from ..redact import redact
+from ..server.protocol import CLOSE_TRY_AGAIN, CLOSE_UNAUTHORIZED, unpack_frame
+from .runner import GAP_S, OnTurn, Target, TargetRun, TurnSample, _Countdown, _one_line, _warm_up
+
+TURN_TIMEOUT_S = 120.0  # against a hung server only; a turn's audio is paced to real time
+CONNECT_TIMEOUT_S = 15.0
+CLOSE_WAIT_S = 2.0  # for the close code that follows a refusing error event
+CLOSE_MEANING = {
+    CLOSE_UNAUTHORIZED: "wrong or missing token",
+    CLOSE_TRY_AGAIN: "server full or draining: try another replica",
+}
+
+
+class RemoteError(Exception):
+    """Why a session cannot go on; one line, never holding the token."""
+
+
+class _Client:
+    def __init__(self, ws: ClientConnection, index: int) -> None:
+        self.ws = ws
+        self.index = index
+
+    async def event(self) -> dict[str, Any]:
+        """The next JSON event, skipping audio frames (of earlier turns)."""
+        while True:
+            data = await self.ws.recv()
+            if isinstance(data, str):
+                return dict(json.loads(data))
+
+    async def start(self, pipeline: str | None) -> dict[str, Any]:
+        start: dict[str, Any] = {"type": "session.start", "v": 1}
+        if pipeline is not None:
+            start["pipeline"] = pipeline
+        await self.ws.send(json.dumps(start))
+        reply = await self.event()
+        if reply["type"] == "error":
+            refused = f"{reply.get('code')}: {reply.get('message')}"
+            code = None
+            if reply.get("code") in ("full", "draining"):  # the close (1013) follows
+                with anyio.move_on_after(CLOSE_WAIT_S):
+                    await self.ws.wait_closed()
+                code = self.ws.close_code
+            raise RemoteError(refused if code is None else f"closed with {code}: {refused}")
+        if reply["type"] != "session.started":
+            raise RemoteError(f"expected session.started, got {reply['type']}")
+        return reply
+
+    async def turn(self, prompt: str, warm_up: bool) -> TurnSample:
+        await anyio.sleep(GAP_S)
+        message = json.dumps({"type": "user.message", "text": prompt})
+        # Stamped before the send: the client's own framing is part of what it waits.
+        sent = time.perf_counter_ns()
+        await self.ws.send(message)
+        turn: int | None = None
+        first_audio: float | None = None
+        report: LatencyReport | None = None
+        while True:
+            data = await self.ws.recv()
+            if isinstance(data, bytes):
+                if first_audio is None and turn is not None and unpack_frame(data)[0] == turn:
+                    first_audio = round((time.perf_counter_ns() - sent) / 1e6, 3)
+                continue
+            event = json.loads(data)
+            kind = event["type"]
+            if kind == "turn.started" and turn is None:
+                turn = int(event["turn"])
+            elif kind == "error" and event.get("turn") in (None, turn):
+                # A turn's own llm_error / tts_error follows its turn.end (handled
+                # there); one before turn.started (busy, draining) refuses the message.
+                if turn is None:
+                    raise RemoteError(f"{event.get('code')}: {event.get('message')}")
+            elif turn is None or event.get("turn") != turn:
+                continue  # what is left of an earlier turn
+            elif kind == "metrics":
+                report = LatencyReport.from_dict(event["report"])
+            elif kind == "turn.end":
+                error = event.get("error")
+                return TurnSample(
+                    prompt,
+                    self.index,
+                    warm_up,
+                    report,
+                    None if error is None else redact(str(error)),
+                    first_audio,
+                )
+
+
+async def run_remote(
+    target: Target,
+    prompts: Sequence[str],
+    *,
+    token: str | None,
+    turns: int,
+    warmup: int,
+    concurrency: int,
+    warm_up_prompt: str,
+    on_turn: OnTurn = lambda run, turn: None,
+) -> TargetRun:
+    """``turns`` counted turns against ``target.url`` over ``concurrency`` sessions
+    (turn i asks ``prompts[i % len(prompts)]`` on session ``i % concurrency``),
+    after ``warmup`` turns per session."""
+    assert target.url is not None
+    url = target.url
+    run = TargetRun(target, sessions=concurrency)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    warm = _Countdown(concurrency)
+
+    async def one_session(index: int, cancel: anyio.CancelScope) -> None:
+        try:
+            with anyio.fail_after(CONNECT_TIMEOUT_S):
+                ws = await connect(url, additional_headers=headers, open_timeout=None)
+            async with ws:
+                client = _Client(ws, index)
+                with anyio.fail_after(CONNECT_TIMEOUT_S):
+                    started = await client.start(target.server_pipeline)
+                run.llm, run.tts = str(started.get("llm", "")), str(started.get("tts", ""))
+                for k in range(warmup):
+                    prompt = _warm_up(warm_up_prompt, prompts, k)
+                    with anyio.fail_after(TURN_TIMEOUT_S):
+                        run.warm_ups.append(await client.turn(prompt, True))
+                warm.done()
+                await warm.wait()
+                for i in range(index, turns, concurrency):
+                    with anyio.fail_after(TURN_TIMEOUT_S):
+                        sample = await client.turn(prompts[i % len(prompts)], False)
+                    run.turns.append(sample)
+                    on_turn(run, sample)
+                await ws.send(json.dumps({"type": "session.end"}))
+        except Exception as exc:  # every failure is this target's one line
+            if run.error is None:
+                run.error = _session_error(exc, token)
+            cancel.cancel()  # the other sessions stop: the target is not measured
+
+    async with anyio.create_task_group() as tg:
+        for index in range(concurrency):
+            tg.start_soon(one_session, index, tg.cancel_scope)
+    return run
+
+
+def _session_error(exc: Exception, token: str | None) -> str:
+    if isinstance(exc, ConnectionClosed):
+        frame = exc.rcvd
+        if frame is None:
+            text = "the server closed the connection without a close frame"
+        else:
+            meaning = CLOSE_MEANING.get(frame.code, frame.reason or "closed")
+            text = f"closed with {frame.code} ({meaning})"
+    elif isinstance(exc, ConnectionRefusedError):
+        text = "connection refused: is serve running there?"
+    elif isinstance(exc, TimeoutError):
+        text = "no answer in time"
+    elif isinstance(exc, RemoteError | InvalidURI | InvalidHandshake):
+        text = str(exc)
+    elif isinstance(exc, KeyError | TypeError | ValueError):
+        text = f"not the voice_membrane protocol: {_one_line(exc)}"
+    else:
+        text = _one_line(exc)
+    if token:
+        text = text.replace(token, "[token]")
+    return redact(" ".join(text.split()))
