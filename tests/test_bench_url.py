@@ -16,6 +16,13 @@ import pytest
 
 from tests.serve_helpers import running_server
 from voice_membrane.cli import main
+from voice_membrane.pipeline.metrics import (
+    STAMPS,
+    ContextFit,
+    LatencyReport,
+    PieceMetrics,
+    TurnMetrics,
+)
 from voice_membrane.server import Server
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
@@ -64,6 +71,7 @@ async def test_url_measures_each_turn_as_the_client_sees_it(
     assert "| client first audio " in shown.out
     assert "| client - server first audio " in shown.out
     assert "2 turns counted of 2" in shown.out
+    assert "excess over the ideal" not in shown.out  # nothing timed alone from a client
     assert TOKEN not in shown.out + shown.err + out.read_text()
 
 
@@ -148,3 +156,18 @@ async def test_a_turn_error_is_one_line_under_the_table(
     [line] = [line for line in shown.splitlines() if "turns failed" in line]
     assert "2 of 2 turns failed" in line and "scripted refusal" in line
     assert "Traceback" not in shown and "test-key" not in shown
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a plain test: no event loop used
+def test_a_report_survives_its_json(anyio_backend: str) -> None:
+    """What a client rebuilds from the metrics event is the server's report."""
+    m = TurnMetrics(started_ns=0)
+    for at, name in enumerate(STAMPS[1:], start=1):
+        m.stamp(name, at * 1_000_000)
+    m.first_chunk_token_ns, m.tokens, m.retries = 2_500_000, 7, ["429, waited 1 s"]
+    m.context = ContextFit(dropped=1, kept=2, tokens=300, budget=4000, exact=False)
+    m.pieces.append(
+        PieceMetrics(chars=12, sent_ns=4_000_000, first_audio_ns=5_000_000, audio_seconds=0.5)
+    )
+    report = m.report(llm="replay", tts="espeak", sink="socket")
+    assert LatencyReport.from_dict(json.loads(report.to_json())) == report

@@ -41,12 +41,14 @@ def target_heading(run: TargetRun) -> str:
     summary = run.summary()
     alone = run.tts_alone
     sessions = summary["sessions"]
-    return (
+    heading = (
         f"{run.target.label} ({run.llm} → {run.tts}): {summary['counted']} turns counted "
         f"of {summary['turns']}, {sessions} session{'s' if sessions != 1 else ''} at once; "
-        f"errors {summary['errors']}, excluded {summary['excluded']}; "
-        f"TTS first byte alone {'—' if alone is None else f'{alone:.1f} ms'}"
+        f"errors {summary['errors']}, excluded {summary['excluded']}"
     )
+    if run.target.url is not None:
+        return heading
+    return f"{heading}; TTS first byte alone {'—' if alone is None else f'{alone:.1f} ms'}"
 
 
 def target_table(run: TargetRun) -> Table:
@@ -57,7 +59,10 @@ def target_table(run: TargetRun) -> Table:
     for name in ("p50", "p95", "p99", "max"):
         table.add_column(name, justify="right")
     figures = summary["figures_ms"]
-    for key, label in ROWS + (CLIENT_ROWS if run.target.url is not None else ()):
+    rows = ROWS
+    if run.target.url is not None:  # no engine to time alone from a client: no ideal
+        rows = tuple(row for row in ROWS if row[0] not in ("ideal", "excess")) + CLIENT_ROWS
+    for key, label in rows:
         row = figures.get(key)
         cells = (
             ["—"] * 4 if row is None else [f"{row[q]:.1f}" for q in ("p50", "p95", "p99", "max")]
