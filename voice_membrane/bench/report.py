@@ -59,7 +59,7 @@ def target_table(run: TargetRun) -> Table:
     for name in ("p50", "p95", "p99", "max"):
         table.add_column(name, justify="right")
     figures = summary["figures_ms"]
-    rows = ROWS
+    rows: tuple[tuple[str, str], ...] = ROWS
     if run.target.url is not None:  # no engine to time alone from a client: no ideal
         rows = tuple(row for row in ROWS if row[0] not in ("ideal", "excess")) + CLIENT_ROWS
     for key, label in rows:
