@@ -35,6 +35,7 @@ class BenchOptions:
     warmup: int = 1
     concurrency: int = 1
     json: Path | None = None
+    html: Path | None = None
     scripted: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -48,9 +49,14 @@ class BenchOptions:
             raise ConfigError("--concurrency must be ≥ 1")
         if self.scripted and (self.pipelines or self.llms or self.ttss):
             raise ConfigError("--scripted brings its own pipelines: drop --pipeline, --llm, --tts")
-        problem = self.json and output_path_problem(self.json)
-        if problem:
-            raise ConfigError(f"--json {self.json}: {problem}")
+        for flag, path in (("--json", self.json), ("--html", self.html)):
+            problem = path and output_path_problem(path)
+            if problem:
+                raise ConfigError(f"{flag} {path}: {problem}")
+        if self.html is not None:
+            from .plots import require_matplotlib
+
+            require_matplotlib()  # before any turn runs, not after the whole run
 
 
 def pipeline_targets(options: BenchOptions) -> list[Target]:
@@ -128,6 +134,10 @@ async def run_bench(
                 console.print(target_table(run))
     if options.json is not None:
         write_json(options.json, bench_json(runs, options.settings))
+    if options.html is not None:
+        from .page import bench_page, write_html
+
+        write_html(options.html, bench_page(runs, options.settings))
     return runs
 
 
