@@ -77,7 +77,12 @@ def _text(text: str) -> str:
 
 
 def _settings_line(settings: dict[str, Any]) -> str:
-    return ", ".join(f"{name} {value}" for name, value in settings.items() if value is not None)
+    shown = {True: "yes", False: "no"}
+    return ", ".join(
+        f"{name} {shown.get(value, value) if isinstance(value, bool) else value}"
+        for name, value in settings.items()
+        if value is not None
+    )
 
 
 def _table(run: TargetRun) -> str:

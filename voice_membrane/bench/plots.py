@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..pipeline.config import ConfigError
 from .runner import TargetRun, TurnSample
@@ -77,11 +77,19 @@ def waterfall_svg(turn: TurnSample, x_max: float, salt: str) -> str:
             axes.text(0, row, "  (not stamped)", va="center", fontsize=8, color="#888")
             continue
         low, high = min(begin, finish), max(begin, finish)
-        axes.barh(row, high - low, left=low, color=COLOURS[row], height=0.6)
-        axes.text(high, row, f"  {finish:.0f} ms", va="center", fontsize=8)
+        # A stage of a few µs still shows as a sliver at its place on the axis.
+        width = max(high - low, x_max * 0.004)
+        axes.barh(row, width, left=low, color=COLOURS[row], height=0.6)
+        axes.text(
+            low + width,
+            row,
+            f"  at {finish:.1f} ms (+{finish - begin:.1f})",
+            va="center",
+            fontsize=8,
+        )
     axes.set_yticks(range(len(STAGES)), labels)
     axes.invert_yaxis()  # the request on top, as the turn runs
-    axes.set_xlim(0, x_max * 1.12)  # room for the last bar's label
+    axes.set_xlim(0, x_max * 1.2)  # room for the last bar's label
     axes.set_xlabel("ms since the LLM request was sent")
     axes.grid(axis="x", alpha=0.3)
     return _svg(figure, salt)
@@ -97,7 +105,7 @@ def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
     axes = figure.add_subplot()
     data = [first_audios(run) for run in shown]
     positions = list(range(1, len(shown) + 1))
-    axes.boxplot(data, positions=positions, orientation="horizontal", widths=0.5, showfliers=False)
+    axes.boxplot(data, positions=positions, widths=0.5, showfliers=False, **_horizontal())
     for position, values, colour in zip(positions, data, COLOURS * len(shown), strict=False):
         # A fixed spread (no randomness) so that equal values stay visible.
         offsets = [((i % 7) - 3) * 0.04 for i in range(len(values))]
@@ -108,6 +116,15 @@ def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
     axes.set_xlabel("first audio, ms since the LLM request was sent")
     axes.grid(axis="x", alpha=0.3)
     return _svg(figure, salt)
+
+
+def _horizontal() -> dict[str, Any]:
+    """A horizontal box plot's argument: ``orientation`` since matplotlib 3.10,
+    ``vert`` before (deprecated since)."""
+    import matplotlib
+
+    major, minor = (int(part) for part in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
 def _plain(label: str) -> str:
