@@ -195,6 +195,12 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     bench.add_argument("--json", type=Path, metavar="PATH", help="write every turn's report")
     bench.add_argument(
+        "--html",
+        type=Path,
+        metavar="PATH",
+        help="write a self-contained page: waterfalls, distributions, tables (the bench extra)",
+    )
+    bench.add_argument(
         "--scripted",
         action="store_true",
         help="fake LLM and TTS servers with fixed timings: what voice_membrane itself adds",
@@ -218,6 +224,7 @@ def _bench(args: argparse.Namespace) -> None:
         warmup=args.warmup,
         concurrency=args.concurrency,
         json=args.json,
+        html=args.html,
         scripted=args.scripted,
         url=args.url,
         token=token or None,

@@ -38,6 +38,7 @@ class BenchOptions:
     warmup: int = 1
     concurrency: int = 1
     json: Path | None = None
+    html: Path | None = None
     scripted: bool = False
     url: str | None = None  # a running serve endpoint; --pipeline then names its pipelines
     token: str | None = field(default=None, repr=False)
@@ -64,9 +65,14 @@ class BenchOptions:
                 raise ConfigError(
                     "--url measures the server's own pipelines: drop --llm, --tts, --scripted"
                 )
-        problem = self.json and output_path_problem(self.json)
-        if problem:
-            raise ConfigError(f"--json {self.json}: {problem}")
+        for flag, path in (("--json", self.json), ("--html", self.html)):
+            problem = path and output_path_problem(path)
+            if problem:
+                raise ConfigError(f"{flag} {path}: {problem}")
+        if self.html is not None:
+            from .plots import require_matplotlib
+
+            require_matplotlib()  # before any turn runs, not after the whole run
 
 
 def pipeline_targets(options: BenchOptions) -> list[Target]:
@@ -180,6 +186,10 @@ async def run_bench(
                     )
     if options.json is not None:
         write_json(options.json, bench_json(runs, options.settings))
+    if options.html is not None:
+        from .page import bench_page, write_html
+
+        write_html(options.html, bench_page(runs, options.settings))
     return runs
 
 

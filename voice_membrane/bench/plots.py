@@ -1,0 +1,145 @@
+"""The benchmark page's plots, drawn by matplotlib to SVG (an optional extra).
+
+Each figure is a ``matplotlib.figure.Figure`` on an Agg canvas, never pyplot:
+no global figure state and no GUI backend, so it works headless and in threads.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..pipeline.config import ConfigError
+from .runner import TargetRun, TurnSample
+from .stats import nearest_rank
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+EXTRA_HINT = "pip install 'voice-membrane[bench]'"
+# The waterfall's stages: (from stamp, to stamp, label); request_sent is 0.
+STAGES = (
+    ("request_sent", "first_token", "request → first token"),
+    ("first_token", "first_visible", "first token → first visible"),
+    ("first_visible", "first_chunk", "first visible → first chunk"),
+    ("first_chunk", "tts_request", "first chunk → TTS request"),
+    ("tts_request", "tts_first_byte", "TTS request → TTS first byte"),
+    ("tts_first_byte", "first_audio", "TTS first byte → first audio"),
+    ("first_audio", "last_audio", "first audio → last audio"),
+)
+COLOURS = ("#4c72b0", "#55a868", "#8172b2", "#ccb974", "#c44e52", "#dd8452", "#64b5cd")
+_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)  # the XML declaration and DOCTYPE
+
+
+def require_matplotlib() -> None:
+    """``ConfigError`` (one line) when the plotting extra is not installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"--html needs matplotlib: {EXTRA_HINT}") from None
+
+
+def median_turn(run: TargetRun) -> TurnSample | None:
+    """The counted turn whose first audio is the median (nearest rank)."""
+    turns = [t for t in run.counted if t.report is not None]
+    if not turns:
+        return None
+    firsts = [_first_audio(t) for t in turns]
+    median = nearest_rank(firsts, 0.5)
+    return next(t for t, first in zip(turns, firsts, strict=True) if first == median)
+
+
+def first_audios(run: TargetRun) -> list[float]:
+    return [_first_audio(t) for t in run.counted if t.report is not None]
+
+
+def _first_audio(turn: TurnSample) -> float:
+    assert turn.report is not None and turn.report.first_audio_ms is not None  # counted
+    return turn.report.first_audio_ms
+
+
+def waterfall_svg(turn: TurnSample, x_max: float, salt: str) -> str:
+    """The stages of ``turn`` as horizontal bars on a ms axis (0 to ``x_max``, the
+    same for every target so their waterfalls compare)."""
+    from matplotlib.figure import Figure
+
+    assert turn.report is not None
+    stamps = turn.report.stamps_ms
+    figure = Figure(figsize=(9, 3.2), layout="constrained")
+    axes = figure.add_subplot()
+    labels = []
+    for row, (start, end, label) in enumerate(STAGES):
+        labels.append(label)
+        begin, finish = stamps.get(start), stamps.get(end)
+        if begin is None or finish is None:
+            axes.text(0, row, "  (not stamped)", va="center", fontsize=8, color="#888")
+            continue
+        low, high = min(begin, finish), max(begin, finish)
+        # A stage of a few µs still shows as a sliver at its place on the axis.
+        width = max(high - low, x_max * 0.004)
+        axes.barh(row, width, left=low, color=COLOURS[row], height=0.6)
+        axes.text(
+            low + width,
+            row,
+            f"  at {finish:.1f} ms (+{finish - begin:.1f})",
+            va="center",
+            fontsize=8,
+        )
+    axes.set_yticks(range(len(STAGES)), labels)
+    axes.invert_yaxis()  # the request on top, as the turn runs
+    axes.set_xlim(0, x_max * 1.2)  # room for the last bar's label
+    axes.set_xlabel("ms since the LLM request was sent")
+    axes.grid(axis="x", alpha=0.3)
+    return _svg(figure, salt)
+
+
+def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
+    """First audio of every counted turn, a box and the turns as dots per target,
+    all targets on one ms axis."""
+    from matplotlib.figure import Figure
+
+    shown = [run for run in runs if first_audios(run)]
+    figure = Figure(figsize=(9, 1.2 + 0.7 * len(shown)), layout="constrained")
+    axes = figure.add_subplot()
+    data = [first_audios(run) for run in shown]
+    positions = list(range(1, len(shown) + 1))
+    axes.boxplot(data, positions=positions, widths=0.5, showfliers=False, **_horizontal())
+    for position, values, colour in zip(positions, data, COLOURS * len(shown), strict=False):
+        # A fixed spread (no randomness) so that equal values stay visible.
+        offsets = [((i % 7) - 3) * 0.04 for i in range(len(values))]
+        axes.scatter(values, [position + o for o in offsets], s=12, color=colour, alpha=0.7)
+    axes.set_yticks(positions, [_plain(run.target.label) for run in shown])
+    axes.invert_yaxis()
+    axes.set_xlim(left=0)
+    axes.set_xlabel("first audio, ms since the LLM request was sent")
+    axes.grid(axis="x", alpha=0.3)
+    return _svg(figure, salt)
+
+
+def _horizontal() -> dict[str, Any]:
+    """A horizontal box plot's argument: ``orientation`` since matplotlib 3.10,
+    ``vert`` before (deprecated since)."""
+    import matplotlib
+
+    major, minor = (int(part) for part in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
+def _plain(label: str) -> str:
+    """A label shown as written: ``$`` would start matplotlib's math text."""
+    return label.replace("$", r"\$")
+
+
+def _svg(figure: Figure, salt: str) -> str:
+    """The figure as an ``<svg>`` element to inline: no XML prologue, ids salted so
+    that two figures in one page never share one (a clip path would cross over)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
+        figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+    return _PROLOGUE.sub("", out.getvalue(), count=1).strip()
