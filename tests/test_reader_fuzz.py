@@ -50,6 +50,12 @@ def sometimes_wrong(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(good, good, good, ANY_JSON)
 
 
+def sometimes_mistyped(spoken: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    """A visible text field's value: its text, or JSON of another type. (A string
+    there is text to speak, whatever its letters: it cannot come from ``HIDDEN``.)"""
+    return st.one_of(spoken, spoken, spoken, ANY_JSON.filter(lambda v: not isinstance(v, str)))
+
+
 class Events:
     """An SDK response stream over prebuilt items (``close`` as the SDK's)."""
 
@@ -225,9 +231,9 @@ OPENAI_CALL = st.fixed_dictionaries(
 OPENAI_DELTA = st.fixed_dictionaries(
     {},
     optional={
-        "content": sometimes_wrong(SPOKEN),
+        "content": sometimes_mistyped(SPOKEN),
         "reasoning_content": sometimes_wrong(HIDDEN),
-        "refusal": sometimes_wrong(SPOKEN),
+        "refusal": sometimes_mistyped(SPOKEN),
         "tool_calls": sometimes_wrong(st.lists(OPENAI_CALL, max_size=2)),
         "new_field": ANY_JSON,
     },
@@ -275,7 +281,7 @@ def test_openai_reader_survives_any_chunk_stream(chunks: list[Any]) -> None:
 GEMINI_PART = st.fixed_dictionaries(
     {},
     optional={
-        "text": sometimes_wrong(SPOKEN),
+        "text": sometimes_mistyped(SPOKEN),
         "thought": sometimes_wrong(st.booleans()),
         "functionCall": sometimes_wrong(
             st.fixed_dictionaries(
