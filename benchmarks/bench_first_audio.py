@@ -31,6 +31,7 @@ from typing import Any, Literal
 import anyio
 
 from benchmarks.stats import median, nearest_rank
+from voice_membrane.bench.prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.metrics import LatencyReport, TurnMetrics
 from voice_membrane.pipeline.session import Session
@@ -57,29 +58,8 @@ HOLD_MAX_S = 1.0  # the hold diagnostic never holds the LLM longer than this
 TARGET_ADDED_MS = 5.0  # "the pipeline adds ≤ 5 ms at p50"
 TARGET_FIRST_AUDIO_MS = 400.0  # "the embedded default reaches first audio in ≤ 400 ms p50"
 
-WARM_UP_PROMPT = "Hello, who are you?"
-PROMPTS = (
-    "What's the weather usually like in Paris in April?",
-    "Set a timer for ten minutes.",
-    "Who wrote Pride and Prejudice?",
-    "How far away is the moon?",
-    "Tell me a fun fact about octopuses.",
-    "How do I boil an egg?",
-    "What's the capital of Australia?",
-    "Can you recommend a good book for a long flight?",
-    "How many cups are in a liter?",
-    "Why is the sky blue?",
-    "What should I cook for dinner tonight?",
-    "How long should a power nap be?",
-    "What's a good name for a golden retriever?",
-    "Remind me to call my mom tomorrow.",
-    "How do I say thank you in Japanese?",
-    "What's the difference between a virus and a bacterium?",
-    "Give me a quick tip for falling asleep faster.",
-    "How many minutes are in a day?",
-    "What's a healthy snack I can make in five minutes?",
-    "Tell me a short joke.",
-)
+# The command's own prompt set: both measure the same questions.
+PROMPTS = DEFAULT_PROMPTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -373,6 +373,23 @@ class _Collector(BaseHTTPRequestHandler):
         pass
 
 
+def collect_spans(monkeypatch: pytest.MonkeyPatch, service: str, argv: list[str]) -> None:
+    """Run the CLI with ``argv`` against a loopback OTLP collector (``_Collector``
+    keeps the span names it was sent, as "service/span")."""
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    _Collector.names = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", service)
+        main(argv)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def test_run_otel_sends_the_turn_to_the_collector_named_by_otel_variables(
     no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,18 +399,11 @@ def test_run_otel_sends_the_turn_to_the_collector_named_by_otel_variables(
         '[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
         encoding="utf-8",
     )
-    server = HTTPServer(("127.0.0.1", 0), _Collector)
-    _Collector.names = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-        monkeypatch.setenv("OTEL_SERVICE_NAME", "my-voice")
-        main(["run", "--pipeline", str(pipeline), "--prompt", USER_TEXT, "--otel"])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    collect_spans(
+        monkeypatch,
+        "my-voice",
+        ["run", "--pipeline", str(pipeline), "--prompt", USER_TEXT, "--otel"],
+    )
     assert "my-voice/voice.turn" in _Collector.names
     assert "my-voice/voice.tts.request" in _Collector.names
 
@@ -423,17 +433,6 @@ def test_bench_otel_sends_each_measured_turn_to_the_collector(
         '[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
         encoding="utf-8",
     )
-    server = HTTPServer(("127.0.0.1", 0), _Collector)
-    _Collector.names = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-        monkeypatch.setenv("OTEL_SERVICE_NAME", "bench-voice")
-        args = ["bench", "--pipeline", str(pipeline), "--turns", "2", "--warmup", "0", "--otel"]
-        main(args)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    args = ["bench", "--pipeline", str(pipeline), "--turns", "2", "--warmup", "0", "--otel"]
+    collect_spans(monkeypatch, "bench-voice", args)
     assert _Collector.names.count("bench-voice/voice.turn") == 2

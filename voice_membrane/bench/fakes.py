@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..testing.child import child_process
 from .scripted_script import KEY, SCRIPTS, reply, speech
 
 
@@ -43,29 +43,9 @@ def fake_servers() -> Iterator[dict[str, str]]:
     # The same voice_membrane as this process's, even a checkout not installed.
     root = str(Path(__file__).resolve().parent.parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "voice_membrane.bench.fakes"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fake servers' process exited ({process.wait()})")
-        yield json.loads(line)
-    finally:
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    env = {**os.environ, "PYTHONPATH": path}
+    with child_process("voice_membrane.bench.fakes", [], env) as child:
+        yield json.loads(child.line)
 
 
 if __name__ == "__main__":
