@@ -22,7 +22,7 @@ import anyio
 from .blobs import sniff_image_type
 from .heap import settle_heap
 from .messages import ContentBlock
-from .pipeline.build import build_parts, output_path_problem
+from .pipeline.build import build_parts, output_path_problem, session_for
 from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from .pipeline.debug_dir import DebugDir
 from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
@@ -111,20 +111,13 @@ async def run_assistant(
         if jsonl:
             jsonl.start_turn(turn.metrics.started_ns)
 
-    session = Session(
-        parts.membrane,
-        parts.engine,
-        parts.sink,
-        system_prompt=config.llm.system_prompt,
-        model=parts.model,
-        options=parts.options,
-        chunker_options=config.chunker.model_dump(),
+    session = session_for(
+        config,
+        parts,
         log=log,
         on_piece_start=out,
         on_turn_start=on_turn_start,
         on_retry=lambda retrying: out(retry_line(retrying)),
-        context=parts.context,
-        toolbox=parts.toolbox,
         images=ImageFolder(Path(config.images.folder)),
         debug=debug,
     )

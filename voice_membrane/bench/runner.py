@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 
 from ..heap import settle_heap
-from ..pipeline.build import build_parts
+from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
-from ..pipeline.metrics import LatencyReport
+from ..pipeline.metrics import STAMPS, LatencyReport
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn
 from ..providers.base import LlmError
@@ -38,16 +38,7 @@ ALONE_REPEATS = 3  # syntheses of the first piece with the engine alone; their m
 ALONE_GAP_S = 0.05  # before each: lets the turn's last work settle
 STARTUP_ERRORS = (ConfigError, LlmError, TtsError, SinkError, McpServerError, OSError)
 # Stamps shown in the table (request_sent is 0 by definition).
-STAMP_ROWS = (
-    "first_token",
-    "first_visible",
-    "first_chunk",
-    "tts_request",
-    "tts_first_byte",
-    "first_audio",
-    "last_audio",
-    "turn_end",
-)
+STAMP_ROWS = STAMPS[1:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,20 +208,7 @@ def _open_session(config: PipelineConfig | None, index: int) -> _Live:
     assert config is not None, "a --url target runs in remote.py"
     parts = build_parts(config)
     watch = _Watch()
-    session = Session(
-        parts.membrane,
-        parts.engine,
-        parts.sink,
-        system_prompt=config.llm.system_prompt,
-        model=parts.model,
-        options=parts.options,
-        chunker_options=config.chunker.model_dump(),
-        log=watch.log,
-        on_turn_start=watch.on_turn_start,
-        context=parts.context,
-        toolbox=parts.toolbox,
-        blob_store=parts.blob_store,
-    )
+    session = session_for(config, parts, log=watch.log, on_turn_start=watch.on_turn_start)
     return _Live(index, session, watch)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..blobs import BlobStore, FileBlobStore, MemoryBlobStore
 from ..images import ImageTool
@@ -37,6 +38,7 @@ from .config import (
     ToolsConfig,
 )
 from .history import RequestCounter, counter_for
+from .session import Session
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
 # A cloud model's context is far larger; this keeps a long session's requests (each
@@ -63,6 +65,26 @@ class Parts:
     context: RequestCounter | None = None  # keeps long sessions within the model's context
     toolbox: McpToolbox | None = None  # the pipeline's MCP servers (not yet started)
     blob_store: BlobStore | None = None  # the conversation's images ([blobs] dir)
+
+
+def session_for(
+    config: PipelineConfig, parts: Parts, *, sink: AudioSink | None = None, **hooks: Any
+) -> Session:
+    """The session a pipeline's parts make (its prompt, model, options, chunker,
+    context trimming and tools); ``sink`` replaces the pipeline's own, ``hooks``
+    are the face's callbacks and extras (``log``, ``on_piece_start``, …)."""
+    return Session(
+        parts.membrane,
+        parts.engine,
+        sink if sink is not None else parts.sink,
+        system_prompt=config.llm.system_prompt,
+        model=parts.model,
+        options=parts.options,
+        chunker_options=config.chunker.model_dump(),
+        context=parts.context,
+        toolbox=parts.toolbox,
+        **hooks,
+    )
 
 
 def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..messages import ModelConfig
 
+# What a call through the SDK raises while its stream is read: one mapping to
+# ProviderError for the chat adapter and the Images API.
+STREAM_ERRORS = (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError, UnicodeDecodeError)
+
 NAME = "openai"
 KEY_ENV = "OPENAI_API_KEY"
 
@@ -119,12 +123,7 @@ class OpenAIProvider:
                     yield item
             for item in reader.end():
                 yield item
-        except (
-            openai.OpenAIError,
-            httpx2.HTTPError,
-            json.JSONDecodeError,
-            UnicodeDecodeError,
-        ) as exc:
+        except STREAM_ERRORS as exc:
             raise provider_error(exc).at(str(client.base_url)) from exc
 
 

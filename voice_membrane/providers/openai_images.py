@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
-import httpx2
 import openai
 
 from ..messages import GeneratedImageContent, GenerationInfo
 from ..provider_output import NativeImage, NativeStart, NativeStop, ProviderOutput
 from ..redact import remember
 from . import fields
-from .openai import NAME, async_client, provider_error
+from .openai import NAME, STREAM_ERRORS, async_client, provider_error
 
 _log = logging.getLogger("voice_membrane.providers")
 MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
@@ -96,12 +94,7 @@ class OpenAIImages:
                 with anyio.CancelScope(shield=True):
                     await stream.close()
             yield NativeStop()
-        except (
-            openai.OpenAIError,
-            httpx2.HTTPError,
-            json.JSONDecodeError,
-            UnicodeDecodeError,
-        ) as exc:
+        except STREAM_ERRORS as exc:
             raise provider_error(exc).at(str(client.base_url)) from exc
 
 

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from ..pipeline.build import build_parts
+from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
 from ..pipeline.images import inline_url
 from ..pipeline.session import Session
@@ -152,19 +152,14 @@ class Connection:
             sample_rate=start.audio.sample_rate,
             on_overflow=self._drop_slow_client,
         )
-        self.session = session = Session(
-            parts.membrane,
-            parts.engine,
-            sink,
-            system_prompt=config.llm.system_prompt,
-            model=parts.model,
-            options=parts.options,
-            chunker_options=config.chunker.model_dump(),
+        # The toolbox is this session's own MCP connections, closed with it.
+        self.session = session = session_for(
+            config,
+            parts,
+            sink=sink,
             log=self._on_log,
             images=inline_url,  # the page shows a generated image from its log event
             on_piece_start=self._on_piece_start,
-            context=parts.context,
-            toolbox=parts.toolbox,  # this session's own MCP connections, closed with it
             conversation_id=self.id,  # on each turn's trace
         )
         async with AsyncExitStack() as stack:
