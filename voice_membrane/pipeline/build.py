@@ -38,6 +38,7 @@ from .config import (
     ToolsConfig,
 )
 from .history import RequestCounter, counter_for
+from .scheduling import thread_budget
 from .session import Session
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
@@ -83,6 +84,8 @@ def session_for(
         chunker_options=config.chunker.model_dump(),
         context=parts.context,
         toolbox=parts.toolbox,
+        first_audio_priority=config.scheduling.first_audio_priority,
+        priority_ahead_s=config.scheduling.priority_ahead_s,
         **hooks,
     )
 
@@ -100,10 +103,13 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
     blob_store: BlobStore = (
         FileBlobStore(config.blobs.dir) if config.blobs.dir is not None else MemoryBlobStore()
     )
+    threads = thread_budget(config.scheduling)
     try:
         provider, model = create_provider(
             llm.spec,
             model_path=llm.model_path,
+            n_threads=threads.llm,
+            seed=llm.seed,
             max_tokens=llm.max_tokens,
             temperature=llm.temperature,
             replay_speed=llm.replay_speed,
@@ -125,7 +131,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             # Generated images go to the session's blob store: the history keeps ids.
             image_store=blob_store.store if blob_store is not None else None,
         )
-        engine = create_engine(config.tts, sink_rate or SPEAKER_RATE)
+        engine = create_engine(config.tts, sink_rate or SPEAKER_RATE, threads=threads.tts)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     model_config = ModelConfig(

@@ -58,6 +58,9 @@ class LlmConfig(_Section):
         "native"
     )
     model_path: str | None = None
+    # The embedded model's sampling seed: the same prompt gets the same reply
+    # (unset: a new seed each reply). Cloud models ignore it.
+    seed: int | None = Field(None, ge=0, lt=2**31)
     max_tokens: int = Field(160, gt=0, le=65536)
     temperature: float = Field(0.7, ge=0, le=2)
     thinking_budget: int | None = Field(None, ge=1024)
@@ -142,6 +145,21 @@ class ChunkerConfig(_Section):
     symbols: bool = True
     # The reply's language (abbreviation and ordinal tables); none: all of them.
     language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
+
+
+class SchedulingConfig(_Section):
+    """How the LLM and the TTS engine share this machine (docs/pipelines.md)."""
+
+    # Hold the LLM while the engine makes a piece's first audio: "auto" when both
+    # compute on this machine (the embedded model and a local voice), or true/false.
+    first_audio_priority: bool | Literal["auto"] = "auto"
+    # Later pieces get priority too while less audio than this is queued ahead of
+    # playback (0: the first piece only).
+    priority_ahead_s: float = Field(0.5, ge=0, le=10, allow_inf_nan=False)
+    # The embedded model's threads and the local voice's (Piper's onnxruntime
+    # intra-op threads); unset: chosen together for this machine's cores.
+    llm_threads: int | None = Field(None, ge=1, le=256)
+    tts_threads: int | None = Field(None, ge=1, le=256)
 
 
 class PolicyConfig(_Section):
@@ -258,6 +276,7 @@ class PipelineConfig(_Section):
     tts: TtsOptions = TtsOptions()
     sink: SinkConfig = SinkConfig()
     chunker: ChunkerConfig = ChunkerConfig()
+    scheduling: SchedulingConfig = SchedulingConfig()
     policy: PolicyConfig = PolicyConfig()
     tools: ToolsConfig = ToolsConfig()
     images: ImagesConfig = ImagesConfig()

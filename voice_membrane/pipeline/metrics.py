@@ -19,6 +19,7 @@ Definitions (docs/metrics.md has the full glossary):
 
 from __future__ import annotations
 
+import bisect
 import json
 import statistics
 import time
@@ -39,6 +40,9 @@ STAMPS: Final = (
     "turn_end",
 )
 STAGES: Final = ("llm", "parse", "route", "chunk", "tts", "sink")
+# Audio arriving this late after the audio before it ran out is not a gap: a
+# sink's buffer (a speaker's callback block, ~10 ms) covers it.
+GAP_TOLERANCE_NS: Final = 5_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,13 @@ class TurnMetrics:
     pieces: list[PieceMetrics] = field(default_factory=list)  # as sent to the TTS engine
     tts_stats: StreamStats = field(default_factory=StreamStats)  # the engine's, for the turn
     first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
+    token_ns: list[int] = field(default_factory=list)  # each LLM delta's arrival
+    # Where real-time playback of the engine's audio, started at its first audio,
+    # would have run dry waiting for the next (``note_audio``).
+    gaps: int = 0
+    gap_ns: int = 0
+    _playable_until_ns: int | None = None
+    llm_held_ns: int | None = None  # first-audio priority's hold on the LLM (None: off)
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
     stop_reason: str | None = None  # why the reply ended, as the membrane says
@@ -125,6 +136,23 @@ class TurnMetrics:
         """Record ``name`` the first time it happens; later calls are ignored."""
         if name not in self.stamps:
             self.stamps[name] = time.perf_counter_ns() if at_ns is None else at_ns
+
+    def note_audio(self, at_ns: int, seconds: float) -> None:
+        """The engine returned ``seconds`` of audio at ``at_ns``: played in real time
+        from the first audio on, was the audio before it already over (a gap)?"""
+        until = self._playable_until_ns
+        if until is not None and at_ns > until + GAP_TOLERANCE_NS:
+            self.gaps += 1
+            self.gap_ns += at_ns - until
+        start = at_ns if until is None else max(until, at_ns)
+        self._playable_until_ns = start + round(seconds * 1e9)
+
+    @property
+    def tokens_to_first_chunk(self) -> int | None:
+        """The LLM deltas up to the one that released the first piece."""
+        if self.first_chunk_token_ns is None:
+            return None
+        return bisect.bisect_right(self.token_ns, self.first_chunk_token_ns)
 
     def report(self, *, llm: str, tts: str, sink: str) -> LatencyReport:
         def ms(ns: int | None) -> float | None:
@@ -155,6 +183,10 @@ class TurnMetrics:
             tts_rtf=rtf,
             tts_first_byte_ms_median=round(statistics.median(ttfb), 3) if ttfb else None,
             first_chunk_token_ms=ms(self.first_chunk_token_ns),
+            tokens_to_first_chunk=self.tokens_to_first_chunk,
+            audio_gaps=self.gaps,
+            audio_gap_ms=round(self.gap_ns / 1e6, 3),
+            llm_held_ms=None if self.llm_held_ns is None else round(self.llm_held_ns / 1e6, 3),
             retries=tuple(self.retries),
             usage=dict(self.usage),
             stop_reason=self.stop_reason,
@@ -193,6 +225,12 @@ class LatencyReport:
     tts_rtf: float | None
     tts_first_byte_ms_median: float | None
     first_chunk_token_ms: float | None
+    tokens_to_first_chunk: int | None = None  # LLM deltas up to the one that released piece 1
+    # Real-time playback of the engine's audio from its first audio on would have
+    # run dry this often, for this long in all: the TTS fell behind the listener.
+    audio_gaps: int = 0
+    audio_gap_ms: float = 0.0
+    llm_held_ms: float | None = None  # first-audio priority held the LLM (None: off)
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
     stop_reason: str | None = None
@@ -237,7 +275,11 @@ class LatencyReport:
             "tts_rtf": self.tts_rtf,
             "tts_first_byte_ms_median": self.tts_first_byte_ms_median,
             "first_chunk_token_ms": self.first_chunk_token_ms,
+            "tokens_to_first_chunk": self.tokens_to_first_chunk,
             "pipeline_added_ms": self.pipeline_added_ms,
+            "audio_gaps": self.audio_gaps,
+            "audio_gap_ms": self.audio_gap_ms,
+            "llm_held_ms": self.llm_held_ms,
             "retries": list(self.retries),
             "usage": dict(self.usage),
             "stop_reason": self.stop_reason,
@@ -269,6 +311,10 @@ class LatencyReport:
             tts_rtf=data["tts_rtf"],
             tts_first_byte_ms_median=data["tts_first_byte_ms_median"],
             first_chunk_token_ms=data["first_chunk_token_ms"],
+            tokens_to_first_chunk=data.get("tokens_to_first_chunk"),
+            audio_gaps=int(data.get("audio_gaps", 0)),
+            audio_gap_ms=float(data.get("audio_gap_ms", 0.0)),
+            llm_held_ms=data.get("llm_held_ms"),
             retries=tuple(data.get("retries", ())),
             usage=dict(data.get("usage", {})),
             stop_reason=data.get("stop_reason"),
@@ -315,6 +361,13 @@ class LatencyReport:
         tts_line = self._tts_line()
         if tts_line:
             lines.append(tts_line)
+        if self.audio_gaps:
+            lines.append(
+                f"  gaps: the TTS fell behind playback {self.audio_gaps} time(s), "
+                f"{self.audio_gap_ms:.0f} ms in all"
+            )
+        if self.llm_held_ms:
+            lines.append(f"  first-audio priority: LLM held {self.llm_held_ms:.0f} ms")
         busy = ", ".join(f"{k} {v['busy_ms']:.0f}" for k, v in self.stages.items())
         lines.append(f"  busy ms: {busy}")
         rtf = "—" if self.tts_rtf is None else f"{self.tts_rtf:.2f}"

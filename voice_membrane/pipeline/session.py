@@ -42,6 +42,7 @@ from ..tts.base import TtsEngine
 from .debug_dir import DebugDir
 from .history import RequestCounter, counter_for, fit
 from .images import ImageSaver
+from .scheduling import AHEAD_S, PrioritySetting, priority_on
 from .stages import EventLogger
 from .turn import Turn, TurnResult
 
@@ -73,7 +74,10 @@ class Session:
     images of turns still kept are read. By default the membrane's own store;
     a membrane without one is given this one.
 
-    ``debug``: each turn's provider calls and latency report are written there."""
+    ``debug``: each turn's provider calls and latency report are written there.
+
+    ``first_audio_priority``: hold the LLM while the engine makes a piece's first
+    audio (``scheduling.py``); ``"auto"`` when both compute on this machine."""
 
     llm: Membrane | LlmSource
     engine: TtsEngine
@@ -95,6 +99,8 @@ class Session:
     debug: DebugDir | None = None
     # Names the session on its turns' traces (``gen_ai.conversation.id``): serve's id.
     conversation_id: str | None = None
+    first_audio_priority: PrioritySetting = "auto"
+    priority_ahead_s: float = AHEAD_S
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
     first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
@@ -110,6 +116,8 @@ class Session:
             self.membrane = Membrane(TextSourceProvider(llm), first_token_deadline_s=None)
         if self.context is None:
             self.context = counter_for(self.membrane, None)
+        # Decided on the provider itself, before a debug folder wraps it.
+        self.priority = priority_on(self.first_audio_priority, self.membrane.provider, self.engine)
         if self.debug is not None:  # every provider call written down (debug_dir.py)
             self.membrane.provider = self.debug.wrap(self.membrane.provider)
         if self.blob_store is None:
@@ -238,6 +246,8 @@ class Session:
             context=context,
             images=self.images,
             trace_attributes=self._trace_attributes(),
+            first_audio_priority=self.priority,
+            priority_ahead_s=self.priority_ahead_s,
         )
         self.current = turn
         self.on_turn_start(turn)

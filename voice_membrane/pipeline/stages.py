@@ -38,6 +38,7 @@ from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
 from .images import ImageSaver, image_summary, save_image
 from .metrics import PieceMetrics, TurnMetrics
 from .partial_word import ends_mid_word, without_partial_word
+from .scheduling import FirstAudioPriority
 
 EventLogger = Callable[[dict[str, Any]], None]
 """Receives one log record (``{"event": …, …}``) per parser event and TTS input."""
@@ -108,7 +109,9 @@ class ReplyStage:
     and sends its events on, each stamped with the arrival of the provider output
     that produced it. A provider error ends the reply there; what came before
     still flows on and is spoken, and the turn reports the error. ``on_retry``
-    hears of each retry when it is decided (before its wait)."""
+    hears of each retry when it is decided (before its wait). With a
+    ``priority``, the next item is asked for only when it lets the LLM go on
+    (``scheduling.py``)."""
 
     def __init__(
         self,
@@ -117,9 +120,11 @@ class ReplyStage:
         m: TurnMetrics,
         on_tool_calls: OnToolCalls | None = None,
         on_retry: Callable[[Retrying], None] = lambda retrying: None,
+        priority: FirstAudioPriority | None = None,
     ) -> None:
         self.membrane, self.request, self.m = membrane, request, m
         self.on_tool_calls, self.on_retry = on_tool_calls, on_retry
+        self.priority = priority if priority is not None else FirstAudioPriority(False)
         self.error: str | None = None
         self.result: ReplyResult | None = None
         self._last_ns = 0
@@ -130,6 +135,7 @@ class ReplyStage:
         now = time.perf_counter_ns()
         self.m.stamp("first_token", now)
         self.m.tokens += 1
+        self.m.token_ns.append(now)
         self._last_ns = now
 
     async def run(self, out: ObjectSendStream[Timed]) -> None:
@@ -147,7 +153,13 @@ class ReplyStage:
             held: Timed | None = None
             try:
                 async with aclosing(stream) as items:
-                    async for item in items:
+                    while True:
+                        # Held, no next item is asked for: the LLM computes nothing.
+                        await self.priority.llm_may_go_on()
+                        try:
+                            item = await anext(items)
+                        except StopAsyncIteration:
+                            break
                         if held is not None:
                             await out.send(replace(held, unfinished=isinstance(item, ReplyError)))
                             held = None
@@ -287,10 +299,18 @@ class TtsStage:
 
     A TTS error ends the speech but not the reply: the pieces still coming are
     read and dropped, so the reply's text is whole in the transcript, and the
-    turn reports the error (``error``)."""
+    turn reports the error (``error``). It tells ``priority`` of each piece
+    handed over and each audio chunk back (``scheduling.py``)."""
 
-    def __init__(self, engine: TtsEngine, log: EventLogger, m: TurnMetrics) -> None:
+    def __init__(
+        self,
+        engine: TtsEngine,
+        log: EventLogger,
+        m: TurnMetrics,
+        priority: FirstAudioPriority | None = None,
+    ) -> None:
         self.engine, self.log, self.m = engine, log, m
+        self.priority = priority if priority is not None else FirstAudioPriority(False)
         self.error: str | None = None
         self._texts: list[str] = []
         # Each piece's span (a TTS request), from its push until the audio of a
@@ -308,6 +328,7 @@ class TtsStage:
             except* TtsError as group:
                 self.error = "; ".join(str(e) for e in leaves(group))
             finally:
+                self.priority.release()  # no more audio is coming: nothing to wait for
                 self._end_spans(len(self.m.pieces))
             async for _ in inp:
                 pass  # spoken no more, but the reply goes on to its end
@@ -331,6 +352,7 @@ class TtsStage:
                     "voice.piece.chars": len(text),
                 },
             )
+            self.priority.piece_pushed(index)
             await stream.push(text)
             sent = time.perf_counter_ns()
             self.m.pieces[-1].sent_ns = sent
@@ -351,6 +373,8 @@ class TtsStage:
                 self._end_spans(voiced.piece)
             piece.audio_seconds += voiced.audio.seconds
             self.m.audio_seconds += voiced.audio.seconds
+            self.m.note_audio(voiced.t_ns, voiced.audio.seconds)
+            self.priority.audio(voiced.piece, voiced.audio.seconds, voiced.t_ns)
             text = self._texts[voiced.piece]
             await out.send(PieceAudio(voiced.piece, text, voiced.audio, voiced.alignment))
 

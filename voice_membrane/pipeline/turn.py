@@ -29,6 +29,7 @@ from ..tools import OnToolCalls
 from ..tts.base import TtsEngine, TtsError
 from .images import ImageSaver
 from .metrics import ContextFit, LatencyReport, TurnMetrics
+from .scheduling import AHEAD_S, FirstAudioPriority
 from .stages import (
     ChunkStage,
     EventLogger,
@@ -93,6 +94,8 @@ class Turn:
         context: ContextFit | None = None,
         images: ImageSaver | None = None,
         trace_attributes: Mapping[str, str | int] | None = None,
+        first_audio_priority: bool = False,
+        priority_ahead_s: float = AHEAD_S,
     ) -> None:
         self.membrane, self.engine, self.sink = membrane, engine, sink
         self.request = request
@@ -105,6 +108,8 @@ class Turn:
         self.images = images  # where generated images go (never to speech)
         self.trace_attributes = dict(trace_attributes or {})  # the session's, on the span
         self.metrics = TurnMetrics(context=context)
+        # The LLM waits while the engine makes a piece's first audio (scheduling.py).
+        self.priority = FirstAudioPriority(first_audio_priority, ahead_s=priority_ahead_s)
         self._scope: anyio.CancelScope | None = None
         self._interrupted = False
         self._interrupt_seen: anyio.Event | None = None  # created by run, in its event loop
@@ -168,6 +173,8 @@ class Turn:
             with anyio.CancelScope(shield=True):
                 await self.sink.stop()
         sink_stage.note_first_audio()
+        if self.priority.enabled:
+            m.llm_held_ns = self.priority.held_ns
         m.stamp("turn_end")
         played = self.sink.played_seconds - played_base
         spoken = _spoken_text(
@@ -206,9 +213,9 @@ class Turn:
         pieces_in, pieces_out = anyio.create_memory_object_stream[Piece](PIECE_BUFFER)
         audio_in, audio_out = anyio.create_memory_object_stream[PieceAudio](AUDIO_BUFFER)
         reply = self._reply = ReplyStage(
-            self.membrane, self.request, m, self.on_tool_calls, self.on_retry
+            self.membrane, self.request, m, self.on_tool_calls, self.on_retry, self.priority
         )
-        tts = TtsStage(self.engine, self.log, m)
+        tts = TtsStage(self.engine, self.log, m, self.priority)
         chunk = ChunkStage(self.chunker, m)
         timers = m.stages
         # Each stage a span, a child of the turn's (the tasks inherit its context).

@@ -17,6 +17,8 @@ def create_provider(
     spec: str,
     *,
     model_path: str | None = None,
+    n_threads: int | None = None,
+    seed: int | None = None,
     max_tokens: int = 160,
     temperature: float = 0.7,
     replay_speed: float = 1.0,
@@ -38,7 +40,13 @@ def create_provider(
         from .local_llama import LocalLlama  # heavy: only when asked for
 
         # The system prompt comes with each request (else LocalLlama's default).
-        source = LocalLlama(model_path, max_tokens=max_tokens, temperature=temperature)
+        source = LocalLlama(
+            model_path,
+            n_threads=n_threads,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+        )
         return TextSourceProvider(source), "local"
     if kind == "replay" and arg:
         from .replay import ReplaySource

@@ -29,6 +29,8 @@ class TextSourceProvider:
     def __init__(self, source: LlmSource) -> None:
         self.source = source
         self.name = source.name
+        # An embedded model competes with a local voice for the CPU (first-audio priority).
+        self.computes_locally: bool = getattr(source, "computes_locally", False)
 
     async def start(self) -> None:
         await self.source.start()

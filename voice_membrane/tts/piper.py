@@ -35,6 +35,7 @@ abandoned step can never hand audio to another piece.
 from __future__ import annotations
 
 import importlib
+import json
 import threading
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
@@ -63,7 +64,7 @@ class _SharedVoice:
         self.lock = threading.Lock()
 
 
-_VOICES: dict[tuple[str, str], _SharedVoice] = {}
+_VOICES: dict[tuple[str, str, int | None], _SharedVoice] = {}
 _VOICES_LOCK = threading.Lock()  # held while a voice loads: two sessions load it once
 
 
@@ -75,14 +76,19 @@ class PiperEngine(PieceEngine):
     """
 
     name = "piper"
+    computes_locally = True  # competes with a local LLM for the CPU
 
     def __init__(
         self,
         model: str | None = None,
         config: str | None = None,
         length_scale: float | None = None,
+        threads: int | None = None,
     ) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
         self.model = model
+        self.threads = threads  # onnxruntime's intra-op threads; None: one per core
         self.config = config
         self.length_scale = length_scale  # > 1 speaks slower; None: the voice's own
         self.sample_rate = 22050  # replaced by the voice config's rate in start()
@@ -96,7 +102,7 @@ class PiperEngine(PieceEngine):
         if self._voice is not None:
             return
         model, config = self._paths()
-        shared = await anyio.to_thread.run_sync(_shared_voice, model, config)
+        shared = await anyio.to_thread.run_sync(_shared_voice, model, config, self.threads)
         self._step_lock = shared.lock
         from piper import SynthesisConfig  # imported already by _shared_voice
 
@@ -166,21 +172,42 @@ class PiperEngine(PieceEngine):
             pass
 
 
-def _shared_voice(model: Path, config: Path) -> _SharedVoice:
-    """The process-wide voice for these files, loaded and warmed up on first use
-    (blocking: run it in a worker thread)."""
-    from piper import PiperVoice, SynthesisConfig  # GPL-3.0: imported here only
+def _shared_voice(model: Path, config: Path, threads: int | None) -> _SharedVoice:
+    """The process-wide voice for these files and thread count, loaded and warmed
+    up on first use (blocking: run it in a worker thread)."""
+    from piper import SynthesisConfig  # GPL-3.0: imported here only
 
-    key = (str(model.resolve()), str(config.resolve()))
+    key = (str(model.resolve()), str(config.resolve()), threads)
     with _VOICES_LOCK:
         shared = _VOICES.get(key)
         if shared is not None:
             return shared
         try:
-            voice = PiperVoice.load(model, config_path=config)
+            voice = _load_voice(model, config, threads)
         except Exception as exc:  # onnxruntime and json raise many kinds
             raise TtsError(f"cannot load Piper voice {model}: {exc}") from exc
         for _ in voice.synthesize(_WARM_UP_TEXT, SynthesisConfig()):
             pass  # the first run allocates ONNX buffers; pay for it here
         shared = _VOICES[key] = _SharedVoice(voice)
         return shared
+
+
+def _load_voice(model: Path, config: Path, threads: int | None) -> PiperVoice:
+    """The voice on a CPU session of ``threads`` intra-op threads whose threads do
+    not spin between runs: a spinning pool keeps burning the cores an embedded
+    LLM needs after each sentence (``PiperVoice.load`` offers neither option)."""
+    import onnxruntime  # type: ignore[import-untyped]
+    from piper import PiperVoice
+    from piper.config import PiperConfig
+
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(
+        str(model), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    with open(config, encoding="utf-8") as file:
+        voice_config = PiperConfig.from_dict(json.load(file))
+    return PiperVoice(config=voice_config, session=session)

@@ -16,14 +16,17 @@ SPEC_FORMS = (
 )
 
 
-def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> TtsEngine:
+def create_engine(
+    options: TtsOptions | str, sink_rate: int | None = None, *, threads: int | None = None
+) -> TtsEngine:
     """The engine ``options.spec`` names (not started): one of ``SPEC_FORMS``;
     ``ValueError`` (one line) for another spec, a Piper model file that is not
     there, or a cloud engine's unusable options, missing or unusable key or base
     URL. An unknown espeak or ElevenLabs voice is found by the engine's
     ``start``, an unknown OpenAI voice by its first request.
     ``sink_rate``: the rate the audio will be played at, for engines that can
-    produce it directly."""
+    produce it directly. ``threads``: a local neural voice's compute threads
+    (Piper's; None: onnxruntime's default, one per core)."""
     if isinstance(options, str):
         options = TtsOptions(spec=options)
     spec = options.spec
@@ -33,11 +36,11 @@ def create_engine(options: TtsOptions | str, sink_rate: int | None = None) -> Tt
     if name == "espeak" and arg:
         return EspeakEngine(voice=arg)
     if name == "piper" and not sep:
-        return PiperEngine()
+        return PiperEngine(threads=threads)
     if name == "piper" and arg:
         if not Path(arg).is_file():
             raise ValueError(f"tts {quote(spec)}: no such Piper model file")
-        return PiperEngine(model=arg)
+        return PiperEngine(model=arg, threads=threads)
     if name == "openai" and arg.strip():
         from .openai_speech import OpenAISpeechEngine  # imports the openai SDK: only when asked
 

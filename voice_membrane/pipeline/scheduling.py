@@ -1,0 +1,159 @@
+"""First-audio priority: the LLM waits while the TTS engine makes a piece's first audio.
+
+When the LLM and the TTS engine both compute on this machine (the embedded
+model and Piper, say), they compete for the same cores. A token the LLM
+computes while the engine synthesizes the first piece delays the first audio
+the user hears; the same token computed a moment later, while that audio plays,
+costs nothing. So a turn with priority on asks the LLM for nothing more from
+the first piece's hand-over to the engine until its first audio, and likewise
+for a later piece while the audio queued ahead of playback is short (under
+``ahead_s``): that is when a slow piece would be heard as a gap. Otherwise the
+LLM runs freely and stays far ahead of playback (an embedded model makes a
+second of speech's words in well under a second).
+
+The hold is on asking for the next reply item (``ReplyStage``), so it costs an
+LLM at most the step it is computing. It is bounded (``max_hold_s``) and ends
+when the engine moves past the piece or its stream ends, so a piece that makes
+no audio never stalls the reply.
+
+Whether it is on: ``[scheduling] first_audio_priority`` — ``"auto"`` (on when
+both engines declare ``computes_locally``; a cloud service does not contend for
+this machine's CPU), ``true`` or ``false``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import anyio
+
+MAX_HOLD_S = 1.0  # never hold the LLM longer than this, whatever the engine does
+AHEAD_S = 0.5  # later pieces get priority while less audio than this is queued
+
+PrioritySetting = bool | Literal["auto"]
+
+
+def computes_locally(part: object) -> bool:
+    """Whether an LLM source, provider or TTS engine computes on this machine's CPU
+    (it says so with a ``computes_locally = True`` attribute; others do not)."""
+    return bool(getattr(part, "computes_locally", False))
+
+
+def priority_on(setting: PrioritySetting, llm: object, engine: object) -> bool:
+    """The setting decided: ``"auto"`` is on when both parts compute locally."""
+    if setting == "auto":
+        return computes_locally(llm) and computes_locally(engine)
+    return bool(setting)
+
+
+class FirstAudioPriority:
+    """One turn's priority state, shared by its reply stage (which waits in
+    ``llm_may_go_on``) and its TTS stage (which reports pieces and audio).
+
+    ``holds`` counts the pieces the LLM was held for; ``held_ns`` how long it
+    waited in all."""
+
+    def __init__(
+        self, enabled: bool, *, ahead_s: float = AHEAD_S, max_hold_s: float = MAX_HOLD_S
+    ) -> None:
+        self.enabled = enabled
+        self.ahead_s = ahead_s
+        self.max_hold_s = max_hold_s
+        self.holds = 0
+        self.held_ns = 0
+        self._piece: int | None = None  # the piece whose first audio the LLM waits for
+        self._released: anyio.Event | None = None
+        self._voiced_s = 0.0  # audio the engine has made this turn
+        self._first_audio_ns: int | None = None  # when its first audio came
+
+    def audio_ahead_s(self, now_ns: int) -> float:
+        """Audio made but not yet played, were playback to start at the first audio
+        and never stop (0 before any audio)."""
+        if self._first_audio_ns is None:
+            return 0.0
+        return max(0.0, self._voiced_s - (now_ns - self._first_audio_ns) / 1e9)
+
+    def piece_pushed(self, index: int, now_ns: int | None = None) -> None:
+        """Piece ``index`` was handed to the engine: hold the LLM for its first
+        audio if it is the first piece, or if the audio ahead is short."""
+        if not self.enabled or self._piece is not None:
+            return
+        now = time.perf_counter_ns() if now_ns is None else now_ns
+        if index == 0 or self.audio_ahead_s(now) < self.ahead_s:
+            self._piece = index
+            self._released = anyio.Event()
+            self.holds += 1
+
+    def audio(self, piece: int, seconds: float, now_ns: int | None = None) -> None:
+        """The engine returned ``seconds`` of audio for ``piece``."""
+        now = time.perf_counter_ns() if now_ns is None else now_ns
+        if self._first_audio_ns is None:
+            self._first_audio_ns = now
+        self._voiced_s += seconds
+        if self._piece is not None and piece >= self._piece:
+            self.release()
+
+    def release(self) -> None:
+        """Let the LLM go on (the piece's audio came, or the engine's stream ended)."""
+        self._piece = None
+        if self._released is not None:
+            self._released.set()
+            self._released = None
+
+    @property
+    def holding(self) -> bool:
+        return self._released is not None
+
+    async def llm_may_go_on(self) -> None:
+        """Return at once unless the LLM is held; then when it is released (or
+        after ``max_hold_s``)."""
+        released = self._released
+        if released is None:
+            return
+        started = time.perf_counter_ns()
+        with anyio.move_on_after(self.max_hold_s if math.isfinite(self.max_hold_s) else None):
+            await released.wait()
+        self.held_ns += time.perf_counter_ns() - started
+        if self._released is released:  # timed out: the engine is not making audio
+            self.release()
+
+
+class ThreadSettings(Protocol):
+    """The ``[scheduling]`` keys ``thread_budget`` reads."""
+
+    @property
+    def llm_threads(self) -> int | None: ...
+
+    @property
+    def tts_threads(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadBudget:
+    llm: int  # the embedded model's threads (llama.cpp)
+    tts: int  # a local neural voice's compute threads (onnxruntime intra-op)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_budget(settings: ThreadSettings, cpus: int | None = None) -> ThreadBudget:
+    """The threads of both local engines, chosen together for ``cpus`` cores (the
+    settings' own where given): each gets every core. With first-audio priority
+    the two rarely compute at the same moment, and when they do (a later piece),
+    the voice is ahead of playback; fewer threads each made first audio slower in
+    the benchmark (docs/benchmarks.md, "what moves first-audio latency")."""
+    n = available_cpus() if cpus is None else cpus
+    return ThreadBudget(
+        llm=settings.llm_threads if settings.llm_threads is not None else n,
+        tts=settings.tts_threads if settings.tts_threads is not None else n,
+    )
