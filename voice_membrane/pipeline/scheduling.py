@@ -17,8 +17,8 @@ when the engine moves past the piece or its stream ends, so a piece that makes
 no audio never stalls the reply.
 
 Whether it is on: ``[scheduling] first_audio_priority`` — ``"auto"`` (on when
-both engines declare ``computes_locally``; a cloud service does not contend for
-this machine's CPU), ``true`` or ``false``.
+both engines are ``local``, computing on this machine; a cloud service does not
+contend for its CPU), ``true`` or ``false``.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ PrioritySetting = bool | Literal["auto"]
 
 
 def computes_locally(part: object) -> bool:
-    """Whether an LLM source, provider or TTS engine computes on this machine's CPU
-    (it says so with a ``computes_locally = True`` attribute; others do not)."""
-    return bool(getattr(part, "computes_locally", False))
+    """Whether an LLM provider or TTS engine computes on this machine's CPU: it
+    says so with ``local = True`` (every ``TtsEngine`` says either; an LLM
+    provider only when it runs an embedded model)."""
+    return bool(getattr(part, "local", False))
 
 
 def priority_on(setting: PrioritySetting, llm: object, engine: object) -> bool:

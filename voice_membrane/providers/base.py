@@ -129,7 +129,9 @@ class LlmSource(Protocol):
     ``await source.start()`` once per session (loads the model), then one
     ``stream`` per turn, then ``aclose()``. ``stream`` yields text deltas as the
     model produces them; cancelling the consumer stops generation promptly (within
-    one token) and leaves the source usable for the next turn.
+    one token) and leaves the source usable for the next turn. A source that
+    computes on this machine (an embedded model) also says ``local = True``: it
+    competes with a local voice for the CPU (``pipeline/scheduling.py``).
     """
 
     name: str

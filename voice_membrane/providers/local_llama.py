@@ -303,7 +303,7 @@ class LocalLlama:
     """
 
     mode: Literal["prefill", "chat"] = "chat"
-    computes_locally = True  # competes with a local voice for the CPU
+    local = True  # computes on this machine: competes with a local voice for the CPU
 
     def __init__(
         self,

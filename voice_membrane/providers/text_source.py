@@ -30,7 +30,7 @@ class TextSourceProvider:
         self.source = source
         self.name = source.name
         # An embedded model competes with a local voice for the CPU (first-audio priority).
-        self.computes_locally: bool = getattr(source, "computes_locally", False)
+        self.local: bool = getattr(source, "local", False)
 
     async def start(self) -> None:
         await self.source.start()

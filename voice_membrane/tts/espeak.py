@@ -62,7 +62,6 @@ class EspeakEngine(PieceEngine):
     """
 
     name = "espeak"
-    computes_locally = True  # competes with a local LLM for the CPU
 
     def __init__(
         self, voice: str = "en-us", speed_wpm: int = 175, executable: str = "espeak-ng"

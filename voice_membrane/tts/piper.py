@@ -76,7 +76,6 @@ class PiperEngine(PieceEngine):
     """
 
     name = "piper"
-    computes_locally = True  # competes with a local LLM for the CPU
 
     def __init__(
         self,
