@@ -16,8 +16,9 @@ from rich.console import Console
 from voice_membrane.bench import command
 from voice_membrane.bench.command import BenchOptions, bench_prompts
 from voice_membrane.bench.prompts import DEFAULT_PROMPTS, load_prompts
-from voice_membrane.bench.runner import run_target
+from voice_membrane.bench.runner import Target, TargetRun, TurnSample, merge_runs, run_target
 from voice_membrane.bench.scripted import scripted_targets
+from voice_membrane.bench.scripted_script import REPLY as SCRIPTED_REPLY
 from voice_membrane.cli import main
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
@@ -50,6 +51,10 @@ def test_scripted_run_writes_every_turn_and_a_finite_excess(
     for turn in counted:
         assert math.isfinite(turn["excess_ms"])
         assert turn["report"]["stamps_ms"]["first_audio"] is not None
+        assert SCRIPTED_REPLY.startswith(turn["first_piece"].strip())
+    for summary in summaries:
+        assert summary["gaps"] == {"turns": 0, "gaps": 0, "ms": 0}  # the fakes keep ahead
+        assert summary["open_s"] > 0
     assert sum(t["warm_up"] for t in turns) == 2
     shown = capsys.readouterr().out
     assert shown.count("| excess over the ideal ") == 2  # a table per target
@@ -191,8 +196,35 @@ def test_concurrency_runs_c_sessions_at_once() -> None:
             DEFAULT_PROMPTS[3],
         ]
         assert len(run.counted) == 4
+        # The first text each turn handed to the engine: the reply's first words.
+        pieces = {turn.first_piece for turn in run.turns}
+        assert len(pieces) == 1
+        (piece,) = pieces
+        assert piece is not None and piece.strip()
+        assert SCRIPTED_REPLY.split()[: len(piece.split())] == piece.split()
 
     anyio.run(go)
+
+
+def test_runs_made_one_after_another_merge_into_one() -> None:
+    def sample(prompt: str, warm_up: bool = False) -> TurnSample:
+        return TurnSample(prompt, 0, warm_up, None, None, first_piece=prompt)
+
+    targets = [Target("t", None), Target("t", None)]
+    first = TargetRun(targets[0], "llm", "tts", sessions=1, open_s=2.0)
+    first.turns = [sample("a"), sample("b")]
+    first.warm_ups = [sample("hi", True)]
+    first.tts_alone_ms = [10.0, 30.0]
+    second = TargetRun(targets[1], "llm", "tts", sessions=1, open_s=0.5, error="late")
+    second.turns = [sample("c")]
+    second.warm_ups = [sample("hi", True)]
+    second.tts_alone_ms = [20.0]
+    merged = merge_runs([first, second])
+    assert merged.target is targets[0] and (merged.llm, merged.tts) == ("llm", "tts")
+    assert merged.sessions == 2 and merged.open_s == 2.0 and merged.error == "late"
+    assert [(t.prompt, t.session) for t in merged.turns] == [("a", 0), ("b", 0), ("c", 1)]
+    assert [t.session for t in merged.warm_ups] == [0, 1]
+    assert merged.tts_alone_ms == [10.0, 30.0, 20.0] and merged.tts_alone == 20.0
 
 
 @pytest.mark.parametrize(

@@ -5,17 +5,39 @@ No timing is asserted here: speed is reported by `make bench`, not tested.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from benchmarks import bench_first_audio
 from benchmarks.bench_chunker import run_corpus
+from benchmarks.bench_first_audio import (
+    DEFAULT_SETUP,
+    ESPEAK_SETUP,
+    MAX_TOKENS,
+    NO_PRIORITY_SETUP,
+    ONE_LLM_THREAD_SETUP,
+    ONE_TTS_THREAD_SETUP,
+    OPTION_SETUPS,
+    SEED,
+    TWO_WORDS_SETUP,
+    FirstAudioResults,
+    Setup,
+)
 from benchmarks.bench_membrane import CONSUMERS, VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
 from benchmarks.replies import REPLIES
+from benchmarks.report_first_audio import FIRST_AUDIO_TITLE, first_audio_section
 from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_paragraph
 from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.runner import Target, TargetRun, TurnSample
 from voice_membrane.chunking import SpeechChunker
+from voice_membrane.pipeline.metrics import TurnMetrics
 
 
 def test_corpus_is_large_enough_and_its_hazards_are_real() -> None:
@@ -93,3 +115,156 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
     assert len(rows) == 2  # the load table and the stage table
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[:2] == ["2", "2"] and cells[5] == "0"  # sessions, turns, errors
+
+
+def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:
+    default = DEFAULT_SETUP.target().config
+    assert default is not None
+    assert default.llm.spec == "local" and default.tts.spec == "piper"
+    assert (default.llm.max_tokens, default.llm.seed) == (MAX_TOKENS, SEED)
+    assert (default.sink.kind, default.sink.realtime) == ("null", False)
+    assert default.scheduling.first_audio_priority == "auto"
+    espeak = ESPEAK_SETUP.target().config
+    assert espeak is not None and espeak.tts.spec == "espeak" and espeak.llm.seed == SEED
+    base = default.model_dump()
+    for setup in OPTION_SETUPS:
+        config = setup.target().config
+        assert config is not None and setup.option
+        changed = {
+            (section, key)
+            for section, values in config.model_dump().items()
+            if isinstance(values, dict)
+            for key, value in values.items()
+            if base[section][key] != value
+        }
+        assert changed == {(section, key) for section, key, _ in setup.change}
+
+
+def ns(ms: float) -> int:
+    return round(ms * 1e6)
+
+
+def _turn(
+    prompt: str,
+    session: int,
+    first_audio: float,
+    *,
+    llm_share: float = 100.0,
+    held: float | None = 40.0,
+    gap_ms: float = 0.0,
+) -> TurnSample:
+    """A counted turn whose report has the given figures (ms); 6 LLM deltas from
+    first token at 50 ms to the one that released the first piece."""
+    metrics = TurnMetrics(started_ns=0)
+    tts_request = llm_share + 0.5
+    for name, at in (
+        ("first_token", 50.0),
+        ("first_visible", 50.0),
+        ("first_chunk", llm_share),
+        ("tts_request", tts_request),
+        ("tts_first_byte", first_audio - 1.0),
+        ("first_audio", first_audio),
+    ):
+        metrics.stamp(name, ns(at))
+    metrics.first_chunk_token_ns = ns(llm_share)
+    metrics.token_ns = [ns(50.0 + k * (llm_share - 50.0) / 5) for k in range(6)] + [ns(900.0)]
+    metrics.gaps, metrics.gap_ns = (1, ns(gap_ms)) if gap_ms else (0, 0)
+    metrics.llm_held_ns = None if held is None else ns(held)
+    report = metrics.report(llm="local:model", tts="piper", sink="null")
+    return TurnSample(prompt, session, False, report, None, first_piece="Sure, the weather")
+
+
+def _run(setup: Setup, first_audio: Sequence[float], **figures: Any) -> TargetRun:
+    run = TargetRun(setup.target(), "local:model", "piper", sessions=2, open_s=0.8)
+    run.turns = [_turn(f"p{i}", i % 2, ms, **figures) for i, ms in enumerate(first_audio)]
+    run.warm_ups = [_turn("hi", 0, 400.0)]
+    run.tts_alone_ms = [60.0, 62.0, 58.0]
+    return run
+
+
+def _cells(section: str, starts: str) -> list[str]:
+    (line,) = [line for line in section.splitlines() if line.startswith(f"| {starts}")]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_first_audio_report_renders_targets_options_and_findings_from_the_runs() -> None:
+    runs = {
+        DEFAULT_SETUP: _run(DEFAULT_SETUP, [300.0, 320.0, 280.0, 400.0]),
+        ESPEAK_SETUP: _run(ESPEAK_SETUP, [100.0, 110.0, 105.0, 115.0]),
+        NO_PRIORITY_SETUP: _run(NO_PRIORITY_SETUP, [350.0, 370.0, 330.0, 450.0], held=None),
+        ONE_LLM_THREAD_SETUP: _run(ONE_LLM_THREAD_SETUP, [310.0, 330.0, 290.0, 410.0]),
+        ONE_TTS_THREAD_SETUP: TargetRun(ONE_TTS_THREAD_SETUP.target(), error="no voice here"),
+        TWO_WORDS_SETUP: _run(TWO_WORDS_SETUP, [250.0, 260.0, 240.0, 380.0], gap_ms=40.0),
+    }
+    results = FirstAudioResults(
+        setups=list(runs),
+        runs=list(runs.values()),
+        load_before=0.5,
+        load_after=1.5,
+        seconds=90.0,
+        cpus=2,
+        prompts=["p0", "p1", "p2", "p3"],
+    )
+    section = first_audio_section(results)
+    assert section.startswith(f"## {FIRST_AUDIO_TITLE}")
+    # Nearest-rank p50 of 280, 300, 320, 400 is 300; p95 400. Ideal: 100 + 60 per turn.
+    p50 = _cells(section, "the embedded default reaches first audio")
+    assert p50[1:] == [f"{DEFAULT_SETUP.label}: 300 ms (engine-alone limit 160)", "**missed**"]
+    p95 = _cells(section, "… and ≤")
+    assert p95[1:] == [f"{DEFAULT_SETUP.label}: 400 ms (engine-alone limit 160)", "**missed**"]
+    assert _cells(section, "the espeak pipeline")[2] == "**met**"
+    underrun = _cells(section, "no underrun")
+    assert underrun[1:] == [f"{TWO_WORDS_SETUP.label}: 4 (160 ms)", "**missed**"]
+    assert _cells(section, "the pipeline adds")[2] == "**met**"
+    # What moves first-audio latency: Δ vs default, the hold only where priority is on.
+    none = _cells(section, "none: `pipelines/local.toml`")
+    assert none[1:6] == ["4 (0)", "300", "280 / 320", "400", "—"] and none[8] == "40"
+    off = _cells(section, NO_PRIORITY_SETUP.option.replace("|", "\\|"))
+    assert off[2] == "350" and off[5] == "+50" and off[8] == "—"
+    assert _cells(section, TWO_WORDS_SETUP.option)[5] == "-50"
+    assert _cells(section, ONE_TTS_THREAD_SETUP.option)[1] == "not run: no voice here"
+    # Figures: the engine alone (median of its syntheses) and the deltas to the first piece.
+    figures = _cells(section, f"{DEFAULT_SETUP.label} (`local:model`")
+    assert figures[3] == "160 / 160" and figures[6] == "60" and figures[8] == "6"
+    findings = [line for line in section.splitlines() if line.startswith("- ")]
+    assert any("300 ms against 350 ms (-50)" in line for line in findings)  # on vs off
+    assert any("llama.cpp on one thread" in line and "(+10)" in line for line in findings)
+    assert not any("Piper on one thread" in line for line in findings)  # it did not run
+    assert "`make bench` runs the `voice-membrane bench` command's engine" in section
+    assert "warm-up turn, the first after start, reached first token in 50 ms" in section
+
+
+def test_first_audio_setups_take_turns_in_sessions_and_merge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each session is its own event loop; record the order instead of running engines.
+    calls: list[tuple[str, list[str]]] = []
+
+    async def session(target: Target, prompts: Sequence[str]) -> TargetRun:
+        calls.append((target.label, list(prompts)))
+        run = TargetRun(target, "llm", "tts", sessions=1)
+        if target.label == "b":
+            run.error = "cannot start"
+        run.turns = [TurnSample(p, 0, False, None, None) for p in prompts]
+        return run
+
+    monkeypatch.setattr(bench_first_audio, "_session", session)
+    targets = [Target(label, None) for label in ("a", "b", "c")]
+    runs = bench_first_audio.run_targets(targets, ["p0", "p1", "p2", "p3", "p4"], sessions=2)
+    assert calls == [
+        ("a", ["p0", "p2", "p4"]),
+        ("b", ["p0", "p2", "p4"]),
+        ("c", ["p0", "p2", "p4"]),
+        ("c", ["p1", "p3"]),  # the second round in reverse; "b" not tried again
+        ("a", ["p1", "p3"]),
+    ]
+    a, b, c = runs
+    assert [(t.prompt, t.session) for t in a.turns] == [
+        ("p0", 0),
+        ("p2", 0),
+        ("p4", 0),
+        ("p1", 1),
+        ("p3", 1),
+    ]
+    assert a.sessions == c.sessions == 2 and a.error is None
+    assert b.error == "cannot start" and b.sessions == 1

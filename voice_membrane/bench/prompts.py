@@ -10,7 +10,7 @@ from ..pipeline.config import ConfigError
 # Warm-up turns are not counted: the first request pays connection set-up and
 # lazy loading that a user's later turns do not.
 WARM_UP_PROMPT = "Hello, who are you?"
-# Short voice-assistant questions, as in benchmarks/bench_first_audio.py.
+# Short voice-assistant questions; make bench's first-audio benchmark asks them too.
 DEFAULT_PROMPTS = (
     "What's the weather usually like in Paris in April?",
     "Set a timer for ten minutes.",

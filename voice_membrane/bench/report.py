@@ -86,6 +86,7 @@ def bench_json(runs: list[TargetRun], settings: dict[str, Any]) -> dict[str, Any
                     "warm_up": turn.warm_up,
                     "counted": turn.counted,
                     "error": turn.error,
+                    "first_piece": turn.first_piece,
                     "ideal_ms": None if report is None else run.ideal_ms(turn),
                     "excess_ms": None if report is None else run.excess_ms(turn),
                     "client_first_audio_ms": turn.client_first_audio_ms,

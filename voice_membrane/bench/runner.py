@@ -7,6 +7,8 @@ speaks the first piece of its last warm-up turn on its own, nothing else
 running (``ALONE_REPEATS`` times): the TTS first byte *measured alone*. Then
 the counted turns, shared out between the sessions, each a fresh conversation
 (the history is cleared, so every turn sends the same short context).
+Runs of one target made one after another (each its own sessions, as the
+project's ``make bench`` does) are joined into one with ``merge_runs``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -65,6 +67,7 @@ class TurnSample:
     error: str | None
     # With --url: from sending user.message to the turn's first audio frame (client clock).
     client_first_audio_ms: float | None = None
+    first_piece: str | None = None  # the first text handed to the TTS engine (not with --url)
 
     @property
     def client_minus_server_ms(self) -> float | None:
@@ -92,6 +95,7 @@ class TargetRun:
     warm_ups: list[TurnSample] = field(default_factory=list)
     tts_alone_ms: list[float] = field(default_factory=list)
     error: str | None = None  # why the target was not measured
+    open_s: float | None = None  # opening its sessions: starting the engines, loading models
 
     @property
     def counted(self) -> list[TurnSample]:
@@ -106,6 +110,16 @@ class TargetRun:
         """Turns without an error that still cannot be counted (interrupted, or no
         audio or no visible text: a stamp the figures need is missing)."""
         return len(self.turns) - len(self.counted) - self.errors
+
+    def gaps(self) -> dict[str, float]:
+        """Where real-time playback would have run dry (``LatencyReport.audio_gaps``)
+        over the counted phase's turns: the turns with a gap, the gaps, their ms."""
+        reports = [turn.report for turn in self.turns if turn.report is not None]
+        return {
+            "turns": sum(1 for report in reports if report.audio_gaps),
+            "gaps": sum(report.audio_gaps for report in reports),
+            "ms": round(sum(report.audio_gap_ms for report in reports), 3),
+        }
 
     @property
     def tts_alone(self) -> float | None:
@@ -141,6 +155,7 @@ class TargetRun:
         figures["pipeline_added"] = report.pipeline_added_ms
         figures["ideal"] = self.ideal_ms(turn)
         figures["excess"] = self.excess_ms(turn)
+        figures["llm_held"] = report.llm_held_ms  # None: first-audio priority was off
         if self.target.url is not None:
             figures["client_first_audio"] = turn.client_first_audio_ms
             figures["client_minus_server"] = turn.client_minus_server_ms
@@ -165,6 +180,8 @@ class TargetRun:
             "errors": self.errors,
             "excluded": self.excluded,
             "tts_alone_ms": [round(ms, 3) for ms in self.tts_alone_ms],
+            "open_s": None if self.open_s is None else round(self.open_s, 3),
+            "gaps": self.gaps(),
             "figures_ms": {name: summarize(values) for name, values in rows.items()},
         }
 
@@ -201,7 +218,9 @@ class _Live:
         except (LlmError, TtsError, SinkError) as exc:
             return TurnSample(prompt, self.index, warm_up, None, redact(str(exc)))
         error = redact(result.error) if result.error else None
-        return TurnSample(prompt, self.index, warm_up, result.report, error)
+        return TurnSample(
+            prompt, self.index, warm_up, result.report, error, first_piece=self.watch.first_piece
+        )
 
 
 def _open_session(config: PipelineConfig | None, index: int) -> _Live:
@@ -245,6 +264,7 @@ async def run_target(
     key, a model that will not load) is returned with ``error`` set."""
     run = TargetRun(target, sessions=concurrency)
     async with AsyncExitStack() as stack:
+        started = time.perf_counter()
         try:
             lives = [_open_session(target.config, i) for i in range(concurrency)]
             for live in lives:
@@ -252,6 +272,7 @@ async def run_target(
         except STARTUP_ERRORS as exc:
             run.error = _one_line(exc)
             return run
+        run.open_s = time.perf_counter() - started
         run.llm = lives[0].session.membrane.provider.name
         run.tts = lives[0].session.engine.name
         settle_heap()  # the engines are loaded: keep them out of every full collection
@@ -282,6 +303,25 @@ async def run_target(
             for live in lives:
                 tg.start_soon(one_session, live)
     return run
+
+
+def merge_runs(runs: Sequence[TargetRun]) -> TargetRun:
+    """Runs of one target made one after another, as one run: each run's sessions
+    numbered on from the run before (its turns follow), the engine-alone timings
+    of all, the first run's opening time and the first error."""
+    merged = TargetRun(runs[0].target)
+    for run in runs:
+        offset = merged.sessions
+        merged.turns += [replace(turn, session=turn.session + offset) for turn in run.turns]
+        merged.warm_ups += [replace(turn, session=turn.session + offset) for turn in run.warm_ups]
+        merged.tts_alone_ms += run.tts_alone_ms
+        merged.sessions += run.sessions
+        merged.llm = merged.llm or run.llm
+        merged.tts = merged.tts or run.tts
+        merged.error = merged.error or run.error
+        if merged.open_s is None:
+            merged.open_s = run.open_s
+    return merged
 
 
 def _warm_up(prompt: str, prompts: Sequence[str], k: int) -> str:
