@@ -20,6 +20,7 @@ from voice_membrane.bench.runner import Target, TargetRun, TurnSample, merge_run
 from voice_membrane.bench.scripted import scripted_targets
 from voice_membrane.bench.scripted_script import REPLY as SCRIPTED_REPLY
 from voice_membrane.cli import main
+from voice_membrane.pipeline.metrics import TurnMetrics
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.script import ScriptedReply
@@ -225,6 +226,19 @@ def test_runs_made_one_after_another_merge_into_one() -> None:
     assert [(t.prompt, t.session) for t in merged.turns] == [("a", 0), ("b", 0), ("c", 1)]
     assert [t.session for t in merged.warm_ups] == [0, 1]
     assert merged.tts_alone_ms == [10.0, 30.0, 20.0] and merged.tts_alone == 20.0
+
+
+def test_the_ideal_starts_from_the_measured_first_token() -> None:
+    metrics = TurnMetrics(started_ns=0)
+    metrics.stamp("first_token", 106_000_000)  # the script said 100 ms: 6 ms of transport
+    metrics.first_chunk_token_ns = 131_000_000
+    report = metrics.report(llm="l", tts="t", sink="s")
+    turn = TurnSample("q", 0, False, report, None)
+    scripted = TargetRun(Target("s", None, llm_after_first_token_ms=20.0), tts_alone_ms=[80.0])
+    # First token + the script's deltas to the first piece + the engine alone.
+    assert scripted.ideal_ms(turn) == 206.0
+    real = TargetRun(Target("r", None), tts_alone_ms=[80.0])
+    assert real.ideal_ms(turn) == 211.0  # the releasing delta's own arrival + alone
 
 
 @pytest.mark.parametrize(

@@ -45,15 +45,16 @@ STAMP_ROWS = STAMPS[1:]
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One pipeline to measure. ``llm_ideal_ms``: in scripted mode, when the
-    delta that completes the first piece is due by the script (else the turn's
-    own ``first_chunk_token`` stands for it). ``url``: a running ``serve`` endpoint
+    """One pipeline to measure. ``llm_after_first_token_ms``: in scripted mode,
+    how long after the first token the delta that completes the first piece is
+    due by the script's pace (else the turn's own ``first_chunk_token`` stands
+    for both). ``url``: a running ``serve`` endpoint
     measured as its client (``remote.py``; ``config`` is None), ``server_pipeline``
     the name of the server's pipeline to ask for (None: the server's default)."""
 
     label: str
     config: PipelineConfig | None
-    llm_ideal_ms: float | None = None
+    llm_after_first_token_ms: float | None = None
     url: str | None = None
     server_pipeline: str | None = None
 
@@ -126,14 +127,18 @@ class TargetRun:
         return statistics.median(self.tts_alone_ms) if self.tts_alone_ms else None
 
     def ideal_ms(self, turn: TurnSample) -> float | None:
-        """The earliest first audio this turn allowed: the LLM's time to the delta
-        that completed the first piece, plus the TTS first byte measured alone."""
+        """The earliest first audio this turn allowed: the LLM's first token, plus
+        the deltas up to the one that completed the first piece at the token pace,
+        plus the TTS first byte measured alone."""
         report, alone = turn.report, self.tts_alone
         if report is None or alone is None:
             return None
-        llm = self.target.llm_ideal_ms
-        if llm is None:
+        after = self.target.llm_after_first_token_ms
+        if after is None:
             llm = report.first_chunk_token_ms
+        else:
+            first_token = report.stamps_ms["first_token"]
+            llm = None if first_token is None else first_token + after
         return None if llm is None else round(llm + alone, 3)
 
     def excess_ms(self, turn: TurnSample) -> float | None:

@@ -19,7 +19,7 @@ from typing import Any
 from ..chunking import SpeechChunker
 from ..pipeline.config import ConfigError, PipelineConfig
 from .runner import Target
-from .scripted_script import DELTA_CHARS, KEY, LLM_TTFT_S, REPLY, TOKEN_S
+from .scripted_script import DELTA_CHARS, KEY, REPLY, TOKEN_S
 
 KEY_ENV = "VOICE_MEMBRANE_BENCH_FAKE_KEY"
 ENGINES = (
@@ -28,9 +28,10 @@ ENGINES = (
 )
 
 
-def llm_ideal_ms(config: PipelineConfig) -> float:
-    """When the scripted delta that completes the first piece arrives at best:
-    the script's deltas through the pipeline's own chunker, at the script's pace."""
+def llm_after_first_token_ms(config: PipelineConfig) -> float:
+    """How long after the first delta the scripted delta that completes the first
+    piece is due: the script's deltas through the pipeline's own chunker, at the
+    script's pace (the fake keeps it to the millisecond)."""
     from ..testing.script import ScriptedReply
 
     chunker = SpeechChunker(**config.chunker.model_dump())
@@ -40,7 +41,7 @@ def llm_ideal_ms(config: PipelineConfig) -> float:
         if chunker.feed(delta):
             index = n
             break
-    return round((LLM_TTFT_S + index * TOKEN_S) * 1000, 3)
+    return round(index * TOKEN_S * 1000, 3)
 
 
 @contextlib.contextmanager
@@ -60,7 +61,7 @@ def scripted_targets() -> Iterator[list[Target]]:
         targets = []
         for label, spec in ENGINES:
             config = PipelineConfig.model_validate(_pipeline(urls["chat"], spec, urls))
-            targets.append(Target(label, config, llm_ideal_ms(config)))
+            targets.append(Target(label, config, llm_after_first_token_ms(config)))
         yield targets
 
 
