@@ -145,6 +145,7 @@ async def _session(target: Target, prompts: Sequence[str]) -> TargetRun:
         warmup=WARM_UP_TURNS,
         concurrency=1,
         warm_up_prompt=WARM_UP_PROMPT,
+        alone_each_turn=True,  # each turn's limit from its own first piece
     )
 
 

@@ -26,7 +26,7 @@ from benchmarks.bench_first_audio import (
 from benchmarks.markdown import quoted, table
 from benchmarks.report import unavailable
 from voice_membrane.bench.prompts import WARM_UP_PROMPT
-from voice_membrane.bench.runner import ALONE_REPEATS, GAP_S, TargetRun, TurnSample
+from voice_membrane.bench.runner import GAP_S, TargetRun, TurnSample
 from voice_membrane.bench.stats import nearest_rank
 from voice_membrane.pipeline.build import SPEAKER_RATE
 from voice_membrane.pipeline.config import load_pipeline
@@ -129,7 +129,7 @@ def _figures_table(runs: Sequence[TargetRun]) -> str:
                 _p50_p95(run, "ideal"),
                 _p50_p95(run, "llm_share"),
                 _p50_p95(run, "tts_ttfb"),
-                _ms(run.tts_alone),
+                _p50_p95(run, "tts_alone"),
                 _p50_p95(run, "pipeline_added", 2),
                 _ms(_pct(run, "tokens_to_first_chunk")),
                 _ms(_pct(run, "llm_held")),
@@ -237,9 +237,9 @@ def _breakdown(runs: Sequence[TargetRun]) -> str:
         ),
         row(
             "(TTS first byte alone)",
-            f"the warm-up turn's first piece spoken {ALONE_REPEATS} times per session, "
-            "nothing else running (median)",
-            lambda run: run.tts_alone,
+            "each turn's first piece spoken again by the engine after the session's turns, "
+            "nothing else running",
+            lambda run: _pct(run, "tts_alone"),
         ),
         row(
             "LLM held by first-audio priority",
@@ -321,7 +321,11 @@ def _findings(results: FirstAudioResults) -> list[str]:
     default = results.run(DEFAULT_SETUP)
     assert default is not None
     fa, ideal = _pct(default, "first_audio"), _pct(default, "ideal")
-    llm, tts, alone = _pct(default, "llm_share"), _pct(default, "tts_ttfb"), default.tts_alone
+    llm, tts, alone = (
+        _pct(default, "llm_share"),
+        _pct(default, "tts_ttfb"),
+        _pct(default, "tts_alone"),
+    )
     lines = [
         f"- Of the default pipeline's {_ms(fa)} ms to first audio (p50), the LLM's share is "
         f"{_ms(llm)} ms{_share(llm, fa)} and Piper's first audio of the first piece "
@@ -338,8 +342,8 @@ def _findings(results: FirstAudioResults) -> list[str]:
     if tts is not None and alone is not None:
         lines.append(
             f"- Piper's first audio of the first piece, in the pipeline against alone "
-            f"({ALONE_REPEATS} syntheses per session of the warm-up turn's first piece, nothing "
-            f"else running on the {results.cpus} CPUs): {_vs(tts, alone)}."
+            f"(p50; each turn's first piece spoken again after the turns, nothing else running "
+            f"on the {results.cpus} CPUs): {_vs(tts, alone)}."
         )
     off = results.run(NO_PRIORITY_SETUP)
     off_fa = _pct(off, "first_audio")
@@ -455,8 +459,8 @@ def _method(results: FirstAudioResults) -> str:
         "once per session (the GGUF model loaded by llama.cpp, the Piper voice loaded and "
         "warmed up, espeak-ng's spare process running) and one uncounted warm-up turn "
         f"({quoted(WARM_UP_PROMPT)}) was run, so the system prompt is in llama.cpp's KV "
-        "cache; then the engine spoke that turn's first piece on its own "
-        f"{ALONE_REPEATS} times (*TTS first byte alone*, the median). Each counted prompt is "
+        "cache. After a session's counted turns, the engine spoke each turn's first piece "
+        "again on its own (*TTS first byte alone*, that turn's). Each counted prompt is "
         "then a fresh conversation (the history is cleared): the system prompt and one user "
         "message. Options are those of `pipelines/local.toml` and "
         f"`pipelines/local-espeak.toml` (temperature {_temperature()}, the default system "

@@ -184,6 +184,7 @@ def test_concurrency_runs_c_sessions_at_once() -> None:
                 warmup=1,
                 concurrency=2,
                 warm_up_prompt="Hi",
+                alone_each_turn=True,
             )
         assert run.error is None and run.sessions == 2
         assert sorted(t.session for t in run.warm_ups) == [0, 1]
@@ -203,6 +204,10 @@ def test_concurrency_runs_c_sessions_at_once() -> None:
         (piece,) = pieces
         assert piece is not None and piece.strip()
         assert SCRIPTED_REPLY.split()[: len(piece.split())] == piece.split()
+        # Each turn's own first piece, spoken alone after the turns: its ideal uses it.
+        for turn in run.turns:
+            assert turn.tts_alone_ms is not None and turn.tts_alone_ms > 0
+            assert run.figures(turn)["tts_alone"] == turn.tts_alone_ms
 
     anyio.run(go)
 

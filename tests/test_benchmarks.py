@@ -223,9 +223,9 @@ def test_first_audio_report_renders_targets_options_and_findings_from_the_runs()
     assert off[2] == "350" and off[5] == "+50" and off[8] == "—"
     assert _cells(section, TWO_WORDS_SETUP.option)[5] == "-50"
     assert _cells(section, ONE_TTS_THREAD_SETUP.option)[1] == "not run: no voice here"
-    # Figures: the engine alone (median of its syntheses) and the deltas to the first piece.
+    # Figures: the engine alone (the run's median: no turn was timed alone) and the deltas.
     figures = _cells(section, f"{DEFAULT_SETUP.label} (`local:model`")
-    assert figures[3] == "160 / 160" and figures[6] == "60" and figures[8] == "6"
+    assert figures[3] == "160 / 160" and figures[6] == "60 / 60" and figures[8] == "6"
     findings = [line for line in section.splitlines() if line.startswith("- ")]
     assert any("300 ms against 350 ms (-50)" in line for line in findings)  # on vs off
     assert any("llama.cpp on one thread" in line and "(+10)" in line for line in findings)

@@ -87,6 +87,7 @@ def bench_json(runs: list[TargetRun], settings: dict[str, Any]) -> dict[str, Any
                     "counted": turn.counted,
                     "error": turn.error,
                     "first_piece": turn.first_piece,
+                    "tts_alone_ms": turn.tts_alone_ms,
                     "ideal_ms": None if report is None else run.ideal_ms(turn),
                     "excess_ms": None if report is None else run.excess_ms(turn),
                     "client_first_audio_ms": turn.client_first_audio_ms,

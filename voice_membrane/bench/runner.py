@@ -69,6 +69,8 @@ class TurnSample:
     # With --url: from sending user.message to the turn's first audio frame (client clock).
     client_first_audio_ms: float | None = None
     first_piece: str | None = None  # the first text handed to the TTS engine (not with --url)
+    # That piece spoken again by the engine alone, after the turns (``alone_each_turn``).
+    tts_alone_ms: float | None = None
 
     @property
     def client_minus_server_ms(self) -> float | None:
@@ -130,7 +132,8 @@ class TargetRun:
         """The earliest first audio this turn allowed: the LLM's first token, plus
         the deltas up to the one that completed the first piece at the token pace,
         plus the TTS first byte measured alone."""
-        report, alone = turn.report, self.tts_alone
+        report = turn.report
+        alone = turn.tts_alone_ms if turn.tts_alone_ms is not None else self.tts_alone
         if report is None or alone is None:
             return None
         after = self.target.llm_after_first_token_ms
@@ -158,6 +161,9 @@ class TargetRun:
             None if request is None or first_byte is None else round(first_byte - request, 3)
         )
         figures["pipeline_added"] = report.pipeline_added_ms
+        figures["tts_alone"] = (
+            turn.tts_alone_ms if turn.tts_alone_ms is not None else self.tts_alone
+        )
         figures["ideal"] = self.ideal_ms(turn)
         figures["excess"] = self.excess_ms(turn)
         figures["llm_held"] = report.llm_held_ms  # None: first-audio priority was off
@@ -262,11 +268,15 @@ async def run_target(
     concurrency: int,
     warm_up_prompt: str,
     on_turn: OnTurn = lambda run, turn: None,
+    alone_each_turn: bool = False,
 ) -> TargetRun:
     """``turns`` counted turns of ``target`` over ``concurrency`` sessions at once
     (turn i asks ``prompts[i % len(prompts)]``, on session ``i % concurrency``),
     after ``warmup`` turns per session. A target that cannot start (a missing
-    key, a model that will not load) is returned with ``error`` set."""
+    key, a model that will not load) is returned with ``error`` set.
+    ``alone_each_turn``: once every turn is done, the first session's engine
+    speaks each counted turn's own first piece alone, for that turn's ideal (a
+    local engine's time depends on the piece; a cloud one would bill it again)."""
     run = TargetRun(target, sessions=concurrency)
     async with AsyncExitStack() as stack:
         started = time.perf_counter()
@@ -307,7 +317,17 @@ async def run_target(
         async with anyio.create_task_group() as tg:
             for live in lives:
                 tg.start_soon(one_session, live)
+        if alone_each_turn:
+            run.turns = [await _alone(lives[0].session.engine, turn) for turn in run.turns]
     return run
+
+
+async def _alone(engine: TtsEngine, turn: TurnSample) -> TurnSample:
+    """``turn`` with its first piece's time spoken by ``engine`` alone."""
+    if not turn.counted or turn.first_piece is None:
+        return turn
+    await anyio.sleep(ALONE_GAP_S)
+    return replace(turn, tts_alone_ms=await tts_alone_ms(engine, turn.first_piece))
 
 
 def merge_runs(runs: Sequence[TargetRun]) -> TargetRun:
