@@ -89,13 +89,25 @@ def _llm_steps_during_first_synthesis(log: list[str]) -> int:
     return log[start:end].count("llm")
 
 
+class LoggingSink(NullSink):
+    """The null sink, logging each write (the first audio's way to the sink)."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(sample_rate=16000)
+        self.log = log
+
+    async def write(self, chunk: AudioChunk) -> None:
+        self.log.append("write")
+        await super().write(chunk)
+
+
 async def _turn(priority: bool, silent: tuple[int, ...] = ()) -> tuple[list[str], Session, str]:
     log: list[str] = []
     voice = SteppingVoice(log, silent)
     session = Session(
         SteppingLlm(log),
         voice,
-        NullSink(sample_rate=16000),
+        LoggingSink(log),
         first_audio_priority=priority,
         priority_ahead_s=0.0,  # the first piece only
     )
@@ -108,8 +120,10 @@ async def _turn(priority: bool, silent: tuple[int, ...] = ()) -> tuple[list[str]
 
 async def test_the_llm_computes_nothing_while_the_first_piece_is_synthesized() -> None:
     log, session, spoken = await _turn(priority=True)
-    # At most the step already asked for before the hand-over finishes.
+    # At most the step already asked for before the hand-over finishes, and none
+    # between the first audio and the sink taking it.
     assert _llm_steps_during_first_synthesis(log) <= 1
+    assert "llm" not in log[log.index("audio0") : log.index("write")]
     assert spoken == WORDS  # the whole reply, nothing lost to the hold
     assert log.count("llm") == len(WORDS.split())
     report = session.history[-1].result.report
@@ -136,15 +150,18 @@ def test_later_pieces_are_held_for_only_while_the_audio_ahead_is_short() -> None
     priority.piece_pushed(0, now_ns=0)
     assert priority.holding
     priority.audio(0, 2.0, now_ns=100_000_000)  # 2 s of audio from t=0.1 s
+    assert priority.holding  # made, not yet taken by the sink
+    priority.played(0)
     assert not priority.holding
     priority.piece_pushed(1, now_ns=500_000_000)  # 1.6 s still ahead: no hold
     assert not priority.holding
     priority.audio(1, 0.2, now_ns=600_000_000)
     priority.piece_pushed(2, now_ns=2_000_000_000)  # 0.3 s ahead: hold for piece 2
     assert priority.holding
-    priority.audio(1, 0.1, now_ns=2_100_000_000)  # an earlier piece's audio: still held
+    priority.played(1)  # an earlier piece's audio: still held
     assert priority.holding
     priority.audio(2, 0.5, now_ns=2_200_000_000)
+    priority.played(2)
     assert not priority.holding
     assert priority.holds == 2
 
@@ -153,6 +170,7 @@ def test_audio_of_a_later_piece_or_the_end_of_the_stream_releases() -> None:
     priority = FirstAudioPriority(True)
     priority.piece_pushed(0, now_ns=0)
     priority.audio(1, 0.1, now_ns=10)  # piece 0 made no audio; piece 1's came
+    priority.played(1)
     assert not priority.holding
     priority.piece_pushed(1, now_ns=20)  # 0.1 s ahead < 0.5: held
     assert priority.holding

@@ -12,9 +12,11 @@ LLM runs freely and stays far ahead of playback (an embedded model makes a
 second of speech's words in well under a second).
 
 The hold is on asking for the next reply item (``ReplyStage``), so it costs an
-LLM at most the step it is computing. It is bounded (``max_hold_s``) and ends
-when the engine moves past the piece or its stream ends, so a piece that makes
-no audio never stalls the reply.
+LLM at most the step it is computing. It ends when the sink has taken the
+piece's first audio (``SinkStage``), so nothing competes with the first audio's
+way to the sink either; it is bounded (``max_hold_s``) and also ends when a
+later piece is played or the engine's stream ends, so a piece that makes no
+audio never stalls the reply.
 
 Whether it is on: ``[scheduling] first_audio_priority`` — ``"auto"`` (on when
 both engines are ``local``, computing on this machine; a cloud service does not
@@ -53,7 +55,8 @@ def priority_on(setting: PrioritySetting, llm: object, engine: object) -> bool:
 
 class FirstAudioPriority:
     """One turn's priority state, shared by its reply stage (which waits in
-    ``llm_may_go_on``) and its TTS stage (which reports pieces and audio).
+    ``llm_may_go_on``), its TTS stage (which reports pieces handed over and the
+    audio made) and its sink stage (which reports each piece's first audio taken).
 
     ``holds`` counts the pieces the LLM was held for; ``held_ns`` how long it
     waited in all."""
@@ -95,11 +98,15 @@ class FirstAudioPriority:
         if self._first_audio_ns is None:
             self._first_audio_ns = now
         self._voiced_s += seconds
+
+    def played(self, piece: int) -> None:
+        """The sink took the first audio of ``piece``: the LLM may go on if it was
+        held for this piece or an earlier one (that one made no audio)."""
         if self._piece is not None and piece >= self._piece:
             self.release()
 
     def release(self) -> None:
-        """Let the LLM go on (the piece's audio came, or the engine's stream ended)."""
+        """Let the LLM go on (the piece's audio was played, or no more is coming)."""
         self._piece = None
         if self._released is not None:
             self._released.set()

@@ -415,9 +415,14 @@ class SinkStage:
     """
 
     def __init__(
-        self, sink: AudioSink, m: TurnMetrics, on_piece_start: Callable[[str], None]
+        self,
+        sink: AudioSink,
+        m: TurnMetrics,
+        on_piece_start: Callable[[str], None],
+        priority: FirstAudioPriority | None = None,
     ) -> None:
         self.sink, self.m, self.on_piece_start = sink, m, on_piece_start
+        self.priority = priority if priority is not None else FirstAudioPriority(False)
         self.pieces: list[SpokenPiece] = []
         self.char_ends: list[tuple[str, float]] = []  # aligned characters, when each ends
         self.written_s = 0.0
@@ -477,6 +482,9 @@ class SinkStage:
                     await self.sink.write(frame)
                     self.written_s += frame.seconds
                     self.note_first_audio()
+                    if piece_start:  # the piece's first audio is in: the LLM may go on
+                        self.priority.played(item.index)
+                        piece_start = False
                 timer.add(started)
             if self.pieces:
                 self.pieces[-1].end_s = self.written_s

@@ -149,7 +149,7 @@ class Turn:
         m = self.metrics
         played_base = self.sink.played_seconds
         route = RouteStage(self.log, m, self.images)
-        sink_stage = SinkStage(self.sink, m, self.on_piece_start)
+        sink_stage = SinkStage(self.sink, m, self.on_piece_start, self.priority)
         error: str | None = None
         self._interrupt_seen = interrupt_seen = anyio.Event()
         async with anyio.create_task_group() as watch:
