@@ -16,7 +16,7 @@ Sharing and threads
     thread of its own (``ModelThread``). This build of llama.cpp keeps an OpenMP
     thread pool per calling thread: stepping it from whichever anyio worker thread
     was free (as an earlier version did) made each token ~1.5x slower beside a TTS
-    engine that also uses worker threads (measured in
+    engine that also uses worker threads (measured with an earlier version of
     ``benchmarks/bench_first_audio.py``).
 
 Cancellation
