@@ -390,15 +390,21 @@ def collect_spans(monkeypatch: pytest.MonkeyPatch, service: str, argv: list[str]
         thread.join()
 
 
-def test_run_otel_sends_the_turn_to_the_collector_named_by_otel_variables(
-    no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pipeline = tmp_path / "replay.toml"
-    pipeline.write_text(
+def replay_pipeline(tmp_path: Path) -> Path:
+    """The recorded turn, as fast as it replays, spoken by espeak-ng into nothing."""
+    path = tmp_path / "replay.toml"
+    path.write_text(
         f'[llm]\nspec = "replay:{RECORDING}"\nreplay_speed = 0\n'
         '[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
         encoding="utf-8",
     )
+    return path
+
+
+def test_run_otel_sends_the_turn_to_the_collector_named_by_otel_variables(
+    no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = replay_pipeline(tmp_path)
     collect_spans(
         monkeypatch,
         "my-voice",
@@ -412,11 +418,7 @@ def test_run_otel_without_the_extra_is_one_line(
     no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
-    pipeline = tmp_path / "replay.toml"
-    pipeline.write_text(
-        f'[llm]\nspec = "replay:{RECORDING}"\n[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
-        encoding="utf-8",
-    )
+    pipeline = replay_pipeline(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(["run", "--pipeline", str(pipeline), "--prompt", "hi", "--otel"])
     message = str(exit_.value.code)
@@ -427,12 +429,7 @@ def test_run_otel_without_the_extra_is_one_line(
 def test_bench_otel_sends_each_measured_turn_to_the_collector(
     no_provider: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = tmp_path / "replay.toml"
-    pipeline.write_text(
-        f'[llm]\nspec = "replay:{RECORDING}"\nreplay_speed = 0\n'
-        '[tts]\nspec = "espeak"\n[sink]\nkind = "null"\n',
-        encoding="utf-8",
-    )
+    pipeline = replay_pipeline(tmp_path)
     args = ["bench", "--pipeline", str(pipeline), "--turns", "2", "--warmup", "0", "--otel"]
     collect_spans(monkeypatch, "bench-voice", args)
     assert _Collector.names.count("bench-voice/voice.turn") == 2

@@ -142,27 +142,17 @@ async def run_bench(
         for target in targets:
             task = progress.add_task(target.label, total=options.turns, p50="—", errors=0)
             on_turn = partial(_advance, progress, task)
-            if target.url is not None:
-                run = await run_remote(
-                    target,
-                    prompts,
-                    token=options.token,
-                    turns=options.turns,
-                    warmup=options.warmup,
-                    concurrency=options.concurrency,
-                    warm_up_prompt=WARM_UP_PROMPT,
-                    on_turn=on_turn,
-                )
-            else:
-                run = await run_target(
-                    target,
-                    prompts,
-                    turns=options.turns,
-                    warmup=options.warmup,
-                    concurrency=options.concurrency,
-                    warm_up_prompt=WARM_UP_PROMPT,
-                    on_turn=on_turn,
-                )
+            # A running server is measured as its client; a pipeline, in process.
+            measure = run_target if target.url is None else partial(run_remote, token=options.token)
+            run = await measure(
+                target,
+                prompts,
+                turns=options.turns,
+                warmup=options.warmup,
+                concurrency=options.concurrency,
+                warm_up_prompt=WARM_UP_PROMPT,
+                on_turn=on_turn,
+            )
             runs.append(run)
             if run.error is not None:
                 progress.update(task, visible=False)

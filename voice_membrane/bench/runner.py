@@ -128,12 +128,16 @@ class TargetRun:
     def tts_alone(self) -> float | None:
         return statistics.median(self.tts_alone_ms) if self.tts_alone_ms else None
 
+    def alone_ms(self, turn: TurnSample) -> float | None:
+        """The engine's time alone for ``turn``: its own first piece's if that was
+        timed (``alone_each_turn``), else the target's median."""
+        return turn.tts_alone_ms if turn.tts_alone_ms is not None else self.tts_alone
+
     def ideal_ms(self, turn: TurnSample) -> float | None:
         """The earliest first audio this turn allowed: the LLM's first token, plus
         the deltas up to the one that completed the first piece at the token pace,
         plus the TTS first byte measured alone."""
-        report = turn.report
-        alone = turn.tts_alone_ms if turn.tts_alone_ms is not None else self.tts_alone
+        report, alone = turn.report, self.alone_ms(turn)
         if report is None or alone is None:
             return None
         after = self.target.llm_after_first_token_ms
@@ -161,9 +165,7 @@ class TargetRun:
             None if request is None or first_byte is None else round(first_byte - request, 3)
         )
         figures["pipeline_added"] = report.pipeline_added_ms
-        figures["tts_alone"] = (
-            turn.tts_alone_ms if turn.tts_alone_ms is not None else self.tts_alone
-        )
+        figures["tts_alone"] = self.alone_ms(turn)
         figures["ideal"] = self.ideal_ms(turn)
         figures["excess"] = self.excess_ms(turn)
         figures["llm_held"] = report.llm_held_ms  # None: first-audio priority was off

@@ -147,15 +147,19 @@ class ChunkerConfig(_Section):
     language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
 
 
+PrioritySetting = bool | Literal["auto"]
+PRIORITY_AHEAD_S = 0.5  # the default of [scheduling] priority_ahead_s
+
+
 class SchedulingConfig(_Section):
     """How the LLM and the TTS engine share this machine (docs/pipelines.md)."""
 
     # Hold the LLM while the engine makes a piece's first audio: "auto" when both
     # compute on this machine (the embedded model and a local voice), or true/false.
-    first_audio_priority: bool | Literal["auto"] = "auto"
+    first_audio_priority: PrioritySetting = "auto"
     # Later pieces get priority too while less audio than this is queued ahead of
     # playback (0: the first piece only).
-    priority_ahead_s: float = Field(0.5, ge=0, le=10, allow_inf_nan=False)
+    priority_ahead_s: float = Field(PRIORITY_AHEAD_S, ge=0, le=10, allow_inf_nan=False)
     # The embedded model's threads and the local voice's (Piper's onnxruntime
     # intra-op threads); unset: chosen together for this machine's cores.
     llm_threads: int | None = Field(None, ge=1, le=256)

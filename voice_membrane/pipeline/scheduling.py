@@ -25,18 +25,16 @@ contend for its CPU), ``true`` or ``false``.
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
 import anyio
 
-MAX_HOLD_S = 1.0  # never hold the LLM longer than this, whatever the engine does
-AHEAD_S = 0.5  # later pieces get priority while less audio than this is queued
+from ..providers.local_llama import default_n_threads
+from .config import PRIORITY_AHEAD_S, PrioritySetting, SchedulingConfig
 
-PrioritySetting = bool | Literal["auto"]
+MAX_HOLD_S = 1.0  # never hold the LLM longer than this, whatever the engine does
+AHEAD_S = PRIORITY_AHEAD_S  # later pieces get priority while less audio than this is queued
 
 
 def computes_locally(part: object) -> bool:
@@ -123,21 +121,11 @@ class FirstAudioPriority:
         if released is None:
             return
         started = time.perf_counter_ns()
-        with anyio.move_on_after(self.max_hold_s if math.isfinite(self.max_hold_s) else None):
+        with anyio.move_on_after(self.max_hold_s):
             await released.wait()
         self.held_ns += time.perf_counter_ns() - started
         if self._released is released:  # timed out: the engine is not making audio
             self.release()
-
-
-class ThreadSettings(Protocol):
-    """The ``[scheduling]`` keys ``thread_budget`` reads."""
-
-    @property
-    def llm_threads(self) -> int | None: ...
-
-    @property
-    def tts_threads(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,21 +134,13 @@ class ThreadBudget:
     tts: int  # a local neural voice's compute threads (onnxruntime intra-op)
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (at least 1)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def thread_budget(settings: ThreadSettings, cpus: int | None = None) -> ThreadBudget:
+def thread_budget(settings: SchedulingConfig, cpus: int | None = None) -> ThreadBudget:
     """The threads of both local engines, chosen together for ``cpus`` cores (the
     settings' own where given): each gets every core. With first-audio priority
     the two rarely compute at the same moment, and when they do (a later piece),
     the voice is ahead of playback; fewer threads each made first audio slower in
     the benchmark (docs/benchmarks.md, "what moves first-audio latency")."""
-    n = available_cpus() if cpus is None else cpus
+    n = default_n_threads() if cpus is None else cpus
     return ThreadBudget(
         llm=settings.llm_threads if settings.llm_threads is not None else n,
         tts=settings.tts_threads if settings.tts_threads is not None else n,

@@ -39,10 +39,11 @@ from ..reply import Retrying
 from ..sinks.base import AudioSink
 from ..tools import OnToolCalls, Toolbox, by_name
 from ..tts.base import TtsEngine
+from .config import PrioritySetting
 from .debug_dir import DebugDir
 from .history import RequestCounter, counter_for, fit
 from .images import ImageSaver
-from .scheduling import AHEAD_S, PrioritySetting, priority_on
+from .scheduling import AHEAD_S, priority_on
 from .stages import EventLogger
 from .turn import Turn, TurnResult
 

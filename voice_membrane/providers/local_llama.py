@@ -93,7 +93,8 @@ def default_model_path() -> str:
 
 
 def default_n_threads() -> int:
-    """The CPUs this process may run on (at least 1)."""
+    """The CPUs this process may run on (at least 1): the embedded engines' threads
+    by default (``pipeline.scheduling.thread_budget``)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
