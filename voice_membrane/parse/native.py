@@ -92,11 +92,6 @@ class NativeBlockAssembler:
     def inside_block(self) -> bool:
         return self._type is not None
 
-    @property
-    def open_image_index(self) -> int | None:
-        """The open image block's index, if an image block is open."""
-        return self._index if self._type == "image" else None
-
     def feed(self, item: ProviderOutput) -> list[Event]:
         """Route one provider output (non-native items give no events)."""
         if isinstance(item, NativeStart):
