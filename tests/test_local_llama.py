@@ -342,3 +342,24 @@ def test_a_hundred_turn_session_fits_the_context_by_the_models_own_count(
     last = results[-1].report.context
     assert last is not None and last.dropped > 30 and last.kept > 10
     assert anyio.run(source.count_tokens, asked.asked[-1]) == last.tokens  # what was sent
+
+
+def test_the_models_are_freed_at_exit_while_llama_cpp_is_still_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exit hook closes each cached model (its finalizer, run later in the
+    interpreter's teardown, printed a traceback) and empties the cache."""
+    closed: list[str] = []
+
+    class Model:
+        def __init__(self, name: str) -> None:
+            self.llama = self
+            self.name = name
+
+        def close(self) -> None:
+            closed.append(self.name)
+
+    models: dict[Any, Any] = {("a", 1, 1): Model("a"), ("b", 1, 2): Model("b")}
+    monkeypatch.setattr(local_llama, "_MODELS", models)
+    local_llama._free_models()
+    assert sorted(closed) == ["a", "b"] and models == {}

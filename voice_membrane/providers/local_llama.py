@@ -35,6 +35,7 @@ Cancellation
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib
 import importlib.util
 import os
@@ -276,6 +277,19 @@ def _load_model(path: str, n_ctx: int, n_threads: int, thread: ModelThread) -> L
         model = LoadedModel(llama, path, n_ctx, n_threads, thread)
         _MODELS[key] = model
         return model
+
+
+@atexit.register
+def _free_models() -> None:
+    """Free the loaded models at exit, while llama.cpp's library is still there:
+    left to the interpreter's teardown, ``Llama``'s finalizer may run after it
+    and print a traceback as the process ends. (The model threads have finished
+    by now: ``concurrent.futures`` joins them before ``atexit`` handlers run.)"""
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+        _MODELS.clear()
+    for model in models:
+        model.llama.close()
 
 
 async def _acquire(lock: threading.Lock) -> None:
