@@ -25,8 +25,7 @@ import anyio
 from voice_membrane.bench.command import NULL_SINK
 from voice_membrane.bench.prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT
 from voice_membrane.bench.runner import Target, TargetRun, merge_runs, run_target
-from voice_membrane.pipeline.config import load_pipeline
-from voice_membrane.run_command import DEFAULT_PIPELINE
+from voice_membrane.pipeline.config import DEFAULT_PIPELINE, load_pipeline
 
 REQUIRED_MODULES = ("llama_cpp", "piper")  # without either, the benchmark is not run
 PIPELINE_DEFAULT = DEFAULT_PIPELINE  # pipelines/local.toml: LocalLlama + Piper

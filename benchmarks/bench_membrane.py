@@ -45,11 +45,11 @@ from typing import Any, Literal
 from benchmarks.child import child_process
 from benchmarks.replies import REPLIES
 from benchmarks.stats import median
-from voice_membrane.events import Block, BlockComplete
-from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
-from voice_membrane.provider_output import ProviderOutput
 from voice_membrane.providers.base import Provider
 from voice_membrane.testing.script import ScriptedReply, text, thinking, tool_use
+from voice_membrane.vocab.events import Block, BlockComplete
+from voice_membrane.vocab.messages import Message, ModelConfig, Request, ToolDefinition
+from voice_membrane.vocab.provider_output import ProviderOutput
 
 DELTA_CHARS = 4
 TEXT_CHARS = 4_000
@@ -418,8 +418,8 @@ async def _adapter_items(provider: Provider, request: Request, formatter: str) -
 async def _membrane_run(
     provider: Provider, request: Request, formatter: str
 ) -> tuple[tuple[Block, ...], int]:
-    from voice_membrane.membrane import Membrane
-    from voice_membrane.reply import ReplyResult
+    from voice_membrane.membrane.membrane import Membrane
+    from voice_membrane.membrane.reply import ReplyResult
 
     membrane = Membrane(provider, formatter)
     result: ReplyResult | None = None

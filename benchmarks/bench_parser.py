@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from benchmarks.parser_stream import DEFAULT_TARGET_CHARS, MixedStream, build_stream
 from benchmarks.stats import median
-from voice_membrane.events import BlockStart, Chunk, Event
+from voice_membrane.vocab.events import BlockStart, Chunk, Event
 
 TOKEN_CHARS = 4
 LARGE_FEED_CHARS = 64 * 1024

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice_membrane.audio import Samples
 from voice_membrane.sinks._portaudio import Fill, Stream
+from voice_membrane.vocab.audio import Samples
 
 
 class ManualDevice:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from voice_membrane.events import Block, BlockComplete, Event
 from voice_membrane.parse import NativeBlockAssembler
-from voice_membrane.provider_output import ProviderOutput
+from voice_membrane.vocab.events import Block, BlockComplete, Event
+from voice_membrane.vocab.provider_output import ProviderOutput
 
 
 def assemble(items: Iterable[ProviderOutput]) -> list[Event]:

@@ -6,14 +6,14 @@ import itertools
 import re
 from collections.abc import Iterable
 
-from voice_membrane.events import (
+from voice_membrane.parse import XmlStreamParser
+from voice_membrane.vocab.events import (
     BlockComplete,
     BlockStart,
     Chunk,
     Event,
     merge_adjacent_chunks,
 )
-from voice_membrane.parse import XmlStreamParser
 
 KNOWN_TAG = re.compile(
     r"</?(?:antml:)?(?:thinking|function_calls|function_results|invoke|parameter|result|error)"

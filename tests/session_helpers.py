@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from voice_membrane.audio import AudioChunk
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.tts.piece_stream import PieceEngine
+from voice_membrane.vocab.audio import AudioChunk
 
 REPLY = (
     "The weather stays mild and dry today, with a light breeze in the afternoon "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voice_membrane.audio import (
+from voice_membrane.vocab.audio import (
     AudioChunk,
     pcm16_from_bytes,
     pcm16_from_float,

@@ -19,7 +19,7 @@ from voice_membrane.bench.prompts import DEFAULT_PROMPTS, load_prompts
 from voice_membrane.bench.runner import Target, TargetRun, TurnSample, merge_runs, run_target
 from voice_membrane.bench.scripted import scripted_targets
 from voice_membrane.bench.scripted_script import REPLY as SCRIPTED_REPLY
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
 from voice_membrane.pipeline.metrics import TurnMetrics
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech

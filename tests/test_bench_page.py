@@ -14,7 +14,7 @@ import pytest
 
 from voice_membrane.bench import command
 from voice_membrane.bench.report import ROWS
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
 
 HOSTILE = "<script>alert(1)</script> & </p><img src=x onerror=alert(2)>"
 LABELS = (

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from tests.serve_helpers import running_server
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
 from voice_membrane.pipeline.metrics import (
     STAMPS,
     ContextFit,

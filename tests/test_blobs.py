@@ -17,19 +17,28 @@ import anyio
 import pytest
 from session_helpers import SilentEngine
 
-from voice_membrane.blob_resolve import resolve_blobs
-from voice_membrane.blobs import (
+from voice_membrane.formats import get_formatter
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.pipeline.build import build_parts
+from voice_membrane.pipeline.config import load_pipeline
+from voice_membrane.pipeline.history import EstimatedTokens
+from voice_membrane.pipeline.session import Session
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.providers.anthropic_request import request_params
+from voice_membrane.sinks.null import NullSink
+from voice_membrane.storage.blob_resolve import resolve_blobs
+from voice_membrane.storage.blobs import (
     BlobError,
     BlobNotFound,
-    BlobSource,
     BlobStore,
     FileBlobStore,
     MemoryBlobStore,
     sniff_image_type,
 )
-from voice_membrane.formats import get_formatter
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import (
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.vocab.blob_source import BlobSource
+from voice_membrane.vocab.messages import (
     Base64Source,
     GeneratedImageContent,
     ImageContent,
@@ -40,15 +49,6 @@ from voice_membrane.messages import (
     ToolResultContent,
     ToolUseContent,
 )
-from voice_membrane.pipeline.build import build_parts
-from voice_membrane.pipeline.config import load_pipeline
-from voice_membrane.pipeline.history import EstimatedTokens
-from voice_membrane.pipeline.session import Session
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.providers.anthropic_request import request_params
-from voice_membrane.sinks.null import NullSink
-from voice_membrane.testing.fake_anthropic import FakeAnthropic
-from voice_membrane.testing.script import ScriptedReply
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import pytest
 
-from voice_membrane.messages import Message
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, load_pipeline
 from voice_membrane.pipeline.session import Session
@@ -19,6 +18,7 @@ from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import Fault, ScriptedReply, thinking
+from voice_membrane.vocab.messages import Message
 
 pytestmark = pytest.mark.anyio
 ANSWER = "Here is a long answer. " * 40

@@ -17,13 +17,13 @@ import anyio
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.blobs import FileBlobStore, MemoryBlobStore
-from voice_membrane.debug_sanitize import REF, restore_from_storage
+from voice_membrane.infra.redact import MASK
 from voice_membrane.pipeline.debug_dir import DebugDir, scrub
-from voice_membrane.provider_output import StopInfo, TextDelta
-from voice_membrane.redact import MASK
+from voice_membrane.storage.blobs import FileBlobStore, MemoryBlobStore
+from voice_membrane.storage.debug_sanitize import REF, restore_from_storage
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.script import ScriptedReply, text, thinking
+from voice_membrane.vocab.provider_output import StopInfo, TextDelta
 
 CLI = [sys.executable, "-m", "voice_membrane.cli"]
 ANSWER = "It is a square of grey noise."
@@ -200,8 +200,8 @@ def test_secrets_are_masked_by_key_name_and_by_value(monkeypatch: pytest.MonkeyP
 @pytest.mark.anyio
 async def test_a_call_that_fails_or_is_closed_is_still_written(tmp_path: Path) -> None:
     from voice_membrane.formats import get_formatter
-    from voice_membrane.messages import Message, ModelConfig, Request
-    from voice_membrane.providers.base import ProviderError
+    from voice_membrane.vendors.errors import ProviderError
+    from voice_membrane.vocab.messages import Message, ModelConfig, Request
 
     class Failing:
         name = "failing"
@@ -240,8 +240,9 @@ async def test_a_call_that_fails_or_is_closed_is_still_written(tmp_path: Path) -
 def test_a_bad_image_or_debug_folder_stops_run_before_anything(tmp_path: Path) -> None:
     from functools import partial
 
+    from voice_membrane.cli.run import resolve_config, run_assistant
+    from voice_membrane.pipeline.config import SHIPPED_PIPELINES as PIPELINES
     from voice_membrane.pipeline.config import ConfigError
-    from voice_membrane.run_command import PIPELINES, resolve_config, run_assistant
 
     config = resolve_config(PIPELINES / "replay.toml", out=str(tmp_path / "a.wav"))
     (tmp_path / "x.txt").write_text("not an image")
@@ -260,8 +261,8 @@ def test_a_bad_image_or_debug_folder_stops_run_before_anything(tmp_path: Path) -
 
 
 def test_the_debug_folder_of_a_pipeline_file_is_relative_to_it(tmp_path: Path) -> None:
+    from voice_membrane.cli.run import resolve_config
     from voice_membrane.pipeline.config import load_pipeline
-    from voice_membrane.run_command import resolve_config
 
     path = tmp_path / "p.toml"
     path.write_text('[debug]\ndir = "calls"\n[blobs]\ndir = "../media"\n')

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_blobs import png
 
-from voice_membrane.blobs import MemoryBlobStore
-from voice_membrane.debug_sanitize import (
+from voice_membrane.storage.blobs import MemoryBlobStore
+from voice_membrane.storage.debug_sanitize import (
     ESCAPE,
     REF,
     restore_from_storage,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from voice_membrane.cli import DEFAULT_RECORDING, main
-from voice_membrane.demo import DemoTimeline
+from voice_membrane.cli.demo import DemoTimeline
+from voice_membrane.cli.main import DEFAULT_RECORDING, main
 from voice_membrane.providers.replay import load_recording
 
 

@@ -17,10 +17,10 @@ from elevenlabs.client import AsyncElevenLabs
 from elevenlabs.core.api_error import ApiError
 from elevenlabs.errors import UnprocessableEntityError
 
-from voice_membrane.audio import pcm16_from_bytes, pcm16_from_ulaw
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_speech import SpeechScript
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
+from voice_membrane.vocab.audio import pcm16_from_bytes, pcm16_from_ulaw
 
 pytestmark = pytest.mark.anyio
 KEY = {"xi-api-key": "test-key"}

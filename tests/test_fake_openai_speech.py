@@ -17,10 +17,10 @@ import pytest
 import soundfile
 from openai import AsyncOpenAI
 
-from voice_membrane.audio import pcm16_from_bytes
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.fake_speech import SpeechScript
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
+from voice_membrane.vocab.audio import pcm16_from_bytes
 
 pytestmark = pytest.mark.anyio
 TEXT = "The quick brown fox jumps over the lazy dog."

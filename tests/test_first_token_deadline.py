@@ -10,21 +10,21 @@ import anyio
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.events import Chunk
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request
+from voice_membrane.cli.run import run_assistant
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.pipeline.session import Session
-from voice_membrane.providers.base import ProviderError
 from voice_membrane.providers.openai import OpenAIProvider
-from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
-from voice_membrane.retry import FirstTokenDeadline, RetryPolicy
-from voice_membrane.run_command import run_assistant
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
 from voice_membrane.tts.espeak import EspeakEngine
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vendors.retry import FirstTokenDeadline, RetryPolicy
+from voice_membrane.vocab.events import Chunk
+from voice_membrane.vocab.messages import Message, ModelConfig, Request
 
 pytestmark = pytest.mark.anyio
 QUICK = RetryPolicy(max_retries=3, base_delay_s=0.05, max_delay_s=0.1)

@@ -30,7 +30,7 @@ from voice_membrane.formats import (
     get_formatter,
 )
 from voice_membrane.formats._transcript import PLACEHOLDER_USER_TEXT
-from voice_membrane.messages import (
+from voice_membrane.vocab.messages import (
     ImageContent,
     Request,
     RequestError,

@@ -12,7 +12,7 @@ from voice_membrane.formats.participants import (
     name_prefix,
     stop_sequences,
 )
-from voice_membrane.messages import Message, Request, make_request
+from voice_membrane.vocab.messages import Message, Request, make_request
 
 
 def request(speakers: list[str], *, stops: list[str] | None = None, **options: Any) -> Request:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from voice_membrane.heap import settle_heap
+from voice_membrane.infra.heap import settle_heap
 
 
 def test_settle_heap_freezes_what_survives_and_collects_the_rest() -> None:

@@ -12,11 +12,22 @@ from typing import Any
 import anyio
 import pytest
 
-from voice_membrane.events import Block, BlockComplete, BlockStart, Chunk
 from voice_membrane.formats import get_formatter
-from voice_membrane.images import ImageTool
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import (
+from voice_membrane.membrane.images import ImageTool
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import ImagePreview, MembraneItem, ReplyResult
+from voice_membrane.parse.native import NativeBlockAssembler
+from voice_membrane.providers.anthropic_request import request_params
+from voice_membrane.providers.gemini import GeminiProvider
+from voice_membrane.providers.openai import OpenAIProvider
+from voice_membrane.providers.openai_images import OpenAIImages, image_event
+from voice_membrane.testing.fake_gemini import FakeGemini
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.png import read_png, solid_png
+from voice_membrane.testing.script import FINAL_RGB, ScriptedReply, image, text, tool_use
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vocab.events import Block, BlockComplete, BlockStart, Chunk
+from voice_membrane.vocab.messages import (
     GeneratedImageContent,
     GenerationInfo,
     Message,
@@ -24,18 +35,7 @@ from voice_membrane.messages import (
     Request,
     RequestOptions,
 )
-from voice_membrane.parse.native import NativeBlockAssembler
-from voice_membrane.provider_output import NativeDelta, NativeImage, NativeStart, NativeStop
-from voice_membrane.providers.anthropic_request import request_params
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.providers.gemini import GeminiProvider
-from voice_membrane.providers.openai import OpenAIProvider
-from voice_membrane.providers.openai_images import OpenAIImages, image_event
-from voice_membrane.reply import ImagePreview, MembraneItem, ReplyResult
-from voice_membrane.testing.fake_gemini import FakeGemini
-from voice_membrane.testing.fake_openai import FakeOpenAI
-from voice_membrane.testing.png import read_png, solid_png
-from voice_membrane.testing.script import FINAL_RGB, ScriptedReply, image, text, tool_use
+from voice_membrane.vocab.provider_output import NativeDelta, NativeImage, NativeStart, NativeStop
 
 pytestmark = pytest.mark.anyio
 DRAW = tool_use("generate_image", {"prompt": "a red square", "size": "1024x1024"}, id="call_1")

@@ -13,15 +13,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from voice_membrane.messages import GeneratedImageContent, GenerationInfo
+from voice_membrane.cli.run import run_assistant
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.images import ImageFolder, inline_url, save_image
-from voice_membrane.run_command import run_assistant
 from voice_membrane.server.connection import image_event
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.png import read_png, solid_png
 from voice_membrane.testing.script import FINAL_RGB, ScriptedReply, image, text, tool_use
+from voice_membrane.vocab.messages import GeneratedImageContent, GenerationInfo
 
 pytestmark = pytest.mark.anyio
 GUARD_S = 60

@@ -10,8 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_membrane.events import BlockComplete, BlockStart, Chunk, Event, merge_adjacent_chunks
 from voice_membrane.parse.json_tools import JsonToolInterceptor
+from voice_membrane.vocab.events import (
+    BlockComplete,
+    BlockStart,
+    Chunk,
+    Event,
+    merge_adjacent_chunks,
+)
 
 
 def run(text: str, size: int = 1, **options: Any) -> list[Event]:

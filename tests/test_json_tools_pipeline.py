@@ -13,14 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from voice_membrane.cli.run import run_assistant
 from voice_membrane.formats import get_formatter
-from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.providers.text_source import chat_messages
-from voice_membrane.run_command import run_assistant
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.vocab.messages import Message, ModelConfig, Request, ToolDefinition
 
 pytestmark = pytest.mark.anyio
 GUARD_S = 60  # against a hang only

@@ -23,12 +23,12 @@ pytest.importorskip(
 
 from session_helpers import AskedSource, SilentEngine, write_recording
 
-from voice_membrane.membrane import Membrane
+from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.history import SourceTokens
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers import local_llama
-from voice_membrane.providers.base import ChatMessage, LlmError
+from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.local_llama import (
     DEFAULT_SYSTEM_PROMPT,
     MODEL_FILE,
@@ -37,6 +37,7 @@ from voice_membrane.providers.local_llama import (
 )
 from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.vendors.errors import LlmError
 
 HELLO = [ChatMessage("user", "Hi! How are you today?")]
 STORY = [ChatMessage("user", "Tell me a long story about a dragon and a knight.")]

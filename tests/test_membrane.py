@@ -12,10 +12,16 @@ import anyio
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.events import BlockComplete, Chunk
 from voice_membrane.formats import get_formatter
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import (
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
+from voice_membrane.membrane.tools import tool_handler
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.script import Fault, ScriptedReply, text, thinking, tool_use
+from voice_membrane.vendors.retry import RetryPolicy
+from voice_membrane.vocab.events import BlockComplete, Chunk
+from voice_membrane.vocab.messages import (
     Message,
     ModelConfig,
     Request,
@@ -25,12 +31,6 @@ from voice_membrane.messages import (
     ToolDefinition,
     validate_request,
 )
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult, Retrying
-from voice_membrane.retry import RetryPolicy
-from voice_membrane.testing.fake_anthropic import FakeAnthropic
-from voice_membrane.testing.script import Fault, ScriptedReply, text, thinking, tool_use
-from voice_membrane.tools import tool_handler
 
 pytestmark = pytest.mark.anyio
 FAST_RETRY = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.5)

@@ -12,7 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from native_events import assemble
 
-from voice_membrane.events import (
+from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
+from voice_membrane.testing.png import solid_png
+from voice_membrane.vocab.events import (
     Block,
     BlockComplete,
     BlockStart,
@@ -20,9 +22,8 @@ from voice_membrane.events import (
     Event,
     merge_adjacent_chunks,
 )
-from voice_membrane.messages import GeneratedImageContent
-from voice_membrane.parse import NativeBlockAssembler, XmlStreamParser
-from voice_membrane.provider_output import (
+from voice_membrane.vocab.messages import GeneratedImageContent
+from voice_membrane.vocab.provider_output import (
     NativeDelta,
     NativeImage,
     NativeStart,
@@ -30,7 +31,6 @@ from voice_membrane.provider_output import (
     ProviderOutput,
     StrayDelta,
 )
-from voice_membrane.testing.png import solid_png
 
 # A logical block: ("text", s) | ("thinking", s) | ("tool", name, input)
 TEXT = st.text(alphabet="ab <>&\n.é", min_size=0, max_size=12)

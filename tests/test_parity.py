@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.events import (
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.script import ScriptedReply, text, thinking, tool_use
+from voice_membrane.vocab.events import (
     Block,
     BlockComplete,
     BlockStart,
@@ -18,11 +22,7 @@ from voice_membrane.events import (
     Event,
     merge_adjacent_chunks,
 )
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.testing.fake_anthropic import FakeAnthropic
-from voice_membrane.testing.script import ScriptedReply, text, thinking, tool_use
+from voice_membrane.vocab.messages import Message, ModelConfig, Request, ToolDefinition
 
 pytestmark = pytest.mark.anyio
 

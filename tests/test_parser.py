@@ -14,7 +14,8 @@ from parser_helpers import (
     visible_text,
 )
 
-from voice_membrane.events import (
+from voice_membrane.parse import XmlStreamParser
+from voice_membrane.vocab.events import (
     Block,
     BlockComplete,
     BlockStart,
@@ -22,7 +23,6 @@ from voice_membrane.events import (
     ChunkMeta,
     merge_adjacent_chunks,
 )
-from voice_membrane.parse import XmlStreamParser
 
 TOOL_TURN = (
     "Let me check."

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from parser_helpers import KNOWN_TAG, completed, parse, shape, split_at, visible_text
 
-from voice_membrane.events import Block, Chunk
+from voice_membrane.vocab.events import Block, Chunk
 
 # Text that looks like markup without being a known tag.
 LOOKALIKES = [

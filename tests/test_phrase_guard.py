@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_membrane.events import BlockComplete, Chunk, Event
 from voice_membrane.parse.phrase_guard import PhraseGuard
 from voice_membrane.parse.policy import PolicyRunner
 from voice_membrane.parse.xml_stream import XmlStreamParser
+from voice_membrane.vocab.events import BlockComplete, Chunk, Event
 
 PHRASES = ["secret plan", "damn"]
 

@@ -19,13 +19,11 @@ import pytest
 import soundfile as sf
 
 from tests.manual_device import ManualDevice
-from voice_membrane.audio import AudioChunk
-from voice_membrane.messages import Message
 from voice_membrane.pipeline.metrics import STAMPS, TurnMetrics
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.stages import FRAME_SECONDS
 from voice_membrane.pipeline.turn import Turn, TurnResult
-from voice_membrane.providers.base import ChatMessage, LlmError
+from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.providers.text_source import chat_messages
 from voice_membrane.sinks import speaker as speaker_module
@@ -35,6 +33,9 @@ from voice_membrane.sinks.wav import WavSink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 from voice_membrane.tts.espeak import EspeakEngine
 from voice_membrane.tts.piece_stream import PieceEngine
+from voice_membrane.vendors.errors import LlmError
+from voice_membrane.vocab.audio import AudioChunk
+from voice_membrane.vocab.messages import Message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "audio_fixtures" / "streams"
 RECORDING = FIXTURES / "weather_tool_turn.jsonl"

@@ -9,9 +9,9 @@ import pytest
 
 from voice_membrane.chunking import SpeechChunker
 from voice_membrane.chunking.lexicon import LANGUAGES
+from voice_membrane.cli.run import resolve_config
 from voice_membrane.pipeline.build import SPEAKER_RATE, build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
-from voice_membrane.run_command import resolve_config
 from voice_membrane.sinks.null import NullSink
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"

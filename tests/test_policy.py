@@ -9,13 +9,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voice_membrane.events import (
-    BlockComplete,
-    BlockStart,
-    Chunk,
-    Event,
-    merge_adjacent_chunks,
-)
 from voice_membrane.parse.policy import (
     PolicyContext,
     PolicyRunner,
@@ -24,6 +17,13 @@ from voice_membrane.parse.policy import (
     ToolAllowList,
 )
 from voice_membrane.parse.xml_stream import XmlStreamParser
+from voice_membrane.vocab.events import (
+    BlockComplete,
+    BlockStart,
+    Chunk,
+    Event,
+    merge_adjacent_chunks,
+)
 
 REPLY = (
     "<thinking>Weather first.</thinking>Let me check.\n"

@@ -11,20 +11,26 @@ from typing import Any
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.events import Chunk, Event
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request, RequestOptions, ToolDefinition
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import MembraneItem, ReplyResult
+from voice_membrane.membrane.tools import ToolCall
 from voice_membrane.parse.policy import PolicyContext, StreamState, ToolAllowList
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, load_pipeline
 from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.reply import MembraneItem, ReplyResult
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import ScriptedReply, text, tool_use
-from voice_membrane.tools import ToolCall
 from voice_membrane.tts.espeak import EspeakEngine
+from voice_membrane.vocab.events import Chunk, Event
+from voice_membrane.vocab.messages import (
+    Message,
+    ModelConfig,
+    Request,
+    RequestOptions,
+    ToolDefinition,
+)
 
 pytestmark = pytest.mark.anyio
 TOOLS = [

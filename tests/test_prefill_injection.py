@@ -17,10 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from vendors import VENDORS, Vendor
 
-from voice_membrane.events import Chunk
 from voice_membrane.formats import get_formatter
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import (
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import ReplyResult
+from voice_membrane.parse import XmlStreamParser
+from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.vocab.events import Chunk
+from voice_membrane.vocab.messages import (
     Message,
     ModelConfig,
     Request,
@@ -30,9 +33,6 @@ from voice_membrane.messages import (
     ToolUseContent,
     validate_request,
 )
-from voice_membrane.parse import XmlStreamParser
-from voice_membrane.reply import ReplyResult
-from voice_membrane.testing.script import ScriptedReply
 
 PREFILL_FORMATS = ["anthropic-xml", "chatml", "completions", "gemini-prefill"]
 
@@ -198,7 +198,7 @@ def test_the_open_turn_is_the_thinking_cue_or_the_continued_turn() -> None:
     )
     assert get_formatter("anthropic-xml").build(thinking).open_turn == "<thinking>"
     assert get_formatter("chatml").build(thinking).open_turn == "<thinking>"
-    from voice_membrane.messages import ToolResultContent
+    from voice_membrane.vocab.messages import ToolResultContent
 
     call = ToolUseContent(id="t1", name="get_weather", input={"city": "Paris"})
     continued = request([("Bob", "<thinking>")], "Weather?").model_copy(

@@ -12,9 +12,19 @@ import anyio
 import pytest
 from native_events import assemble, blocks
 
-from voice_membrane.events import Block, merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
-from voice_membrane.messages import (
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.script import (
+    Fault,
+    ScriptedReply,
+    redacted_thinking,
+    thinking,
+    tool_use,
+)
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vocab.events import Block, merge_adjacent_chunks
+from voice_membrane.vocab.messages import (
     Base64Source,
     CacheControl,
     ImageContent,
@@ -28,7 +38,7 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.provider_output import (
+from voice_membrane.vocab.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
@@ -36,16 +46,6 @@ from voice_membrane.provider_output import (
     StopInfo,
     TextDelta,
     Usage,
-)
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.testing.fake_anthropic import FakeAnthropic
-from voice_membrane.testing.script import (
-    Fault,
-    ScriptedReply,
-    redacted_thinking,
-    thinking,
-    tool_use,
 )
 
 pytestmark = pytest.mark.anyio

@@ -17,9 +17,14 @@ import pytest
 from google.genai import errors, types
 from native_events import assemble, blocks
 
-from voice_membrane.events import BlockComplete, Chunk, merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
-from voice_membrane.messages import (
+from voice_membrane.providers.gemini import GeminiProvider, provider_error
+from voice_membrane.providers.gemini_read import ChunkReader
+from voice_membrane.testing.fake_gemini import FakeGemini
+from voice_membrane.testing.script import Fault, ScriptedReply, thinking, tool_use
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vocab.events import BlockComplete, Chunk, merge_adjacent_chunks
+from voice_membrane.vocab.messages import (
     Base64Source,
     ImageContent,
     ModelConfig,
@@ -30,7 +35,7 @@ from voice_membrane.messages import (
     ToolResultContent,
     ToolUseContent,
 )
-from voice_membrane.provider_output import (
+from voice_membrane.vocab.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,
@@ -39,11 +44,6 @@ from voice_membrane.provider_output import (
     TextDelta,
     Usage,
 )
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.providers.gemini import GeminiProvider, provider_error
-from voice_membrane.providers.gemini_read import ChunkReader
-from voice_membrane.testing.fake_gemini import FakeGemini
-from voice_membrane.testing.script import Fault, ScriptedReply, thinking, tool_use
 
 pytestmark = pytest.mark.anyio
 FAKE = FakeGemini  # conftest: the module's `server`, reset as `fake`
@@ -483,8 +483,8 @@ async def test_cancelling_the_consumer_closes_the_response(
 
 
 def test_image_urls_are_not_fetched() -> None:
-    from voice_membrane.messages import UrlSource
     from voice_membrane.providers.gemini_request import request_contents
+    from voice_membrane.vocab.messages import UrlSource
 
     dot = base64.b64encode(b"GIF89a").decode()
     built = BuiltRequest(

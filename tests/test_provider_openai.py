@@ -11,9 +11,15 @@ import anyio
 import pytest
 from native_events import assemble, blocks
 
-from voice_membrane.events import merge_adjacent_chunks
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
-from voice_membrane.messages import (
+from voice_membrane.providers.openai import OpenAIProvider
+from voice_membrane.providers.openai_request import token_field
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.script import Fault, ScriptedReply, text, thinking, tool_use
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vendors.openai_client import stream_error_kind
+from voice_membrane.vocab.events import merge_adjacent_chunks
+from voice_membrane.vocab.messages import (
     Base64Source,
     ImageContent,
     ModelConfig,
@@ -24,12 +30,13 @@ from voice_membrane.messages import (
     ToolUseContent,
     UrlSource,
 )
-from voice_membrane.provider_output import NativeDelta, ProviderOutput, StopInfo, TextDelta, Usage
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.providers.openai import OpenAIProvider, stream_error_kind
-from voice_membrane.providers.openai_request import token_field
-from voice_membrane.testing.fake_openai import FakeOpenAI
-from voice_membrane.testing.script import Fault, ScriptedReply, text, thinking, tool_use
+from voice_membrane.vocab.provider_output import (
+    NativeDelta,
+    ProviderOutput,
+    StopInfo,
+    TextDelta,
+    Usage,
+)
 
 pytestmark = pytest.mark.anyio
 CONFIG = ModelConfig(model="gpt-test", max_tokens=300, temperature=0.3)

@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 from openai._models import construct_type as openai_construct
 from openai.types.chat import ChatCompletionChunk
 
-from voice_membrane.events import Chunk
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult
 from voice_membrane.providers.anthropic import AnthropicProvider
 from voice_membrane.providers.base import Provider
 from voice_membrane.providers.gemini import GeminiProvider
 from voice_membrane.providers.openai import OpenAIProvider
-from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult
-from voice_membrane.retry import NO_RETRY
+from voice_membrane.vendors.retry import NO_RETRY
+from voice_membrane.vocab.events import Chunk
+from voice_membrane.vocab.messages import Message, ModelConfig, Request
 
 SPOKEN = st.text(alphabet="ab \n\ud83d", max_size=6)  # text-block text
 HIDDEN = st.text(alphabet="ABCQ \ud83d", max_size=6)  # everything else
@@ -111,7 +111,7 @@ BLOCK_START = st.fixed_dictionaries(
                 ["text", "thinking", "redacted_thinking", "tool_use", "server_tool_use", "new"]
             )
         ),
-        "text": sometimes_wrong(st.just("")),
+        "text": sometimes_mistyped(st.just("")),  # a text block's first text is spoken
         "thinking": sometimes_wrong(HIDDEN),
         "signature": sometimes_wrong(HIDDEN),
         "data": sometimes_wrong(HIDDEN),
@@ -148,7 +148,11 @@ def anthropic_delta(draw: st.DrawFn) -> dict[str, Any]:
         if isinstance(kind, str)
         else ("text", HIDDEN)
     )
-    return {"type": kind, field: draw(sometimes_wrong(value))}
+    spoken = kind == "text_delta"  # its text is spoken, whatever its letters
+    return {
+        "type": kind,
+        field: draw(sometimes_mistyped(value) if spoken else sometimes_wrong(value)),
+    }
 
 
 ANTHROPIC_EVENT = st.one_of(

@@ -18,11 +18,11 @@ from native_events import assemble
 from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
-from voice_membrane.events import Chunk, Event, merge_adjacent_chunks
 from voice_membrane.parse import XmlStreamParser
-from voice_membrane.provider_output import ProviderOutput, StopInfo, TextDelta
 from voice_membrane.providers.gemini_read import ChunkReader
 from voice_membrane.providers.openai_read import ChatReader, TextReader
+from voice_membrane.vocab.events import Chunk, Event, merge_adjacent_chunks
+from voice_membrane.vocab.provider_output import ProviderOutput, StopInfo, TextDelta
 
 Kind = Literal["thinking", "text"]
 STOPS = ["\nUser:"]

@@ -13,17 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from vendors import VENDORS, Vendor
 
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request
+from voice_membrane.cli.run import _write_metrics
+from voice_membrane.infra.redact import KEY_VARIABLES, MASK, forget_all, quote, redact, remember
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import ReplyError, Retrying
 from voice_membrane.pipeline.event_log import JsonlEventLog, OutputFileError
 from voice_membrane.pipeline.metrics import TurnMetrics
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.redact import KEY_VARIABLES, MASK, forget_all, quote, redact, remember
-from voice_membrane.reply import ReplyError, Retrying
-from voice_membrane.retry import NO_RETRY
-from voice_membrane.run_command import _write_metrics
 from voice_membrane.testing.script import ScriptedReply
 from voice_membrane.testing.script import text as text_block
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vendors.retry import NO_RETRY
+from voice_membrane.vocab.messages import Message, ModelConfig, Request
 
 # Planted keys in each vendor's shape.
 PLANTED = {

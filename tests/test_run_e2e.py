@@ -16,10 +16,10 @@ import anyio
 import pytest
 import soundfile as sf
 
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
+from voice_membrane.cli.run import run_assistant
 from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
 from voice_membrane.pipeline.metrics import STAMPS
-from voice_membrane.run_command import run_assistant
 from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from vendors import VENDORS, Vendor
 
-from voice_membrane.cli import main
-from voice_membrane.redact import forget_all
+from voice_membrane.cli.main import main
+from voice_membrane.infra.redact import forget_all
 from voice_membrane.testing.script import ScriptedReply
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tests.session_helpers import write_recording
-from voice_membrane.audio import AudioChunk
 from voice_membrane.pipeline.config import PipelineConfig
 from voice_membrane.pipeline.metrics import TurnMetrics
 from voice_membrane.pipeline.scheduling import (
@@ -28,6 +27,7 @@ from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.tts.piece_stream import PieceEngine
+from voice_membrane.vocab.audio import AudioChunk
 
 pytestmark = pytest.mark.anyio
 

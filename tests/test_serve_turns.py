@@ -23,10 +23,10 @@ from tests.serve_helpers import (
     session,
     write_pipeline,
 )
-from voice_membrane.audio import pcm16_from_bytes
 from voice_membrane.server import Server
 from voice_membrane.server.protocol import FRAME_MS, unpack_frame
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
+from voice_membrane.vocab.audio import pcm16_from_bytes
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,12 @@ import anyio
 import numpy as np
 import pytest
 
-from voice_membrane.audio import AudioChunk, pcm16_from_ulaw
 from voice_membrane.server import protocol as p
 from voice_membrane.server.outbox import Audio, Close, Outbox
 from voice_membrane.server.rate_limit import RateLimit, Verdict
 from voice_membrane.server.server import Server
 from voice_membrane.server.socket_sink import SocketSink
+from voice_membrane.vocab.audio import AudioChunk, pcm16_from_ulaw
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.anyio

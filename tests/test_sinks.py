@@ -14,7 +14,6 @@ import pytest
 import soundfile as sf
 
 from tests.manual_device import ManualDevice
-from voice_membrane.audio import AudioChunk, Samples
 from voice_membrane.sinks import speaker as speaker_module
 from voice_membrane.sinks._ring import PlaybackBuffer
 from voice_membrane.sinks.base import AudioSink, SinkError
@@ -22,6 +21,7 @@ from voice_membrane.sinks.null import NullSink
 from voice_membrane.sinks.registry import create_sink
 from voice_membrane.sinks.speaker import BLOCK_SECONDS, SpeakerSink, speaker_available
 from voice_membrane.sinks.wav import WavSink
+from voice_membrane.vocab.audio import AudioChunk, Samples
 
 NO_DEVICE = "no audio output device (PortAudio found none)"
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from voice_membrane.audio import AudioChunk, Samples
 from voice_membrane.sinks.speaker import SpeakerSink, speaker_available
 from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+from voice_membrane.vocab.audio import AudioChunk, Samples
 
 RATE = 22050
 TONE_HZ = 440.0

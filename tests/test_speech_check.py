@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from voice_membrane.audio import AudioChunk, pcm16_from_float
 from voice_membrane.testing.speech_check import (
     SpeechReport,
     analyze_chunks,
@@ -18,6 +17,7 @@ from voice_membrane.testing.speech_check import (
     speech_problems,
 )
 from voice_membrane.tts.espeak import EspeakEngine
+from voice_membrane.vocab.audio import AudioChunk, pcm16_from_float
 
 RATE = 22050
 TEXT = "Tomorrow in Paris, expect sunshine with a high of 21 degrees."

@@ -23,7 +23,7 @@ from opentelemetry.util._once import Once
 from websockets.asyncio.client import connect
 
 from tests.serve_helpers import read_turn, running_server, send, start
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.metrics import STAMPS
@@ -32,7 +32,7 @@ from voice_membrane.pipeline.turn import TurnResult
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.server import Server
 from voice_membrane.sinks.null import NullSink
-from voice_membrane.telemetry import TelemetryError, setup_tracing
+from voice_membrane.telemetry.setup import TelemetryError, setup_tracing
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply, thinking
 from voice_membrane.tts.espeak import EspeakEngine

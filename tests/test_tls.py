@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ssl
 
-from voice_membrane.providers.openai import async_client
-from voice_membrane.tls import shared_ssl_context
+from voice_membrane.vendors.openai_client import async_client
+from voice_membrane.vendors.tls import shared_ssl_context
 
 
 def test_the_shared_context_verifies_certificates_and_host_names() -> None:

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from voice_membrane.messages import ToolResultContent
-from voice_membrane.providers.base import ProviderError
-from voice_membrane.retry import RetryPolicy
-from voice_membrane.tools import ToolCall, ToolOutput, run_tool_calls, tool_handler
+from voice_membrane.membrane.tools import ToolCall, ToolOutput, run_tool_calls, tool_handler
+from voice_membrane.vendors.errors import ProviderError
+from voice_membrane.vendors.retry import RetryPolicy
+from voice_membrane.vocab.messages import ToolResultContent
 
 pytestmark = pytest.mark.anyio
 CALLS = [ToolCall("c1", "get_weather", {"city": "Paris"}), ToolCall("c2", "slow", {})]

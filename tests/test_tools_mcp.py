@@ -16,10 +16,16 @@ import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from voice_membrane.messages import ToolResultContent
+from voice_membrane.membrane.tools import (
+    OnToolCalls,
+    ToolCall,
+    ToolOutput,
+    by_name,
+    run_tool_calls,
+)
+from voice_membrane.membrane.tools_mcp import McpServer, McpServerError, McpToolbox
 from voice_membrane.testing.mcp_weather import McpHttpServer
-from voice_membrane.tools import OnToolCalls, ToolCall, ToolOutput, by_name, run_tool_calls
-from voice_membrane.tools_mcp import McpServer, McpServerError, McpToolbox
+from voice_membrane.vocab.messages import ToolResultContent
 
 WEATHER = (sys.executable, "-m", "voice_membrane.testing.mcp_weather")
 TOKEN = "mcp-test-token-0123456789"

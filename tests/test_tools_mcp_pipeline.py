@@ -15,15 +15,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from voice_membrane.cli import main
+from voice_membrane.cli.main import main
+from voice_membrane.cli.run import run_assistant
+from voice_membrane.infra.redact import forget_all, redact
+from voice_membrane.membrane.tools_mcp import McpServerError
 from voice_membrane.pipeline.build import TOOL_ROUND_GRACE_S, build_parts
 from voice_membrane.pipeline.config import ConfigError, load_pipeline
-from voice_membrane.redact import forget_all, redact
-from voice_membrane.run_command import run_assistant
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.mcp_weather import McpHttpServer
 from voice_membrane.testing.script import ScriptedReply, tool_use
-from voice_membrane.tools_mcp import McpServerError
 
 GUARD_S = 60  # against a hang only
 STDIO = f'command = ["{sys.executable}", "-m", "voice_membrane.testing.mcp_weather"]'
@@ -268,14 +268,14 @@ async def test_serve_a_session_runs_its_tools_and_a_broken_server_fails_the_star
 async def test_a_session_with_a_toolbox_and_python_tools_sends_each_call_to_its_own(
     tmp_path: Path,
 ) -> None:
-    from voice_membrane.membrane import Membrane
-    from voice_membrane.messages import ModelConfig, ToolDefinition
+    from voice_membrane.membrane.membrane import Membrane
+    from voice_membrane.membrane.tools import tool_handler
+    from voice_membrane.membrane.tools_mcp import McpServer, McpToolbox
     from voice_membrane.pipeline.session import Session
     from voice_membrane.providers.anthropic import AnthropicProvider
     from voice_membrane.sinks.null import NullSink
-    from voice_membrane.tools import tool_handler
-    from voice_membrane.tools_mcp import McpServer, McpToolbox
     from voice_membrane.tts.espeak import EspeakEngine
+    from voice_membrane.vocab.messages import ModelConfig, ToolDefinition
 
     both = ScriptedReply.of(
         NARRATIVE,

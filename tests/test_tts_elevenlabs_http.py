@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from tts_helpers import PIECES, run_stream, samples_of, task_count, tasks_settle
 
-from voice_membrane.audio import pcm16_from_bytes
-from voice_membrane.redact import redact
+from voice_membrane.infra.redact import redact
 from voice_membrane.testing.fake_elevenlabs import FakeElevenLabs
 from voice_membrane.testing.fake_speech import SpeechScript
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
@@ -27,6 +26,7 @@ from voice_membrane.tts.elevenlabs_http import ElevenLabsHttpEngine
 from voice_membrane.tts.elevenlabs_ws import ElevenLabsSocketEngine
 from voice_membrane.tts.options import TtsOptions
 from voice_membrane.tts.registry import create_engine
+from voice_membrane.vocab.audio import pcm16_from_bytes
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tts_helpers import run_stream
 
-from voice_membrane.audio import Samples
 from voice_membrane.testing.fake_openai_speech import RATE, FakeOpenAISpeech
 from voice_membrane.testing.fake_speech import SpeechScript, encode, speak
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
@@ -24,6 +23,7 @@ from voice_membrane.tts.openai_speech import OpenAISpeechEngine, split_input
 from voice_membrane.tts.options import TtsOptions
 from voice_membrane.tts.pcm_carry import Pcm16Carry
 from voice_membrane.tts.registry import create_engine
+from voice_membrane.vocab.audio import Samples
 
 PIECES = (
     "The quick brown fox jumps over the lazy dog.",

@@ -13,11 +13,11 @@ import anyio
 import numpy as np
 import pytest
 
-from voice_membrane.audio import AudioChunk
 from voice_membrane.testing.speech_check import analyze_chunks, looks_like_speech, speech_problems
 from voice_membrane.tts.base import TtsError
 from voice_membrane.tts.piper import PiperEngine
 from voice_membrane.tts.registry import create_engine
+from voice_membrane.vocab.audio import AudioChunk
 
 pytestmark = pytest.mark.anyio
 

@@ -7,9 +7,9 @@ from collections.abc import AsyncGenerator
 import anyio
 import pytest
 
-from voice_membrane.retry import RetryPolicy
 from voice_membrane.tts.base import TtsError
 from voice_membrane.tts.retrying import retry_before_output, retry_call
+from voice_membrane.vendors.retry import RetryPolicy
 
 FAST = RetryPolicy(max_retries=2, base_delay_s=0.001, max_delay_s=0.001)
 

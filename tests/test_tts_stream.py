@@ -13,13 +13,13 @@ import pytest
 
 from tests.session_helpers import write_recording
 from tests.tts_helpers import run_stream
-from voice_membrane.audio import AudioChunk
 from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.turn import TurnResult, _heard_by_alignment
 from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.tts.base import Alignment, TtsError, TtsStream, Voiced
 from voice_membrane.tts.piece_stream import PieceEngine
+from voice_membrane.vocab.audio import AudioChunk
 
 pytestmark = pytest.mark.anyio
 

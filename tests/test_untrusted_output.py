@@ -17,31 +17,31 @@ from typing import Any
 
 import pytest
 
-from voice_membrane.demo import run_demo
-from voice_membrane.events import Block, Chunk
-from voice_membrane.membrane import Membrane
-from voice_membrane.messages import Message, ModelConfig, Request, ToolDefinition
+from voice_membrane.cli.demo import run_demo
+from voice_membrane.membrane.membrane import Membrane
+from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult
+from voice_membrane.membrane.reply_loop import conversation, runnable_calls
+from voice_membrane.membrane.tools import tool_handler
 from voice_membrane.pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
-from voice_membrane.provider_output import (
+from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.providers.gemini import GeminiProvider
+from voice_membrane.providers.openai import OpenAIProvider
+from voice_membrane.providers.replay import load_recording
+from voice_membrane.testing.fake_anthropic import FakeAnthropic
+from voice_membrane.testing.fake_gemini import FakeGemini
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.script import RawEvent, ScriptedReply, thinking, tool_use
+from voice_membrane.tts.espeak import EspeakEngine, _text_lines
+from voice_membrane.vendors.retry import NO_RETRY
+from voice_membrane.vocab.events import Block, Chunk
+from voice_membrane.vocab.messages import Message, ModelConfig, Request, ToolDefinition
+from voice_membrane.vocab.provider_output import (
     NativeStart,
     NativeStop,
     StopInfo,
     TextDelta,
     clean_output,
 )
-from voice_membrane.providers.anthropic import AnthropicProvider
-from voice_membrane.providers.gemini import GeminiProvider
-from voice_membrane.providers.openai import OpenAIProvider
-from voice_membrane.providers.replay import load_recording
-from voice_membrane.reply import MembraneItem, ReplyError, ReplyResult
-from voice_membrane.reply_loop import conversation, runnable_calls
-from voice_membrane.retry import NO_RETRY
-from voice_membrane.testing.fake_anthropic import FakeAnthropic
-from voice_membrane.testing.fake_gemini import FakeGemini
-from voice_membrane.testing.fake_openai import FakeOpenAI
-from voice_membrane.testing.script import RawEvent, ScriptedReply, thinking, tool_use
-from voice_membrane.tools import tool_handler
-from voice_membrane.tts.espeak import EspeakEngine, _text_lines
 
 pytestmark = pytest.mark.anyio
 WEATHER = tool_handler({"get_weather": lambda city: f"Sunny in {city}"})

@@ -15,14 +15,13 @@ from websockets.exceptions import InvalidURI
 from websockets.uri import parse_uri
 
 from ..pipeline.build import output_path_problem
-from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from ..pipeline.config import DEFAULT_PIPELINE, ConfigError, PipelineConfig, load_pipeline
 from .prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT, load_prompts
 from .remote import run_remote
 from .report import bench_json, target_heading, target_table, write_json
 from .runner import Target, TargetRun, TurnSample, run_target
 from .stats import nearest_rank
 
-DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent.parent / "pipelines" / "local.toml"
 # Every target's audio goes to the null sink, not paced to real time: first_audio is
 # when it takes the first sample, as a speaker's callback would (docs/bench.md).
 NULL_SINK = {"kind": "null", "realtime": False}

@@ -10,8 +10,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..infra.redact import redact
 from ..pipeline.event_log import OutputFileError
-from ..redact import redact
 from .plots import distribution_svg, first_audios, median_turn, waterfall_svg
 from .report import ROWS, target_heading
 from .runner import TargetRun

@@ -20,8 +20,8 @@ import anyio
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from ..infra.redact import redact
 from ..pipeline.metrics import LatencyReport
-from ..redact import redact
 from ..server.protocol import CLOSE_TRY_AGAIN, CLOSE_UNAUTHORIZED, unpack_frame
 from .runner import GAP_S, OnTurn, Target, TargetRun, TurnSample, _Countdown, _one_line, _warm_up
 

@@ -9,8 +9,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from ..infra.redact import redact
 from ..pipeline.event_log import OutputFileError
-from ..redact import redact
 from .runner import TargetRun
 
 # The table's rows: each figure and what it is (docs/bench.md has the method).

@@ -22,17 +22,17 @@ from typing import Any
 
 import anyio
 
-from ..heap import settle_heap
+from ..infra.heap import settle_heap
+from ..infra.redact import redact
+from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.metrics import STAMPS, LatencyReport
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn
-from ..providers.base import LlmError
-from ..redact import redact
 from ..sinks.base import SinkError
-from ..tools_mcp import McpServerError
 from ..tts.base import TtsEngine, TtsError
+from ..vendors.errors import LlmError
 from .stats import summarize
 
 GAP_S = 0.15  # before each turn, as a user pauses; lets the last turn's threads go idle

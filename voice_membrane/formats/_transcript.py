@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from ..messages import (
+from ..vocab.messages import (
     Base64Source,
     CacheControl,
     GeneratedImageContent,

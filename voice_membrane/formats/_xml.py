@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..messages import RequestError, ToolDefinition, ToolResultContent, ToolUseContent
 from ..parse.tags import TAG_ATTRIBUTE
 from ..parse.tool_input import parse_parameter_value
+from ..vocab.messages import RequestError, ToolDefinition, ToolResultContent, ToolUseContent
 
 FUNCTION_CALLS_END: Final = "</function_calls>"
 """The stop sequence of xml tool mode: the model stops after its calls, the

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ..messages import CacheControl, ContentBlock, Request, TextContent, ToolResultContent
 from ..parse import XmlStreamParser
+from ..vocab.messages import CacheControl, ContentBlock, Request, TextContent, ToolResultContent
 from . import _xml
 from ._transcript import (
     PLACEHOLDER_USER_TEXT,

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..messages import ContentBlock, Request, ToolDefinition, ToolResultContent
 from ..parse import XmlStreamParser
+from ..vocab.messages import ContentBlock, Request, ToolDefinition, ToolResultContent
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from ..messages import Request, ToolResultContent
 from ..parse import XmlStreamParser
+from ..vocab.messages import Request, ToolResultContent
 from . import _xml
 from ._transcript import (
     PLACEHOLDER_USER_TEXT,

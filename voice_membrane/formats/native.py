@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ..messages import (
+from ..parse import XmlStreamParser
+from ..vocab.messages import (
     ContentBlock,
     Message,
     Request,
@@ -22,7 +23,6 @@ from ..messages import (
     ThinkingContent,
     ToolResultContent,
 )
-from ..parse import XmlStreamParser
 from . import _xml
 from .base import BuiltRequest, ProviderMessage
 from .participants import ParticipantNames, SuppressionPredicate, check_written_names, dedupe

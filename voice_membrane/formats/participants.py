@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
-from ..messages import Message, Request, RequestError, RequestOptions, ToolResultContent
-from ..redact import quote
+from ..infra.redact import quote
+from ..vocab.messages import Message, Request, RequestError, RequestOptions, ToolResultContent
 
 SuppressionPredicate: TypeAlias = Callable[[Message, Message | None, bool, bool], bool]
 """``(message, previous, is_consecutive, is_empty) -> suppress?``: ``previous`` is the

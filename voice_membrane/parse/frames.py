@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Final
 
-from ..events import BlockType, ChunkMeta, ToolCallPart
+from ..vocab.events import BlockType, ChunkMeta, ToolCallPart
 from .tags import ALL_TAGS, TagKey
 
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
-from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event
+from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event
 
 Mode = Literal["buffer", "placeholder", "passthrough"]
 MODES: tuple[Mode, ...] = ("buffer", "placeholder", "passthrough")

@@ -45,9 +45,9 @@ import json
 import logging
 from typing import Any, get_args
 
-from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
-from ..messages import GeneratedImageContent
-from ..provider_output import (
+from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from ..vocab.messages import GeneratedImageContent
+from ..vocab.provider_output import (
     NativeDelta,
     NativeImage,
     NativeStart,

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from ..events import BlockComplete, Chunk, ChunkMeta, Event
+from ..vocab.events import BlockComplete, Chunk, ChunkMeta, Event
 from .policy import PolicyContext, StreamState, rewrite_content
 
 _SENTENCE_END = re.compile(r"[.!?…\u3002\uff01\uff1f]+(\s|$)")  # full-width ones too

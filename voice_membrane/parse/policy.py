@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from ..events import Block, BlockComplete, BlockStart, BlockType, Chunk, Event
-from ..provider_output import Usage
+from ..vocab.events import Block, BlockComplete, BlockStart, BlockType, Chunk, Event
+from ..vocab.provider_output import Usage
 
 __all__ = [
     "OpenBlock",

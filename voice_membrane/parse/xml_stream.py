@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from ..events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
 from .frames import (
     BLOCK_TYPE,
     CLOSES,

@@ -10,24 +10,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..blobs import BlobStore, FileBlobStore, MemoryBlobStore
-from ..images import ImageTool
-from ..membrane import Membrane
-from ..messages import ModelConfig, RequestOptions
+from ..infra.redact import remember
+from ..membrane.images import ImageTool
+from ..membrane.membrane import Membrane
+from ..membrane.tools_mcp import McpServer, McpToolbox
 from ..parse.json_tools import JsonToolInterceptor
 from ..parse.phrase_guard import PhraseGuard
 from ..parse.policy import StreamPolicy, ToolAllowList
-from ..providers.credentials import api_key, check_base_url, key_problem
 from ..providers.openai_images import OpenAIImages
 from ..providers.registry import CLOUD, create_provider
-from ..redact import remember
-from ..retry import RetryPolicy
 from ..sinks.base import AudioSink
 from ..sinks.registry import create_sink
 from ..sinks.speaker import speaker_available
-from ..tools_mcp import McpServer, McpToolbox
+from ..storage.blobs import BlobStore, FileBlobStore, MemoryBlobStore
 from ..tts.base import TtsEngine
 from ..tts.registry import create_engine
+from ..vendors.credentials import api_key, check_base_url, key_problem
+from ..vendors.retry import RetryPolicy
+from ..vocab.messages import ModelConfig, RequestOptions
 from .config import (
     ConfigError,
     ImagesConfig,

@@ -36,10 +36,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..messages import LINE_BREAK
-from ..providers.credentials import BaseUrl
-from ..redact import quote
+from ..infra.redact import quote
 from ..tts.options import TtsOptions
+from ..vendors.credentials import BaseUrl
+from ..vocab.messages import LINE_BREAK
+
+# The pipeline files shipped beside the package (pipelines/ in the repository).
+SHIPPED_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+DEFAULT_PIPELINE = SHIPPED_PIPELINES / "local.toml"
 
 
 class ConfigError(ValueError):

@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ..blobs import BlobError, BlobStore, FileBlobStore
-from ..debug_sanitize import DEFAULT_THRESHOLD, sanitize_for_storage
-from ..provider_output import ProviderOutput
-from ..redact import MASK, redact
+from ..infra.redact import MASK, redact
+from ..storage.blobs import BlobError, BlobStore, FileBlobStore
+from ..storage.debug_sanitize import DEFAULT_THRESHOLD, sanitize_for_storage
+from ..vocab.provider_output import ProviderOutput
 from .metrics import LatencyReport
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
     from ..providers.base import Provider
+    from ..vocab.messages import ModelConfig
 
 _log = logging.getLogger(__name__)
 

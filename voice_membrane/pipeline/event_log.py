@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from ..redact import redact
-from ..surrogates import replace_surrogates
+from ..infra.redact import redact
+from ..infra.surrogates import replace_surrogates
 
 
 class OutputFileError(OSError):

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..formats import Formatter
-from ..membrane import Membrane
-from ..messages import Message, Request, TextContent
+from ..membrane.membrane import Membrane
 from ..providers.base import TokenCountingSource
 from ..providers.text_source import TextSourceProvider, chat_messages
+from ..vocab.messages import Message, Request, TextContent
 from .metrics import ContextFit
 
 # English runs ~4 characters per token with the cloud vendors' tokenizers; 3 keeps

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from ..messages import GeneratedImageContent
+from ..vocab.messages import GeneratedImageContent
 
 ImageSaver: TypeAlias = Callable[[GeneratedImageContent], Awaitable[str]]
 """Puts a final generated image somewhere; returns where (path, URL, ``blob:<id>``)."""

@@ -20,10 +20,17 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from ..blobs import BlobError, BlobSource, BlobStore, sniff_image_type
 from ..chunking import SpeechChunker
-from ..membrane import Membrane
-from ..messages import (
+from ..membrane.membrane import Membrane
+from ..membrane.reply import Retrying
+from ..membrane.tools import OnToolCalls, Toolbox, by_name
+from ..providers.base import LlmSource
+from ..providers.text_source import TextSourceProvider
+from ..sinks.base import AudioSink
+from ..storage.blobs import BlobError, BlobStore, sniff_image_type
+from ..tts.base import TtsEngine
+from ..vocab.blob_source import BlobSource
+from ..vocab.messages import (
     ContentBlock,
     ImageContent,
     Message,
@@ -33,12 +40,6 @@ from ..messages import (
     TextContent,
     ToolDefinition,
 )
-from ..providers.base import LlmSource
-from ..providers.text_source import TextSourceProvider
-from ..reply import Retrying
-from ..sinks.base import AudioSink
-from ..tools import OnToolCalls, Toolbox, by_name
-from ..tts.base import TtsEngine
 from .config import PrioritySetting
 from .debug_dir import DebugDir
 from .history import RequestCounter, counter_for, fit

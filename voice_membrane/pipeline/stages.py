@@ -23,18 +23,18 @@ from anyio.lowlevel import checkpoint_if_cancelled
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
-from ..audio import AudioChunk, resample
 from ..chunking import SpeechChunk, SpeechChunker
-from ..events import Block, BlockComplete, BlockStart, Chunk, Event
-from ..exception_groups import leaves
-from ..membrane import Membrane
-from ..messages import Request, RequestError
-from ..provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
-from ..reply import ReplyError, ReplyResult, Retrying, UsageUpdate
+from ..infra.exception_groups import leaves
+from ..membrane.membrane import Membrane
+from ..membrane.reply import ReplyError, ReplyResult, Retrying, UsageUpdate
+from ..membrane.tools import OnToolCalls
 from ..sinks.base import AudioSink
-from ..spans import epoch_ns, tracer
-from ..tools import OnToolCalls
+from ..telemetry.spans import epoch_ns, tracer
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
+from ..vocab.audio import AudioChunk, resample
+from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, Event
+from ..vocab.messages import Request, RequestError
+from ..vocab.provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
 from .images import ImageSaver, image_summary, save_image
 from .metrics import PieceMetrics, TurnMetrics
 from .partial_word import ends_mid_word, without_partial_word

@@ -13,7 +13,7 @@ from typing import TypeVarTuple
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
-from ..spans import epoch_ns, stage_span
+from ..telemetry.spans import epoch_ns, stage_span
 from .metrics import STAMPS, LatencyReport, StageTimer, TurnMetrics
 
 Ts = TypeVarTuple("Ts")

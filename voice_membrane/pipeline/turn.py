@@ -17,16 +17,16 @@ from dataclasses import dataclass
 import anyio
 
 from ..chunking import SpeechChunker
-from ..events import Block
-from ..exception_groups import leaves
-from ..membrane import Membrane
-from ..messages import Request
-from ..providers.base import LlmError
-from ..reply import ReplyResult, Retrying
+from ..infra.exception_groups import leaves
+from ..membrane.membrane import Membrane
+from ..membrane.reply import ReplyResult, Retrying
+from ..membrane.tools import OnToolCalls
 from ..sinks.base import AudioSink, SinkError
-from ..spans import mark_error, stage_span
-from ..tools import OnToolCalls
+from ..telemetry.spans import mark_error, stage_span
 from ..tts.base import TtsEngine, TtsError
+from ..vendors.errors import LlmError
+from ..vocab.events import Block
+from ..vocab.messages import Request
 from .images import ImageSaver
 from .metrics import ContextFit, LatencyReport, TurnMetrics
 from .scheduling import AHEAD_S, FirstAudioPriority

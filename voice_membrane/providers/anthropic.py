@@ -18,17 +18,17 @@ import anthropic
 import anyio
 import httpx2
 
-from ..provider_output import ProviderOutput
-from ..redact import remember
-from ..tls import shared_ssl_context
+from ..infra.redact import remember
+from ..vendors.credentials import unusable_key
+from ..vendors.errors import ErrorKind, ProviderError, retry_after_seconds, status_kind
+from ..vendors.tls import shared_ssl_context
+from ..vocab.provider_output import ProviderOutput
 from .anthropic_read import StreamReader, message_outputs
 from .anthropic_request import request_params
-from .base import ErrorKind, ProviderError, retry_after_seconds, status_kind
-from .credentials import unusable_key
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
+    from ..vocab.messages import ModelConfig
 
 NO_KEY = "no API key: set ANTHROPIC_API_KEY or pass api_key"
 

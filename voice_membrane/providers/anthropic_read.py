@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..provider_output import (
+from ..vocab.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..blob_resolve import unresolved
-from ..blobs import BlobSource
-from ..messages import (
+from ..storage.blob_resolve import unresolved
+from ..vocab.blob_source import BlobSource
+from ..vocab.messages import (
     Base64Source,
     ContentBlock,
     GeneratedImageContent,
@@ -27,7 +27,7 @@ from ..messages import (
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
+    from ..vocab.messages import ModelConfig
 
 
 def request_params(built: BuiltRequest, config: ModelConfig) -> dict[str, Any]:

@@ -46,17 +46,17 @@ import pydantic
 from google import genai
 from google.genai import errors, types
 
-from ..provider_output import ProviderOutput
-from ..redact import remember
-from ..tls import shared_ssl_context
-from .base import ProviderError, retry_after_seconds, status_kind
-from .credentials import unusable_key
+from ..infra.redact import remember
+from ..vendors.credentials import unusable_key
+from ..vendors.errors import ProviderError, retry_after_seconds, status_kind
+from ..vendors.tls import shared_ssl_context
+from ..vocab.provider_output import ProviderOutput
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import client_stops, request_config, request_contents
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
+    from ..vocab.messages import ModelConfig
 
 BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"  # google-genai's own

@@ -15,9 +15,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..messages import GeneratedImageContent, GenerationInfo
 from ..parse.stops import StopScanner
-from ..provider_output import (
+from ..vendors.errors import ProviderError
+from ..vocab.messages import GeneratedImageContent, GenerationInfo
+from ..vocab.provider_output import (
     NativeDelta,
     NativeImage,
     NativeStart,
@@ -29,7 +30,6 @@ from ..provider_output import (
     Usage,
 )
 from . import fields
-from .base import ProviderError
 from .gemini_request import signature_text
 
 NAME = "gemini"

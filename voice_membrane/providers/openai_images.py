@@ -19,11 +19,11 @@ from typing import Any
 import anyio
 import openai
 
-from ..messages import GeneratedImageContent, GenerationInfo
-from ..provider_output import NativeImage, NativeStart, NativeStop, ProviderOutput
-from ..redact import remember
+from ..infra.redact import remember
+from ..vendors.openai_client import NAME, STREAM_ERRORS, async_client, provider_error
+from ..vocab.messages import GeneratedImageContent, GenerationInfo
+from ..vocab.provider_output import NativeImage, NativeStart, NativeStop, ProviderOutput
 from . import fields
-from .openai import NAME, STREAM_ERRORS, async_client, provider_error
 
 _log = logging.getLogger("voice_membrane.providers")
 MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}

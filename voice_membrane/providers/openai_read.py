@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..parse.stops import StopScanner
-from ..provider_output import (
+from ..vocab.provider_output import (
     NativeDelta,
     NativeStart,
     NativeStop,

@@ -14,10 +14,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..blob_resolve import unresolved
-from ..blobs import BlobSource
 from ..formats.base import BuiltRequest, ProviderMessage
-from ..messages import (
+from ..storage.blob_resolve import unresolved
+from ..vocab.blob_source import BlobSource
+from ..vocab.messages import (
     GeneratedImageContent,
     ImageContent,
     ModelConfig,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..redact import quote
+from ..infra.redact import quote
+from ..vendors.credentials import api_key, check_base_url
 from .base import Provider
-from .credentials import api_key, check_base_url
 
 CLOUD = ("anthropic", "openai", "gemini")
 SPECS = "'local', 'replay:PATH', 'anthropic:MODEL', 'openai:MODEL' or 'gemini:MODEL'"

@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 import anyio
 
-from ..redact import quote
-from ..surrogates import replace_surrogates
+from ..infra.redact import quote
+from ..infra.surrogates import replace_surrogates
 from .base import ChatMessage
 
 FORMAT = "voice-membrane-replay"

@@ -16,13 +16,13 @@ from contextlib import aclosing
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..messages import TextContent, ToolDefinition, ToolResultContent, ToolUseContent
-from ..provider_output import ProviderOutput, StopInfo, TextDelta
+from ..vocab.messages import TextContent, ToolDefinition, ToolResultContent, ToolUseContent
+from ..vocab.provider_output import ProviderOutput, StopInfo, TextDelta
 from .base import ChatMessage, LlmSource
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
-    from ..messages import ModelConfig
+    from ..vocab.messages import ModelConfig
 
 
 class TextSourceProvider:

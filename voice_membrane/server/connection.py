@@ -18,15 +18,15 @@ from anyio.abc import TaskGroup
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
 from ..pipeline.images import inline_url
 from ..pipeline.session import Session
 from ..pipeline.stages import event_record
-from ..providers.base import LlmError
 from ..sinks.base import SinkError
-from ..tools_mcp import McpServerError
 from ..tts.base import TtsError
+from ..vendors.errors import LlmError
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict

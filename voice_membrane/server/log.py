@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..redact import redact
+from ..infra.redact import redact
 
 Write = Callable[[str], None]
 Log = Callable[..., None]

@@ -21,7 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
-from ..redact import quote, redact
+from ..infra.redact import quote, redact
 
 PROTOCOL_VERSION: Final = 1
 SESSION_PATH: Final = "/v1/session"

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from ..heap import settle_heap
+from ..infra.heap import settle_heap
 from .server import Server
 
 READY_LINE = "listening on {url}"

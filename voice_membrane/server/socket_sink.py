@@ -19,7 +19,7 @@ from typing import Literal
 import anyio
 import numpy as np
 
-from ..audio import AudioChunk, Samples, resample, ulaw_from_pcm16
+from ..vocab.audio import AudioChunk, Samples, resample, ulaw_from_pcm16
 from .outbox import Audio, Outbox
 from .protocol import FRAME_MS, pack_frame
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..audio import Samples
+from ..vocab.audio import Samples
 from .base import SinkError
 
 Backend = Literal["sounddevice", "pyaudio"]

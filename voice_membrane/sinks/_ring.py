@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from ..audio import Samples
+from ..vocab.audio import Samples
 
 
 class PlaybackBuffer:

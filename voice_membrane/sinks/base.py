@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 
 
 class SinkError(RuntimeError):

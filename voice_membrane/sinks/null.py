@@ -6,7 +6,7 @@ import time
 
 import anyio
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 from .speaker import BLOCK_SECONDS
 
 BLOCK_NS = round(BLOCK_SECONDS * 1e9)

@@ -35,7 +35,7 @@ import time
 import anyio
 import anyio.to_thread
 
-from ..audio import AudioChunk, Samples, resample
+from ..vocab.audio import AudioChunk, Samples, resample
 from ._portaudio import BACKENDS, Backend, Stream, default_output_problem, open_stream
 from ._ring import PlaybackBuffer
 from .base import SinkError

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..audio import AudioChunk, resample
+from ..vocab.audio import AudioChunk, resample
 from .base import SinkError
 
 EMPTY_FILE_RATE = 24000  # the header's rate when a session ends without any audio

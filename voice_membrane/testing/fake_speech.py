@@ -27,7 +27,7 @@ from typing import Any, Literal
 import anyio
 import numpy as np
 
-from ..audio import Samples, pcm16_from_bytes, resample, ulaw_from_pcm16
+from ..vocab.audio import Samples, pcm16_from_bytes, resample, ulaw_from_pcm16
 from .fake_server import FakeServer
 
 ESPEAK_RATE = 22050

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 
 FRAME_MS = 20
 GAP_MS = 150  # the silence that separates two bursts

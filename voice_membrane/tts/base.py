@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol, Self
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 
 
 class TtsError(RuntimeError):

@@ -20,12 +20,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ..audio import Samples, pcm16_from_ulaw
-from ..providers.base import retry_after_seconds
-from ..providers.credentials import api_key, check_base_url
-from ..redact import quote, redact, remember
-from ..retry import RetryPolicy
-from ..tls import shared_ssl_context
+from ..infra.redact import quote, redact, remember
+from ..vendors.credentials import api_key, check_base_url
+from ..vendors.errors import retry_after_seconds
+from ..vendors.retry import RetryPolicy
+from ..vendors.tls import shared_ssl_context
+from ..vocab.audio import Samples, pcm16_from_ulaw
 from .base import TtsError
 from .options import ELEVENLABS_FORMATS, TtsOptions
 from .pcm_carry import Pcm16Carry

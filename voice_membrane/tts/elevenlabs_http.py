@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 from .base import TtsError
 from .elevenlabs_common import (
     NO_SDK_RETRIES,

@@ -58,9 +58,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.protocol import State
 
-from ..audio import AudioChunk, Samples
-from ..redact import redact
-from ..tls import shared_ssl_context
+from ..infra.redact import redact
+from ..vendors.tls import shared_ssl_context
+from ..vocab.audio import AudioChunk, Samples
 from .base import Alignment, StreamStats, TtsError, TtsStream, Voiced
 from .elevenlabs_common import CONNECT_TIMEOUT_S, AudioDecoder, ElevenLabsConfig
 from .elevenlabs_http import ElevenLabsHttpEngine

@@ -41,8 +41,8 @@ from contextlib import aclosing, suppress
 import anyio
 from anyio.abc import Process
 
-from ..audio import AudioChunk, pcm16_from_bytes
-from ..surrogates import unspeakable_to_space
+from ..infra.surrogates import unspeakable_to_space
+from ..vocab.audio import AudioChunk, pcm16_from_bytes
 from .base import TtsError
 from .piece_stream import PieceEngine
 

@@ -34,13 +34,13 @@ from typing import Any
 import httpx2
 import openai
 
-from ..audio import AudioChunk
-from ..providers.base import ProviderError
-from ..providers.credentials import api_key, check_base_url, key_variable
-from ..providers.openai import async_client, provider_error
-from ..redact import quote, remember
-from ..retry import RetryPolicy
-from ..surrogates import unspeakable_to_space
+from ..infra.redact import quote, remember
+from ..infra.surrogates import unspeakable_to_space
+from ..vendors.credentials import api_key, check_base_url, key_variable
+from ..vendors.errors import ProviderError
+from ..vendors.openai_client import async_client, provider_error
+from ..vendors.retry import RetryPolicy
+from ..vocab.audio import AudioChunk
 from .base import TtsError
 from .options import TtsOptions
 from .pcm_carry import Pcm16Carry

@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..providers.credentials import BaseUrl
+from ..vendors.credentials import BaseUrl
 
 ElevenLabsFormat = Literal["pcm_16000", "pcm_22050", "pcm_24000", "pcm_44100", "ulaw_8000"]
 ELEVENLABS_FORMATS: tuple[str, ...] = get_args(ElevenLabsFormat)

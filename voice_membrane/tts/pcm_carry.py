@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..audio import Samples
+from ..vocab.audio import Samples
 
 
 class Pcm16Carry:

@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..audio import AudioChunk
+from ..vocab.audio import AudioChunk
 from .base import StreamStats, TtsError, TtsStream, Voiced
 
 # Audio chunks held per piece before its synthesis waits: enough to run ahead

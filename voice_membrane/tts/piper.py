@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING
 import anyio
 import numpy as np
 
-from ..audio import AudioChunk, Samples
-from ..surrogates import unspeakable_to_space
+from ..infra.surrogates import unspeakable_to_space
+from ..vocab.audio import AudioChunk, Samples
 from .base import TtsError
 from .piece_stream import PieceEngine
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..redact import quote
+from ..infra.redact import quote
 from .base import TtsEngine
 from .espeak import EspeakEngine
 from .options import TtsOptions

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import anyio
 
-from ..retry import RetryPolicy
+from ..vendors.retry import RetryPolicy
 from .base import TtsError
 
 T = TypeVar("T")

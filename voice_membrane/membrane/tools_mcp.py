@@ -49,10 +49,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ContentBlock, EmbeddedResource, ResourceLink, TextContent
 from pydantic import ValidationError
 
-from .exception_groups import leaves
-from .messages import ToolDefinition, ToolResultContent
-from .redact import quote, redact
-from .tls import shared_ssl_context
+from ..infra.exception_groups import leaves
+from ..infra.redact import quote, redact
+from ..vendors.tls import shared_ssl_context
+from ..vocab.messages import ToolDefinition, ToolResultContent
 from .tools import ToolCall
 
 _log = logging.getLogger(__name__)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import anyio
 
-from .blobs import BlobError, BlobSource, BlobStore
-from .messages import (
+from ..infra.redact import quote
+from ..vocab.blob_source import BlobSource
+from ..vocab.messages import (
     Base64Source,
     ContentBlock,
     GeneratedImageContent,
@@ -28,7 +29,7 @@ from .messages import (
     RequestError,
     ToolResultContent,
 )
-from .redact import quote
+from .blobs import BlobError, BlobStore
 
 DEFAULT_LIMIT = 8  # blobs read at once
 

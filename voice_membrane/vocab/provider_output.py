@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
+from ..infra.surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
 from .messages import GeneratedImageContent
-from .surrogates import has_surrogates, replace_surrogates, replace_surrogates_in
 
 _log = logging.getLogger("voice_membrane.providers")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from .events import Block, Event
-from .messages import GeneratedImageContent, Message
-from .provider_output import StopReason, Usage
-from .providers.base import ErrorKind
+from ..vendors.errors import ErrorKind
+from ..vocab.events import Block, Event
+from ..vocab.messages import GeneratedImageContent, Message
+from ..vocab.provider_output import StopReason, Usage
 
 
 @dataclass(frozen=True, slots=True)

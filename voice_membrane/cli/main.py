@@ -10,11 +10,11 @@ from pathlib import Path
 
 import anyio
 
-from .exception_groups import leaves
-from .providers.replay import RecordingError, load_recording
+from ..infra.exception_groups import leaves
+from ..providers.replay import RecordingError, load_recording
 
 # The repository's recorded streams (an editable install runs from the repository).
-FIXTURES = Path(__file__).resolve().parent.parent / "audio_fixtures" / "streams"
+FIXTURES = Path(__file__).resolve().parents[2] / "audio_fixtures" / "streams"
 DEFAULT_RECORDING = FIXTURES / "weather_tool_turn.jsonl"
 
 
@@ -141,7 +141,7 @@ def _start_tracing(command: str, args: argparse.Namespace) -> Callable[[], None]
     """``--otel``: the tracer provider's shutdown (it flushes); a no-op without it."""
     if not args.otel:
         return lambda: None
-    from .telemetry import TelemetryError, setup_tracing
+    from ..telemetry.setup import TelemetryError, setup_tracing
 
     try:
         return setup_tracing()
@@ -211,7 +211,7 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _bench(args: argparse.Namespace) -> None:
     import os
 
-    from .bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+    from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
 
     token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
 
@@ -259,7 +259,7 @@ def _bench(args: argparse.Namespace) -> None:
 def _serve(args: argparse.Namespace) -> None:
     import os
 
-    from .server.run import run_server
+    from ..server.run import run_server
 
     token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
     for flag, value in (
@@ -295,13 +295,13 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _default_pipeline() -> Path:
-    from .run_command import DEFAULT_PIPELINE
+    from .run import DEFAULT_PIPELINE
 
     return DEFAULT_PIPELINE
 
 
 def _run(args: argparse.Namespace) -> None:
-    from .run_command import resolve_config, run_assistant
+    from .run import resolve_config, run_assistant
 
     prompt: str | None = args.prompt
     if prompt is not None and not _is_utf8(prompt):
@@ -350,17 +350,17 @@ def _exit_if_user_error(command: str, exc: Exception) -> None:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from .pipeline.config import ConfigError
-    from .providers.base import LlmError
-    from .sinks.base import SinkError
-    from .tools_mcp import McpServerError
-    from .tts.base import TtsError
+    from ..membrane.tools_mcp import McpServerError
+    from ..pipeline.config import ConfigError
+    from ..sinks.base import SinkError
+    from ..tts.base import TtsError
+    from ..vendors.errors import LlmError
 
     return (ConfigError, LlmError, TtsError, SinkError, McpServerError, RecordingError, OSError)
 
 
 def _one_line(exc: BaseException) -> str:
-    from .redact import redact
+    from ..infra.redact import redact
 
     text = str(exc) if not isinstance(exc, OSError) or not exc.strerror else _os_error(exc)
     return redact(" ".join(text.split()) or type(exc).__name__)

@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from .blobs import BlobSource
-from .redact import quote
+from ..infra.redact import quote
+from .blob_source import BlobSource
 
 
 class RequestError(ValueError):

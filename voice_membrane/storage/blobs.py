@@ -1,8 +1,9 @@
-"""Blobs: media kept out of the message objects, referenced by id.
+"""Blob stores: where the media that messages reference by id lives.
 
-A message may carry an image as a ``BlobSource`` (an id, a media type, a size)
-instead of its base64 text; the bytes live in a ``BlobStore`` and are read
-only when a provider request is built (``blob_resolve.py``). Stores are
+A message may carry an image as a ``BlobSource`` (``vocab.blob_source``: an id,
+a media type, a size) instead of its base64 text; the bytes live in a
+``BlobStore`` and are read only when a provider request is built
+(``blob_resolve.py``). Stores are
 content-addressed: a blob's id is the SHA-256 of its bytes in hex, so storing
 the same bytes twice gives the same id and one copy.
 
@@ -11,8 +12,6 @@ file's ``mediaType``), not to the store: the same bytes are the same blob
 whatever a caller calls them. ``store`` takes it so that a store which needs it
 (an object store's content type) can have it; the stores here check it and
 keep only the bytes.
-
-This module is vocabulary: it imports nothing from the layers above.
 """
 
 from __future__ import annotations
@@ -20,16 +19,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import tempfile
 from pathlib import Path
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
 
-BLOB_ID: Final = re.compile(r"^[0-9a-f]{64}$")
-MEDIA_TYPE: Final = re.compile(r"^[a-z]+/[a-z0-9.+-]+$")
+from ..vocab.blob_source import BLOB_ID, MEDIA_TYPE
 
 
 class BlobError(Exception):
@@ -42,17 +38,6 @@ class BlobNotFound(BlobError):
     def __init__(self, blob_id: str, where: str) -> None:
         super().__init__(f"blob {blob_id} not found in {where}")
         self.blob_id = blob_id
-
-
-class BlobSource(BaseModel):
-    """Media held in a blob store: the third source beside base64 and URL."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    type: Literal["blob"] = "blob"
-    blob_id: str = Field(pattern=BLOB_ID.pattern)
-    media_type: str = Field(pattern=MEDIA_TYPE.pattern)
-    size_bytes: int | None = Field(None, ge=0)  # checked against the bytes when loaded
 
 
 @runtime_checkable
@@ -192,10 +177,8 @@ def sniff_image_type(data: bytes) -> str | None:
 
 
 __all__ = [
-    "BLOB_ID",
     "BlobError",
     "BlobNotFound",
-    "BlobSource",
     "BlobStore",
     "FileBlobStore",
     "MemoryBlobStore",

@@ -21,7 +21,7 @@ from typing import Any, Protocol, Self, TypeAlias
 
 import anyio
 
-from .messages import ToolDefinition, ToolResultContent
+from ..vocab.messages import ToolDefinition, ToolResultContent
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
-from .providers.base import ProviderError
+from .errors import ProviderError
 
 
 class Retryable(Protocol):

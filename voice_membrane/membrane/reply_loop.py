@@ -19,11 +19,17 @@ import anyio
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
-from .events import Block, BlockComplete, BlockStart, Event
-from .formats import Formatter
-from .formats.base import BuiltRequest, ProviderMessage
-from .images import ImageStore, ImageTool, for_history, result_text, stored, tool_arguments
-from .messages import (
+from ..formats import Formatter
+from ..formats.base import BuiltRequest, ProviderMessage
+from ..parse import NativeBlockAssembler, XmlStreamParser
+from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
+from ..parse.policy import PolicyRunners, StreamPolicy
+from ..providers.base import Provider
+from ..telemetry.spans import genai_provider, mark_error, tracer
+from ..vendors.errors import LlmError, ProviderError
+from ..vendors.retry import FirstTokenDeadline, RetryPolicy
+from ..vocab.events import Block, BlockComplete, BlockStart, Event
+from ..vocab.messages import (
     ContentBlock,
     GeneratedImageContent,
     Message,
@@ -34,10 +40,7 @@ from .messages import (
     ToolResultContent,
     ToolUseContent,
 )
-from .parse import NativeBlockAssembler, XmlStreamParser
-from .parse.json_tools import JsonToolInterceptor, JsonToolsInText
-from .parse.policy import PolicyRunners, StreamPolicy
-from .provider_output import (
+from ..vocab.provider_output import (
     NativeImage,
     NativeStart,
     ProviderOutput,
@@ -46,10 +49,8 @@ from .provider_output import (
     Usage,
     clean_output,
 )
-from .providers.base import LlmError, Provider, ProviderError
+from .images import ImageStore, ImageTool, for_history, result_text, stored, tool_arguments
 from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
-from .retry import FirstTokenDeadline, RetryPolicy
-from .spans import genai_provider, mark_error, tracer
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)

@@ -35,19 +35,19 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
-from .blob_resolve import DEFAULT_LIMIT, resolve_blobs
-from .blobs import BlobStore
-from .events import BlockComplete, BlockStart, Chunk
-from .formats import Formatter, get_formatter
+from ..formats import Formatter, get_formatter
+from ..parse.json_tools import JsonToolInterceptor
+from ..parse.policy import StreamPolicy
+from ..providers.base import Provider
+from ..storage.blob_resolve import DEFAULT_LIMIT, resolve_blobs
+from ..storage.blobs import BlobStore
+from ..vendors.retry import RetryPolicy
+from ..vocab.events import BlockComplete, BlockStart, Chunk
+from ..vocab.messages import GeneratedImageContent, Request, validate_request
+from ..vocab.provider_output import ProviderOutput
 from .images import ImageStore, ImageTool
-from .messages import GeneratedImageContent, Request, validate_request
-from .parse.json_tools import JsonToolInterceptor
-from .parse.policy import StreamPolicy
-from .provider_output import ProviderOutput
-from .providers.base import Provider
 from .reply import ImagePreview, MembraneItem, ReplyResult, UsageUpdate
 from .reply_loop import ReplyLoop
-from .retry import RetryPolicy
 from .tools import OnToolCalls
 
 

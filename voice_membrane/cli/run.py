@@ -19,23 +19,20 @@ from typing import Any
 
 import anyio
 
-from .blobs import sniff_image_type
-from .heap import settle_heap
-from .messages import ContentBlock
-from .pipeline.build import build_parts, output_path_problem, session_for
-from .pipeline.config import ConfigError, PipelineConfig, load_pipeline
-from .pipeline.debug_dir import DebugDir
-from .pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
-from .pipeline.images import ImageFolder
-from .pipeline.metrics import LatencyReport
-from .pipeline.session import Session
-from .pipeline.turn import Turn, TurnResult
-from .redact import redact
-from .reply import Retrying
-from .surrogates import replace_surrogates
-
-PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
-DEFAULT_PIPELINE = PIPELINES / "local.toml"
+from ..infra.heap import settle_heap
+from ..infra.redact import redact
+from ..infra.surrogates import replace_surrogates
+from ..membrane.reply import Retrying
+from ..pipeline.build import build_parts, output_path_problem, session_for
+from ..pipeline.config import DEFAULT_PIPELINE, ConfigError, PipelineConfig, load_pipeline
+from ..pipeline.debug_dir import DebugDir
+from ..pipeline.event_log import HiddenBlockPrinter, JsonlEventLog, OutputFileError
+from ..pipeline.images import ImageFolder
+from ..pipeline.metrics import LatencyReport
+from ..pipeline.session import Session
+from ..pipeline.turn import Turn, TurnResult
+from ..storage.blobs import sniff_image_type
+from ..vocab.messages import ContentBlock
 
 
 def resolve_config(

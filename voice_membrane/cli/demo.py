@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from .chunking import SpeechChunk, SpeechChunker
-from .events import BlockComplete, BlockStart, Chunk, Event
-from .parse import XmlStreamParser
-from .providers.replay import Recording, replay
-from .surrogates import replace_surrogates
+from ..chunking import SpeechChunk, SpeechChunker
+from ..infra.surrogates import replace_surrogates
+from ..parse import XmlStreamParser
+from ..providers.replay import Recording, replay
+from ..vocab.events import BlockComplete, BlockStart, Chunk, Event
 
 _PREVIEW = 70
 

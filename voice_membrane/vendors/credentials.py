@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator
 
-from ..redact import quote, remember
+from ..infra.redact import quote, remember
 
 # Where each SDK looks for its key and its base URL.
 KEY_VARS = {

@@ -19,8 +19,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
-from .messages import GeneratedImageContent, ToolDefinition
-from .provider_output import ProviderOutput
+from ..vocab.messages import GeneratedImageContent, ToolDefinition
+from ..vocab.provider_output import ProviderOutput
 
 _log = logging.getLogger(__name__)
 
