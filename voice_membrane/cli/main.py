@@ -295,7 +295,7 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _default_pipeline() -> Path:
-    from .run import DEFAULT_PIPELINE
+    from ..pipeline.config import DEFAULT_PIPELINE  # loaded when used: --help stays fast
 
     return DEFAULT_PIPELINE
 

@@ -257,4 +257,4 @@ def _write_metrics(path: Path, reports: list[LatencyReport], single: bool) -> No
         raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-__all__ = ["DEFAULT_PIPELINE", "ConfigError", "OutputFileError", "resolve_config", "run_assistant"]
+__all__ = ["ConfigError", "OutputFileError", "resolve_config", "run_assistant"]
