@@ -29,17 +29,22 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .fake_server import DropConnection
-from .fake_speech import SpeechScript, SpeechServer, encode, frame_bounds, speak, wav_header
+from .fake_server import scripted_http_error
+from .fake_speech import (
+    SpeechScript,
+    SpeechServer,
+    frame_bounds,
+    paced_body,
+    spoken_after_ttfb,
+    wav_header,
+)
 
 RATE = 24000
 MAX_INPUT = 4096
@@ -65,10 +70,10 @@ def error_body(
 def _error(
     status: int,
     message: str,
+    headers: dict[str, str] | None = None,
     *,
     param: str | None = None,
     code: str | None = None,
-    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
         error_body(status, message, param, code), status_code=status, headers=headers
@@ -105,11 +110,9 @@ class FakeOpenAISpeech(SpeechServer):
         if problem is not None:
             return problem
         script = self.next_script()
-        fault = script.fault
-        if fault is not None and fault.kind == "http_error":
-            if fault.retry_after is not None:
-                headers["retry-after"] = f"{fault.retry_after:g}"
-            return _error(fault.status, fault.message, headers=headers)
+        refused = scripted_http_error(script, headers, _error)
+        if refused is not None:
+            return refused
         text: str = body["input"]
         self.note_text(text)
         response_format = body.get("response_format", "mp3")
@@ -162,31 +165,15 @@ def invalid_speech_request(body: Any) -> Response | None:
 async def _pieces(script: SpeechScript, text: str, response_format: str) -> AsyncIterator[bytes]:
     """The audio in frames, paced and faulted as scripted; pcm frames' sizes
     alternate odd and even."""
-    began = time.monotonic()
-    pcm = encode(await speak(text), RATE)
-    delay = began + script.ttfb_s - time.monotonic()
-    if delay > 0:
-        await anyio.sleep(delay)
+    pcm = await spoken_after_ttfb(script, text, RATE)
     if response_format == "wav":
         yield wav_header(len(pcm), RATE)
     samples = len(pcm) // 2
     cuts = [2 * start for start, _ in frame_bounds(samples, RATE, script.frame_ms)][1:]
     if response_format == "pcm":
         cuts = [cut + step for cut, step in zip(cuts, itertools.cycle(ODD_STEPS), strict=False)]
-    edges = [0, *cuts, len(pcm)]
-    for sent, (start, end) in enumerate(itertools.pairwise(edges)):
-        await _fault(script, sent)
-        yield pcm[start:end]
-        await anyio.sleep(script.char_s * len(text) * (end - start) / max(1, len(pcm)))
-    await _fault(script, len(edges) - 1)
-
-
-async def _fault(script: SpeechScript, sent: int) -> None:
-    fault = script.fault_at(sent)
-    if fault is not None and fault.kind == "drop":
-        raise DropConnection
-    if fault is not None and fault.kind == "stall":
-        await anyio.sleep_forever()
+    async for piece in paced_body(script, text, pcm, [0, *cuts, len(pcm)]):
+        yield piece
 
 
 async def _audio(script: SpeechScript, text: str, response_format: str) -> AsyncIterator[bytes]:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.applications import Starlette
@@ -236,11 +236,31 @@ def raw_event(raw: RawEvent, newline: str = "\n") -> bytes:
     return raw.data if isinstance(raw.data, bytes) else sse(raw.data, raw.event, newline=newline)
 
 
+class _HttpFault(Protocol):
+    """What a scripted HTTP error says (``script.Fault``, ``fake_speech.SpeechFault``)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def retry_after(self) -> float | None: ...
+    @property
+    def message(self) -> str: ...
+
+
+class _Faulted(Protocol):
+    """A script that may carry a fault (``ScriptedReply``, ``SpeechScript``)."""
+
+    @property
+    def fault(self) -> _HttpFault | None: ...
+
+
 def scripted_http_error(
-    reply: ScriptedReply, headers: dict[str, str], error: ErrorResponse
+    script: _Faulted, headers: dict[str, str], error: ErrorResponse
 ) -> Response | None:
-    """The reply's scripted HTTP error (with its ``retry-after`` header), if it has one."""
-    fault = reply.fault
+    """The script's HTTP error (with its ``retry-after`` header), if it has one."""
+    fault = script.fault
     if fault is None or fault.kind != "http_error":
         return None
     if fault.retry_after is not None:

@@ -12,15 +12,19 @@ pause) — not forced alignment, but close enough to tell which words were heard
 A ``SpeechScript`` says how one request (HTTP) or one connection (WebSocket)
 behaves: time to first audio, pacing per character, audio frame length, and at
 most one fault. The fakes serve a queue of scripts in order and behave normally
-(``SpeechScript()``) once the queue is empty.
+(``SpeechScript()``) once the queue is empty. ``spoken_after_ttfb`` and
+``paced_body`` play a script over a raw HTTP audio body.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import threading
+import time
 from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +32,7 @@ import anyio
 import numpy as np
 
 from ..vocab.audio import Samples, pcm16_from_bytes, resample, ulaw_from_pcm16
-from .fake_server import FakeServer
+from .fake_server import DropConnection, FakeServer, pause
 
 ESPEAK_RATE = 22050
 _CACHE_SIZE = 256
@@ -142,6 +146,11 @@ def encode(samples: Samples, rate: int, encoding: Literal["pcm", "ulaw"] = "pcm"
     return ulaw_from_pcm16(out) if encoding == "ulaw" else out.astype("<i2").tobytes()
 
 
+def sample_width(encoding: Literal["pcm", "ulaw"]) -> int:
+    """Bytes per sample of ``encode``'s output."""
+    return 1 if encoding == "ulaw" else 2
+
+
 def wav_header(data_bytes: int, rate: int) -> bytes:
     """A 44-byte header for mono 16-bit PCM of ``data_bytes`` bytes."""
     return b"RIFF" + struct.pack(
@@ -190,6 +199,48 @@ def frame_bounds(total_samples: int, rate: int, frame_ms: int) -> list[tuple[int
     """[start, end) sample ranges of consecutive frames of ``frame_ms`` each."""
     step = max(1, rate * max(1, frame_ms) // 1000)
     return [(i, min(i + step, total_samples)) for i in range(0, total_samples, step)]
+
+
+# ---------------------------------------------------------------- pacing an HTTP body
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until ``time.monotonic()`` reaches ``deadline`` (not at all if it has)."""
+    await pause(deadline - time.monotonic())
+
+
+async def spoken_after_ttfb(
+    script: SpeechScript, text: str, rate: int, encoding: Literal["pcm", "ulaw"] = "pcm"
+) -> bytes:
+    """``text`` spoken and encoded, returned no sooner than the script's TTFB
+    after the call (synthesis counts towards it, as a real service's would)."""
+    began = time.monotonic()
+    audio = encode(await speak(text), rate, encoding)
+    await sleep_until(began + script.ttfb_s)
+    return audio
+
+
+async def paced_body(
+    script: SpeechScript, text: str, audio: bytes, edges: Sequence[int]
+) -> AsyncIterator[bytes]:
+    """``audio`` cut at the byte offsets ``edges`` into the chunks of a raw HTTP
+    body, released at the script's pace per character, its ``drop`` or ``stall``
+    due before the chunk it names (or after the last)."""
+    for sent, (start, end) in enumerate(itertools.pairwise(edges)):
+        await _body_fault(script, sent)
+        yield audio[start:end]
+        await anyio.sleep(script.char_s * len(text) * (end - start) / max(1, len(audio)))
+    await _body_fault(script, len(edges) - 1)
+
+
+async def _body_fault(script: SpeechScript, sent: int) -> None:
+    """A ``drop`` or ``stall`` due once ``sent`` chunks are out (``malformed``
+    does not apply to a raw audio body)."""
+    fault = script.fault_at(sent)
+    if fault is not None and fault.kind == "drop":
+        raise DropConnection
+    if fault is not None and fault.kind == "stall":
+        await anyio.sleep_forever()
 
 
 # ---------------------------------------------------------------- the servers' shared part

@@ -1,7 +1,9 @@
-"""An ASGI app served by uvicorn in a thread on 127.0.0.1, for the test servers."""
+"""An ASGI app served by uvicorn in a thread on 127.0.0.1, for the test servers,
+and the TCP transport under a connection of it (to cut one without a goodbye)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from typing import Any, Literal
@@ -56,3 +58,22 @@ class LoopbackServer:
         if self._socket is not None:
             self._socket.close()
         self._server = self._thread = self._socket = None
+
+
+def tcp_transport(send: Any, depth: int = 4) -> asyncio.Transport | None:
+    """The TCP transport under an ASGI ``send``: Starlette wraps uvicorn's bound
+    ``asgi_send`` in closures, so follow ``__self__`` and closure cells a few
+    levels. ASGI has no "abort", and a drop must not send a close frame."""
+    owner = getattr(send, "__self__", None)
+    transport = getattr(owner, "transport", None)
+    if isinstance(transport, asyncio.Transport):
+        return transport
+    if depth == 0:
+        return None
+    for cell in getattr(send, "__closure__", None) or ():
+        found = (
+            tcp_transport(cell.cell_contents, depth - 1) if callable(cell.cell_contents) else None
+        )
+        if found is not None:
+            return found
+    return None
