@@ -19,9 +19,9 @@ import pytest
 import soundfile as sf
 
 from tests.manual_device import ManualDevice
+from voice_membrane.pipeline.audio_stages import FRAME_SECONDS
 from voice_membrane.pipeline.metrics import STAMPS, TurnMetrics
 from voice_membrane.pipeline.session import Session
-from voice_membrane.pipeline.stages import FRAME_SECONDS
 from voice_membrane.pipeline.turn import Turn, TurnResult
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource

@@ -1,4 +1,5 @@
-"""The log stream: every parser event and TTS input, as JSON Lines and on the console.
+"""The log stream: every parser event and TTS input, as records (``event_record``)
+written as JSON Lines and on the console.
 
 Both write bytes, so a lone surrogate in the text (which UTF-8 cannot encode) is
 replaced with U+FFFD here too, whatever its source.
@@ -9,11 +10,36 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from ..infra.redact import redact
 from ..infra.surrogates import replace_surrogates
+from ..vocab.events import BlockStart, Chunk, Event
+from .images import image_summary
+
+EventLogger = Callable[[dict[str, Any]], None]
+"""Receives one log record (``{"event": …, …}``) per parser event and TTS input."""
+
+
+def event_record(event: Event) -> dict[str, Any]:
+    """A parser event as a JSON-ready log record (a generated image's data left
+    out: its ``image`` record says where it went)."""
+    if isinstance(event, Chunk):
+        return {"event": "chunk", "text": event.text, "meta": asdict(event.meta)}
+    if isinstance(event, BlockStart):
+        record = {"event": "block_start", "index": event.index, "type": event.type}
+        if event.type == "image":
+            record["prompt"] = event.prompt
+        return record
+    block = event.block
+    if block.type == "image":
+        fields = {name: getattr(block, name) for name in block.__slots__ if name != "image"}
+        fields["image"] = image_summary(block.image)
+        return {"event": "block_complete", "index": event.index, "block": fields}
+    return {"event": "block_complete", "index": event.index, "block": asdict(block)}
 
 
 class OutputFileError(OSError):

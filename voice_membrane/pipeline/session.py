@@ -42,10 +42,10 @@ from ..vocab.messages import (
 )
 from .config import PrioritySetting
 from .debug_dir import DebugDir
+from .event_log import EventLogger
 from .history import RequestCounter, counter_for, fit
 from .images import ImageSaver
 from .scheduling import AHEAD_S, priority_on
-from .stages import EventLogger
 from .turn import Turn, TurnResult
 
 

@@ -27,22 +27,13 @@ from ..tts.base import TtsEngine, TtsError
 from ..vendors.errors import LlmError
 from ..vocab.events import Block
 from ..vocab.messages import Request
+from .audio_stages import SinkStage, SpokenPiece, TtsStage
+from .event_log import EventLogger
 from .images import ImageSaver
 from .metrics import ContextFit, LatencyReport, TurnMetrics
+from .reply_stages import ChunkStage, ReplyStage, RouteStage
 from .scheduling import AHEAD_S, FirstAudioPriority
-from .stages import (
-    ChunkStage,
-    EventLogger,
-    Piece,
-    PieceAudio,
-    ReplyStage,
-    RouteStage,
-    SinkStage,
-    SpokenPiece,
-    Timed,
-    TtsStage,
-    Visible,
-)
+from .stream_items import Piece, PieceAudio, Timed, Visible
 from .tracing import add_stamps, report_attributes, traced_stage
 
 # Stream sizes: enough for the LLM to run well ahead of speech, small enough that

@@ -21,9 +21,9 @@ from websockets.exceptions import ConnectionClosed
 from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
+from ..pipeline.event_log import event_record
 from ..pipeline.images import inline_url
 from ..pipeline.session import Session
-from ..pipeline.stages import event_record
 from ..sinks.base import SinkError
 from ..tts.base import TtsError
 from ..vendors.errors import LlmError

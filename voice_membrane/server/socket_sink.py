@@ -19,6 +19,7 @@ from typing import Literal
 import anyio
 import numpy as np
 
+from ..sinks.clock import PlaybackClock
 from ..vocab.audio import AudioChunk, Samples, resample, ulaw_from_pcm16
 from .outbox import Audio, Outbox
 from .protocol import FRAME_MS, pack_frame
@@ -46,22 +47,14 @@ class SocketSink:
         self._on_overflow = on_overflow
         self._frame = sample_rate * FRAME_MS // 1000
         self._carry: Samples = np.zeros(0, dtype=np.int16)
-        self._ends_ns = 0  # when the audio sent so far has finished playing
-        self._written = 0.0  # seconds sent and not discarded
-        self._played = 0.0
-        self._utterance_open = False
-        self._first_ns: int | None = None
+        # Stands in for the client's playback: frames back to back, an idle client's at once.
+        self._clock = PlaybackClock()
 
     async def open(self) -> None:
-        self._ends_ns = time.perf_counter_ns()
-        self._written = self._played = 0.0
-        self._utterance_open = False
-        self._first_ns = None
+        self._clock.open()
 
     async def write(self, chunk: AudioChunk) -> None:
-        if not self._utterance_open:
-            self._utterance_open = True
-            self._first_ns = None
+        self._clock.begin_write()
         samples = chunk.samples
         if chunk.sample_rate != self.sample_rate:
             samples = resample(samples, chunk.sample_rate, self.sample_rate)
@@ -71,7 +64,7 @@ class SocketSink:
         for start in range(0, whole, self._frame):
             self._send(samples[start : start + self._frame])
         self._carry = samples[whole:]
-        ahead_s = (self._ends_ns - time.perf_counter_ns()) / 1e9 - self.lead_s
+        ahead_s = (self._clock.ends_ns - time.perf_counter_ns()) / 1e9 - self.lead_s
         if ahead_s > 0:
             await anyio.sleep(ahead_s)
         # Within the lead a write does not yield: a chunk's frames go out in one
@@ -79,13 +72,7 @@ class SocketSink:
         # cancellation between writes).
 
     def _send(self, samples: Samples) -> None:
-        now = time.perf_counter_ns()
-        start = max(self._ends_ns, now)  # idle (a new utterance or an underrun): now
-        if self._first_ns is None:
-            self._first_ns = start
-        seconds = len(samples) / self.sample_rate
-        self._ends_ns = start + round(seconds * 1e9)
-        self._written += seconds
+        self._clock.play(len(samples) / self.sample_rate, time.perf_counter_ns())
         audio = ulaw_from_pcm16(samples) if self.encoding == "mulaw" else samples.tobytes()
         if not self._outbox.put(Audio(self.turn, pack_frame(self.turn, self.sequence, audio))):
             self._on_overflow()
@@ -95,29 +82,20 @@ class SocketSink:
         if len(self._carry):
             self._send(self._carry)
             self._carry = np.zeros(0, dtype=np.int16)
-        await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
-        self._utterance_open = False
+        await self._clock.wait_played()
 
     async def stop(self) -> None:
-        now = time.perf_counter_ns()
+        self._clock.stop()
         self._carry = np.zeros(0, dtype=np.int16)
         self._outbox.drop_audio(self.turn)
-        self._written = self.played_seconds
-        self._ends_ns = min(self._ends_ns, now)
-        if self._first_ns is not None and self._first_ns > now:
-            self._first_ns = None
-        self._utterance_open = False
 
     @property
     def played_seconds(self) -> float:
-        pending = max(0, self._ends_ns - time.perf_counter_ns()) / 1e9
-        self._played = max(self._played, self._written - pending)
-        return self._played
+        return self._clock.played_seconds
 
     @property
     def first_played_ns(self) -> int | None:
-        first = self._first_ns
-        return first if first is not None and first <= time.perf_counter_ns() else None
+        return self._clock.first_played_ns
 
     async def aclose(self) -> None:
         await self.stop()

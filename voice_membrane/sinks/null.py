@@ -7,6 +7,7 @@ import time
 import anyio
 
 from ..vocab.audio import AudioChunk
+from .clock import PlaybackClock
 from .speaker import BLOCK_SECONDS
 
 BLOCK_NS = round(BLOCK_SECONDS * 1e9)
@@ -40,66 +41,38 @@ class NullSink:
         self.sample_rate = sample_rate
         self.realtime = realtime
         self.buffer_seconds = buffer_seconds
-        # The clock, in perf_counter_ns; the times are those of a device that takes
-        # every sample the moment it is due.
-        self._opened_ns = 0
-        self._ends_ns = 0  # when the audio written so far has finished playing
-        self._written = 0.0  # seconds written and not discarded
-        self._played = 0.0
-        self._utterance_open = False
-        self._first_ns: int | None = None  # may lie ahead: the block it starts in
+        # Stands in for the device: its callback takes a block at a time.
+        self._clock = PlaybackClock(BLOCK_NS)
 
     async def open(self) -> None:
-        self._opened_ns = self._ends_ns = time.perf_counter_ns()
-        self._written = self._played = 0.0
-        self._utterance_open = False
-        self._first_ns = None
+        self._clock.open()
 
     async def write(self, chunk: AudioChunk) -> None:
         now = time.perf_counter_ns()
-        if not self._utterance_open:
-            self._utterance_open = True
-            self._first_ns = None
-        self._written += chunk.seconds
+        self._clock.begin_write()
         if not self.realtime:
-            if self._first_ns is None:
-                self._first_ns = now
+            self._clock.play_at_once(chunk.seconds, now)
             return
-        start = self._ends_ns
-        if start <= now:  # idle (a new utterance, or an underrun): the next block takes it
-            start = now + (self._opened_ns - now) % BLOCK_NS
-        if self._first_ns is None:
-            self._first_ns = start
-        self._ends_ns = start + round(chunk.seconds * 1e9)
+        self._clock.play(chunk.seconds, now)
         # Backpressure: wait until the end of this audio fits in the buffer.
-        await anyio.sleep(max(0.0, (self._ends_ns - now) / 1e9 - self.buffer_seconds))
+        await anyio.sleep(max(0.0, (self._clock.ends_ns - now) / 1e9 - self.buffer_seconds))
 
     async def drain(self) -> None:
         if self.realtime:
-            await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
-        self._utterance_open = False
+            await self._clock.wait_played()
+        else:
+            self._clock.end_utterance()
 
     async def stop(self) -> None:
-        now = time.perf_counter_ns()
-        self._written = self.played_seconds
-        self._ends_ns = min(self._ends_ns, now)
-        if self._first_ns is not None and self._first_ns > now:
-            self._first_ns = None  # discarded before its block came
-        self._utterance_open = False
+        self._clock.stop()
 
     @property
     def played_seconds(self) -> float:
-        if self.realtime:
-            pending = max(0, self._ends_ns - time.perf_counter_ns()) / 1e9
-            self._played = max(self._played, self._written - pending)
-        else:
-            self._played = self._written
-        return self._played
+        return self._clock.played_seconds
 
     @property
     def first_played_ns(self) -> int | None:
-        first = self._first_ns
-        return first if first is not None and first <= time.perf_counter_ns() else None
+        return self._clock.first_played_ns
 
     async def aclose(self) -> None:
         await self.stop()

@@ -1,0 +1,215 @@
+"""The reply side of a turn: the stages from the LLM to the speakable pieces
+(``ReplyStage`` → ``RouteStage`` → ``ChunkStage``; the graph and the items
+between them: ``stream_items.py``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import aclosing
+from dataclasses import asdict, replace
+
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from ..chunking import SpeechChunk, SpeechChunker
+from ..membrane.membrane import Membrane
+from ..membrane.reply import ReplyError, ReplyResult, Retrying, UsageUpdate
+from ..membrane.tools import OnToolCalls
+from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, Event
+from ..vocab.messages import Request, RequestError
+from ..vocab.provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
+from .event_log import EventLogger, event_record
+from .images import ImageSaver, save_image
+from .metrics import TurnMetrics
+from .partial_word import ends_mid_word, without_partial_word
+from .scheduling import FirstAudioPriority
+from .stream_items import Piece, Timed, Visible
+
+
+class ReplyStage:
+    """Streams the reply through a ``Membrane`` (provider call, parsing, tool loop)
+    and sends its events on, each stamped with the arrival of the provider output
+    that produced it. A provider error ends the reply there; what came before
+    still flows on and is spoken, and the turn reports the error. ``on_retry``
+    hears of each retry when it is decided (before its wait). With a
+    ``priority``, the next item is asked for only when it lets the LLM go on
+    (``scheduling.py``)."""
+
+    def __init__(
+        self,
+        membrane: Membrane,
+        request: Request,
+        m: TurnMetrics,
+        on_tool_calls: OnToolCalls | None = None,
+        on_retry: Callable[[Retrying], None] = lambda retrying: None,
+        priority: FirstAudioPriority | None = None,
+    ) -> None:
+        self.membrane, self.request, self.m = membrane, request, m
+        self.on_tool_calls, self.on_retry = on_tool_calls, on_retry
+        self.priority = priority if priority is not None else FirstAudioPriority(False)
+        self.error: str | None = None
+        self.result: ReplyResult | None = None
+        self._last_ns = 0
+
+    def _on_output(self, output: ProviderOutput) -> None:
+        if not isinstance(output, TextDelta | NativeDelta):
+            return  # block boundaries, usage and the stop are not tokens
+        now = time.perf_counter_ns()
+        self.m.stamp("first_token", now)
+        self.m.tokens += 1
+        self.m.token_ns.append(now)
+        self._last_ns = now
+
+    async def run(self, out: ObjectSendStream[Timed]) -> None:
+        parse_before = self.membrane.parse_ns
+        timer = self.m.stages["parse"]
+        async with out:
+            self.m.stamp("request_sent")
+            self._last_ns = time.perf_counter_ns()
+            stream = self.membrane.stream(
+                self.request, on_output=self._on_output, on_tool_calls=self.on_tool_calls
+            )
+            # A text block that ends inside a word waits for the next item: only
+            # then is it known whether the reply failed there (a cut-off word) or
+            # went on (a finished one). Otherwise nothing is held.
+            held: Timed | None = None
+            try:
+                async with aclosing(stream) as items:
+                    while True:
+                        # Held, no next item is asked for: the LLM computes nothing.
+                        await self.priority.llm_may_go_on()
+                        try:
+                            item = await anext(items)
+                        except StopAsyncIteration:
+                            break
+                        if held is not None:
+                            await out.send(replace(held, unfinished=isinstance(item, ReplyError)))
+                            held = None
+                        if isinstance(item, Chunk | BlockStart | BlockComplete):
+                            timer.items += 1
+                            timed = Timed(item, self._last_ns)
+                            if _ends_mid_word(item):
+                                held = timed
+                            else:
+                                await out.send(timed)
+                        elif isinstance(item, UsageUpdate):  # its total is the reply's so far
+                            self.m.usage = _nonzero(item.total)
+                        elif isinstance(item, Retrying):
+                            self.m.retries.append(f"{item.error} (waited {item.delay_s:.2f} s)")
+                            self.on_retry(item)  # as it happens, not only in the report
+                        elif isinstance(item, ReplyError):
+                            self.error = item.message
+                        elif isinstance(item, ReplyResult):
+                            self.result = item
+                            self.m.stop_reason = str(item.stop_reason)
+                if held is not None:
+                    await out.send(held)
+            except RequestError as exc:
+                # A request that cannot be sent (a blob that cannot be read, say) was
+                # refused before any network call: the turn ends with its one line.
+                self.error = f"request not sent: {exc}"
+            finally:
+                timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _ends_mid_word(event: Event) -> bool:
+    """A text block completed with its last word possibly unfinished."""
+    if not isinstance(event, BlockComplete) or event.block.type != "text":
+        return False
+    return ends_mid_word(event.block.content or "")
+
+
+def _nonzero(usage: Usage) -> dict[str, int]:
+    return {name: n for name, n in asdict(usage).items() if n}
+
+
+class RouteStage:
+    """Visible text goes on toward speech; every event goes to the log. A
+    generated image goes to ``images`` and its ``image`` record to the log."""
+
+    def __init__(self, log: EventLogger, m: TurnMetrics, images: ImageSaver | None = None) -> None:
+        self.log, self.m, self.images = log, m, images
+        self.blocks: list[Block] = []  # every completed block, for the conversation history
+        self.visible: list[str] = []
+        self._visible_block: int | None = None  # the block of the last visible chunk
+
+    async def run(self, inp: ObjectReceiveStream[Timed], out: ObjectSendStream[Visible]) -> None:
+        timer = self.m.stages["route"]
+        async with inp, out:
+            async for timed in inp:
+                started = time.perf_counter_ns()
+                event = timed.event
+                self.log(event_record(event))
+                visible: Visible | None = None
+                if isinstance(event, Chunk) and event.meta.visible:
+                    self.m.stamp("first_visible")
+                    self.m.visible_chars += len(event.text)
+                    self._add_visible(event)
+                    visible = Visible(event.text, timed.t_ns)
+                elif isinstance(event, BlockComplete):
+                    self.blocks.append(event.block)
+                    if event.block.type == "text":
+                        visible = Visible(None, timed.t_ns, timed.unfinished)
+                    elif event.block.image is not None:
+                        self.log(await save_image(self.images, event.index, event.block.image))
+                timer.add(started)
+                if visible is not None:
+                    await out.send(visible)
+
+    def _add_visible(self, chunk: Chunk) -> None:
+        text = chunk.text
+        if (
+            chunk.meta.block_index != self._visible_block
+            and self.visible
+            and not self.visible[-1][-1:].isspace()
+            and not text[:1].isspace()
+        ):
+            # Two text blocks (a hidden one between them): each is spoken as its own
+            # piece, so the transcript keeps their words apart too, as the spoken text does.
+            self.visible.append(" ")
+        self._visible_block = chunk.meta.block_index
+        self.visible.append(text)
+
+
+class ChunkStage:
+    """Cuts visible text into pieces; a visible block's end flushes the chunker, so
+    text before a tool call is spoken before the call runs."""
+
+    def __init__(self, chunker: SpeechChunker, m: TurnMetrics) -> None:
+        self.chunker, self.m = chunker, m
+
+    async def run(self, inp: ObjectReceiveStream[Visible], out: ObjectSendStream[Piece]) -> None:
+        timer = self.m.stages["chunk"]
+        last_ns = 0
+        async with inp, out:
+            async for item in inp:
+                started = time.perf_counter_ns()
+                last_ns = item.t_ns
+                if item.text is not None:
+                    chunks = self.chunker.feed(item.text)
+                elif item.unfinished:
+                    chunks = _without_partial_word(self.chunker.flush())
+                else:
+                    chunks = self.chunker.flush()
+                timer.add(started)
+                for chunk in chunks:
+                    await out.send(self._piece(chunk, item.t_ns))
+            for chunk in self.chunker.flush():
+                await out.send(self._piece(chunk, last_ns))
+
+    def _piece(self, chunk: SpeechChunk, t_token_ns: int) -> Piece:
+        if self.m.chunks == 0:
+            self.m.stamp("first_chunk")
+            self.m.first_chunk_token_ns = t_token_ns
+        self.m.chunks += 1
+        return Piece(chunk, t_token_ns)
+
+
+def _without_partial_word(chunks: list[SpeechChunk]) -> list[SpeechChunk]:
+    """The pieces a flush released, minus the cut-off word at their end (only
+    ``flush`` releases text that may end inside a word)."""
+    if not chunks:
+        return chunks
+    text = without_partial_word(chunks[-1].text)
+    last = [replace(chunks[-1], text=text)] if text.strip() else []
+    return chunks[:-1] + last
