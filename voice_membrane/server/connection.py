@@ -21,7 +21,6 @@ from websockets.exceptions import ConnectionClosed
 from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
-from ..pipeline.event_log import event_record
 from ..pipeline.images import inline_url
 from ..pipeline.session import Session
 from ..sinks.base import SinkError
@@ -33,7 +32,7 @@ from .rate_limit import RateLimit, Verdict
 from .socket_sink import SocketSink
 from .state import ServerState
 
-__all__ = ["Connection", "event_record"]
+__all__ = ["Connection"]
 
 
 class Connection:
