@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from .boundaries import Cut, CutKind, CutRules, find_cut
+from .boundaries import find_cut
 from .lexicon import lexicon
 from .markdown import Segment
+from .pending import Cut, CutKind, CutRules
 from .speech_text import SpeechText
 from .tables import TableMode
 
