@@ -68,7 +68,7 @@ class PendingText:
         self.line_start = line_start
         self.rules = rules
         self.lead = len(text) - len(text.lstrip())
-        self.stack: list[str] = []
+        self.stack: list[str] = []  # the open quotes and brackets, as their closers
         self.words = 0  # words so far: runs with a letter or digit, plus each CJK character
         self.first_word = ""  # the piece's first word, lowercased
 
