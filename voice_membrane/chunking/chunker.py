@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from .boundaries import Cut, CutKind, CutRules, find_cut
+from .boundaries import find_cut
 from .lexicon import lexicon
 from .markdown import Segment
+from .pending import Cut, CutKind, CutRules
 from .speech_text import SpeechText
 from .tables import TableMode
 
@@ -65,8 +66,8 @@ class SpeechChunker:
     ``first_chunk_words`` words unless the word before it cannot end a phrase (a
     function word, a number, a title or abbreviation, a word ending in a hyphen).
     Later pieces are whole sentences, split at clause marks once ``clause_chars``
-    long and forced at a space when ``max_chars`` long. See ``boundaries`` for the
-    exact rules.
+    long and forced at a space when ``max_chars`` long. See ``boundaries`` and the
+    rule modules it names (``sentences``, ``phrases``, ``quotes``) for the exact rules.
 
     Args:
         first_chunk_words: words the first piece needs before a word boundary may
