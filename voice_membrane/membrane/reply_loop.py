@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import anyio
@@ -20,7 +20,7 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from ..formats import Formatter
-from ..formats.base import BuiltRequest, ProviderMessage
+from ..formats.base import BuiltRequest
 from ..parse import NativeBlockAssembler, XmlStreamParser
 from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from ..parse.policy import PolicyRunners, StreamPolicy
@@ -30,13 +30,7 @@ from ..vendors.errors import LlmError, ProviderError
 from ..vendors.retry import FirstTokenDeadline, RetryPolicy
 from ..vocab.events import Block, BlockComplete, BlockStart, Event
 from ..vocab.messages import (
-    ContentBlock,
-    GeneratedImageContent,
-    Message,
-    RedactedThinkingContent,
     Request,
-    TextContent,
-    ThinkingContent,
     ToolResultContent,
     ToolUseContent,
 )
@@ -49,8 +43,9 @@ from ..vocab.provider_output import (
     Usage,
     clean_output,
 )
-from .images import ImageStore, ImageTool, for_history, result_text, stored, tool_arguments
+from .images import ImageStore, ImageTool, result_text, stored_output, tool_arguments
 from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
+from .reply_messages import continued_prefill, conversation, with_chat_results, with_native_results
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)
@@ -435,11 +430,7 @@ class ReplyLoop:
         return self.on_tool_calls is not None or self._is_image_call(call)
 
     async def _store(self, output: ProviderOutput) -> ProviderOutput:
-        """A final image stored in the image store, when there is one."""
-        store = self.m.image_store
-        if store is None or not isinstance(output, NativeImage) or output.image.is_preview:
-            return output
-        return NativeImage(await stored(output.image, store))
+        return await stored_output(output, self.m.image_store)
 
     async def _generate_image(
         self, call: ToolCall, round_: _Round, answered: dict[str, ToolResultContent]
@@ -525,48 +516,19 @@ class ReplyLoop:
             self._continue_prefill("".join(round_.raw) + round_.written_back + text)
             return events
         events = self._result_blocks(names, results, round_)
-        # A generated image is not sent back within the reply: the tool's result
-        # says it was made, and megabytes of base64 would only cost tokens.
-        content = [
-            c
-            for b in round_.blocks
-            if (c := _content_of(b)) is not None and not isinstance(c, GeneratedImageContent)
-        ]
-        if not self.request.options.convert_unsigned_thinking_to_text:
-            # Unsigned thinking (OpenAI-compatible reasoning) cannot go back as
-            # thinking: the formatter would refuse the continuation mid-reply.
-            content = [c for c in content if not _unsigned_thinking(c)]
-        assistant = Message(participant=self.request.options.assistant_participant, content=content)
-        results_message = Message(
-            participant=self.request.options.human_participant, content=list(results)
-        )
-        self.request = self.request.model_copy(
-            update={"messages": [*self.request.messages, assistant, results_message]}
-        )
+        self.request = with_chat_results(self.request, round_.blocks, results)
         self.built = self.fmt.build(self.request)
         return events
 
     def _native_results_in_prefill(
         self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
     ) -> list[Event]:
-        """Native tool calls in a prefill format: the API wants the results as a
-        user message after the assistant's turn, so the transcript so far becomes
-        that turn (with its native calls) and the model answers in a new one."""
+        """Native tool calls in a prefill format (``with_native_results``)."""
         events = self._result_blocks(names, results, round_)
         assert self.parser is not None
         self.parser.skip_to(self.assembler.next_block_index)
-        written = ((self.built.prefill or "") + "".join(round_.raw)).rstrip()
-        turn: list[ContentBlock] = [TextContent(text=written)] if written else []
-        turn += [c for b in round_.native_calls if (c := _content_of(b)) is not None]
-        self.built = replace(
-            self.built,
-            messages=[
-                *self.built.messages,
-                ProviderMessage("assistant", turn),
-                ProviderMessage("user", list(results)),
-            ],
-            prefill=None,
-            prompt=None,
+        self.built = with_native_results(
+            self.built, "".join(round_.raw), round_.native_calls, results
         )
         return events
 
@@ -584,12 +546,7 @@ class ReplyLoop:
         return self._record(events, round_)
 
     def _continue_prefill(self, appended: str) -> None:
-        built = self.built
-        self.built = replace(
-            built,
-            prefill=(built.prefill or "") + appended,
-            prompt=None if built.prompt is None else built.prompt + appended,
-        )
+        self.built = continued_prefill(self.built, appended)
 
     def _result(self, stop: str, error: str | None, terminated: str | None = None) -> ReplyResult:
         options = self.request.options
@@ -607,40 +564,6 @@ class ReplyLoop:
         )
 
 
-def conversation(blocks: Sequence[Block], assistant: str, human: str) -> list[Message]:
-    """A reply's blocks as messages to append to the conversation, the same in both
-    modes: the assistant's content (text, thinking, tool uses) and, after each
-    round of calls, a message from ``human`` with the results."""
-    messages: list[Message] = []
-    said: list[ContentBlock] = []
-    results: list[ContentBlock] = []
-    for block in blocks:
-        if block.type == "tool_result":
-            if said:
-                messages.append(Message(participant=assistant, content=said))
-                said = []
-            if block.tool_id:  # a result that answers no call cannot be sent back
-                results.append(
-                    ToolResultContent(
-                        tool_use_id=block.tool_id,
-                        content=block.content or "",
-                        is_error=block.is_error,
-                    )
-                )
-            continue
-        if results:
-            messages.append(Message(participant=human, content=results))
-            results = []
-        content = _content_of(block)
-        if content is not None:
-            said.append(content)
-    if said:
-        messages.append(Message(participant=assistant, content=said))
-    if results:
-        messages.append(Message(participant=human, content=results))
-    return messages
-
-
 def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
     """The round's tool calls that can run. A call with no name (stray text kept
     as a nameless call, or a model that left the name out) names no tool and
@@ -655,29 +578,3 @@ def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
             continue
         calls.append(ToolCall(block.tool_id, block.tool_name, dict(block.input or {})))
     return calls
-
-
-def _unsigned_thinking(content: ContentBlock) -> bool:
-    return isinstance(content, ThinkingContent) and content.signature is None
-
-
-def _content_of(block: Block) -> ContentBlock | None:
-    """A completed chat-mode block as content for the next request."""
-    if block.type == "text":
-        return TextContent(text=block.content or "")
-    if block.type == "image":  # a stored image by its blob id alone
-        return for_history(block.image) if block.image is not None else None
-    if block.type == "thinking":
-        if block.redacted_data is not None:
-            return RedactedThinkingContent(data=block.redacted_data)
-        return ThinkingContent(thinking=block.content or "", signature=block.signature)
-    if block.type == "tool_call":
-        if not block.tool_name or not block.tool_id:
-            return None  # stray text, or a call with no name: it cannot be sent back
-        return ToolUseContent(
-            id=block.tool_id or "",
-            name=block.tool_name or "",
-            input=dict(block.input or {}),
-            signature=block.signature,
-        )
-    return None  # tool results are sent as their own message
