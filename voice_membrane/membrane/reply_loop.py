@@ -12,12 +12,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
-
-import anyio
-from opentelemetry.trace import Span
-from opentelemetry.util.types import AttributeValue
 
 from ..formats import Formatter
 from ..formats.base import BuiltRequest
@@ -25,9 +20,8 @@ from ..parse import NativeBlockAssembler, XmlStreamParser
 from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from ..parse.policy import PolicyRunners, StreamPolicy
 from ..providers.base import Provider
-from ..telemetry.spans import genai_provider, mark_error, tracer
-from ..vendors.errors import LlmError, ProviderError
-from ..vendors.retry import FirstTokenDeadline, RetryPolicy
+from ..vendors.errors import ProviderError
+from ..vendors.retry import RetryPolicy
 from ..vocab.events import Block, BlockComplete, BlockStart, Event
 from ..vocab.messages import (
     Request,
@@ -44,31 +38,14 @@ from ..vocab.provider_output import (
     clean_output,
 )
 from .images import ImageStore, ImageTool, result_text, stored_output, tool_arguments
-from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
+from .provider_call import CallRound, ProviderCall
+from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, UsageUpdate
 from .reply_messages import continued_prefill, conversation, with_chat_results, with_native_results
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)
 FUNCTION_CALLS_END = "</function_calls>"
 MAX_RESUMES = 8  # stop-sequence false positives resumed per reply, at most
-
-
-@dataclass
-class _Round:
-    """What one provider call produced."""
-
-    raw: list[str] = field(default_factory=list)  # prefill: the text as written
-    blocks: list[Block] = field(default_factory=list)
-    native_calls: list[Block] = field(default_factory=list)  # prefill: calls made natively
-    stop: StopInfo | None = None
-    usage: Usage = field(default_factory=Usage)
-    error: ProviderError | None = None
-    produced: bool = False
-    written_back: str = ""  # prefill: a stop sequence put back after the raw text
-
-
-class _DeadlinePassed(Exception):
-    """The first-token deadline passed while a call was waiting for its first output."""
 
 
 class ReplySettings(Protocol):
@@ -140,8 +117,11 @@ class ReplyLoop:
             if self.policies.terminated is not None:  # (while a tool round was fed)
                 yield self._result("policy", None, terminated=self.policies.terminated)
                 return
-            round_ = _Round()
-            async with aclosing(self._call(round_)) as call_items:
+            round_ = CallRound()
+            provider_call = ProviderCall(
+                self.m, self.built, self.request.config, self.mode, self._take, self._ended
+            )
+            async with aclosing(provider_call.run(round_)) as call_items:
                 async for item in call_items:
                     yield item
             self.usage = self.usage + round_.usage
@@ -203,7 +183,7 @@ class ReplyLoop:
                 yield event
             resumes = 0
 
-    def _stopped_after_calls(self, round_: _Round, stop: StopInfo) -> bool:
+    def _stopped_after_calls(self, round_: CallRound, stop: StopInfo) -> bool:
         """Prefill: the call ended right after a tool call, inside ``<function_calls>``.
         Some servers honour the ``</function_calls>`` stop without naming it (OpenAI
         Completions says only "stop"), so the parser's state decides, not the name."""
@@ -215,116 +195,18 @@ class ReplyLoop:
 
     # ------------------------------------------------------------ one call
 
-    async def _call(self, round_: _Round) -> AsyncGenerator[MembraneItem, None]:
-        """One provider call with retries; fills ``round_``, never raises ProviderError.
-        Until the call's first output the membrane's first-token deadline runs, over
-        every attempt and the waits between them."""
-        # Not made current: this generator yields to its consumer, which runs in
-        # another context, so the span is ended here, by hand.
-        span = self._call_span()
-        try:
-            async with aclosing(self._attempts(round_, span)) as attempts:
-                async for item in attempts:
-                    yield item
-        finally:
-            self._end_call_span(span, round_)
+    async def _take(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
+        """One output of the provider, on its way to be read."""
+        output = clean_output(output)  # where model text enters: no lone surrogates
+        output = await self._store(output)
+        if self.on_output is not None:
+            self.on_output(output)
+        return self._read(output, round_)
 
-    def _call_span(self) -> Span:
-        config = self.request.config
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": genai_provider(self.m.provider.name),
-            "gen_ai.request.model": config.model,
-            "gen_ai.request.max_tokens": config.max_tokens,
-            "voice.llm.source": self.m.provider.name,
-            "voice.llm.mode": self.mode,
-        }
-        if config.temperature is not None:
-            attributes["gen_ai.request.temperature"] = config.temperature
-        return tracer().start_span(f"chat {config.model}", attributes=attributes)
+    def _ended(self) -> bool:
+        return self.policies.terminated is not None
 
-    @staticmethod
-    def _end_call_span(span: Span, round_: _Round) -> None:
-        usage = round_.usage
-        span.set_attributes(
-            {
-                "gen_ai.usage.input_tokens": usage.input_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-                "voice.llm.produced": round_.produced,
-            }
-        )
-        if round_.stop is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", [round_.stop.reason])
-        if round_.error is not None:
-            mark_error(span, round_.error.kind)
-        span.end()
-
-    async def _attempts(self, round_: _Round, span: Span) -> AsyncGenerator[MembraneItem, None]:
-        """The attempts of one call: each retry is an event of the call's span."""
-        deadline = FirstTokenDeadline.starting(self.m.first_token_deadline_s, anyio.current_time())
-        retry = 0
-        error: ProviderError | None = None
-        while True:
-            try:
-                async with aclosing(
-                    self.m.provider.stream(
-                        self.built, self.request.config, streaming=self.m.streaming
-                    )
-                ) as outputs:
-                    while (output := await self._next(outputs, round_, deadline)) is not None:
-                        output = clean_output(output)  # where model text enters: no lone surrogates
-                        output = await self._store(output)
-                        if self.on_output is not None:
-                            self.on_output(output)
-                        for item in self._take(output, round_):
-                            yield item
-                        if self.policies.terminated is not None:
-                            return  # a policy ended the reply: the call is closed now
-                return
-            except ProviderError as exc:
-                error = exc
-            except LlmError as exc:  # a local source's failure: not retryable
-                name = self.m.provider.name  # named once, not in both error and message
-                error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
-            except _DeadlinePassed:
-                pass
-            now = anyio.current_time()
-            if not round_.produced and deadline.passed(now):
-                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
-                return
-            assert error is not None
-            if round_.produced or not self.m.retry.should_retry(retry, error):
-                round_.error = error
-                return
-            delay = self.m.retry.delay_s(retry, error)
-            if not deadline.allows_wait(delay, now):
-                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
-                return
-            retry += 1
-            span.add_event(
-                "gen_ai.retry",
-                {"attempt": retry, "delay_s": delay, "error.type": error.kind}
-                | ({} if error.status is None else {"http.response.status_code": error.status}),
-            )
-            yield Retrying(retry, delay, str(error))
-            await anyio.sleep(delay)
-
-    @staticmethod
-    async def _next(
-        outputs: AsyncGenerator[ProviderOutput, None],
-        round_: _Round,
-        deadline: FirstTokenDeadline,
-    ) -> ProviderOutput | None:
-        """The call's next output, None at its end; raises ``_DeadlinePassed`` if the
-        first output has not arrived by the deadline. Only the wait is in the
-        cancel scope, never a yield to the consumer."""
-        if round_.produced or deadline.at is None:
-            return await anext(outputs, None)
-        with anyio.CancelScope(deadline=deadline.at):
-            return await anext(outputs, None)
-        raise _DeadlinePassed  # only reached when the scope's own deadline cancelled it
-
-    def _take(self, output: ProviderOutput, round_: _Round) -> list[MembraneItem]:
+    def _read(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
         if isinstance(output, Usage):
             round_.usage = output
             self.policies.note_usage(self.usage + output)
@@ -367,14 +249,14 @@ class ReplyLoop:
             ]
         return list(self._record(events, round_))
 
-    def _feed_text(self, text: str, round_: _Round) -> list[Event]:
+    def _feed_text(self, text: str, round_: CallRound) -> list[Event]:
         assert self.parser is not None
         started = time.perf_counter_ns()
         events = self.parser.feed(text)
         self.m.parse_ns += time.perf_counter_ns() - started
         return self._record(events, round_)
 
-    def _record(self, events: list[Event], round_: _Round) -> list[Event]:
+    def _record(self, events: list[Event], round_: CallRound) -> list[Event]:
         """Events through the JSON tool reader and the policies, then what passed
         kept as the reply's."""
         if self.json_tools is not None:
@@ -390,7 +272,7 @@ class ReplyLoop:
                 self._image_index = event.index
         return events
 
-    def _flush(self, round_: _Round) -> list[Event]:
+    def _flush(self, round_: CallRound) -> list[Event]:
         events = self.parser.flush() if self.parser is not None else []
         if self.parser is not None:  # held stray text comes after the parser's blocks
             self.assembler.skip_to(self.parser.next_block_index)
@@ -399,7 +281,7 @@ class ReplyLoop:
 
     # ------------------------------------------------------------ policies
 
-    def _settle(self, round_: _Round) -> list[Event]:
+    def _settle(self, round_: CallRound) -> list[Event]:
         """The call's stream ended: what a policy still holds is decided."""
         if not self.policies:
             return []
@@ -411,7 +293,7 @@ class ReplyLoop:
                 self.blocks.append(event.block)
         return events
 
-    def _keep_rejected(self, round_: _Round) -> None:
+    def _keep_rejected(self, round_: CallRound) -> None:
         """A rejected tool call stays in the reply (the model sees its call
         answered with an error), but never runs."""
         for block, reason in self.policies.take_rejected():
@@ -433,7 +315,7 @@ class ReplyLoop:
         return await stored_output(output, self.m.image_store)
 
     async def _generate_image(
-        self, call: ToolCall, round_: _Round, answered: dict[str, ToolResultContent]
+        self, call: ToolCall, round_: CallRound, answered: dict[str, ToolResultContent]
     ) -> AsyncGenerator[MembraneItem, None]:
         """Run the image tool's generator for ``call``: its image block flows out
         (partial images as ``ImagePreview``), its result is put in ``answered``.
@@ -454,7 +336,7 @@ class ReplyLoop:
         try:
             async with aclosing(tool.generator.generate(prompt, size=size, quality=quality)) as out:
                 async for output in out:
-                    for item in self._take(await self._store(clean_output(output)), round_):
+                    for item in self._read(await self._store(clean_output(output)), round_):
                         yield item
         except ProviderError as exc:
             error = str(exc)
@@ -504,7 +386,7 @@ class ReplyLoop:
     # ------------------------------------------------------------ tool loop
 
     def _emit_results(
-        self, calls: list[ToolCall], results: list[ToolResultContent], round_: _Round
+        self, calls: list[ToolCall], results: list[ToolResultContent], round_: CallRound
     ) -> list[Event]:
         names = {call.id: call.name for call in calls}
         events: list[Event] = []
@@ -521,7 +403,7 @@ class ReplyLoop:
         return events
 
     def _native_results_in_prefill(
-        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
+        self, names: dict[str, str], results: list[ToolResultContent], round_: CallRound
     ) -> list[Event]:
         """Native tool calls in a prefill format (``with_native_results``)."""
         events = self._result_blocks(names, results, round_)
@@ -533,7 +415,7 @@ class ReplyLoop:
         return events
 
     def _result_blocks(
-        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
+        self, names: dict[str, str], results: list[ToolResultContent], round_: CallRound
     ) -> list[Event]:
         events = self.assembler.flush()
         for result in results:
