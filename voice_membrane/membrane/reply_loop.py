@@ -3,13 +3,12 @@
 ``ReplyLoop.items()`` makes a call (``provider_call``: retried while nothing
 has arrived), has its output read into events (``reply_reader``), and decides
 what comes next: the end, a resume after a false stop (prefill: the stop
-sequence written back), or a round of tool calls, written back into the
-request (``reply_messages``), and another call.
+sequence written back), or a round of tool calls (``tool_round``) written back
+into the request (``reply_messages``) and another call.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Literal, Protocol
@@ -19,19 +18,17 @@ from ..formats.base import BuiltRequest
 from ..parse.json_tools import JsonToolInterceptor
 from ..parse.policy import StreamPolicy
 from ..providers.base import Provider
-from ..vendors.errors import ProviderError
 from ..vendors.retry import RetryPolicy
-from ..vocab.events import Block, Event
+from ..vocab.events import Event
 from ..vocab.messages import Request, ToolResultContent
 from ..vocab.provider_output import ProviderOutput, StopInfo, clean_output
-from .images import ImageStore, ImageTool, result_text, stored_output, tool_arguments
+from .images import ImageStore, ImageTool, stored_output
 from .provider_call import CallRound, ProviderCall
 from .reply import MembraneItem, ReplyError, ReplyResult
 from .reply_messages import continued_prefill, conversation, with_chat_results, with_native_results
 from .reply_reader import ReplyReader
-from .tools import OnToolCalls, ToolCall, run_tool_calls
-
-_log = logging.getLogger(__name__)
+from .tool_round import ToolRound, is_image_call, runnable_calls
+from .tools import OnToolCalls, ToolCall
 
 FUNCTION_CALLS_END = "</function_calls>"
 MAX_RESUMES = 8  # stop-sequence false positives resumed per reply, at most
@@ -132,18 +129,11 @@ class ReplyLoop:
                 yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
-            answered: dict[str, ToolResultContent] = {}
-            for call in calls:
-                if self._is_image_call(call) and call.id not in reader.rejected:
-                    async with aclosing(self._generate_image(call, round_, answered)) as made:
-                        async for item in made:
-                            yield item
-            results = await self._run_calls(
-                [call for call in calls if call.id not in answered], self.on_tool_calls
-            )
-            ran = iter(results)
-            results = [answered[call.id] if call.id in answered else next(ran) for call in calls]
-            for event in self._write_back(calls, results, round_):
+            tools = ToolRound(self.m, reader, calls, self.on_tool_calls)
+            async with aclosing(tools.run(round_)) as tool_items:
+                async for item in tool_items:
+                    yield item
+            for event in self._write_back(calls, tools.results, round_):
                 yield event
             resumes = 0
 
@@ -169,84 +159,8 @@ class ReplyLoop:
     def _ended(self) -> bool:
         return self.reader.terminated is not None
 
-    # ------------------------------------------------------------ tools
-
-    def _is_image_call(self, call: ToolCall) -> bool:
-        tool = self.m.image_tool
-        return tool is not None and call.name == tool.name
-
     def _can_run(self, call: ToolCall) -> bool:
-        return self.on_tool_calls is not None or self._is_image_call(call)
-
-    async def _generate_image(
-        self, call: ToolCall, round_: CallRound, answered: dict[str, ToolResultContent]
-    ) -> AsyncGenerator[MembraneItem, None]:
-        """Run the image tool's generator for ``call``: its image block flows out
-        (partial images as ``ImagePreview``), its result is put in ``answered``.
-        A failure is the call's error result, never the reply's end."""
-        tool = self.m.image_tool
-        assert tool is not None
-        arguments = tool_arguments(call.input)
-        if isinstance(arguments, str):
-            answered[call.id] = ToolResultContent(
-                tool_use_id=call.id, content=arguments, is_error=True
-            )
-            return
-        prompt, size, quality = arguments
-        reader = self.reader
-        reader.native_follows()
-        before = len(reader.blocks)
-        error: str | None = None
-        try:
-            async with aclosing(tool.generator.generate(prompt, size=size, quality=quality)) as out:
-                async for output in out:
-                    output = await stored_output(clean_output(output), self.m.image_store)
-                    for item in reader.take(output, round_):
-                        yield item
-        except ProviderError as exc:
-            error = str(exc)
-        for event in reader.flush_native(round_):
-            yield event
-        reader.text_follows()
-        images = [b.image for b in reader.blocks[before:] if b.type == "image"]
-        image = images[-1] if images else None
-        if error is not None or image is None:
-            why = error or "the generator produced no image"
-            answered[call.id] = ToolResultContent(
-                tool_use_id=call.id, content=f"image generation failed: {why}", is_error=True
-            )
-            return
-        answered[call.id] = ToolResultContent(tool_use_id=call.id, content=result_text(image))
-
-    async def _run_calls(
-        self, calls: list[ToolCall], handler: OnToolCalls | None
-    ) -> list[ToolResultContent]:
-        rejected = self.reader.rejected
-        allowed = [call for call in calls if call.id not in rejected]
-        if allowed and handler is None:  # only image calls could run this round
-            return [
-                ToolResultContent(
-                    tool_use_id=call.id,
-                    content=f"not run: {rejected.get(call.id, 'no handler for this tool')}",
-                    is_error=True,
-                )
-                for call in calls
-            ]
-        ran = iter(
-            await run_tool_calls(allowed, handler, self.m.tool_timeout_s)
-            if allowed and handler is not None
-            else []
-        )
-        return [
-            ToolResultContent(
-                tool_use_id=call.id,
-                content=f"not run: {rejected[call.id]}",
-                is_error=True,
-            )
-            if call.id in rejected
-            else next(ran)
-            for call in calls
-        ]
+        return self.on_tool_calls is not None or is_image_call(call, self.m.image_tool)
 
     def _write_back(
         self, calls: list[ToolCall], results: list[ToolResultContent], round_: CallRound
@@ -289,19 +203,3 @@ class ReplyLoop:
             error=error,
             terminated=terminated,
         )
-
-
-def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
-    """The round's tool calls that can run. A call with no name (stray text kept
-    as a nameless call, or a model that left the name out) names no tool and
-    cannot be sent back: it is not run, and logged."""
-    calls: list[ToolCall] = []
-    for block in blocks:
-        if block.type != "tool_call":
-            continue
-        if not block.tool_name or not block.tool_id:
-            if block.content is None or block.tool_id:  # stray text was logged when found
-                _log.warning("tool call with no name not run (id %r)", block.tool_id)
-            continue
-        calls.append(ToolCall(block.tool_id, block.tool_name, dict(block.input or {})))
-    return calls
