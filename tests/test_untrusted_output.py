@@ -20,7 +20,8 @@ import pytest
 from voice_membrane.cli.demo import run_demo
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult
-from voice_membrane.membrane.reply_loop import conversation, runnable_calls
+from voice_membrane.membrane.reply_messages import conversation
+from voice_membrane.membrane.tool_round import runnable_calls
 from voice_membrane.membrane.tools import tool_handler
 from voice_membrane.pipeline.event_log import HiddenBlockPrinter, JsonlEventLog
 from voice_membrane.providers.anthropic import AnthropicProvider

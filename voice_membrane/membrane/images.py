@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
 from ..vocab.messages import GeneratedImageContent, ToolDefinition
-from ..vocab.provider_output import ProviderOutput
+from ..vocab.provider_output import NativeImage, ProviderOutput
 
 _log = logging.getLogger(__name__)
 
@@ -110,6 +110,13 @@ async def stored(image: GeneratedImageContent, store: ImageStore) -> GeneratedIm
         _log.warning("generated image not stored (%s: %s); kept inline", type(exc).__name__, exc)
         return image
     return image.model_copy(update={"blob_id": blob_id})
+
+
+async def stored_output(output: ProviderOutput, store: ImageStore | None) -> ProviderOutput:
+    """A final image stored in ``store``, when there is one; any other output as it is."""
+    if store is None or not isinstance(output, NativeImage) or output.image.is_preview:
+        return output
+    return NativeImage(await stored(output.image, store))
 
 
 def for_history(image: GeneratedImageContent) -> GeneratedImageContent:

@@ -1,79 +1,37 @@
 """One ``Membrane.stream`` call: the provider calls of a reply and its tool loop.
 
-``ReplyLoop.items()`` makes a call (retried while nothing has arrived), reads
-its output into events — raw text through the XML parser, native blocks through
-``NativeBlockAssembler``, one index sequence for both — and decides what comes
-next: the end, a resume after a false stop, or tool calls and another call.
+``ReplyLoop.items()`` makes a call (``provider_call``: retried while nothing
+has arrived), has its output read into events (``reply_reader``), and decides
+what comes next: the end, a resume after a false stop (prefill: the stop
+sequence written back), or a round of tool calls (``tool_round``) written back
+into the request (``reply_messages``) and another call.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-import anyio
-from opentelemetry.trace import Span
-from opentelemetry.util.types import AttributeValue
-
 from ..formats import Formatter
-from ..formats.base import BuiltRequest, ProviderMessage
-from ..parse import NativeBlockAssembler, XmlStreamParser
-from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
-from ..parse.policy import PolicyRunners, StreamPolicy
+from ..formats.base import BuiltRequest
+from ..parse.json_tools import JsonToolInterceptor
+from ..parse.policy import StreamPolicy
 from ..providers.base import Provider
-from ..telemetry.spans import genai_provider, mark_error, tracer
-from ..vendors.errors import LlmError, ProviderError
-from ..vendors.retry import FirstTokenDeadline, RetryPolicy
-from ..vocab.events import Block, BlockComplete, BlockStart, Event
-from ..vocab.messages import (
-    ContentBlock,
-    GeneratedImageContent,
-    Message,
-    RedactedThinkingContent,
-    Request,
-    TextContent,
-    ThinkingContent,
-    ToolResultContent,
-    ToolUseContent,
-)
-from ..vocab.provider_output import (
-    NativeImage,
-    NativeStart,
-    ProviderOutput,
-    StopInfo,
-    TextDelta,
-    Usage,
-    clean_output,
-)
-from .images import ImageStore, ImageTool, for_history, result_text, stored, tool_arguments
-from .reply import ImagePreview, MembraneItem, ReplyError, ReplyResult, Retrying, UsageUpdate
-from .tools import OnToolCalls, ToolCall, run_tool_calls
+from ..vendors.retry import RetryPolicy
+from ..vocab.events import Event
+from ..vocab.messages import Request, ToolResultContent
+from ..vocab.provider_output import ProviderOutput, StopInfo, clean_output
+from .images import ImageStore, ImageTool, stored_output
+from .provider_call import CallRound, ProviderCall
+from .reply import MembraneItem, ReplyError, ReplyResult
+from .reply_messages import continued_prefill, conversation, with_chat_results, with_native_results
+from .reply_reader import ReplyReader
+from .tool_round import ToolRound, is_image_call, runnable_calls
+from .tools import OnToolCalls, ToolCall
 
-_log = logging.getLogger(__name__)
 FUNCTION_CALLS_END = "</function_calls>"
 MAX_RESUMES = 8  # stop-sequence false positives resumed per reply, at most
-
-
-@dataclass
-class _Round:
-    """What one provider call produced."""
-
-    raw: list[str] = field(default_factory=list)  # prefill: the text as written
-    blocks: list[Block] = field(default_factory=list)
-    native_calls: list[Block] = field(default_factory=list)  # prefill: calls made natively
-    stop: StopInfo | None = None
-    usage: Usage = field(default_factory=Usage)
-    error: ProviderError | None = None
-    produced: bool = False
-    written_back: str = ""  # prefill: a stop sequence put back after the raw text
-
-
-class _DeadlinePassed(Exception):
-    """The first-token deadline passed while a call was waiting for its first output."""
 
 
 class ReplySettings(Protocol):
@@ -93,7 +51,8 @@ class ReplySettings(Protocol):
 
 
 class ReplyLoop:
-    """The state of one reply across its calls."""
+    """The state of one reply across its calls: the request it continues, what
+    it has read (``reader``) and how many tool rounds ran."""
 
     def __init__(
         self,
@@ -107,54 +66,30 @@ class ReplyLoop:
     ) -> None:
         self.m, self.fmt, self.request, self.built = membrane, formatter, request, built
         self.on_tool_calls, self.on_output = on_tool_calls, on_output
-        self.policies = PolicyRunners(list(policies))
-        self.rejected: dict[str, str] = {}  # tool id → why a policy rejected the call
         self.mode: Literal["prefill", "chat"] = built.mode
-        self.parser: XmlStreamParser | None = None
-        if built.mode == "prefill":
-            # Seeded with the open assistant turn only: what earlier turns and other
-            # participants wrote never changes how the reply is read.
-            self.parser = formatter.create_parser(built.open_turn) or XmlStreamParser(
-                built.open_turn
-            )
-            self.parser.reserve_ids(
-                block.id
-                for message in request.messages
-                for block in message.content
-                if isinstance(block, ToolUseContent)
-            )
-        self.assembler = NativeBlockAssembler()
-        self.json_tools: JsonToolsInText | None = None
-        if membrane.json_tools is not None:
-            interceptor = membrane.json_tools()
-            interceptor.reserve_ids(
-                block.id
-                for message in request.messages
-                for block in message.content
-                if isinstance(block, ToolUseContent)
-            )
-            self.json_tools = JsonToolsInText(interceptor)
-        self.blocks: list[Block] = []
-        self.usage = Usage()
+        self.reader = ReplyReader(membrane, formatter, request, built, policies)
         self.tool_rounds = 0
-        self._image_index: int | None = None  # the last image block started (as emitted)
 
     async def items(self) -> AsyncGenerator[MembraneItem, None]:
+        reader = self.reader
         resumes = 0
         while True:
-            if self.policies.terminated is not None:  # (while a tool round was fed)
-                yield self._result("policy", None, terminated=self.policies.terminated)
+            if reader.terminated is not None:  # (while a tool round was fed)
+                yield self._result("policy", None, terminated=reader.terminated)
                 return
-            round_ = _Round()
-            async with aclosing(self._call(round_)) as call_items:
+            round_ = CallRound()
+            provider_call = ProviderCall(
+                self.m, self.built, self.request.config, self.mode, self._take, self._ended
+            )
+            async with aclosing(provider_call.run(round_)) as call_items:
                 async for item in call_items:
                     yield item
-            self.usage = self.usage + round_.usage
-            if self.policies.terminated is not None:
-                yield self._result("policy", None, terminated=self.policies.terminated)
+            reader.count_usage(round_)
+            if reader.terminated is not None:
+                yield self._result("policy", None, terminated=reader.terminated)
                 return
             if round_.error is not None:
-                for event in self._flush(round_):
+                for event in reader.flush(round_):
                     yield event
                 error = round_.error
                 yield ReplyError(
@@ -164,520 +99,107 @@ class ReplyLoop:
                 return
             stop = round_.stop or StopInfo("end_turn")
             # Prefill: the stop sequence that ended the call, written back if it belongs.
-            prefill = self.mode == "prefill" and self.parser is not None
+            prefill = self.mode == "prefill" and reader.parser is not None
             if prefill and self._stopped_after_calls(round_, stop):
-                assert self.parser is not None
                 round_.written_back = FUNCTION_CALLS_END
-                for event in self._feed_text(FUNCTION_CALLS_END, round_):
+                for event in reader.feed_text(FUNCTION_CALLS_END, round_):
                     yield event
             elif prefill and stop.reason == "stop_sequence" and stop.stop_sequence:
-                assert self.parser is not None
-                if stop.stop_sequence == FUNCTION_CALLS_END and self.parser.inside_hidden:
+                assert reader.parser is not None
+                if stop.stop_sequence == FUNCTION_CALLS_END and reader.parser.inside_hidden:
                     round_.written_back = stop.stop_sequence
-                    for event in self._feed_text(stop.stop_sequence, round_):
+                    for event in reader.feed_text(stop.stop_sequence, round_):
                         yield event
-                elif self.parser.inside_hidden and resumes < MAX_RESUMES and round_.produced:
+                elif reader.parser.inside_hidden and resumes < MAX_RESUMES and round_.produced:
                     # A false positive inside thinking or a call: put it back, go on.
                     resumes += 1
                     round_.written_back = stop.stop_sequence
-                    for event in self._feed_text(stop.stop_sequence, round_):
+                    for event in reader.feed_text(stop.stop_sequence, round_):
                         yield event
-                    self._continue_prefill("".join(round_.raw) + round_.written_back)
+                    self.built = continued_prefill(
+                        self.built, "".join(round_.raw) + round_.written_back
+                    )
                     continue
-            for event in self._settle(round_):
+            for event in reader.settle(round_):
                 yield event
             calls = runnable_calls(round_.blocks)
             if not any(map(self._can_run, calls)) or self.tool_rounds >= self.m.max_tool_depth:
-                for event in self._flush(round_):
+                for event in reader.flush(round_):
                     yield event
                 yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
-            answered: dict[str, ToolResultContent] = {}
-            for call in calls:
-                if self._is_image_call(call) and call.id not in self.rejected:
-                    async with aclosing(self._generate_image(call, round_, answered)) as made:
-                        async for item in made:
-                            yield item
-            results = await self._run_calls(
-                [call for call in calls if call.id not in answered], self.on_tool_calls
-            )
-            ran = iter(results)
-            results = [answered[call.id] if call.id in answered else next(ran) for call in calls]
-            for event in self._emit_results(calls, results, round_):
+            tools = ToolRound(self.m, reader, calls, self.on_tool_calls)
+            async with aclosing(tools.run(round_)) as tool_items:
+                async for item in tool_items:
+                    yield item
+            for event in self._write_back(calls, tools.results, round_):
                 yield event
             resumes = 0
 
-    def _stopped_after_calls(self, round_: _Round, stop: StopInfo) -> bool:
+    def _stopped_after_calls(self, round_: CallRound, stop: StopInfo) -> bool:
         """Prefill: the call ended right after a tool call, inside ``<function_calls>``.
         Some servers honour the ``</function_calls>`` stop without naming it (OpenAI
         Completions says only "stop"), so the parser's state decides, not the name."""
-        assert self.parser is not None
-        if stop.reason == "max_tokens" or not self.parser.inside_hidden or not round_.blocks:
+        parser = self.reader.parser
+        assert parser is not None
+        if stop.reason == "max_tokens" or not parser.inside_hidden or not round_.blocks:
             return False
         named = stop.stop_sequence
         return round_.blocks[-1].type == "tool_call" and named in (None, FUNCTION_CALLS_END)
 
-    # ------------------------------------------------------------ one call
+    async def _take(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
+        """One output of the provider, on its way to the reader."""
+        output = clean_output(output)  # where model text enters: no lone surrogates
+        output = await stored_output(output, self.m.image_store)
+        if self.on_output is not None:
+            self.on_output(output)
+        return self.reader.take(output, round_)
 
-    async def _call(self, round_: _Round) -> AsyncGenerator[MembraneItem, None]:
-        """One provider call with retries; fills ``round_``, never raises ProviderError.
-        Until the call's first output the membrane's first-token deadline runs, over
-        every attempt and the waits between them."""
-        # Not made current: this generator yields to its consumer, which runs in
-        # another context, so the span is ended here, by hand.
-        span = self._call_span()
-        try:
-            async with aclosing(self._attempts(round_, span)) as attempts:
-                async for item in attempts:
-                    yield item
-        finally:
-            self._end_call_span(span, round_)
-
-    def _call_span(self) -> Span:
-        config = self.request.config
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": genai_provider(self.m.provider.name),
-            "gen_ai.request.model": config.model,
-            "gen_ai.request.max_tokens": config.max_tokens,
-            "voice.llm.source": self.m.provider.name,
-            "voice.llm.mode": self.mode,
-        }
-        if config.temperature is not None:
-            attributes["gen_ai.request.temperature"] = config.temperature
-        return tracer().start_span(f"chat {config.model}", attributes=attributes)
-
-    @staticmethod
-    def _end_call_span(span: Span, round_: _Round) -> None:
-        usage = round_.usage
-        span.set_attributes(
-            {
-                "gen_ai.usage.input_tokens": usage.input_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-                "voice.llm.produced": round_.produced,
-            }
-        )
-        if round_.stop is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", [round_.stop.reason])
-        if round_.error is not None:
-            mark_error(span, round_.error.kind)
-        span.end()
-
-    async def _attempts(self, round_: _Round, span: Span) -> AsyncGenerator[MembraneItem, None]:
-        """The attempts of one call: each retry is an event of the call's span."""
-        deadline = FirstTokenDeadline.starting(self.m.first_token_deadline_s, anyio.current_time())
-        retry = 0
-        error: ProviderError | None = None
-        while True:
-            try:
-                async with aclosing(
-                    self.m.provider.stream(
-                        self.built, self.request.config, streaming=self.m.streaming
-                    )
-                ) as outputs:
-                    while (output := await self._next(outputs, round_, deadline)) is not None:
-                        output = clean_output(output)  # where model text enters: no lone surrogates
-                        output = await self._store(output)
-                        if self.on_output is not None:
-                            self.on_output(output)
-                        for item in self._take(output, round_):
-                            yield item
-                        if self.policies.terminated is not None:
-                            return  # a policy ended the reply: the call is closed now
-                return
-            except ProviderError as exc:
-                error = exc
-            except LlmError as exc:  # a local source's failure: not retryable
-                name = self.m.provider.name  # named once, not in both error and message
-                error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
-            except _DeadlinePassed:
-                pass
-            now = anyio.current_time()
-            if not round_.produced and deadline.passed(now):
-                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
-                return
-            assert error is not None
-            if round_.produced or not self.m.retry.should_retry(retry, error):
-                round_.error = error
-                return
-            delay = self.m.retry.delay_s(retry, error)
-            if not deadline.allows_wait(delay, now):
-                round_.error = deadline.error(self.m.provider.name, retry + 1, error)
-                return
-            retry += 1
-            span.add_event(
-                "gen_ai.retry",
-                {"attempt": retry, "delay_s": delay, "error.type": error.kind}
-                | ({} if error.status is None else {"http.response.status_code": error.status}),
-            )
-            yield Retrying(retry, delay, str(error))
-            await anyio.sleep(delay)
-
-    @staticmethod
-    async def _next(
-        outputs: AsyncGenerator[ProviderOutput, None],
-        round_: _Round,
-        deadline: FirstTokenDeadline,
-    ) -> ProviderOutput | None:
-        """The call's next output, None at its end; raises ``_DeadlinePassed`` if the
-        first output has not arrived by the deadline. Only the wait is in the
-        cancel scope, never a yield to the consumer."""
-        if round_.produced or deadline.at is None:
-            return await anext(outputs, None)
-        with anyio.CancelScope(deadline=deadline.at):
-            return await anext(outputs, None)
-        raise _DeadlinePassed  # only reached when the scope's own deadline cancelled it
-
-    def _take(self, output: ProviderOutput, round_: _Round) -> list[MembraneItem]:
-        if isinstance(output, Usage):
-            round_.usage = output
-            self.policies.note_usage(self.usage + output)
-            return [UsageUpdate(output, self.usage + output)]
-        if isinstance(output, StopInfo):
-            round_.stop = output
-            self.policies.note_stop(output.reason)
-            return []
-        round_.produced = True
-        if isinstance(output, NativeImage) and output.image.is_preview:
-            opened = self.assembler.feed(output)  # (opens the image block if none is)
-            items: list[MembraneItem] = list(self._record(opened, round_))
-            if self._image_index is not None:
-                items.append(ImagePreview(self._image_index, output.image))
-            return items
-        if isinstance(output, TextDelta):
-            if self.parser is None:
-                # Raw text in chat mode (an embedded model's chat reply): XML is
-                # still read, so thinking or calls it writes are never spoken.
-                self.parser = XmlStreamParser()
-            round_.raw.append(output.text)
-            self.parser.skip_to(self.assembler.next_block_index)
-            return list(self._feed_text(output.text, round_))
-        events: list[Event] = []
-        if self.parser is not None and isinstance(output, NativeStart):
-            # A native block beside prefill text (native tools in a prefill format):
-            # the text so far ends here, and the indices run on from it.
-            events = self.parser.flush()
-            self.assembler.skip_to(self.parser.next_block_index)
-        started = time.perf_counter_ns()
-        events += self.assembler.feed(output)
-        self.m.parse_ns += time.perf_counter_ns() - started
-        if self.parser is not None:
-            round_.native_calls += [  # (a nameless call is stray text, never run)
-                e.block
-                for e in events
-                if isinstance(e, BlockComplete)
-                and e.block.type == "tool_call"
-                and e.block.tool_name
-            ]
-        return list(self._record(events, round_))
-
-    def _feed_text(self, text: str, round_: _Round) -> list[Event]:
-        assert self.parser is not None
-        started = time.perf_counter_ns()
-        events = self.parser.feed(text)
-        self.m.parse_ns += time.perf_counter_ns() - started
-        return self._record(events, round_)
-
-    def _record(self, events: list[Event], round_: _Round) -> list[Event]:
-        """Events through the JSON tool reader and the policies, then what passed
-        kept as the reply's."""
-        if self.json_tools is not None:
-            events = self.json_tools.feed(events)
-        if self.policies:
-            events = self.policies.feed(events)
-            self._keep_rejected(round_)
-        for event in events:
-            if isinstance(event, BlockComplete):
-                round_.blocks.append(event.block)
-                self.blocks.append(event.block)
-            elif isinstance(event, BlockStart) and event.type == "image":
-                self._image_index = event.index
-        return events
-
-    def _flush(self, round_: _Round) -> list[Event]:
-        events = self.parser.flush() if self.parser is not None else []
-        if self.parser is not None:  # held stray text comes after the parser's blocks
-            self.assembler.skip_to(self.parser.next_block_index)
-        events += self.assembler.flush()
-        return self._record(events, round_) + self._settle(round_)
-
-    # ------------------------------------------------------------ policies
-
-    def _settle(self, round_: _Round) -> list[Event]:
-        """The call's stream ended: what a policy still holds is decided."""
-        if not self.policies:
-            return []
-        events = self.policies.settle()
-        self._keep_rejected(round_)
-        for event in events:
-            if isinstance(event, BlockComplete):
-                round_.blocks.append(event.block)
-                self.blocks.append(event.block)
-        return events
-
-    def _keep_rejected(self, round_: _Round) -> None:
-        """A rejected tool call stays in the reply (the model sees its call
-        answered with an error), but never runs."""
-        for block, reason in self.policies.take_rejected():
-            if block.tool_id:
-                self.rejected[block.tool_id] = reason
-                round_.blocks.append(block)
-                self.blocks.append(block)
-
-    # ------------------------------------------------------------ images
-
-    def _is_image_call(self, call: ToolCall) -> bool:
-        tool = self.m.image_tool
-        return tool is not None and call.name == tool.name
+    def _ended(self) -> bool:
+        return self.reader.terminated is not None
 
     def _can_run(self, call: ToolCall) -> bool:
-        return self.on_tool_calls is not None or self._is_image_call(call)
+        return self.on_tool_calls is not None or is_image_call(call, self.m.image_tool)
 
-    async def _store(self, output: ProviderOutput) -> ProviderOutput:
-        """A final image stored in the image store, when there is one."""
-        store = self.m.image_store
-        if store is None or not isinstance(output, NativeImage) or output.image.is_preview:
-            return output
-        return NativeImage(await stored(output.image, store))
-
-    async def _generate_image(
-        self, call: ToolCall, round_: _Round, answered: dict[str, ToolResultContent]
-    ) -> AsyncGenerator[MembraneItem, None]:
-        """Run the image tool's generator for ``call``: its image block flows out
-        (partial images as ``ImagePreview``), its result is put in ``answered``.
-        A failure is the call's error result, never the reply's end."""
-        tool = self.m.image_tool
-        assert tool is not None
-        arguments = tool_arguments(call.input)
-        if isinstance(arguments, str):
-            answered[call.id] = ToolResultContent(
-                tool_use_id=call.id, content=arguments, is_error=True
-            )
-            return
-        prompt, size, quality = arguments
-        if self.parser is not None:
-            self.assembler.skip_to(self.parser.next_block_index)
-        before = len(self.blocks)
-        error: str | None = None
-        try:
-            async with aclosing(tool.generator.generate(prompt, size=size, quality=quality)) as out:
-                async for output in out:
-                    for item in self._take(await self._store(clean_output(output)), round_):
-                        yield item
-        except ProviderError as exc:
-            error = str(exc)
-        for event in self._record(self.assembler.flush(), round_):
-            yield event
-        if self.parser is not None:
-            self.parser.skip_to(self.assembler.next_block_index)
-        images = [b.image for b in self.blocks[before:] if b.type == "image"]
-        image = images[-1] if images else None
-        if error is not None or image is None:
-            why = error or "the generator produced no image"
-            answered[call.id] = ToolResultContent(
-                tool_use_id=call.id, content=f"image generation failed: {why}", is_error=True
-            )
-            return
-        answered[call.id] = ToolResultContent(tool_use_id=call.id, content=result_text(image))
-
-    async def _run_calls(
-        self, calls: list[ToolCall], handler: OnToolCalls | None
-    ) -> list[ToolResultContent]:
-        allowed = [call for call in calls if call.id not in self.rejected]
-        if allowed and handler is None:  # only image calls could run this round
-            return [
-                ToolResultContent(
-                    tool_use_id=call.id,
-                    content=f"not run: {self.rejected.get(call.id, 'no handler for this tool')}",
-                    is_error=True,
-                )
-                for call in calls
-            ]
-        ran = iter(
-            await run_tool_calls(allowed, handler, self.m.tool_timeout_s)
-            if allowed and handler is not None
-            else []
-        )
-        return [
-            ToolResultContent(
-                tool_use_id=call.id,
-                content=f"not run: {self.rejected[call.id]}",
-                is_error=True,
-            )
-            if call.id in self.rejected
-            else next(ran)
-            for call in calls
-        ]
-
-    # ------------------------------------------------------------ tool loop
-
-    def _emit_results(
-        self, calls: list[ToolCall], results: list[ToolResultContent], round_: _Round
+    def _write_back(
+        self, calls: list[ToolCall], results: list[ToolResultContent], round_: CallRound
     ) -> list[Event]:
+        """The round's results as events, and the request that continues after them."""
+        reader = self.reader
         names = {call.id: call.name for call in calls}
-        events: list[Event] = []
         if self.mode == "prefill" and round_.native_calls:
-            return self._native_results_in_prefill(names, results, round_)
+            events = reader.result_blocks(names, results, round_)
+            assert reader.parser is not None
+            reader.text_follows()
+            self.built = with_native_results(
+                self.built, "".join(round_.raw), round_.native_calls, results
+            )
+            return events
         if self.mode == "prefill":
             text = self.fmt.format_tool_results(results)
-            events = self._feed_text(text, round_)
-            self._continue_prefill("".join(round_.raw) + round_.written_back + text)
+            events = reader.feed_text(text, round_)
+            self.built = continued_prefill(
+                self.built, "".join(round_.raw) + round_.written_back + text
+            )
             return events
-        events = self._result_blocks(names, results, round_)
-        # A generated image is not sent back within the reply: the tool's result
-        # says it was made, and megabytes of base64 would only cost tokens.
-        content = [
-            c
-            for b in round_.blocks
-            if (c := _content_of(b)) is not None and not isinstance(c, GeneratedImageContent)
-        ]
-        if not self.request.options.convert_unsigned_thinking_to_text:
-            # Unsigned thinking (OpenAI-compatible reasoning) cannot go back as
-            # thinking: the formatter would refuse the continuation mid-reply.
-            content = [c for c in content if not _unsigned_thinking(c)]
-        assistant = Message(participant=self.request.options.assistant_participant, content=content)
-        results_message = Message(
-            participant=self.request.options.human_participant, content=list(results)
-        )
-        self.request = self.request.model_copy(
-            update={"messages": [*self.request.messages, assistant, results_message]}
-        )
+        events = reader.result_blocks(names, results, round_)
+        self.request = with_chat_results(self.request, round_.blocks, results)
         self.built = self.fmt.build(self.request)
         return events
 
-    def _native_results_in_prefill(
-        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
-    ) -> list[Event]:
-        """Native tool calls in a prefill format: the API wants the results as a
-        user message after the assistant's turn, so the transcript so far becomes
-        that turn (with its native calls) and the model answers in a new one."""
-        events = self._result_blocks(names, results, round_)
-        assert self.parser is not None
-        self.parser.skip_to(self.assembler.next_block_index)
-        written = ((self.built.prefill or "") + "".join(round_.raw)).rstrip()
-        turn: list[ContentBlock] = [TextContent(text=written)] if written else []
-        turn += [c for b in round_.native_calls if (c := _content_of(b)) is not None]
-        self.built = replace(
-            self.built,
-            messages=[
-                *self.built.messages,
-                ProviderMessage("assistant", turn),
-                ProviderMessage("user", list(results)),
-            ],
-            prefill=None,
-            prompt=None,
-        )
-        return events
-
-    def _result_blocks(
-        self, names: dict[str, str], results: list[ToolResultContent], round_: _Round
-    ) -> list[Event]:
-        events = self.assembler.flush()
-        for result in results:
-            events += self.assembler.tool_result(
-                result.tool_use_id,
-                result.text(),
-                tool_name=names.get(result.tool_use_id),
-                is_error=result.is_error,
-            )
-        return self._record(events, round_)
-
-    def _continue_prefill(self, appended: str) -> None:
-        built = self.built
-        self.built = replace(
-            built,
-            prefill=(built.prefill or "") + appended,
-            prompt=None if built.prompt is None else built.prompt + appended,
-        )
-
     def _result(self, stop: str, error: str | None, terminated: str | None = None) -> ReplyResult:
         options = self.request.options
+        blocks = self.reader.blocks
         return ReplyResult(
-            blocks=tuple(self.blocks),
-            text="".join(b.content or "" for b in self.blocks if b.type == "text"),
+            blocks=tuple(blocks),
+            text="".join(b.content or "" for b in blocks if b.type == "text"),
             stop_reason=stop,
-            usage=self.usage,
+            usage=self.reader.usage,
             tool_rounds=self.tool_rounds,
             messages=tuple(
-                conversation(self.blocks, options.assistant_participant, options.human_participant)
+                conversation(blocks, options.assistant_participant, options.human_participant)
             ),
             error=error,
             terminated=terminated,
         )
-
-
-def conversation(blocks: Sequence[Block], assistant: str, human: str) -> list[Message]:
-    """A reply's blocks as messages to append to the conversation, the same in both
-    modes: the assistant's content (text, thinking, tool uses) and, after each
-    round of calls, a message from ``human`` with the results."""
-    messages: list[Message] = []
-    said: list[ContentBlock] = []
-    results: list[ContentBlock] = []
-    for block in blocks:
-        if block.type == "tool_result":
-            if said:
-                messages.append(Message(participant=assistant, content=said))
-                said = []
-            if block.tool_id:  # a result that answers no call cannot be sent back
-                results.append(
-                    ToolResultContent(
-                        tool_use_id=block.tool_id,
-                        content=block.content or "",
-                        is_error=block.is_error,
-                    )
-                )
-            continue
-        if results:
-            messages.append(Message(participant=human, content=results))
-            results = []
-        content = _content_of(block)
-        if content is not None:
-            said.append(content)
-    if said:
-        messages.append(Message(participant=assistant, content=said))
-    if results:
-        messages.append(Message(participant=human, content=results))
-    return messages
-
-
-def runnable_calls(blocks: Sequence[Block]) -> list[ToolCall]:
-    """The round's tool calls that can run. A call with no name (stray text kept
-    as a nameless call, or a model that left the name out) names no tool and
-    cannot be sent back: it is not run, and logged."""
-    calls: list[ToolCall] = []
-    for block in blocks:
-        if block.type != "tool_call":
-            continue
-        if not block.tool_name or not block.tool_id:
-            if block.content is None or block.tool_id:  # stray text was logged when found
-                _log.warning("tool call with no name not run (id %r)", block.tool_id)
-            continue
-        calls.append(ToolCall(block.tool_id, block.tool_name, dict(block.input or {})))
-    return calls
-
-
-def _unsigned_thinking(content: ContentBlock) -> bool:
-    return isinstance(content, ThinkingContent) and content.signature is None
-
-
-def _content_of(block: Block) -> ContentBlock | None:
-    """A completed chat-mode block as content for the next request."""
-    if block.type == "text":
-        return TextContent(text=block.content or "")
-    if block.type == "image":  # a stored image by its blob id alone
-        return for_history(block.image) if block.image is not None else None
-    if block.type == "thinking":
-        if block.redacted_data is not None:
-            return RedactedThinkingContent(data=block.redacted_data)
-        return ThinkingContent(thinking=block.content or "", signature=block.signature)
-    if block.type == "tool_call":
-        if not block.tool_name or not block.tool_id:
-            return None  # stray text, or a call with no name: it cannot be sent back
-        return ToolUseContent(
-            id=block.tool_id or "",
-            name=block.tool_name or "",
-            input=dict(block.input or {}),
-            signature=block.signature,
-        )
-    return None  # tool results are sent as their own message

@@ -1,0 +1,177 @@
+"""One provider call of a reply: its attempts, retries and first-token deadline.
+
+``ProviderCall.run`` streams the call, retrying while nothing has arrived, and
+fills a ``CallRound`` with what the call produced — or the error that ended it:
+it never raises ``ProviderError``. Each call is one OpenTelemetry ``chat
+{model}`` span with its retries as events. What an output becomes (events, a
+stored image) is the caller's ``take``: this module only decides when to ask
+the provider again, so the retry and deadline rules live apart from reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import anyio
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
+
+from ..formats.base import BuiltRequest
+from ..providers.base import Provider
+from ..telemetry.spans import genai_provider, mark_error, tracer
+from ..vendors.errors import LlmError, ProviderError
+from ..vendors.retry import FirstTokenDeadline, RetryPolicy
+from ..vocab.events import Block
+from ..vocab.messages import ModelConfig
+from ..vocab.provider_output import ProviderOutput, StopInfo, Usage
+from .reply import MembraneItem, Retrying
+
+
+@dataclass
+class CallRound:
+    """What one provider call produced."""
+
+    raw: list[str] = field(default_factory=list)  # prefill: the text as written
+    blocks: list[Block] = field(default_factory=list)
+    native_calls: list[Block] = field(default_factory=list)  # prefill: calls made natively
+    stop: StopInfo | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: ProviderError | None = None
+    produced: bool = False
+    written_back: str = ""  # prefill: a stop sequence put back after the raw text
+
+
+class CallSettings(Protocol):
+    """What a call runs with (a ``ReplySettings`` is one)."""
+
+    provider: Provider
+    retry: RetryPolicy
+    streaming: bool
+    first_token_deadline_s: float | None
+
+
+class _DeadlinePassed(Exception):
+    """The first-token deadline passed while a call was waiting for its first output."""
+
+
+@dataclass(frozen=True)
+class ProviderCall:
+    """One call: ``take`` turns each output into items (it marks the round
+    ``produced``, which ends retrying); ``ended`` says a policy ended the reply,
+    which closes the call at once."""
+
+    settings: CallSettings
+    built: BuiltRequest
+    config: ModelConfig
+    mode: Literal["prefill", "chat"]
+    take: Callable[[ProviderOutput, CallRound], Awaitable[list[MembraneItem]]]
+    ended: Callable[[], bool]
+
+    async def run(self, round_: CallRound) -> AsyncGenerator[MembraneItem, None]:
+        """The call with retries; fills ``round_``, never raises ProviderError.
+        Until the call's first output the first-token deadline runs, over every
+        attempt and the waits between them."""
+        # Not made current: this generator yields to its consumer, which runs in
+        # another context, so the span is ended here, by hand.
+        span = self._span()
+        try:
+            async with aclosing(self._attempts(round_, span)) as attempts:
+                async for item in attempts:
+                    yield item
+        finally:
+            _end_span(span, round_)
+
+    def _span(self) -> Span:
+        config = self.config
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": genai_provider(self.settings.provider.name),
+            "gen_ai.request.model": config.model,
+            "gen_ai.request.max_tokens": config.max_tokens,
+            "voice.llm.source": self.settings.provider.name,
+            "voice.llm.mode": self.mode,
+        }
+        if config.temperature is not None:
+            attributes["gen_ai.request.temperature"] = config.temperature
+        return tracer().start_span(f"chat {config.model}", attributes=attributes)
+
+    async def _attempts(self, round_: CallRound, span: Span) -> AsyncGenerator[MembraneItem, None]:
+        """The attempts of one call: each retry is an event of the call's span."""
+        settings = self.settings
+        deadline = FirstTokenDeadline.starting(
+            settings.first_token_deadline_s, anyio.current_time()
+        )
+        retry = 0
+        error: ProviderError | None = None
+        while True:
+            try:
+                async with aclosing(
+                    settings.provider.stream(self.built, self.config, streaming=settings.streaming)
+                ) as outputs:
+                    while (output := await _next(outputs, round_, deadline)) is not None:
+                        for item in await self.take(output, round_):
+                            yield item
+                        if self.ended():
+                            return  # a policy ended the reply: the call is closed now
+                return
+            except ProviderError as exc:
+                error = exc
+            except LlmError as exc:  # a local source's failure: not retryable
+                name = settings.provider.name  # named once, not in both error and message
+                error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
+            except _DeadlinePassed:
+                pass
+            now = anyio.current_time()
+            if not round_.produced and deadline.passed(now):
+                round_.error = deadline.error(settings.provider.name, retry + 1, error)
+                return
+            assert error is not None
+            if round_.produced or not settings.retry.should_retry(retry, error):
+                round_.error = error
+                return
+            delay = settings.retry.delay_s(retry, error)
+            if not deadline.allows_wait(delay, now):
+                round_.error = deadline.error(settings.provider.name, retry + 1, error)
+                return
+            retry += 1
+            span.add_event(
+                "gen_ai.retry",
+                {"attempt": retry, "delay_s": delay, "error.type": error.kind}
+                | ({} if error.status is None else {"http.response.status_code": error.status}),
+            )
+            yield Retrying(retry, delay, str(error))
+            await anyio.sleep(delay)
+
+
+def _end_span(span: Span, round_: CallRound) -> None:
+    usage = round_.usage
+    span.set_attributes(
+        {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "voice.llm.produced": round_.produced,
+        }
+    )
+    if round_.stop is not None:
+        span.set_attribute("gen_ai.response.finish_reasons", [round_.stop.reason])
+    if round_.error is not None:
+        mark_error(span, round_.error.kind)
+    span.end()
+
+
+async def _next(
+    outputs: AsyncGenerator[ProviderOutput, None],
+    round_: CallRound,
+    deadline: FirstTokenDeadline,
+) -> ProviderOutput | None:
+    """The call's next output, None at its end; raises ``_DeadlinePassed`` if the
+    first output has not arrived by the deadline. Only the wait is in the
+    cancel scope, never a yield to the consumer."""
+    if round_.produced or deadline.at is None:
+        return await anext(outputs, None)
+    with anyio.CancelScope(deadline=deadline.at):
+        return await anext(outputs, None)
+    raise _DeadlinePassed  # only reached when the scope's own deadline cancelled it
