@@ -14,10 +14,11 @@ from pathlib import Path
 from benchmarks import report, report_first_audio, report_membrane, report_serve, report_tts
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
-from benchmarks.bench_membrane import MembraneResults, run_membrane_bench
+from benchmarks.bench_membrane import run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
+from voice_membrane.bench.membrane_cost import MembraneResults
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
