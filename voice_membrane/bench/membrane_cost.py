@@ -147,9 +147,6 @@ class MembraneResults:
         return next((p for p in self.in_process if p.case == case.label), None)
 
 
-# --------------------------------------------------------------------------- the servers
-
-# --serve runs in the child process: one fake server per case, each queued with
 # --------------------------------------------------------------------------- one case
 
 
