@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROMPT ?= In two short sentences, why is the sky blue?
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-docs clean
 
 $(VENV)/.installed: pyproject.toml scripts/bootstrap.sh scripts/system-packages.sh
 	bash scripts/bootstrap.sh $(VENV)
@@ -19,8 +19,13 @@ test: $(VENV)/.installed
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
+# Prints the report and writes it to build/benchmarks.md (untracked).
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks.run
+
+# The same run, written to docs/benchmarks.md (the published report).
+bench-docs: $(VENV)/.installed
+	$(PY) -m benchmarks.run --output docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV)

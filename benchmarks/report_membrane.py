@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.bench_membrane import DELTA_CHARS, CaseResult, MembraneResults
 from benchmarks.markdown import table
+from voice_membrane.bench.membrane_cost import CaseResult, MembraneResults
 
 MEMBRANE_TITLE = "Membrane: cost per streamed delta over the vendors' SDKs"
 FAST_DELTAS_PER_S = 200  # a fast model's stream: what the CPU-share finding assumes
@@ -143,7 +143,7 @@ def findings(results: MembraneResults) -> list[str]:
             f"{added_prefill[0]:.1f} µs per delta "
             f"({_pairs_note([case], 'membrane', 'adapter')}); "
             f"`XmlStreamParser` alone takes {parser:.2f} µs per delta{share}, fed the same "
-            f"XML in {DELTA_CHARS}-character pieces."
+            f"XML in {results.delta_chars}-character pieces."
         )
     if results.cases:
         ours = max(c.added("membrane", "sdk")[0] for c in results.cases)
@@ -165,7 +165,7 @@ def membrane_section(results: MembraneResults) -> str:
             f"## {MEMBRANE_TITLE}",
             "Each vendor's fake server plays one long reply — a thinking block of "
             f"{results.thinking_chars:,} characters, {results.text_chars:,} characters of "
-            f"text and a tool call, cut into {DELTA_CHARS}-character deltas, no delays — "
+            f"text and a tool call, cut into {results.delta_chars}-character deltas, no delays — "
             "read to the end by (a) the official SDK alone iterating its raw stream, "
             "(b) our adapter's `stream()`, (c) `Membrane(adapter, formatter).stream(request)` "
             f"to its `ReplyResult` ({versions}). Prefill mode plays the same reply as "

@@ -1,26 +1,14 @@
 """The ``voice-membrane serve`` load section of the benchmark report
-(``benchmarks.bench_serve_load``)."""
+(``benchmarks.bench_serve_load``), from its results: the figures and the setup
+they were measured with."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks.bench_serve_load import (
-    DELTA_CHARS,
-    LLM_TTFT_S,
-    PACE,
-    RAMP_S,
-    SAMPLE_RATE,
-    SESSIONS_PER_CLIENT,
-    THINK_S,
-    TOKEN_S,
-    TTS_TTFB_S,
-    TURN_TIMEOUT_S,
-    LevelResult,
-    ServeLoadResults,
-)
 from benchmarks.markdown import quoted, table
-from benchmarks.stats import median, nearest_rank
+from voice_membrane.bench.serve_load import LevelResult, ServeLoadResults
+from voice_membrane.bench.stats import median, nearest_rank
 
 SERVE_TITLE = "`voice-membrane serve` under load"
 TARGET_SESSIONS = 200
@@ -102,6 +90,7 @@ def _errors(results: ServeLoadResults) -> str:
 
 def serve_section(results: ServeLoadResults) -> str:
     ideal = results.ideal
+    script, client = results.setup.script, results.setup.client
     rows = []
     for level in results.levels:
         lag = level.client_lag_ms
@@ -123,9 +112,9 @@ def serve_section(results: ServeLoadResults) -> str:
     stages = [
         [
             level.sessions,
-            _server_gap(level, "first_token", None, LLM_TTFT_S * 1000),
+            _server_gap(level, "first_token", None, script.llm_ttft_s * 1000),
             _server_gap(level, "tts_request", "first_chunk", 0.0),
-            _server_gap(level, "tts_first_byte", "tts_request", TTS_TTFB_S * 1000),
+            _server_gap(level, "tts_first_byte", "tts_request", script.tts_ttfb_s * 1000),
             _server_gap(level, "first_audio", None, ideal.first_audio_ms),
             _percentiles(_excess(level, ideal.first_audio_ms, first_turn=True), signed=True),
             _percentiles(_excess(level, ideal.first_audio_ms, first_turn=False), signed=True),
@@ -134,27 +123,30 @@ def serve_section(results: ServeLoadResults) -> str:
         ]
         for level in results.levels
     ]
+    ttft_ms, token_ms = f"{script.llm_ttft_s * 1000:.0f}", f"{script.token_s * 1000:.0f}"
+    ttfb_ms = f"{script.tts_ttfb_s * 1000:.0f}"
     method = (
         f"One `voice-membrane serve` process (started afresh for each size, warmed by one "
         f"interrupted turn) on loopback; its LLM the scripted `FakeOpenAI` (first delta after "
-        f"{LLM_TTFT_S * 1000:.0f} ms, then one {DELTA_CHARS}-character delta — about a token "
-        f"— every {TOKEN_S * 1000:.0f} ms), its TTS `FakeElevenLabs` over the stream-input "
-        f"socket (first audio {TTS_TTFB_S * 1000:.0f} ms after a piece, then 100 ms frames "
-        f"released over {PACE:g} x their duration), each fake in a child process of its own. "
-        f"N sessions from client processes (asyncio `websockets`, up to "
-        f"{SESSIONS_PER_CLIENT} sessions each) asking for pcm16 at {SAMPLE_RATE} Hz: all "
-        f"connect first, then each starts at a random moment within {RAMP_S:g} s and runs "
-        f"{results.turns} turns, each sent {THINK_S:g} s after the last reply finished "
+        f"{ttft_ms} ms, then one {script.delta_chars}-character delta — about a token "
+        f"— every {token_ms} ms), its TTS `FakeElevenLabs` over the stream-input "
+        f"socket (first audio {ttfb_ms} ms after a piece, then 100 ms frames "
+        f"released over {script.pace:g} x their duration), each fake in a child process of its "
+        "own. N sessions from client processes (asyncio `websockets`, up to "
+        f"{results.setup.sessions_per_client} sessions each) asking for pcm16 at "
+        f"{client.sample_rate} Hz: all "
+        f"connect first, then each starts at a random moment within {client.ramp_s:g} s and runs "
+        f"{client.turns} turns, each sent {client.think_s:g} s after the last reply finished "
         "playing. *First audio*: the turn's first binary frame after `user.message` was "
         "sent, at the client (over the turns that had audio). *Ideal*: "
-        f"{LLM_TTFT_S * 1000:.0f} ms TTFT + {ideal.deltas - 1} deltas x "
-        f"{TOKEN_S * 1000:.0f} ms until the delta that completes the first piece "
-        f"{quoted(ideal.first_piece)} (the pipeline's chunker) + {TTS_TTFB_S * 1000:.0f} ms "
+        f"{ttft_ms} ms TTFT + {ideal.deltas - 1} deltas x "
+        f"{token_ms} ms until the delta that completes the first piece "
+        f"{quoted(ideal.first_piece)} (the pipeline's chunker) + {ttfb_ms} ms "
         f"TTS TTFB = {ideal.first_audio_ms:.0f} ms; *excess* = first audio - ideal. "
         "*Underruns*: playback starts at a turn's first frame and plays frames back to "
         "back; a frame that arrives after its play time is one. *Errors*: error events, "
         "a turn ending in error or without audio or not within "
-        f"{TURN_TIMEOUT_S:g} s, lost frames, closes other than the session's own end. "
+        f"{client.turn_timeout_s:g} s, lost frames, closes other than the session's own end. "
         "*Server CPU*: user + system over the turns' wall time, in cores (and per session, % "
         "of a core; the server runs one event loop, so about one core is its ceiling); *RSS "
         "per session*: peak resident memory during the run above the server's own before the "
@@ -171,8 +163,8 @@ def serve_section(results: ServeLoadResults) -> str:
     stage_note = (
         "Where the time goes, from the server's own latency report (the `metrics` event), "
         "ms over each stage's floor, p50 / p95 / p99: *LLM first token* - "
-        f"{LLM_TTFT_S * 1000:.0f} ms; *piece → TTS*: the first piece released until handed "
-        f"to the engine; *TTS first byte* - {TTS_TTFB_S * 1000:.0f} ms; *server first "
+        f"{ttft_ms} ms; *piece → TTS*: the first piece released until handed "
+        f"to the engine; *TTS first byte* - {ttfb_ms} ms; *server first "
         f"audio* - the ideal {ideal.first_audio_ms:.0f} ms (the frame queued for the socket; "
         "the client's excess less this is the send and the client's read); the client's "
         "excess split between each session's first turn and its later ones."

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.bench_tts_engines import (
-    LLM_FIRST_DELTA_S,
-    TTFB_S,
-    EngineResult,
-    TtsBenchResults,
-)
 from benchmarks.markdown import quoted, table
+from voice_membrane.bench.tts_overhead import EngineResult, TtsOverheadResults
 
 TTS_TITLE = "Cloud TTS: what our engine code adds over the raw protocol"
 TARGET_ADDED_MS = 5.0
@@ -29,7 +24,7 @@ def _met(result: EngineResult) -> str:
     return "yes" if figures[0] <= TARGET_ADDED_MS else "**no**"
 
 
-def tts_section(results: TtsBenchResults) -> str:
+def tts_section(results: TtsOverheadResults) -> str:
     rows = [
         [
             f"`{r.engine}`",
@@ -46,12 +41,12 @@ def tts_section(results: TtsBenchResults) -> str:
     pieces = ", ".join(
         f"{r.engine} {quoted(r.first_piece)}" for r in results.results if r.first_piece
     )
-    ttfb_ms = f"{TTFB_S * 1000:.0f}"
-    first_delta_ms = f"{LLM_FIRST_DELTA_S * 1000:.0f}"
+    ttfb_ms = f"{results.setup.ttfb_s * 1000:.0f}"
+    first_delta_ms = f"{results.setup.llm_first_delta_s * 1000:.0f}"
     method = (
         f"Each engine against its fake server (child process) answering after a fixed "
-        f"{ttfb_ms} ms time to first byte; {results.turns} turns per engine after "
-        f"{results.warmup} warm-up turns. ms, p50 / p95. *Raw*: a bare client of the "
+        f"{ttfb_ms} ms time to first byte; {results.setup.turns} turns per engine after "
+        f"{results.setup.warmup} warm-up turns. ms, p50 / p95. *Raw*: a bare client of the "
         "wire protocol (`websockets`, compression off as the engine has it, on a "
         "socket opened as a turn's is: the first piece sent with `flush`, until the "
         "first audio message; `httpx` on a kept-alive connection: "

@@ -1,4 +1,5 @@
-"""Run every benchmark, print the report and write it to ``docs/benchmarks.md``.
+"""Run every benchmark, print the report and write it to ``build/benchmarks.md``
+(untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
@@ -14,12 +15,13 @@ from pathlib import Path
 from benchmarks import report, report_first_audio, report_membrane, report_serve, report_tts
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
-from benchmarks.bench_membrane import MembraneResults, run_membrane_bench
+from benchmarks.bench_membrane import run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
+from voice_membrane.bench.membrane_cost import MembraneResults
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 
 def build_report(*, first_audio: bool = True) -> str:

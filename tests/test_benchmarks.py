@@ -25,7 +25,7 @@ from benchmarks.bench_first_audio import (
     FirstAudioResults,
     Setup,
 )
-from benchmarks.bench_membrane import CONSUMERS, VENDORS, run_membrane_bench
+from benchmarks.bench_membrane import VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
@@ -35,6 +35,7 @@ from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_
 from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.membrane_consumers import CONSUMERS
 from voice_membrane.bench.runner import Target, TargetRun, TurnSample
 from voice_membrane.chunking import SpeechChunker
 from voice_membrane.pipeline.metrics import TurnMetrics

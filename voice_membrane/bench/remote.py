@@ -38,35 +38,43 @@ class RemoteError(Exception):
     """Why a session cannot go on; one line, never holding the token."""
 
 
+async def next_event(ws: ClientConnection) -> dict[str, Any]:
+    """The next JSON event, skipping audio frames (of earlier turns)."""
+    while True:
+        data = await ws.recv()
+        if isinstance(data, str):
+            return dict(json.loads(data))
+
+
+async def start_session(
+    ws: ClientConnection, *, pipeline: str | None = None, audio: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``session.start`` (asking for ``pipeline`` and ``audio`` if given) and the
+    server's ``session.started``; ``RemoteError`` when it refuses or answers else."""
+    start: dict[str, Any] = {"type": "session.start", "v": 1}
+    if pipeline is not None:
+        start["pipeline"] = pipeline
+    if audio is not None:
+        start["audio"] = audio
+    await ws.send(json.dumps(start))
+    reply = await next_event(ws)
+    if reply["type"] == "error":
+        refused = f"{reply.get('code')}: {reply.get('message')}"
+        code = None
+        if reply.get("code") in ("full", "draining"):  # the close (1013) follows
+            with anyio.move_on_after(CLOSE_WAIT_S):
+                await ws.wait_closed()
+            code = ws.close_code
+        raise RemoteError(refused if code is None else f"closed with {code}: {refused}")
+    if reply["type"] != "session.started":
+        raise RemoteError(f"expected session.started, got {reply['type']}")
+    return reply
+
+
 class _Client:
     def __init__(self, ws: ClientConnection, index: int) -> None:
         self.ws = ws
         self.index = index
-
-    async def event(self) -> dict[str, Any]:
-        """The next JSON event, skipping audio frames (of earlier turns)."""
-        while True:
-            data = await self.ws.recv()
-            if isinstance(data, str):
-                return dict(json.loads(data))
-
-    async def start(self, pipeline: str | None) -> dict[str, Any]:
-        start: dict[str, Any] = {"type": "session.start", "v": 1}
-        if pipeline is not None:
-            start["pipeline"] = pipeline
-        await self.ws.send(json.dumps(start))
-        reply = await self.event()
-        if reply["type"] == "error":
-            refused = f"{reply.get('code')}: {reply.get('message')}"
-            code = None
-            if reply.get("code") in ("full", "draining"):  # the close (1013) follows
-                with anyio.move_on_after(CLOSE_WAIT_S):
-                    await self.ws.wait_closed()
-                code = self.ws.close_code
-            raise RemoteError(refused if code is None else f"closed with {code}: {refused}")
-        if reply["type"] != "session.started":
-            raise RemoteError(f"expected session.started, got {reply['type']}")
-        return reply
 
     async def turn(self, prompt: str, warm_up: bool) -> TurnSample:
         await anyio.sleep(GAP_S)
@@ -135,7 +143,7 @@ async def run_remote(
             async with ws:
                 client = _Client(ws, index)
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
-                    started = await client.start(target.server_pipeline)
+                    started = await start_session(ws, pipeline=target.server_pipeline)
                 run.llm, run.tts = str(started.get("llm", "")), str(started.get("tts", ""))
                 for k in range(warmup):
                     prompt = _warm_up(warm_up_prompt, prompts, k)

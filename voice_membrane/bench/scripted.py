@@ -12,12 +12,12 @@ Both use the same fake OpenAI chat model.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
 from ..chunking import SpeechChunker
-from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.config import ChunkerConfig, ConfigError, PipelineConfig
+from .environ import variables
 from .runner import Target
 from .scripted_script import DELTA_CHARS, KEY, REPLY, TOKEN_S
 
@@ -28,19 +28,27 @@ ENGINES = (
 )
 
 
+def first_piece_delta(chunker: ChunkerConfig, text: str, delta_chars: int) -> tuple[int, str]:
+    """Which of ``text``'s scripted deltas (0-based) completes the first piece, fed
+    through a ``SpeechChunker`` with ``chunker``'s options, and that piece; with no
+    piece before the end it is the last delta (the flush releases the piece)."""
+    from ..testing.script import ScriptedReply
+
+    speech_chunker = SpeechChunker(**chunker.model_dump())
+    deltas = list(ScriptedReply.of(text, delta_chars=delta_chars).pieces(text))
+    for index, delta in enumerate(deltas):
+        chunks = speech_chunker.feed(delta)
+        if chunks:
+            return index, chunks[0].text
+    flushed = speech_chunker.flush()
+    return len(deltas) - 1, flushed[0].text if flushed else text
+
+
 def llm_after_first_token_ms(config: PipelineConfig) -> float:
     """How long after the first delta the scripted delta that completes the first
     piece is due: the script's deltas through the pipeline's own chunker, at the
     script's pace (the fake keeps it to the millisecond)."""
-    from ..testing.script import ScriptedReply
-
-    chunker = SpeechChunker(**config.chunker.model_dump())
-    deltas = list(ScriptedReply.of(REPLY, delta_chars=DELTA_CHARS).pieces(REPLY))
-    index = len(deltas) - 1  # no piece before the end: the flush releases it
-    for n, delta in enumerate(deltas):
-        if chunker.feed(delta):
-            index = n
-            break
+    index, _ = first_piece_delta(config.chunker, REPLY, DELTA_CHARS)
     return round(index * TOKEN_S * 1000, 3)
 
 
@@ -57,7 +65,7 @@ def scripted_targets() -> Iterator[list[Target]]:
         ) from None
     from .fakes import fake_servers
 
-    with _variable(KEY_ENV, KEY), fake_servers() as urls:
+    with variables(**{KEY_ENV: KEY}), fake_servers() as urls:
         targets = []
         for label, spec in ENGINES:
             config = PipelineConfig.model_validate(_pipeline(urls["chat"], spec, urls))
@@ -82,17 +90,3 @@ def _pipeline(chat_url: str, tts_spec: str, tts_urls: dict[str, str]) -> dict[st
         },
         "sink": {"kind": "null", "realtime": False},
     }
-
-
-@contextlib.contextmanager
-def _variable(name: str, value: str) -> Iterator[None]:
-    """``name`` set to ``value`` for the fakes' engines, as it was afterwards."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before

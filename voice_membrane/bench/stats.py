@@ -1,8 +1,9 @@
-"""Percentiles of a benchmark's figures."""
+"""Percentiles and medians of a benchmark's figures."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
@@ -14,6 +15,10 @@ def nearest_rank(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(fraction * len(ordered)))
     return float(ordered[rank - 1])
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
 
 
 def summarize(values: Sequence[float]) -> dict[str, float] | None:

@@ -1,0 +1,183 @@
+"""The readers of the Membrane-cost measurement's stream (``membrane_cost``): the
+vendor's official SDK alone (sending the very request our adapter sends, built
+by the adapters' own request mapping), our provider adapter, and ``Membrane``;
+and, without HTTP, the parser or assembler fed alone what Membrane feeds it."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ..providers.base import Provider
+from ..vocab.events import Block, BlockComplete
+from ..vocab.messages import Message, ModelConfig, Request, ToolDefinition
+from ..vocab.provider_output import ProviderOutput
+from .membrane_reply import TOOL_NAME, MembraneOutputError
+
+CONSUMERS = ("sdk", "adapter", "membrane")
+MODELS = {"anthropic": "claude-bench", "openai": "gpt-bench", "gemini": "gemini-bench"}
+TOOLS = [
+    ToolDefinition(
+        name=TOOL_NAME,
+        description="The weather forecast for a city.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "units": {"type": "string"},
+                "days": {"type": "integer"},
+                "details": {"type": "string"},
+            },
+        },
+    )
+]
+
+SdkRun = Callable[[], Awaitable[int]]  # one reply through the bare SDK: stream items read
+Closer = Callable[[], Awaitable[None]]
+
+
+def request_for(vendor: str) -> Request:
+    return Request(
+        messages=[Message(participant="User", content="What will the weather be in Paris?")],
+        config=ModelConfig(model=MODELS[vendor], max_tokens=4096),
+        tools=TOOLS,
+    )
+
+
+def sdk_reader(
+    vendor: str, base_url: str, request: Request, formatter: str
+) -> tuple[SdkRun, Closer]:
+    """The official SDK alone, sending what the adapter would send."""
+    from ..formats import get_formatter
+
+    built = get_formatter(formatter).build(request)
+    if vendor == "anthropic":
+        import anthropic
+
+        from ..providers.anthropic_request import request_params
+
+        params = request_params(built, request.config)
+        claude = anthropic.AsyncAnthropic(api_key="fake-key", base_url=base_url, max_retries=0)
+
+        async def run_anthropic() -> int:
+            count = 0
+            async for _ in await claude.messages.create(stream=True, **params):
+                count += 1
+            return count
+
+        return run_anthropic, claude.close
+    if vendor == "openai":
+        import openai
+
+        from ..providers.openai_request import chat_request, token_field
+
+        field = token_field(base_url)
+        kwargs = chat_request(built, request.config, max_tokens_field=field, streaming=True)
+        gpt = openai.AsyncOpenAI(api_key="fake-key", base_url=base_url, max_retries=0)
+
+        async def run_openai() -> int:
+            count = 0
+            async for _ in await gpt.chat.completions.create(**kwargs):
+                count += 1
+            return count
+
+        return run_openai, gpt.close
+    from google import genai
+    from google.genai import types
+
+    from ..providers.gemini_request import request_config, request_contents
+
+    contents, config = request_contents(built), request_config(built, request.config)
+    options = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
+    gemini = genai.Client(api_key="fake-key", http_options=options)
+    model = request.config.model
+
+    async def run_gemini() -> int:
+        count = 0
+        stream = await gemini.aio.models.generate_content_stream(
+            model=model, contents=contents, config=config
+        )
+        async for _ in stream:
+            count += 1
+        return count
+
+    async def close_gemini() -> None:
+        await gemini.aio.aclose()
+        gemini.close()
+
+    return run_gemini, close_gemini
+
+
+def adapter(vendor: str, base_url: str) -> Provider:
+    from ..providers.anthropic import AnthropicProvider
+    from ..providers.gemini import GeminiProvider
+    from ..providers.openai import OpenAIProvider
+
+    kinds: dict[str, Callable[..., Provider]] = {
+        "anthropic": AnthropicProvider,
+        "openai": OpenAIProvider,
+        "gemini": GeminiProvider,
+    }
+    return kinds[vendor](api_key="fake-key", base_url=base_url)
+
+
+async def adapter_items(provider: Provider, request: Request, formatter: str) -> list[Any]:
+    from ..formats import get_formatter
+
+    built = get_formatter(formatter).build(request)
+    items: list[ProviderOutput] = []
+    keep = items.append
+    async for item in provider.stream(built, request.config):
+        keep(item)
+    return items
+
+
+async def membrane_run(
+    provider: Provider, request: Request, formatter: str
+) -> tuple[tuple[Block, ...], int]:
+    """The reply through ``Membrane``: its blocks, and its own ``parse_ns``."""
+    from ..membrane.membrane import Membrane
+    from ..membrane.reply import ReplyResult
+
+    membrane = Membrane(provider, formatter)
+    result: ReplyResult | None = None
+    async for item in membrane.stream(request):
+        if isinstance(item, ReplyResult):
+            result = item
+    if result is None:
+        raise MembraneOutputError("Membrane.stream ended without a ReplyResult")
+    return result.blocks, membrane.parse_ns
+
+
+def _timed_feed(
+    feed: Callable[[Any], list[Any]], flush: Callable[[], list[Any]], inputs: Sequence[Any]
+) -> tuple[float, list[Block]]:
+    """Seconds to feed every input and flush, and the blocks that came out."""
+    events: list[Any] = []
+    keep = events.extend  # bound once: the loop is what is measured
+    gc.collect()
+    start = time.perf_counter_ns()
+    for value in inputs:
+        keep(feed(value))
+    keep(flush())
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    return elapsed, [e.block for e in events if isinstance(e, BlockComplete)]
+
+
+def assemble(items: Sequence[ProviderOutput]) -> tuple[float, list[Block]]:
+    """An adapter's items through a ``NativeBlockAssembler``, timed."""
+    from ..parse import NativeBlockAssembler
+
+    assembler = NativeBlockAssembler()
+    return _timed_feed(assembler.feed, assembler.flush, items)
+
+
+def parse(pieces: Sequence[str], prefill: str) -> tuple[float, list[Block]]:
+    """Prefill-mode XML pieces through the ``anthropic-xml`` formatter's parser, timed."""
+    from ..formats import get_formatter
+
+    parser = get_formatter("anthropic-xml").create_parser(prefill)
+    assert parser is not None
+    return _timed_feed(parser.feed, parser.flush, pieces)
