@@ -21,7 +21,7 @@ from ..providers.base import Provider
 from ..vendors.retry import RetryPolicy
 from ..vocab.events import Event
 from ..vocab.messages import Request, ToolResultContent
-from ..vocab.provider_output import ProviderOutput, StopInfo, clean_output
+from ..vocab.provider_output import NativeImage, ProviderOutput, StopInfo, clean_output
 from .images import ImageStore, ImageTool, stored_output
 from .provider_call import CallRound, ProviderCall
 from .reply import MembraneItem, ReplyError, ReplyResult
@@ -151,7 +151,8 @@ class ReplyLoop:
     async def _take(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
         """One output of the provider, on its way to the reader."""
         output = clean_output(output)  # where model text enters: no lone surrogates
-        output = await stored_output(output, self.m.image_store)
+        if isinstance(output, NativeImage):  # only an image may wait on the store
+            output = await stored_output(output, self.m.image_store)
         if self.on_output is not None:
             self.on_output(output)
         return self.reader.take(output, round_)
