@@ -15,6 +15,10 @@ from .prometheus import ServerMetrics
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
 MAX_QUEUED_EVENTS = 4096
+# The most sessions at once by default: at 50 concurrent sessions one serve process on
+# this project's 2-core machine kept first audio within 31 ms of the ideal at p99
+# (docs/benchmarks.md, serve under load); at 100 it was 102 ms, at 200 over a second.
+DEFAULT_MAX_SESSIONS = 50
 
 
 @dataclass
@@ -30,7 +34,7 @@ class ServerState:
     messages_per_second: int = 20
     # The most sessions at once (None: no limit); one more is refused with 1013, so a
     # load balancer tries another replica instead of every session being served late.
-    max_sessions: int | None = None
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS
     # The kernel's send buffer per socket (None: the system's, autotuned up to MBs):
     # a smaller one bounds each session's memory and finds a stalled client sooner.
     socket_send_buffer: int | None = None
@@ -53,6 +57,20 @@ class ServerState:
         if offered is None:
             return False
         return hmac.compare_digest(offered.encode(), self.token.encode())
+
+    def take_slot(self) -> bool:
+        """Count one more session, unless the server has ``max_sessions``: checked and
+        taken in one step, before anything of the session is built, so sessions
+        starting at once cannot all pass the check (``release_slot`` gives it back)."""
+        if self.max_sessions is not None and self.sessions >= self.max_sessions:
+            return False
+        self.sessions += 1
+        self.metrics.sessions.inc()
+        return True
+
+    def release_slot(self) -> None:
+        self.sessions -= 1
+        self.metrics.sessions.dec()
 
     def session_id(self) -> str:
         self._next_id += 1
