@@ -156,7 +156,9 @@ class Connection:
             return
         frames_per_s = 1000 // p.FRAME_MS
         self.outbox = outbox = Outbox(
-            max(1, round(state.max_queued_audio_s * frames_per_s)), state.max_queued_events
+            max(1, round(state.max_queued_audio_s * frames_per_s)),
+            state.max_queued_events,
+            state.max_queued_event_chars,
         )
         self.sink = sink = SocketSink(
             outbox,

@@ -15,6 +15,7 @@ from .prometheus import ServerMetrics
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
 MAX_QUEUED_EVENTS = 4096
+MAX_QUEUED_EVENT_CHARS = 8 * 1024 * 1024  # ~8 MB of events waiting for one client
 # The most sessions at once by default: at 50 concurrent sessions one serve process on
 # this project's 2-core machine kept first audio within 31 ms of the ideal at p99
 # (docs/benchmarks.md, serve under load); at 100 it was 102 ms, at 200 over a second.
@@ -31,6 +32,7 @@ class ServerState:
     close_timeout_s: float = 10.0
     max_queued_audio_s: float = MAX_QUEUED_AUDIO_S
     max_queued_events: int = MAX_QUEUED_EVENTS
+    max_queued_event_chars: int = MAX_QUEUED_EVENT_CHARS
     messages_per_second: int = 20
     # The most sessions at once (None: no limit); one more is refused with 1013, so a
     # load balancer tries another replica instead of every session being served late.
