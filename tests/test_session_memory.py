@@ -13,11 +13,18 @@ from pathlib import Path
 import pytest
 from session_helpers import REPLY, AskedSource, SilentEngine, write_recording
 
+from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.history import EstimatedTokens
 from voice_membrane.pipeline.metrics import LatencyReport
 from voice_membrane.pipeline.session import RECENT_RESULTS, Session
 from voice_membrane.pipeline.turn import TurnResult
+from voice_membrane.providers.gemini import GeminiProvider
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.storage.blobs import MemoryBlobStore
+from voice_membrane.testing.fake_gemini import FakeGemini
+from voice_membrane.testing.png import solid_png
+from voice_membrane.testing.script import ScriptedReply, image, text
+from voice_membrane.vocab.messages import RequestOptions
 
 pytestmark = pytest.mark.anyio
 TURNS = 3 * RECENT_RESULTS + 5
@@ -94,3 +101,37 @@ async def test_one_turn_longer_than_the_bound_is_still_kept(tmp_path: Path) -> N
         await session.turn("a long question")
         await session.turn("another long question")
     assert [r.user_text for r in session.history] == ["another long question"]
+
+
+async def test_images_held_in_memory_go_with_their_turns() -> None:
+    """serve's sessions keep images in memory: a generated image stays while a
+    recent result refers to it, an attached one while its turn is still sent or
+    it awaits its turn; the rest is released."""
+    replies = [
+        ScriptedReply.of(image(solid_png(4, 4, (n, 0, 0))), text("Here it is."))
+        for n in range(TURNS)
+    ]
+    store = MemoryBlobStore()
+    with FakeGemini(*replies) as server:
+        provider = GeminiProvider(api_key="fake-key", base_url=server.base_url)
+        session = Session(
+            Membrane(provider, image_store=store.store),
+            SilentEngine(),
+            NullSink(),
+            blob_store=store,
+            options=RequestOptions(provider_params={"response_modalities": ["TEXT", "IMAGE"]}),
+            max_history_turns=4,
+        )
+        async with session:
+            shown = await session.attach_image(solid_png(2, 2, (0, 0, 255)))
+            later = await session.attach_image(solid_png(2, 2, (0, 255, 0)))
+            await session.turn("What is this?", attachments=(shown,))
+            assert await store.exists(later.source.blob_id)  # type: ignore[union-attr]
+            await session.turn("And this?", attachments=(later,))
+            for n in range(2, TURNS):
+                await session.turn(f"Another one, {n}.")
+                assert len(store) <= RECENT_RESULTS
+        await provider.aclose()
+    made = [r.blocks[0].image.blob_id for r in session.recent]  # type: ignore[union-attr]
+    assert len(made) == RECENT_RESULTS and set(made) == set(store._blobs)
+    assert not await store.exists(shown.source.blob_id)  # type: ignore[union-attr]

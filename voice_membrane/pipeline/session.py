@@ -18,7 +18,7 @@ full result (``recent``): a long session's memory stays bounded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -31,10 +31,11 @@ from ..membrane.tools import OnToolCalls, Toolbox, by_name
 from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
 from ..sinks.base import AudioSink
-from ..storage.blobs import BlobError, BlobStore, sniff_image_type
+from ..storage.blobs import BlobError, BlobStore, MemoryBlobStore, sniff_image_type
 from ..tts.base import TtsEngine
 from ..vocab.blob_source import BlobSource
 from ..vocab.messages import (
+    Base64Source,
     ContentBlock,
     ImageContent,
     Message,
@@ -97,7 +98,8 @@ class TurnRecord:
 
     @property
     def chars(self) -> int:
-        return len(self.user_text) + len(self.heard)
+        """Its size in the history's bound: the texts, and an inline image's data."""
+        return len(self.user_text) + len(self.heard) + sum(map(_inline_size, self.attachments))
 
 
 @dataclass
@@ -117,7 +119,8 @@ class Session:
     ``blob_store``: where the images of the conversation live (``attach_image``);
     the membrane reads them from it when it builds each request, so only the
     images of turns still kept are read. By default the membrane's own store;
-    a membrane without one is given this one.
+    a membrane without one is given this one. A ``MemoryBlobStore`` keeps only
+    what the session still refers to (``_release_blobs``).
 
     ``debug``: each turn's provider calls and latency report are written there.
 
@@ -155,6 +158,7 @@ class Session:
     # The last ``RECENT_RESULTS`` turns' full results (blocks, report), newest last.
     recent: deque[TurnResult] = field(default_factory=lambda: deque(maxlen=RECENT_RESULTS))
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    _attached: set[str] = field(default_factory=set)  # blobs attached, not yet in a turn
 
     def __post_init__(self) -> None:
         self._offered = self.tools  # with the toolbox's, once open
@@ -220,6 +224,7 @@ class Session:
         if media_type is None:
             raise BlobError("not a PNG, JPEG, GIF or WebP image")
         blob_id = await self.blob_store.store(data, media_type)
+        self._attached.add(blob_id)
         source = BlobSource(blob_id=blob_id, media_type=media_type, size_bytes=len(data))
         return ImageContent(source=source)
 
@@ -310,6 +315,8 @@ class Session:
         )
         self.recent.append(result)
         self._bound()
+        self._attached.difference_update(_blob_ids(attachments))
+        self._release_blobs()
         if self.debug is not None:
             await self.debug.write_report(result.report)
         return result
@@ -335,12 +342,38 @@ class Session:
             n += 1
         self._forget(n)
 
+    def _release_blobs(self) -> None:
+        """Images held in memory (a ``MemoryBlobStore``, serve's) stay while a turn
+        still sent or a recent result refers to them, or they await their turn; a
+        folder of blobs is left alone (disk, not memory, and the caller's to keep)."""
+        store = self.blob_store
+        if not isinstance(store, MemoryBlobStore):
+            return
+        live = set(self._attached)
+        for record in self.history:
+            live.update(_blob_ids(record.attachments))
+        for result in self.recent:
+            live.update(b.image.blob_id for b in result.blocks if b.image and b.image.blob_id)
+        store.retain(live)
+
     def interrupt(self) -> bool:
         """Interrupt the running turn, if any; True if there was one."""
         if self.current is None:
             return False
         self.current.interrupt()
         return True
+
+
+def _inline_size(block: ContentBlock) -> int:
+    if isinstance(block, ImageContent) and isinstance(block.source, Base64Source):
+        return len(block.source.data)
+    return 0  # an image by blob id or URL: a reference
+
+
+def _blob_ids(attachments: tuple[ContentBlock, ...]) -> Iterator[str]:
+    for block in attachments:
+        if isinstance(block, ImageContent) and isinstance(block.source, BlobSource):
+            yield block.source.blob_id
 
 
 def _user_content(text: str, attachments: tuple[ContentBlock, ...]) -> list[ContentBlock]:
