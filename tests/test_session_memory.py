@@ -24,7 +24,7 @@ from voice_membrane.storage.blobs import MemoryBlobStore
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.png import solid_png
 from voice_membrane.testing.script import ScriptedReply, image, text
-from voice_membrane.vocab.messages import RequestOptions
+from voice_membrane.vocab.messages import Base64Source, ImageContent, RequestOptions
 
 pytestmark = pytest.mark.anyio
 TURNS = 3 * RECENT_RESULTS + 5
@@ -135,3 +135,13 @@ async def test_images_held_in_memory_go_with_their_turns() -> None:
     made = [r.blocks[0].image.blob_id for r in session.recent]  # type: ignore[union-attr]
     assert len(made) == RECENT_RESULTS and set(made) == set(store._blobs)
     assert not await store.exists(shown.source.blob_id)  # type: ignore[union-attr]
+
+
+async def test_an_inline_image_counts_in_the_bound(tmp_path: Path) -> None:
+    source = AskedSource(write_recording(tmp_path / "reply.jsonl"))
+    picture = ImageContent(source=Base64Source(media_type="image/png", data="A" * 4000))
+    session = Session(source, SilentEngine(), NullSink(), max_history_chars=6000)
+    async with session:
+        await session.turn("one", attachments=(picture,))
+        await session.turn("two", attachments=(picture,))
+    assert [r.user_text for r in session.history] == ["two"]
