@@ -183,8 +183,9 @@ def test_golden_native() -> None:
     assert [m.role for m in built.messages] == ["user", "assistant", "user", "assistant", "user"]
     first = built.messages[0].content
     assert first[0] == TextContent(text="Alice: Hi Claude, what's the weather in Paris?")
+    # Two user messages merged into one turn: a blank line keeps them apart.
     assert first[1] == TextContent(
-        text="Bob: And look at my cat:", cache_control={"type": "ephemeral"}
+        text="\n\nBob: And look at my cat:", cache_control={"type": "ephemeral"}
     )
     assert built.stop_sequences == ["###"] and built.tools is not None
 

@@ -126,7 +126,7 @@ async def test_the_llm_computes_nothing_while_the_first_piece_is_synthesized() -
     assert "llm" not in log[log.index("audio0") : log.index("write")]
     assert spoken == WORDS  # the whole reply, nothing lost to the hold
     assert log.count("llm") == len(WORDS.split())
-    report = session.history[-1].result.report
+    report = session.recent[-1].report
     assert report.llm_held_ms is not None and report.llm_held_ms > 0
 
 
@@ -135,7 +135,7 @@ async def test_without_priority_the_llm_runs_during_the_first_synthesis() -> Non
     # The pair contends: the ordering the priority prevents is observable here.
     assert _llm_steps_during_first_synthesis(log) >= 3
     assert spoken == WORDS
-    assert session.history[-1].result.report.llm_held_ms is None
+    assert session.recent[-1].report.llm_held_ms is None
 
 
 async def test_a_first_piece_that_makes_no_audio_does_not_stall_the_reply() -> None:

@@ -29,7 +29,7 @@ from voice_membrane.vocab.messages import ToolResultContent
 
 WEATHER = (sys.executable, "-m", "voice_membrane.testing.mcp_weather")
 TOKEN = "mcp-test-token-0123456789"
-TOOLS = ["get_weather", "explode", "slow", "chart", "whoami"]
+TOOLS = ["get_weather", "explode", "slow", "chart", "whoami", "big"]
 
 
 @pytest.fixture(scope="module")

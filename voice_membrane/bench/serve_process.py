@@ -48,6 +48,8 @@ def serve_process(pipeline: Path, env: dict[str, str], log: IO[str]) -> Iterator
             "127.0.0.1",
             "--port",
             "0",
+            "--max-sessions",
+            "0",  # the benchmark measures past the default limit
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,

@@ -120,8 +120,10 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-sessions",
         type=int,
+        default=50,  # server.state.DEFAULT_MAX_SESSIONS, not imported: --help stays fast
         metavar="N",
-        help="refuse more sessions at once with 1013 (default: no limit)",
+        help="refuse more sessions at once with 1013, before building anything for them "
+        "(50: what one process sustains on 2 cores, docs/benchmarks.md; 0: no limit)",
     )
     _add_otel(serve)
     _add_bench(commands)
@@ -268,8 +270,8 @@ def _serve(args: argparse.Namespace) -> None:
     ):
         if not value > 0:
             sys.exit(f"voice-membrane serve: {flag} must be > 0")
-    if args.max_sessions is not None and args.max_sessions < 1:
-        sys.exit("voice-membrane serve: --max-sessions must be ≥ 1")
+    if args.max_sessions < 0:
+        sys.exit("voice-membrane serve: --max-sessions must be ≥ 0 (0: no limit)")
     if not 0 <= args.port <= 65535:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
     shutdown_tracing = _start_tracing("serve", args)
@@ -284,7 +286,7 @@ def _serve(args: argparse.Namespace) -> None:
                 allow_origins=args.allow_origin,
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
-                max_sessions=args.max_sessions,
+                max_sessions=args.max_sessions or None,  # 0: no limit
             )
         )
     except Exception as exc:

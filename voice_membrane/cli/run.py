@@ -163,8 +163,11 @@ async def run_assistant(
         except OutputFileError as exc:
             failures.append(str(exc))
     if debug is not None:
-        failures += debug.failures
-        out(f"provider calls written to {debug.root}\n")
+        problem = debug.problem()
+        if problem is None:
+            out(f"provider calls written to {debug.root}\n")
+        else:  # said once, on stderr: no claim on stdout that is not true
+            failures.append(problem)
     if failures:
         raise OutputFileError("; ".join(failures))
     return results

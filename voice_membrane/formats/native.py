@@ -2,7 +2,9 @@
 
 The assistant participant's messages are ``assistant`` turns, everyone else's
 ``user`` turns; consecutive turns of one role are merged (APIs want them to
-alternate). Tools, thinking, tool calls and results travel as native blocks,
+alternate), a blank line between the text that ends one and the text that
+starts the next, so two user messages in a row (the first never answered) are
+never glued into one sentence. Tools, thinking, tool calls and results travel as native blocks,
 which each provider adapter writes in its own wire shape. In ``"multiuser"``
 mode a user message's first text block starts with ``"Name: "``, so the model
 still knows who spoke.
@@ -60,7 +62,7 @@ class NativeFormatter:
             if not content:
                 continue
             if messages and messages[-1].role == role:
-                messages[-1] = ProviderMessage(role, [*messages[-1].content, *content])
+                messages[-1] = ProviderMessage(role, joined(messages[-1].content, content))
             else:
                 messages.append(ProviderMessage(role, content))
         system = request.system_prompt
@@ -113,3 +115,18 @@ class NativeFormatter:
                     out[n] = block.model_copy(update={"cache_control": message.cache_control})
                     break
         return out
+
+
+MESSAGE_SEPARATOR = "\n\n"
+
+
+def joined(before: list[ContentBlock], after: list[ContentBlock]) -> list[ContentBlock]:
+    """Two messages' blocks as one message's. Text that ends one and text that starts
+    the other are kept apart by a blank line: a provider may write text blocks
+    back to back (OpenAI's string content, a text model's one message), and
+    "What is the weather?" then "And tomorrow?" must not read as one sentence."""
+    if before and after and isinstance(before[-1], TextContent):
+        first = after[0]
+        if isinstance(first, TextContent):
+            after = [first.model_copy(update={"text": MESSAGE_SEPARATOR + first.text}), *after[1:]]
+    return [*before, *after]

@@ -13,7 +13,9 @@ The loop: when a reply round ends with tool calls and ``on_tool_calls`` is
 given, the calls run (bounded by ``tool_timeout_s``), their results flow out as
 ``tool_result`` blocks, and the conversation continues — prefill: the results
 are appended as ``<function_results>`` and the assistant turn is resumed; chat:
-native tool_use / tool_result messages — up to ``max_tool_depth`` rounds. In
+native tool_use / tool_result messages — up to ``max_tool_depth`` rounds. Each
+result is cut to ``max_tool_result_chars``, and one reply's results together to
+``max_reply_tool_result_chars``, before the model or the events see it. In
 prefill mode a stop sequence met inside an open hidden block (a participant
 line quoted in thinking, say) is a false positive: the stop text is put back
 and the turn resumed, unless a resume made no progress.
@@ -48,6 +50,7 @@ from ..vocab.provider_output import ProviderOutput
 from .images import ImageStore, ImageTool
 from .reply import ImagePreview, MembraneItem, ReplyResult, UsageUpdate
 from .reply_loop import ReplyLoop
+from .tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
 from .tools import OnToolCalls
 
 
@@ -68,6 +71,8 @@ class Membrane:
         image_store: ImageStore | None = None,
         blob_store: BlobStore | None = None,
         blob_concurrency: int = DEFAULT_LIMIT,
+        max_tool_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        max_reply_tool_result_chars: int = DEFAULT_MAX_REPLY_RESULT_CHARS,
     ) -> None:
         if first_token_deadline_s is not None and first_token_deadline_s <= 0:
             raise ValueError(
@@ -78,6 +83,12 @@ class Membrane:
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_tool_depth = max_tool_depth
         self.tool_timeout_s = tool_timeout_s
+        if min(max_tool_result_chars, max_reply_tool_result_chars) < 1:
+            raise ValueError("tool result limits must be at least 1 character")
+        # Each tool result, and one reply's results together, are cut to these
+        # (with a marker the model reads) before anything keeps them: tool_limits.py.
+        self.max_tool_result_chars = max_tool_result_chars
+        self.max_reply_tool_result_chars = max_reply_tool_result_chars
         self.streaming = streaming
         self.first_token_deadline_s = first_token_deadline_s
         self.parse_ns = 0  # time spent in the parser/assembler (for stage metrics)

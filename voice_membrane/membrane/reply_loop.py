@@ -27,6 +27,7 @@ from .provider_call import CallRound, ProviderCall
 from .reply import MembraneItem, ReplyError, ReplyResult
 from .reply_messages import continued_prefill, conversation, with_chat_results, with_native_results
 from .reply_reader import ReplyReader
+from .tool_limits import ResultBudget
 from .tool_round import ToolRound, is_image_call, runnable_calls
 from .tools import OnToolCalls, ToolCall
 
@@ -48,6 +49,8 @@ class ReplySettings(Protocol):
     json_tools: Callable[[], JsonToolInterceptor] | None
     image_tool: ImageTool | None
     image_store: ImageStore | None
+    max_tool_result_chars: int
+    max_reply_tool_result_chars: int
 
 
 class ReplyLoop:
@@ -69,6 +72,10 @@ class ReplyLoop:
         self.mode: Literal["prefill", "chat"] = built.mode
         self.reader = ReplyReader(membrane, formatter, request, built, policies)
         self.tool_rounds = 0
+        # What the reply's tool results may hold, over all its rounds (tool_limits.py).
+        self.budget = ResultBudget(
+            membrane.max_tool_result_chars, membrane.max_reply_tool_result_chars
+        )
 
     async def items(self) -> AsyncGenerator[MembraneItem, None]:
         reader = self.reader
@@ -129,7 +136,7 @@ class ReplyLoop:
                 yield self._result(stop.reason, None)
                 return
             self.tool_rounds += 1
-            tools = ToolRound(self.m, reader, calls, self.on_tool_calls)
+            tools = ToolRound(self.m, reader, calls, self.on_tool_calls, self.budget)
             async with aclosing(tools.run(round_)) as tool_items:
                 async for item in tool_items:
                     yield item

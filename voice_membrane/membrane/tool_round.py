@@ -4,7 +4,8 @@
 ``ToolRound`` runs them: image tool calls generate their image within the reply
 (its block flows out through the reader), the rest go to ``on_tool_calls``,
 and a call a policy rejected is answered with why, never run. Its ``results``
-(one per call, in order) are what the reply loop writes back; how they are
+(one per call, in order, each cut to the reply's ``ResultBudget``) are what the
+reply loop writes back; how they are
 written back (``reply_messages``) and when a round happens are not its job.
 """
 
@@ -23,6 +24,7 @@ from .images import ImageStore, ImageTool, result_text, stored_output, tool_argu
 from .provider_call import CallRound
 from .reply import MembraneItem
 from .reply_reader import ReplyReader
+from .tool_limits import ResultBudget
 from .tools import OnToolCalls, ToolCall, run_tool_calls
 
 _log = logging.getLogger(__name__)
@@ -66,8 +68,10 @@ class ToolRound:
         reader: ReplyReader,
         calls: list[ToolCall],
         handler: OnToolCalls | None,
+        budget: ResultBudget | None = None,
     ) -> None:
         self.settings, self.reader, self.calls, self.handler = settings, reader, calls, handler
+        self.budget = budget if budget is not None else ResultBudget()  # the reply's
         self.results: list[ToolResultContent] = []
 
     async def run(self, round_: CallRound) -> AsyncGenerator[MembraneItem, None]:
@@ -83,9 +87,10 @@ class ToolRound:
                     async for item in made:
                         yield item
         ran = iter(await self._run_calls([call for call in self.calls if call.id not in answered]))
-        self.results = [
-            answered[call.id] if call.id in answered else next(ran) for call in self.calls
-        ]
+        # Cut to the reply's limits before anything keeps them (tool_limits.py).
+        self.results = self.budget.cap(
+            [answered[call.id] if call.id in answered else next(ran) for call in self.calls]
+        )
 
     async def _generate_image(
         self, call: ToolCall, round_: CallRound, answered: dict[str, ToolResultContent]

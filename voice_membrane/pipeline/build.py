@@ -126,6 +126,8 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             policies=policies_for(config.policy),
             json_tools=json_tools_for(llm),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
+            max_tool_result_chars=config.tools.max_result_chars,
+            max_reply_tool_result_chars=config.tools.max_reply_result_chars,
             image_tool=image_tool_for(config.images),
             blob_store=blob_store,
             # Generated images go to the session's blob store: the history keeps ids.

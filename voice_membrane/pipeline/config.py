@@ -37,6 +37,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..infra.redact import quote
+from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
 from ..tts.options import TtsOptions
 from ..vendors.credentials import BaseUrl
 from ..vocab.messages import LINE_BREAK
@@ -236,6 +237,10 @@ class ToolsConfig(_Section):
     timeout_s: float = Field(30.0, gt=0, le=3600, allow_inf_nan=False)
     # How long each MCP server has to start and list its tools.
     connect_timeout_s: float = Field(30.0, gt=0, le=600, allow_inf_nan=False)
+    # A result past this many characters is cut, with a marker the model reads; so
+    # are all of one reply's results together past the second (docs/tools.md).
+    max_result_chars: int = Field(DEFAULT_MAX_RESULT_CHARS, ge=100, le=10_000_000)
+    max_reply_result_chars: int = Field(DEFAULT_MAX_REPLY_RESULT_CHARS, ge=100, le=100_000_000)
     mcp: list[McpServerConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -25,6 +25,7 @@ is externalized with ``debug_sanitize.sanitize_for_storage``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -107,7 +108,9 @@ class DebugDir:
         self.threshold = threshold
         self.turn = 0
         self._calls = 0
-        self.failures: list[str] = []  # files that could not be written (said once, at the end)
+        self.written = 0  # files written
+        self.failures: list[str] = []  # files that could not be written, each with why
+        self._reasons: dict[str, None] = {}  # why, each reason once
 
     def open(self) -> None:
         """Make the folder; ``OSError`` if it cannot be."""
@@ -130,6 +133,16 @@ class DebugDir:
     async def write_report(self, report: LatencyReport) -> None:
         await self._write(f"turn-{self.turn:03d}-report.json", report.to_dict())
 
+    def problem(self) -> str | None:
+        """One line saying what could not be written and why, or None if every
+        file was: said once, at the end (``run`` prints it instead of claiming the
+        calls were written)."""
+        if not self.failures:
+            return None
+        total = self.written + len(self.failures)
+        why = "; ".join(self._reasons)
+        return f"cannot write {len(self.failures)} of {total} debug files in {self.root}: {why}"
+
     async def _write(self, name: str, record: dict[str, Any]) -> None:
         path = self.root / name
         try:
@@ -137,10 +150,16 @@ class DebugDir:
             text = redact(json.dumps(sanitized, indent=2, ensure_ascii=False)) + "\n"
             await anyio.to_thread.run_sync(path.write_text, text, "utf-8")
         except (OSError, ValueError, BlobError) as exc:
-            # A debug record must not end the turn: said at the end of the run.
-            problem = redact(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}")
-            _log.warning("%s", problem)
-            self.failures.append(problem)
+            # A debug record must not end the turn. Not logged as a warning: the face
+            # says it once, at the end (``problem``), not once here and once there.
+            reason = redact(str(getattr(exc, "strerror", None) or exc))
+            _log.debug("cannot write %s: %s", path, reason)
+            self.failures.append(redact(f"cannot write {path}: {reason}"))
+            self._reasons[" ".join(reason.split())[:200]] = None
+            with contextlib.suppress(OSError):  # no half-written file left behind
+                path.unlink(missing_ok=True)
+        else:
+            self.written += 1
 
 
 class RecordingProvider:

@@ -9,16 +9,20 @@ provider and runs the tool loop when tools and ``on_tool_calls`` are given, or a
 ``toolbox`` (MCP servers: ``tools_mcp.McpToolbox``), which the session opens
 before its first turn and closes with it.
 A long conversation is kept within the model's context by dropping its oldest
-turns (``history.py``); the turn's report says how many.
+turns (``history.py``); the turn's report says how many. Whatever the context,
+the kept history is bounded (``max_history_turns``, ``max_history_chars``), a
+dropped turn is forgotten, and only the last ``RECENT_RESULTS`` turns keep their
+full result (``recent``): a long session's memory stays bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from ..chunking import SpeechChunker
 from ..membrane.membrane import Membrane
@@ -27,10 +31,11 @@ from ..membrane.tools import OnToolCalls, Toolbox, by_name
 from ..providers.base import LlmSource
 from ..providers.text_source import TextSourceProvider
 from ..sinks.base import AudioSink
-from ..storage.blobs import BlobError, BlobStore, sniff_image_type
+from ..storage.blobs import BlobError, BlobStore, MemoryBlobStore, sniff_image_type
 from ..tts.base import TtsEngine
 from ..vocab.blob_source import BlobSource
 from ..vocab.messages import (
+    Base64Source,
     ContentBlock,
     ImageContent,
     Message,
@@ -48,13 +53,53 @@ from .images import ImageSaver
 from .scheduling import AHEAD_S, priority_on
 from .turn import Turn, TurnResult
 
+# The full results (blocks, report) of this many recent turns are kept; the
+# history keeps only what later requests need (~6-9 KB a turn less).
+RECENT_RESULTS = 8
+# Whatever the model's context, the kept history is bounded: a model with no
+# token count and no ``context_tokens`` would otherwise keep every turn.
+MAX_HISTORY_TURNS = 1000
+MAX_HISTORY_CHARS = 1_000_000
+
+TurnOutcome = Literal["complete", "interrupted", "error"]
+
 
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
+    """A turn as the conversation keeps it: what the user said and what they heard.
+
+    ``outcome`` says how the turn ended; a turn interrupted before its first word,
+    or failed (``error``), has ``heard`` empty, and the next request then holds two
+    user messages in a row, kept apart by every format (never glued together)."""
+
     user_text: str
-    result: TurnResult
+    heard: str  # the assistant's heard text, "" when nothing was heard
     participant: str  # who said ``user_text``: in a shared session, not always the same
     attachments: tuple[ContentBlock, ...] = ()  # sent before ``user_text`` (blob images)
+    outcome: TurnOutcome = "complete"
+    error: str | None = None  # why the turn failed, when it did
+
+    @classmethod
+    def of(
+        cls,
+        user_text: str,
+        result: TurnResult,
+        participant: str,
+        attachments: tuple[ContentBlock, ...] = (),
+    ) -> TurnRecord:
+        outcome: TurnOutcome = (
+            "error"
+            if result.error is not None
+            else "interrupted"
+            if result.interrupted
+            else "complete"
+        )
+        return cls(user_text, result.spoken_text, participant, attachments, outcome, result.error)
+
+    @property
+    def chars(self) -> int:
+        """Its size in the history's bound: the texts, and an inline image's data."""
+        return len(self.user_text) + len(self.heard) + sum(map(_inline_size, self.attachments))
 
 
 @dataclass
@@ -74,7 +119,8 @@ class Session:
     ``blob_store``: where the images of the conversation live (``attach_image``);
     the membrane reads them from it when it builds each request, so only the
     images of turns still kept are read. By default the membrane's own store;
-    a membrane without one is given this one.
+    a membrane without one is given this one. A ``MemoryBlobStore`` keeps only
+    what the session still refers to (``_release_blobs``).
 
     ``debug``: each turn's provider calls and latency report are written there.
 
@@ -103,10 +149,16 @@ class Session:
     conversation_id: str | None = None
     first_audio_priority: PrioritySetting = "auto"
     priority_ahead_s: float = AHEAD_S
+    # The turns still sent, oldest first; a dropped turn is forgotten, not kept.
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
-    first_kept: int = 0  # the oldest turn of ``history`` still sent (earlier ones dropped)
+    first_kept: int = 0  # how many turns were dropped: ``history[0]`` is turn ``first_kept``
+    max_history_turns: int = MAX_HISTORY_TURNS
+    max_history_chars: int = MAX_HISTORY_CHARS
+    # The last ``RECENT_RESULTS`` turns' full results (blocks, report), newest last.
+    recent: deque[TurnResult] = field(default_factory=lambda: deque(maxlen=RECENT_RESULTS))
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    _attached: set[str] = field(default_factory=set)  # blobs attached, not yet in a turn
 
     def __post_init__(self) -> None:
         self._offered = self.tools  # with the toolbox's, once open
@@ -172,6 +224,7 @@ class Session:
         if media_type is None:
             raise BlobError("not a PNG, JPEG, GIF or WebP image")
         blob_id = await self.blob_store.store(data, media_type)
+        self._attached.add(blob_id)
         source = BlobSource(blob_id=blob_id, media_type=media_type, size_bytes=len(data))
         return ImageContent(source=source)
 
@@ -191,12 +244,12 @@ class Session:
             options = options.model_copy(update={"human_participant": participant})
         assistant = options.assistant_participant
         messages: list[Message] = []
-        start = self.first_kept if first is None else first
+        start = 0 if first is None else max(0, first - self.first_kept)
         for record in self.history[start:]:
             content = _user_content(record.user_text, record.attachments)
             messages.append(Message(participant=record.participant, content=content))
-            if record.result.spoken_text:
-                messages.append(Message(participant=assistant, content=record.result.spoken_text))
+            if record.heard:
+                messages.append(Message(participant=assistant, content=record.heard))
         content = _user_content(user_text, attachments)
         messages.append(Message(participant=options.human_participant, content=content))
         return Request(
@@ -208,7 +261,7 @@ class Session:
         )
 
     def _trace_attributes(self) -> dict[str, str | int]:
-        attributes: dict[str, str | int] = {"voice.turn.index": len(self.history)}
+        attributes: dict[str, str | int] = {"voice.turn.index": self.turns}
         if self.conversation_id is not None:
             attributes["gen_ai.conversation.id"] = self.conversation_id
         return attributes
@@ -228,11 +281,11 @@ class Session:
         if self.context is not None:
             request, context = await fit(
                 self.first_kept,
-                len(self.history),
+                self.turns,
                 lambda first: self.request(user_text, first, participant, attachments),
                 self.context,
             )
-            self.first_kept = context.dropped
+            self._forget(context.dropped - self.first_kept)
         if self.debug is not None:
             self.debug.start_turn()
         turn = Turn(
@@ -258,11 +311,50 @@ class Session:
         finally:
             self.current = None
         self.history.append(
-            TurnRecord(user_text, result, request.options.human_participant, attachments)
+            TurnRecord.of(user_text, result, request.options.human_participant, attachments)
         )
+        self.recent.append(result)
+        self._bound()
+        self._attached.difference_update(_blob_ids(attachments))
+        self._release_blobs()
         if self.debug is not None:
             await self.debug.write_report(result.report)
         return result
+
+    @property
+    def turns(self) -> int:
+        """Turns in the conversation so far, dropped ones included."""
+        return self.first_kept + len(self.history)
+
+    def _forget(self, n: int) -> None:
+        """Drop the ``n`` oldest kept turns: they are never sent again."""
+        if n > 0:
+            del self.history[:n]
+            self.first_kept += n
+
+    def _bound(self) -> None:
+        """Keep the history within ``max_history_turns`` and ``max_history_chars``
+        (the newest turn always stays)."""
+        n = max(0, len(self.history) - self.max_history_turns)
+        chars = sum(record.chars for record in self.history[n:])
+        while n < len(self.history) - 1 and chars > self.max_history_chars:
+            chars -= self.history[n].chars
+            n += 1
+        self._forget(n)
+
+    def _release_blobs(self) -> None:
+        """Images held in memory (a ``MemoryBlobStore``, serve's) stay while a turn
+        still sent or a recent result refers to them, or they await their turn; a
+        folder of blobs is left alone (disk, not memory, and the caller's to keep)."""
+        store = self.blob_store
+        if not isinstance(store, MemoryBlobStore):
+            return
+        live = set(self._attached)
+        for record in self.history:
+            live.update(_blob_ids(record.attachments))
+        for result in self.recent:
+            live.update(b.image.blob_id for b in result.blocks if b.image and b.image.blob_id)
+        store.retain(live)
 
     def interrupt(self) -> bool:
         """Interrupt the running turn, if any; True if there was one."""
@@ -270,6 +362,18 @@ class Session:
             return False
         self.current.interrupt()
         return True
+
+
+def _inline_size(block: ContentBlock) -> int:
+    if isinstance(block, ImageContent) and isinstance(block.source, Base64Source):
+        return len(block.source.data)
+    return 0  # an image by blob id or URL: a reference
+
+
+def _blob_ids(attachments: tuple[ContentBlock, ...]) -> Iterator[str]:
+    for block in attachments:
+        if isinstance(block, ImageContent) and isinstance(block.source, BlobSource):
+            yield block.source.blob_id
 
 
 def _user_content(text: str, attachments: tuple[ContentBlock, ...]) -> list[ContentBlock]:

@@ -69,7 +69,20 @@ class Connection:
         start = await self._await_start(authenticated=header_token is not None)
         if start is None:
             return
-        await self._serve(start)
+        # Every limit before anything is built: a refused session starts no MCP
+        # server, loads no model, opens no voice.
+        if state.draining.is_set():  # (it may have begun while we waited for the start)
+            state.metrics.errors.labels("draining").inc()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", p.error_event("draining", _DRAINING))
+            return
+        if not state.take_slot():
+            state.metrics.errors.labels("full").inc()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "full", p.error_event("full", _FULL))
+            return
+        try:
+            await self._serve(start)
+        finally:
+            state.release_slot()
 
     async def _refuse(self, code: int, reason: str, *events: str) -> None:
         try:
@@ -143,7 +156,9 @@ class Connection:
             return
         frames_per_s = 1000 // p.FRAME_MS
         self.outbox = outbox = Outbox(
-            max(1, round(state.max_queued_audio_s * frames_per_s)), state.max_queued_events
+            max(1, round(state.max_queued_audio_s * frames_per_s)),
+            state.max_queued_events,
+            state.max_queued_event_chars,
         )
         self.sink = sink = SocketSink(
             outbox,
@@ -179,13 +194,7 @@ class Connection:
         await self._refuse(p.CLOSE_INTERNAL, code)
 
     async def _session(self, start: p.SessionStart, name: str, llm: str, tts: str) -> None:
-        state = self.state
-        if state.max_sessions is not None and state.sessions >= state.max_sessions:
-            state.metrics.errors.labels("full").inc()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "full", p.error_event("full", _FULL))
-            return
-        state.sessions += 1
-        state.metrics.sessions.inc()
+        state = self.state  # (its slot was taken in ``run``, before the session was built)
         started = time.monotonic()
         state.log("session_start", session=self.id, pipeline=name, audio=start.audio.model_dump())
         try:
@@ -209,8 +218,6 @@ class Connection:
                 await self._receive(tg)
                 tg.cancel_scope.cancel()
         finally:
-            state.sessions -= 1
-            state.metrics.sessions.dec()
             state.log(
                 "session_end",
                 session=self.id,

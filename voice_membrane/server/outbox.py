@@ -34,10 +34,14 @@ Item = str | Audio | Close
 
 
 class Outbox:
-    def __init__(self, max_audio: int, max_events: int) -> None:
+    def __init__(self, max_audio: int, max_events: int, max_event_chars: int | None = None) -> None:
         self.max_audio, self.max_events = max_audio, max_events
+        # Events are bounded in size too: a few thousand large events (each up to
+        # protocol.MAX_EVENT_BYTES) would otherwise be a gigabyte for one session.
+        self.max_event_chars = max_event_chars
         self._items: deque[Item] = deque()
         self._audio = 0
+        self._event_chars = 0
         self._ready = anyio.Event()
         self.overflowed = False
         self.closed = False  # a Close was queued: nothing more is taken
@@ -48,10 +52,16 @@ class Outbox:
             return True  # the socket is closing: what comes now is not sent
         if isinstance(item, Audio):
             self._audio += 1
+        elif isinstance(item, str):
+            self._event_chars += len(item)
         self._items.append(item)
         if isinstance(item, Close):
             self.closed = True
-        elif self._audio > self.max_audio or len(self._items) - self._audio > self.max_events:
+        elif (
+            self._audio > self.max_audio
+            or len(self._items) - self._audio > self.max_events
+            or (self.max_event_chars is not None and self._event_chars > self.max_event_chars)
+        ):
             self.overflowed = True
         self._ready.set()
         return not self.overflowed
@@ -76,6 +86,7 @@ class Outbox:
     def clear(self) -> None:
         self._items.clear()
         self._audio = 0
+        self._event_chars = 0
 
     async def get(self) -> Item:
         while not self._items:
@@ -84,6 +95,8 @@ class Outbox:
         item = self._items.popleft()
         if isinstance(item, Audio):
             self._audio -= 1
+        elif isinstance(item, str):
+            self._event_chars -= len(item)
         return item
 
     def __len__(self) -> int:

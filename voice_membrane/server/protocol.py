@@ -27,6 +27,9 @@ PROTOCOL_VERSION: Final = 1
 SESSION_PATH: Final = "/v1/session"
 FRAME_MS: Final = 20
 MAX_MESSAGE_BYTES: Final = 64 * 1024
+# The largest event the server sends: a quarter of the 1 MiB a websockets client
+# accepts by default, so a long reply or tool result never gets a client dropped.
+MAX_EVENT_BYTES: Final = 256 * 1024
 MAX_TEXT_CHARS: Final = 4000
 MESSAGES_PER_SECOND: Final = 20
 START_TIMEOUT_S: Final = 10.0
@@ -155,8 +158,72 @@ _TYPES = ("session.start", "user.message", "interrupt", "session.end")
 
 
 def event(type_: str, **fields: Any) -> str:
-    """A server event as the JSON text sent."""
-    return json.dumps({"type": type_, **fields}, ensure_ascii=False, separators=(",", ":"))
+    """A server event as the JSON text sent, at most ``MAX_EVENT_BYTES`` of UTF-8
+    (``bounded_event``)."""
+    text = _dumps({"type": type_, **fields})
+    if len(text) <= MAX_EVENT_BYTES // 4:  # (at most 4 bytes a character: surely fits)
+        return text
+    return bounded_event(text, type_, fields, MAX_EVENT_BYTES)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def bounded_event(text: str, type_: str, fields: dict[str, Any], limit: int) -> str:
+    """``text`` (the event ``type_`` with ``fields``) if it fits ``limit`` bytes; else
+    the same event with ``"truncated": true`` and its longest strings cut, each
+    ending in ``… [N characters not sent]``, and if that is not enough (a great many
+    short strings) its largest fields replaced by ``[not sent: N bytes]``."""
+    size = len(text.encode())
+    if size <= limit:
+        return text
+    out = {**fields, "truncated": True}
+    cut: dict[tuple[Any, ...], str] = {}  # path → the original string
+    for _ in range(16):
+        path, value = _longest_string(out, ())
+        if path is None or len(value) < 64:
+            break
+        original = cut.setdefault(path, value)
+        keep = max(0, len(value) - (size - limit) - 64)
+        _put(out, path, original[:keep] + f"… [{len(original) - keep:,} characters not sent]")
+        text = _dumps({"type": type_, **out})
+        size = len(text.encode())
+        if size <= limit:
+            return text
+    sizes = sorted(((len(_dumps(v)), k) for k, v in out.items() if k != "turn"), reverse=True)
+    for field_size, key in sizes:
+        out[key] = f"[not sent: {field_size:,} bytes]"
+        text = _dumps({"type": type_, **out})
+        if len(text.encode()) <= limit:
+            break
+    return text
+
+
+def _longest_string(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...] | None, str]:
+    best: tuple[tuple[Any, ...] | None, str] = (None, "")
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, str):
+            if len(item) > len(best[1]):
+                best = ((*path, key), item)
+        elif isinstance(item, dict | list | tuple):
+            found = _longest_string(item, (*path, key))
+            if len(found[1]) > len(best[1]):
+                best = found
+    return best
+
+
+def _put(value: Any, path: tuple[Any, ...], text: str) -> None:
+    """Set the string at ``path``, copying the containers on the way (the caller's
+    own dicts and lists are not changed)."""
+    *inner, last = path
+    for key in inner:
+        child = value[key]
+        copied = dict(child) if isinstance(child, dict) else list(child)
+        value[key] = copied
+        value = copied
+    value[last] = text
 
 
 def error_event(code: ErrorCode, message: str, turn: int | None = None) -> str:

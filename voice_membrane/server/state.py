@@ -15,6 +15,11 @@ from .prometheus import ServerMetrics
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
 MAX_QUEUED_EVENTS = 4096
+MAX_QUEUED_EVENT_CHARS = 8 * 1024 * 1024  # ~8 MB of events waiting for one client
+# The most sessions at once by default: at 50 concurrent sessions one serve process on
+# this project's 2-core machine kept first audio within 31 ms of the ideal at p99
+# (docs/benchmarks.md, serve under load); at 100 it was 102 ms, at 200 over a second.
+DEFAULT_MAX_SESSIONS = 50
 
 
 @dataclass
@@ -27,10 +32,11 @@ class ServerState:
     close_timeout_s: float = 10.0
     max_queued_audio_s: float = MAX_QUEUED_AUDIO_S
     max_queued_events: int = MAX_QUEUED_EVENTS
+    max_queued_event_chars: int = MAX_QUEUED_EVENT_CHARS
     messages_per_second: int = 20
     # The most sessions at once (None: no limit); one more is refused with 1013, so a
     # load balancer tries another replica instead of every session being served late.
-    max_sessions: int | None = None
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS
     # The kernel's send buffer per socket (None: the system's, autotuned up to MBs):
     # a smaller one bounds each session's memory and finds a stalled client sooner.
     socket_send_buffer: int | None = None
@@ -53,6 +59,20 @@ class ServerState:
         if offered is None:
             return False
         return hmac.compare_digest(offered.encode(), self.token.encode())
+
+    def take_slot(self) -> bool:
+        """Count one more session, unless the server has ``max_sessions``: checked and
+        taken in one step, before anything of the session is built, so sessions
+        starting at once cannot all pass the check (``release_slot`` gives it back)."""
+        if self.max_sessions is not None and self.sessions >= self.max_sessions:
+            return False
+        self.sessions += 1
+        self.metrics.sessions.inc()
+        return True
+
+    def release_slot(self) -> None:
+        self.sessions -= 1
+        self.metrics.sessions.dec()
 
     def session_id(self) -> str:
         self._next_id += 1

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -100,6 +101,17 @@ class MemoryBlobStore:
 
     async def exists(self, blob_id: str) -> bool:
         return check_blob_id(blob_id) in self._blobs
+
+    def retain(self, blob_ids: Collection[str]) -> int:
+        """Forget every blob but ``blob_ids`` (memory is the session's to bound:
+        ``Session`` keeps what its turns still refer to); how many were forgotten."""
+        gone = [blob_id for blob_id in self._blobs if blob_id not in blob_ids]
+        for blob_id in gone:
+            del self._blobs[blob_id]
+        return len(gone)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
 
 
 class FileBlobStore:

@@ -4,11 +4,11 @@ Its tools: ``get_weather(city)`` (a made-up forecast), ``explode(reason)``
 (raises ``ToolError(reason)``: the SDK answers with an ``isError`` result),
 ``slow(seconds)`` (sleeps, for timeouts), ``chart()`` (text and an image) and
 ``whoami()`` (the value of ``MCP_WEATHER_WHO`` in its environment: a server's
-``env``).
+``env``) and ``big(chars, json_lines)`` (a result that large, as text or as JSON).
 
 Over stdio, as a subprocess::
 
-    python -m voice_membrane.testing.mcp_weather [--tool-prefix P]
+    python -m voice_membrane.testing.mcp_weather [--tool-prefix P] [--started-file F]
 
 Over HTTP, in a thread of the test process::
 
@@ -68,6 +68,12 @@ def weather_server(tool_prefix: str = "") -> MCPServer[Any]:
     def whoami() -> str:
         return os.environ.get("MCP_WEATHER_WHO", "nobody")
 
+    @server.tool(name=f"{tool_prefix}big", description="A result of `chars` characters.")
+    def big(chars: int, json_lines: bool = False) -> Any:
+        if json_lines:  # structured content: the SDK sends it as JSON text
+            return {"rows": ["r" * 98] * (chars // 100)}
+        return "x" * chars
+
     return server
 
 
@@ -122,7 +128,13 @@ class McpHttpServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description="The MCP test server, over stdio.")
     parser.add_argument("--tool-prefix", default="")
+    # A line is appended to this file as the process starts: tests count the
+    # servers a session started.
+    parser.add_argument("--started-file", default=None)
     args = parser.parse_args()
+    if args.started_file:
+        with open(args.started_file, "a", encoding="utf-8") as started:
+            started.write(f"{os.getpid()}\n")
     weather_server(args.tool_prefix).run("stdio")
 
 
