@@ -155,7 +155,7 @@ def write_pipeline(folder: Path, reply: str, policy: str) -> Path:
 async def test_a_banned_phrase_never_reaches_the_voice(tmp_path: Path) -> None:
     # Disguised as the speakable text undoes it: emphasis, a link, an emoji, a
     # Cyrillic letter. Judged on what the voice gets, none of it is said.
-    reply = "Damn, the **secret** plan is simple. We go at noon. "
+    reply = "Sure. The **secret** plan is simple. We go at noon. Damn! "
     reply += "[Top](http://x.io)🙈\u0455ecret! Bye."
     config = load_pipeline(
         write_pipeline(
@@ -176,7 +176,7 @@ async def test_a_banned_phrase_never_reaches_the_voice(tmp_path: Path) -> None:
     assert "damn" not in spoken and "secret" not in spoken and "plan" not in spoken
     tts_input = " ".join(r["text"] for r in records if r.get("event") == "tts_input")
     assert "secret" not in tts_input.lower() and "top" not in tts_input.lower()
-    assert result.spoken_text == "Hmm. We go at noon. Hmm. Bye."
+    assert result.spoken_text == "Sure. The Hmm. We go at noon. Hmm. Hmm. Bye."
     # What the history keeps is what was said; the transcript is the model's own text.
     assert session.request("next").messages[-2].content[0].text == result.spoken_text  # type: ignore[union-attr]
     assert "**secret** plan" in result.visible_text
