@@ -45,7 +45,8 @@ class PhraseFilter:
 
     def _reset(self) -> None:
         self._held = HeldText()
-        self._skel = Skeleton()  # of the undecided text, raw offsets into _held.text
+        self._skel = Skeleton()  # of the undecided text
+        self._base = 0  # the skeleton's raw offset of _held.text[0]
         self._skipping = False  # dropping the rest of a sentence that held a phrase
 
     def feed(self, segments: Iterable[Segment]) -> list[Segment]:
@@ -89,10 +90,10 @@ class PhraseFilter:
             text = _joined(self._said, skel.text)
             said = len(text) - len(skel.text)  # where the undecided text begins in it
             found = guard.find(text, said)
-            if found is not None and (final or found.end() < len(text)):
-                cut = self._raw(found.start(), said)
-                keep = self._raw(self._carry(text, found.start()), said)
-                size = self._raw_end(found.end(), said) - cut
+            if found is not None and (final or found[1] < len(text)):
+                cut = self._raw(found[0], said)
+                keep = self._raw(self._carry(text, found[0]), said)
+                size = self._raw_end(found[1], said) - cut
                 self._pass(keep)
                 held.drop(cut - keep)  # words that could join the text after the cut
                 if guard.replacement:
@@ -103,12 +104,12 @@ class PhraseFilter:
                     self._remember(guard.replacement_skeleton)
                 else:
                     held.drop(size)
-                skel.take(held.pos)
+                skel.take(held.pos + self._base)
                 self._skipping = True
                 continue
             hold = len(text) if final else guard.forming(text, len(text))
             if found is not None:  # at the very end: the next character may extend the word
-                hold = min(hold, found.start())
+                hold = min(hold, found[0])
             if hold < len(text):
                 hold = self._carry(text, hold)
             self._pass(self._raw(hold, said))
@@ -133,46 +134,44 @@ class PhraseFilter:
             if not final and (last := _END_MAY_FOLLOW.search(held.text, held.pos)):
                 stop = last.start()  # a "." that may end the sentence: see what follows
             held.drop(stop - held.pos)
-            self._skel.take(held.pos)
+            self._skel.take(held.pos + self._base)
             return False
         held.drop((end.start() if end.group() == "\n" else end.end()) - held.pos)
-        self._skel.take(held.pos)
+        self._skel.take(held.pos + self._base)
         self._skipping = False
         return True
 
     # ------------------------------------------------------------------ positions
 
     def _raw(self, index: int, said: int) -> int:
-        """The raw offset where the skeleton character ``index`` of the joined
+        """Where in the held text the skeleton character ``index`` of the joined
         text begins (one in what was said: where the undecided text begins)."""
         skel = self._skel
         if index < said:
             return self._held.pos
         if index - said < len(skel.starts):
-            return skel.starts[index - said]
+            return skel.starts[index - said] - self._base
         return len(self._held.text)
 
     def _raw_end(self, index: int, said: int) -> int:
-        """The raw offset just after the skeleton character ``index - 1``."""
+        """Where in the held text the skeleton character ``index - 1`` ends."""
         if index <= said:
             return self._held.pos
-        return self._skel.ends[index - said - 1]
+        return self._skel.ends[index - said - 1] - self._base
 
     def _pass(self, raw: int) -> None:
         held = self._held
         if raw > held.pos:
             held.keep(raw - held.pos)
-            self._remember(self._skel.take(raw))
+            self._remember(self._skel.take(raw + self._base))
 
     def _remember(self, text: str) -> None:
         said = _joined(self._said, text)
         self._said = said[-self._guard.reach :]
 
     def _take_out(self) -> list[Segment]:
-        shift = self._held.pos
-        out = self._held.take_out()
-        self._skel.rebase(shift)
-        return out
+        self._base += self._held.pos  # (take_out drops the decided text)
+        return self._held.take_out()
 
 
 def _joined(before: str, after: str) -> str:

@@ -16,7 +16,9 @@ from typing import Literal
 from .skeleton import GAP, GAPS, I_OR_L, JOIN, skeleton
 
 _NOT_WORD = "(?![^ \\x1f])"  # followed by a gap or the end
-_WORD_START = "(?<![^ \\x1f])"
+_WORD_STARTS = re.compile("(?<![^ \\x1f])[^ \\x1f]")
+# The letters of a text that may begin a phrase beginning with a given letter.
+_STARTS_WITH = {"i": "i" + I_OR_L, "l": "l" + I_OR_L, I_OR_L: "il" + I_OR_L}
 
 
 def _tokens(phrase: str) -> list[str]:
@@ -85,13 +87,22 @@ class PhraseGuard:
         self.phrases = tuple(given)
         self.action: Literal["replace", "drop"] = action
         self.replacement = replacement if action == "replace" else ""
-        # Longest first: of two phrases starting at one place, the longer is cut.
+        # Per first letter (a text's words mostly begin none: one look-up each),
+        # the phrases' regexes: whole, and any start of one. Longest first: of two
+        # phrases starting at one place, the longer is cut.
         ordered = sorted(set(skeletons), key=len, reverse=True)
-        tokens = [_tokens(bones) for bones in ordered]
-        self._pattern = re.compile(
-            _WORD_START + "(?:" + "|".join("".join(t) for t in tokens) + ")" + _NOT_WORD
-        )
-        self._prefix = re.compile("|".join(_prefixes(t) for t in tokens))
+        groups: dict[str, list[list[str]]] = {}
+        for bones in ordered:
+            for first in _STARTS_WITH.get(bones[0], bones[0]):
+                groups.setdefault(first, []).append(_tokens(bones))
+        self._whole = {
+            first: re.compile("(?:" + "|".join("".join(t) for t in tokens) + ")" + _NOT_WORD)
+            for first, tokens in groups.items()
+        }
+        self._start = {
+            first: re.compile("(?:" + "|".join(_prefixes(t) for t in tokens) + ")")
+            for first, tokens in groups.items()
+        }
         # A match spans at most two skeleton characters per phrase character (a
         # joiner between every two letters).
         self.reach = 2 * max(len(bones) for bones in ordered) + 2
@@ -104,21 +115,23 @@ class PhraseGuard:
     def __repr__(self) -> str:
         return f"PhraseGuard({list(self.phrases)!r}, action={self.action!r})"
 
-    def find(self, skel: str, after: int) -> re.Match[str] | None:
-        """The first phrase in the skeleton ``skel`` that ends past ``after``."""
-        found = self._pattern.search(skel)
-        while found is not None and found.end() <= after:
-            found = self._pattern.search(skel, found.start() + 1)
-        return found
+    def find(self, skel: str, after: int) -> tuple[int, int] | None:
+        """The first phrase in the skeleton ``skel`` that ends past ``after``:
+        its ``(start, end)``."""
+        for word in _WORD_STARTS.finditer(skel):
+            start = word.start()
+            pattern = self._whole.get(skel[start])
+            found = pattern.match(skel, start) if pattern is not None else None
+            if found is not None and found.end() > after:
+                return start, found.end()
+        return None
 
     def forming(self, skel: str, end: int) -> int:
         """Where in ``skel[:end]`` the longest end that a phrase may begin in
         starts (at a word start); ``end`` if none."""
-        for start in range(max(0, end - self.reach), end):
-            if (
-                skel[start] not in GAPS
-                and (start == 0 or skel[start - 1] in GAPS)
-                and self._prefix.fullmatch(skel, start, end)
-            ):
+        for word in _WORD_STARTS.finditer(skel, max(0, end - self.reach), end):
+            start = word.start()
+            pattern = self._start.get(skel[start])
+            if pattern is not None and pattern.fullmatch(skel, start, end):
                 return start
         return end

@@ -22,6 +22,7 @@ what is cut is exactly the raw text a match covers.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 GAP = " "  # a word break
@@ -156,11 +157,15 @@ def fold(ch: str) -> str:
     return folded
 
 
+_ASCII = {c: _fold(chr(c)) for c in range(128)}  # one skeleton character each
+_ASCII_RUNS = re.compile("[^ \x1f]+|[ \x1f]+")
+
+
 class Skeleton:
-    """The skeleton of a streamed text from raw offset ``base`` on: ``text`` and,
-    for each of its characters, the raw span ``[starts[i], ends[i])`` it comes
-    from. A run of gaps is one character: ``GAP`` if any of it is a break, else
-    ``JOIN``; a dropped mark belongs to the character before it."""
+    """The skeleton of a streamed text: ``text`` and, for each of its
+    characters, the raw span ``[starts[i], ends[i])`` it comes from (offsets in
+    all the raw text added). A run of gaps is one character: ``GAP`` if any of
+    it is a break, else ``JOIN``; a dropped mark belongs to the character before it."""
 
     def __init__(self) -> None:
         self.text = ""
@@ -169,12 +174,16 @@ class Skeleton:
         self.raw_len = 0  # the raw offset just after the last character added
 
     def add(self, raw: str) -> None:
+        if raw.isascii():
+            self._add_ascii(raw)
+            return
         chars = list(self.text[-1:])  # the last character may grow (a gap run, a mark)
         starts, ends = self.starts, self.ends
         head = len(self.text) - len(chars)
         at = self.raw_len
         for ch in raw:
-            for c in fold(ch):
+            folded = fold(ch)
+            for c in folded:
                 if c in GAPS and chars and chars[-1] in GAPS:
                     chars[-1] = GAP if GAP in (c, chars[-1]) else JOIN
                     ends[-1] = at + 1
@@ -182,11 +191,35 @@ class Skeleton:
                     chars.append(c)
                     starts.append(at)
                     ends.append(at + 1)
-            if ends and not fold(ch):
+            if not folded and ends:
                 ends[-1] = at + 1  # a mark: part of the character before it
             at += 1
         self.text = self.text[:head] + "".join(chars)
         self.raw_len = at
+
+    def _add_ascii(self, raw: str) -> None:
+        """``add`` for ASCII text: a skeleton character per raw one, runs at a time."""
+        at = self.raw_len
+        parts = [self.text]
+        for run in _ASCII_RUNS.finditer(raw.translate(_ASCII)):
+            a, b = at + run.start(), at + run.end()
+            gap = run.group()
+            if gap[0] not in GAPS:
+                parts.append(gap)
+                self.starts.extend(range(a, b))
+                self.ends.extend(range(a + 1, b + 1))
+                continue
+            joined = GAP if GAP in gap else JOIN
+            if parts[-1][-1:] in (GAP, JOIN):
+                if joined == GAP and parts[-1][-1] != GAP:
+                    parts[-1] = parts[-1][:-1] + GAP
+                self.ends[-1] = b
+            else:
+                parts.append(joined)
+                self.starts.append(a)
+                self.ends.append(b)
+        self.text = "".join(parts)
+        self.raw_len = at + len(raw)
 
     def take(self, raw: int) -> str:
         """Remove and return the characters whose raw span ends at or before
@@ -201,13 +234,6 @@ class Skeleton:
         if self.starts and self.starts[0] < raw:
             self.starts[0] = raw
         return taken
-
-    def rebase(self, shift: int) -> None:
-        """The raw offsets move ``shift`` to the left (the raw text was compacted)."""
-        if shift:
-            self.starts = [s - shift for s in self.starts]
-            self.ends = [e - shift for e in self.ends]
-            self.raw_len -= shift
 
 
 def skeleton(text: str) -> str:
