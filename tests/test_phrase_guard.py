@@ -125,9 +125,11 @@ def test_a_disguised_phrase_is_cut_from_what_the_voice_gets(text: str) -> None:
     said = said_everywhere(text)
     assert "[no]." in said
     assert "plan" not in skeleton(said) and "secret" not in skeleton(said)
-    # Also with the options that keep markup, URLs and symbols as written.
+    # Also with the options that keep markup, URLs and symbols as written: a
+    # voice skips the marks left in a word.
     plain = said_everywhere(text, markdown=False, urls=False, symbols=False)
-    assert "secret plan" not in skeleton(plain)
+    for reading in ("", " "):  # a joiner read as nothing, or as a break
+        assert "secret plan" not in skeleton(plain).replace("\x1f", reading)
 
 
 def test_a_phrase_across_pieces_and_forced_cuts_is_cut() -> None:
@@ -210,7 +212,8 @@ def test_phrases_are_checked_when_made() -> None:
 
 
 def test_the_skeleton_folds_each_disguise() -> None:
-    assert skeleton("ＳＥＣＲＥＴ-Plan_x.y/z") == "secret plan x y z"
+    assert skeleton("ＳＥＣＲＥＴ-Plan.x/y") == "secret plan x y"
+    assert skeleton("sec**ret**_plan") == "sec\x1fret\x1fplan"  # maybe nothing, maybe a break
     assert skeleton("ѕесrеt Straße İstanbul ﬁne 𝐬𝐞𝐜") == "secret strasse istanbul fine sec"
     assert skeleton("a\u00adb c\u200bd e\ufeff f") == "a\x1fb c\x1fd e f"
     assert skeleton("café — ok 🎉 x") == "cafe ok x"

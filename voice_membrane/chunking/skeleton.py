@@ -4,13 +4,15 @@ Each character folds on its own, so a stream folds the same however it is
 split: NFKD (compatibility forms: full-width ``ｓ``, ligatures ``ﬁ``,
 mathematical ``𝐬``, superscripts), combining marks dropped (``é`` → ``e``),
 Cyrillic, Greek and other look-alikes of Latin letters folded to them (``с`` →
-``c``, ``ο`` → ``o``), case folded (``ß`` → ``ss``). Letters and digits stay;
-whitespace, punctuation, symbols and emoji become ``GAP`` (a word break: a voice
-reads ``secret-plan``, ``secret_plan``, ``secret.plan`` as two words); invisible
-characters (zero-width space and joiners, word joiner, soft hyphen, BOM, other
-format and control characters, Hangul fillers) and apostrophes become
-``JOIN``: maybe nothing (``se\\u00adcret``), maybe a break (``secret\\u200bplan``).
-A letter that reads as ``l`` or ``I`` (the Cyrillic palochka) becomes ``I_OR_L``.
+``c``, ``ο`` → ``o``), case folded (``ß`` → ``ss``). Letters and digits stay.
+Whitespace, punctuation, symbols and emoji become ``GAP``, a word break (a
+voice reads ``secret-plan`` or ``secret.plan`` as two words). ``JOIN`` stands
+for what may be nothing or a break: invisible characters (zero-width space and
+joiners, word joiner, soft hyphen, BOM, other format and control characters,
+Hangul fillers), apostrophes, and the markdown marks ``*``, ``_``, ``~`` and
+the backtick left in the text (``se\\u00adcret``, ``sec**ret``, ``secret_plan``,
+``secret\\u200bplan``). A letter that reads as ``l`` or ``I`` (the Cyrillic
+palochka) becomes ``I_OR_L``.
 
 ``Skeleton`` keeps the skeleton of a text as it streams, a run of gaps
 collapsed to one character, with each skeleton character's raw span, so that
@@ -35,7 +37,9 @@ _I_OR_L = frozenset("\u04c0\u04cf\u01c0")  # Cyrillic palochka, the dental click
 # Default-ignorable code points (Unicode's DerivedCoreProperties) that are not
 # format, control or mark characters by category: the Hangul fillers are letters.
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
-_APOSTROPHES = frozenset("'\u2019\u02bc\u2018`\u00b4\u02b9\u02bb")
+# Apostrophes, and the markdown marks a voice skips when they are left in the
+# text (markdown off, or a mark the filter kept): ``sec**ret``, ``secret_plan``.
+_JOINING = frozenset("'\u2019\u02bc\u2018`\u00b4\u02b9\u02bb*_~")
 # Look-alikes of Latin letters (Unicode's confusables, the letters of scripts a
 # Latin text is disguised with), folded before and after case folding.
 _LOOKALIKES = str.maketrans(
@@ -123,7 +127,7 @@ def _is_ignorable(ch: str) -> bool:
 
 def _fold(ch: str) -> str:
     """The skeleton of one character: letters and digits, ``GAP``, ``JOIN`` or ""."""
-    if ch in _APOSTROPHES or _is_ignorable(ch):
+    if ch in _JOINING or _is_ignorable(ch):
         return JOIN
     if ch in _I_OR_L:
         return I_OR_L
@@ -139,7 +143,7 @@ def _fold(ch: str) -> str:
                 out.append(GAP)
             elif category[0] in "LN" or category == "Mc":
                 out.append(c)
-            elif category[0] == "C" or c in _APOSTROPHES or _is_ignorable(c):
+            elif category[0] == "C" or c in _JOINING or _is_ignorable(c):
                 out.append(JOIN)  # format, control, private-use, unassigned
             else:
                 out.append(GAP)  # punctuation, symbols, emoji
