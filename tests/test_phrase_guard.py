@@ -190,6 +190,26 @@ def test_a_hostile_run_of_invisible_characters_holds_a_bounded_amount() -> None:
     assert "secret plan" not in skeleton(said) and said.endswith("[no]. Bye.")
 
 
+@pytest.mark.parametrize("size", [4, 60_000])
+def test_a_hostile_reply_full_of_phrases_is_read_in_linear_time(
+    monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # Each cut rescans only what is held, and a reply fed whole is read a slice
+    # at a time: the text matched over stays proportional to the reply.
+    scanned = 0
+    find = PhraseGuard.find
+
+    def counting(self: PhraseGuard, skel: str, after: int) -> tuple[int, int] | None:
+        nonlocal scanned
+        scanned += len(skel)
+        return find(self, skel, after)
+
+    monkeypatch.setattr(PhraseGuard, "find", counting)
+    text = "Damn. " * 10_000
+    assert speak(text, size) == "[no]. " * 9_999 + "[no]."
+    assert scanned < 64 * len(text)
+
+
 def test_the_pieces_still_tile_the_raw_text() -> None:
     text = "Hi **there**. The secret plan is out. [Read](http://x.io) on. Bye."
     chunker = SpeechChunker(phrase_guard=GUARD)

@@ -27,6 +27,7 @@ from .phrase_guard import PhraseGuard
 from .skeleton import GAP, GAPS, JOIN, Skeleton
 
 HOLD_MAX = 1024
+_SLICE = 256
 # Where a sentence ends, for dropping the rest of one: terminal punctuation
 # before whitespace (``3.5`` goes on), a CJK one, or a line break.
 _CLOSERS = "\"'\u201d\u2019\u00bb)\\]"  # quotes and brackets a sentence end may close
@@ -51,10 +52,12 @@ class PhraseFilter:
 
     def feed(self, segments: Iterable[Segment]) -> list[Segment]:
         held = self._held
-        size = len(held.text)
         held.add(segments)
-        self._skel.add(held.text[size:])
-        self._decide(final=False)
+        # A slice at a time, so a whole reply fed at once costs linear time too
+        # (each cut rescans only what is held).
+        while (judged := self._judged()) < len(held.text):
+            self._skel.add(held.text[judged : judged + _SLICE])
+            self._decide(final=False)
         if len(held.text) - held.pos > HOLD_MAX:
             self._decide(final=True)
         return self._take_out()
@@ -127,11 +130,11 @@ class PhraseFilter:
 
     def _skip(self, final: bool) -> bool:
         """Drop the rest of the sentence; True once its end is passed."""
-        held = self._held
-        end = _END.search(held.text, held.pos)
+        held, judged = self._held, self._judged()
+        end = _END.search(held.text, held.pos, judged)
         if end is None:
-            stop = len(held.text)
-            if not final and (last := _END_MAY_FOLLOW.search(held.text, held.pos)):
+            stop = judged
+            if not final and (last := _END_MAY_FOLLOW.search(held.text, held.pos, judged)):
                 stop = last.start()  # a "." that may end the sentence: see what follows
             held.drop(stop - held.pos)
             self._skel.take(held.pos + self._base)
@@ -151,13 +154,17 @@ class PhraseFilter:
             return self._held.pos
         if index - said < len(skel.starts):
             return skel.starts[index - said] - self._base
-        return len(self._held.text)
+        return self._judged()
 
     def _raw_end(self, index: int, said: int) -> int:
         """Where in the held text the skeleton character ``index - 1`` ends."""
         if index <= said:
             return self._held.pos
         return self._skel.ends[index - said - 1] - self._base
+
+    def _judged(self) -> int:
+        """Where in the held text the text not yet read into the skeleton begins."""
+        return self._skel.raw_len - self._base
 
     def _pass(self, raw: int) -> None:
         held = self._held
