@@ -132,6 +132,15 @@ def test_a_disguised_phrase_is_cut_from_what_the_voice_gets(text: str) -> None:
         assert "secret plan" not in skeleton(plain).replace("\x1f", reading)
 
 
+def test_a_phrase_in_a_script_without_spaces_is_found_inside_running_text() -> None:
+    guard = PhraseGuard(["秘密计划", "ひみつ"], replacement="[no]。")
+    assert (
+        said_everywhere("好的。这是秘密计划，对吧。再见。", guard=guard) == "好的。这是[no]。再见。"
+    )
+    assert said_everywhere("これはひみつです。はい。", guard=guard) == "これは[no]。はい。"
+    assert said_everywhere("秘密很好。", guard=guard) == "秘密很好。"
+
+
 def test_a_phrase_across_pieces_and_forced_cuts_is_cut() -> None:
     text = "First sentence here. And then " + "very " * 3 + "secret\nplan follows. Ok."
     said = said_everywhere(text, max_chars=12)

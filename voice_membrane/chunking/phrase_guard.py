@@ -16,7 +16,7 @@ from typing import Literal
 from .skeleton import GAP, GAPS, I_OR_L, JOIN, skeleton
 
 _NOT_WORD = "(?![^ \\x1f])"  # followed by a gap or the end
-_WORD_STARTS = re.compile("(?<![^ \\x1f])[^ \\x1f]")
+_WORD_START = "(?<![^ \\x1f])[^ \\x1f]"
 # The letters of a text that may begin a phrase beginning with a given letter.
 _STARTS_WITH = {"i": "i" + I_OR_L, "l": "l" + I_OR_L, I_OR_L: "il" + I_OR_L}
 
@@ -38,6 +38,27 @@ def _tokens(phrase: str) -> list[str]:
             else:
                 tokens.append(re.escape(ch))
     return tokens
+
+
+def _unspaced(ch: str) -> bool:
+    """A letter of a script written without spaces between words (Chinese,
+    Japanese kana, Thai, Lao, Myanmar, Khmer): a phrase edge needs no word break."""
+    o = ord(ch)
+    return (
+        0x0E00 <= o <= 0x0EFF
+        or 0x1000 <= o <= 0x109F
+        or 0x1780 <= o <= 0x17FF
+        or 0x3040 <= o <= 0x30FF
+        or 0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xF900 <= o <= 0xFAFF
+        or 0x20000 <= o <= 0x3FFFF
+    )
+
+
+def _whole(phrase: str) -> str:
+    """The regex of a whole phrase: whole words, unless it ends in an unspaced script."""
+    return "".join(_tokens(phrase)) + ("" if _unspaced(phrase[-1]) else _NOT_WORD)
 
 
 def _prefixes(tokens: list[str]) -> str:
@@ -92,17 +113,20 @@ class PhraseGuard:
         # phrases starting at one place, the longer is cut.
         ordered = sorted(set(skeletons), key=len, reverse=True)
         groups: dict[str, list[list[str]]] = {}
+        wholes: dict[str, list[str]] = {}
         for bones in ordered:
             for first in _STARTS_WITH.get(bones[0], bones[0]):
                 groups.setdefault(first, []).append(_tokens(bones))
-        self._whole = {
-            first: re.compile("(?:" + "|".join("".join(t) for t in tokens) + ")" + _NOT_WORD)
-            for first, tokens in groups.items()
-        }
+                wholes.setdefault(first, []).append(_whole(bones))
+        self._whole = {first: re.compile("|".join(found)) for first, found in wholes.items()}
         self._start = {
-            first: re.compile("(?:" + "|".join(_prefixes(t) for t in tokens) + ")")
+            first: re.compile("|".join(_prefixes(t) for t in tokens))
             for first, tokens in groups.items()
         }
+        # Where a phrase may begin: a word start, or anywhere for one that begins
+        # in a script written without spaces.
+        unspaced = "".join(sorted({bones[0] for bones in ordered if _unspaced(bones[0])}))
+        self._starts = re.compile(_WORD_START + (f"|[{re.escape(unspaced)}]" if unspaced else ""))
         # A match spans at most two skeleton characters per phrase character (a
         # joiner between every two letters).
         self.reach = 2 * max(len(bones) for bones in ordered) + 2
@@ -118,7 +142,7 @@ class PhraseGuard:
     def find(self, skel: str, after: int) -> tuple[int, int] | None:
         """The first phrase in the skeleton ``skel`` that ends past ``after``:
         its ``(start, end)``."""
-        for word in _WORD_STARTS.finditer(skel):
+        for word in self._starts.finditer(skel):
             start = word.start()
             pattern = self._whole.get(skel[start])
             found = pattern.match(skel, start) if pattern is not None else None
@@ -129,7 +153,7 @@ class PhraseGuard:
     def forming(self, skel: str, end: int) -> int:
         """Where in ``skel[:end]`` the longest end that a phrase may begin in
         starts (at a word start); ``end`` if none."""
-        for word in _WORD_STARTS.finditer(skel, max(0, end - self.reach), end):
+        for word in self._starts.finditer(skel, max(0, end - self.reach), end):
             start = word.start()
             pattern = self._start.get(skel[start])
             if pattern is not None and pattern.fullmatch(skel, start, end):
