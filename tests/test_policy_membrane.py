@@ -15,14 +15,12 @@ from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import MembraneItem, ReplyResult
 from voice_membrane.membrane.tools import ToolCall
 from voice_membrane.parse.policy import PolicyContext, StreamState, ToolAllowList
-from voice_membrane.pipeline.build import build_parts
+from voice_membrane.pipeline.build import build_parts, session_for
 from voice_membrane.pipeline.config import ConfigError, load_pipeline
-from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.anthropic import AnthropicProvider
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import ScriptedReply, text, tool_use
-from voice_membrane.tts.espeak import EspeakEngine
 from voice_membrane.vocab.events import Chunk, Event
 from voice_membrane.vocab.messages import (
     Message,
@@ -155,24 +153,33 @@ def write_pipeline(folder: Path, reply: str, policy: str) -> Path:
 
 
 async def test_a_banned_phrase_never_reaches_the_voice(tmp_path: Path) -> None:
-    reply = "Damn, the secret plan is simple. We go at noon. Bye."
+    # Disguised as the speakable text undoes it: emphasis, a link, an emoji, a
+    # Cyrillic letter. Judged on what the voice gets, none of it is said.
+    reply = "Sure. The **secret** plan is simple. We go at noon. Damn! "
+    reply += "[Top](http://x.io)🙈\u0455ecret! Bye."
     config = load_pipeline(
         write_pipeline(
             tmp_path,
             reply,
-            'banned_phrases = ["secret plan", "damn"]\nbanned_replacement = "Hmm."',
+            'banned_phrases = ["secret plan", "damn", "top secret"]\nbanned_replacement = "Hmm."',
         )
     )
     parts = build_parts(config)
     pieces: list[str] = []
-    session = Session(parts.membrane, EspeakEngine(), NullSink(), on_piece_start=pieces.append)
+    records: list[dict[str, Any]] = []
+    session = session_for(
+        config, parts, sink=NullSink(), on_piece_start=pieces.append, log=records.append
+    )
     async with session:
         result = await session.turn("What is the plan?")
     spoken = " ".join(pieces).lower()
     assert "damn" not in spoken and "secret" not in spoken and "plan" not in spoken
-    assert result.spoken_text == "Hmm. We go at noon. Bye."
-    # What the history keeps is what was said.
+    tts_input = " ".join(r["text"] for r in records if r.get("event") == "tts_input")
+    assert "secret" not in tts_input.lower() and "top" not in tts_input.lower()
+    assert result.spoken_text == "Sure. The Hmm. We go at noon. Hmm. Hmm. Bye."
+    # What the history keeps is what was said; the transcript is the model's own text.
     assert session.request("next").messages[-2].content[0].text == result.spoken_text  # type: ignore[union-attr]
+    assert "**secret** plan" in result.visible_text
     assert result.terminated is None
 
 
@@ -181,6 +188,8 @@ async def test_a_banned_phrase_never_reaches_the_voice(tmp_path: Path) -> None:
     [
         ('banned_phrases = [" "]', "blank"),
         ('banned_action = "shout"', "banned_action"),
+        ('banned_phrases = ["🙈"]', "no letter or digit"),
+        ('banned_phrases = ["say that"]\nbanned_replacement = "I won\'t say that."', "replacement"),
         ("allow_tools = 3", "allow_tools"),
     ],
 )

@@ -43,7 +43,7 @@ _PUBLIC: dict[str, str] = {
     **dict.fromkeys(
         ("PolicyContext", "StreamPolicy", "StreamState", "ToolAllowList"), "parse.policy"
     ),
-    "PhraseGuard": "parse.phrase_guard",
+    "PhraseGuard": "chunking.phrase_guard",
     **dict.fromkeys(("SpeechChunk", "SpeechChunker"), "chunking"),
     # request shapes and vendors' services
     **dict.fromkeys(
@@ -154,6 +154,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and editors see
     from .chunking import SpeechChunk, SpeechChunker
+    from .chunking.phrase_guard import PhraseGuard
     from .formats import (
         AnthropicXmlFormatter,
         ChatMLFormatter,
@@ -168,7 +169,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from .membrane.tools import Toolbox, ToolCall, tool_handler
     from .membrane.tools_mcp import McpServer, McpToolbox
     from .parse import NativeBlockAssembler, XmlStreamParser
-    from .parse.phrase_guard import PhraseGuard
     from .parse.policy import PolicyContext, StreamPolicy, StreamState, ToolAllowList
     from .pipeline.session import Session
     from .providers.anthropic import AnthropicProvider

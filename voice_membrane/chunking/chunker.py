@@ -9,6 +9,7 @@ from .boundaries import find_cut
 from .lexicon import lexicon
 from .markdown import Segment
 from .pending import Cut, CutKind, CutRules
+from .phrase_guard import PhraseGuard
 from .speech_text import SpeechText
 from .tables import TableMode
 
@@ -58,8 +59,8 @@ class SpeechChunker:
     The text first goes through ``SpeechText``: with ``markdown`` on (the default),
     ``MarkdownFilter`` (``code_block_text`` is spoken in place of a fenced code block)
     and ``TableFilter`` (``tables``, ``table_text``); then ``SpeakableFilter`` (``urls``,
-    ``symbols``). Concatenated, the pieces give the filtered text, except a
-    whitespace-only remainder at the end.
+    ``symbols``); last, with a ``phrase_guard``, ``PhraseFilter``. Concatenated, the
+    pieces give the filtered text, except a whitespace-only remainder at the end.
 
     The first piece is released as early as it sounds natural: at a sentence end, at a
     clause mark after ``min_clause_words`` words, or at a word boundary after
@@ -90,6 +91,8 @@ class SpeechChunker:
             ``"de"``, ``"fr"``, ``"es"``, ``"it"``, ``"nl"``, ``"pt"``): its
             abbreviations, ordinals and sentence openers. None (the default) knows
             every language's abbreviations and ordinals but only English openers.
+        phrase_guard: phrases never to say (``PhraseGuard``), judged on the text as
+            it will be said, after every other filter.
 
     Raises:
         ValueError: an option out of range or an unknown language.
@@ -109,6 +112,7 @@ class SpeechChunker:
         urls: bool = True,
         symbols: bool = True,
         language: str | None = None,
+        phrase_guard: PhraseGuard | None = None,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
             raise ValueError("first_chunk_words and max_chars must be at least 1")
@@ -126,6 +130,7 @@ class SpeechChunker:
             table_text=table_text,
             urls=urls,
             symbols=symbols,
+            phrase_guard=phrase_guard,
         )
         self._reset()
 

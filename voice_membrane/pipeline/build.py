@@ -15,7 +15,6 @@ from ..membrane.images import ImageTool
 from ..membrane.membrane import Membrane
 from ..membrane.tools_mcp import McpServer, McpToolbox
 from ..parse.json_tools import JsonToolInterceptor
-from ..parse.phrase_guard import PhraseGuard
 from ..parse.policy import StreamPolicy, ToolAllowList
 from ..providers.openai_images import OpenAIImages
 from ..providers.registry import CLOUD, create_provider
@@ -36,6 +35,7 @@ from .config import (
     PipelineConfig,
     PolicyConfig,
     ToolsConfig,
+    phrase_guard_for,
 )
 from .history import RequestCounter, counter_for
 from .scheduling import thread_budget
@@ -81,7 +81,10 @@ def session_for(
         system_prompt=config.llm.system_prompt,
         model=parts.model,
         options=parts.options,
-        chunker_options=config.chunker.model_dump(),
+        chunker_options={
+            **config.chunker.model_dump(),
+            "phrase_guard": phrase_guard_for(config.policy),
+        },
         context=parts.context,
         toolbox=parts.toolbox,
         first_audio_priority=config.scheduling.first_audio_priority,
@@ -201,22 +204,15 @@ def json_tools_for(llm: LlmConfig) -> Callable[[], JsonToolInterceptor] | None:
 
 
 def policies_for(config: PolicyConfig) -> Callable[[], list[StreamPolicy]] | None:
-    """The pipeline's stream policies, made afresh for each reply (they keep state)."""
-    allow, banned = config.allow_tools, config.banned_phrases
-    if allow is None and not banned:
+    """The pipeline's stream policies, made afresh for each reply (they keep state).
+    Banned phrases are not among them: they are judged on the text as it will be
+    said, by the chunker (``session_for``)."""
+    allow = config.allow_tools
+    if allow is None:
         return None
 
     def make() -> list[StreamPolicy]:
-        policies: list[StreamPolicy] = []
-        if allow is not None:
-            policies.append(ToolAllowList(allow))
-        if banned:
-            policies.append(
-                PhraseGuard(
-                    banned, action=config.banned_action, replacement=config.banned_replacement
-                )
-            )
-        return policies
+        return [ToolAllowList(allow)]
 
     return make
 

@@ -20,6 +20,7 @@ Example (``pipelines/local.toml``)::
 from __future__ import annotations
 
 import difflib
+import functools
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -36,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
 from ..tts.options import TtsOptions
@@ -177,8 +179,10 @@ class PolicyConfig(_Section):
     # The tools the model may call (unset: any it is given). A call to another is
     # never run: the model gets an error result saying why.
     allow_tools: list[str] | None = None
-    # Never spoken (case and spacing ignored, whole words): the phrase and the rest
-    # of its sentence are replaced by banned_replacement, or dropped.
+    # Never spoken, judged on the text as the voice gets it (chunking.PhraseGuard:
+    # case, look-alikes, invisible characters and punctuation between words
+    # ignored, whole words): the phrase and the rest of its sentence are replaced
+    # by banned_replacement, or dropped.
     banned_phrases: list[str] = []
     banned_action: Literal["replace", "drop"] = "replace"
     banned_replacement: str = Field("I'd rather not say that.", max_length=500)
@@ -189,6 +193,28 @@ class PolicyConfig(_Section):
         if any(not phrase.strip() for phrase in phrases):
             raise ValueError("a banned phrase is blank")
         return phrases
+
+    @model_validator(mode="after")
+    def _phrases_can_be_guarded(self) -> PolicyConfig:
+        if self.banned_phrases:
+            phrase_guard_for(self)  # a phrase with no letter, a replacement that says one
+        return self
+
+
+def phrase_guard_for(policy: PolicyConfig) -> PhraseGuard | None:
+    """The guard of the pipeline's banned phrases (made once per set of them)."""
+    if not policy.banned_phrases:
+        return None
+    return _phrase_guard(
+        tuple(policy.banned_phrases), policy.banned_action, policy.banned_replacement
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _phrase_guard(
+    phrases: tuple[str, ...], action: Literal["replace", "drop"], replacement: str
+) -> PhraseGuard:
+    return PhraseGuard(phrases, action=action, replacement=replacement)
 
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
