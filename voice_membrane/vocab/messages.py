@@ -28,6 +28,7 @@ from pydantic import (
 
 from ..infra.redact import quote
 from .blob_source import BlobSource
+from .names import ASSISTANT_ROLE_NAMES, SYSTEM_ROLE_NAMES, looks_alike, name_keys
 
 
 class RequestError(ValueError):
@@ -269,8 +270,9 @@ def make_request(data: dict[str, Any]) -> Request:
 
 
 def validate_request(request: Request) -> None:
-    """Rules that span fields: participant names are one line each and the user is
-    not named like the assistant, each tool result answers a tool use before
+    """Rules that span fields: participant names are one line each, no user is
+    named like the assistant, a role or another user (``check_names_apart``),
+    each tool result answers a tool use before
     it, tool names are unique, the thinking budget fits in ``max_tokens``."""
     options = request.options
     named = [
@@ -289,6 +291,7 @@ def validate_request(request: Request) -> None:
             f"options.human_participant: {quote(options.human_participant)} is also the "
             "assistant's name; the user's messages would be sent as the assistant's"
         )
+    check_names_apart(options, named[1:], apart=options.participant_mode == "multiuser")
     names = [tool.name for tool in request.tools]
     for n, name in enumerate(names):
         if name in names[:n]:
@@ -308,6 +311,38 @@ def validate_request(request: Request) -> None:
                 raise RequestError(
                     f"messages[{m}].content[{c}].tool_use_id: {block.tool_use_id!r} "
                     "answers no earlier tool_use"
+                )
+
+
+def check_names_apart(
+    options: RequestOptions, named: list[tuple[str, str]], *, apart: bool
+) -> None:
+    """``RequestError`` for a non-assistant name (``named``: field, name) that looks
+    like the assistant's or a system or assistant role (``names.py``: case, spaces,
+    dots, look-alike letters, full width, invisible characters), or (``apart``:
+    multiuser mode, where each message's name is written) like another message's
+    name spelled differently: each would let a user speak as someone they are not."""
+    assistant = options.assistant_participant
+    reserved = [assistant, *SYSTEM_ROLE_NAMES, *ASSISTANT_ROLE_NAMES]
+    seen: dict[str, str] = {}  # key → the first name with it
+    for where, name in named:
+        if name == assistant:
+            continue  # a message of the assistant's own
+        for role in reserved:
+            if looks_alike(name, role):
+                whose = "the assistant's name" if role == assistant else "a role name"
+                raise RequestError(
+                    f"{where}: {quote(name)} looks like {whose} {quote(role)}; "
+                    "choose a name that does not"
+                )
+        if not apart or not where.startswith("messages"):
+            continue
+        for key in name_keys(name):
+            other = seen.setdefault(key, name)
+            if other != name:
+                raise RequestError(
+                    f"{where}: {quote(name)} looks like another participant's name "
+                    f"{quote(other)}; choose a name that does not"
                 )
 
 
