@@ -271,7 +271,7 @@ def make_request(data: dict[str, Any]) -> Request:
 
 def validate_request(request: Request) -> None:
     """Rules that span fields: participant names are one line each, no user is
-    named like the assistant, a role or another user (``check_names_apart``),
+    named like the assistant, a role or another user (``_check_names_apart``),
     each tool result answers a tool use before
     it, tool names are unique, the thinking budget fits in ``max_tokens``."""
     options = request.options
@@ -291,7 +291,7 @@ def validate_request(request: Request) -> None:
             f"options.human_participant: {quote(options.human_participant)} is also the "
             "assistant's name; the user's messages would be sent as the assistant's"
         )
-    check_names_apart(options, named[1:], apart=options.participant_mode == "multiuser")
+    _check_names_apart(request)
     names = [tool.name for tool in request.tools]
     for n, name in enumerate(names):
         if name in names[:n]:
@@ -314,35 +314,44 @@ def validate_request(request: Request) -> None:
                 )
 
 
-def check_names_apart(
-    options: RequestOptions, named: list[tuple[str, str]], *, apart: bool
-) -> None:
-    """``RequestError`` for a non-assistant name (``named``: field, name) that looks
-    like the assistant's or a system or assistant role (``names.py``: case, spaces,
-    dots, look-alike letters, full width, invisible characters), or (``apart``:
-    multiuser mode, where each message's name is written) like another message's
-    name spelled differently: each would let a user speak as someone they are not."""
+def participant_problem(options: RequestOptions, name: str) -> str | None:
+    """Why ``name`` cannot be a user's: it is, or looks like (``names.py``: case,
+    spaces, dots, look-alike letters, full width, invisible characters), the
+    assistant's name or a system or assistant role; None when it can."""
     assistant = options.assistant_participant
-    reserved = [assistant, *SYSTEM_ROLE_NAMES, *ASSISTANT_ROLE_NAMES]
+    if name == assistant:
+        return "that is the assistant's name"
+    for role in (assistant, *SYSTEM_ROLE_NAMES, *ASSISTANT_ROLE_NAMES):
+        if looks_alike(name, role):
+            whose = "the assistant's name" if role == assistant else "the role name"
+            return f"{quote(name)} looks like {whose} {quote(role)}; choose a name that does not"
+    return None
+
+
+def _check_names_apart(request: Request) -> None:
+    """No user speaks as someone they are not: the names written for users (the
+    human participant; in multiuser mode each message's) pass
+    ``participant_problem``, and in multiuser mode no two look alike."""
+    options = request.options
+    problem = participant_problem(options, options.human_participant)
+    if problem is not None:
+        raise RequestError(f"options.human_participant: {problem}")
+    if options.participant_mode != "multiuser":
+        return  # message names are not written: every user is the human participant
     seen: dict[str, str] = {}  # key → the first name with it
-    for where, name in named:
-        if name == assistant:
-            continue  # a message of the assistant's own
-        for role in reserved:
-            if looks_alike(name, role):
-                whose = "the assistant's name" if role == assistant else "a role name"
-                raise RequestError(
-                    f"{where}: {quote(name)} looks like {whose} {quote(role)}; "
-                    "choose a name that does not"
-                )
-        if not apart or not where.startswith("messages"):
-            continue
+    for m, message in enumerate(request.messages):
+        name = message.participant
+        if name == options.assistant_participant:
+            continue  # the assistant's own message
+        problem = participant_problem(options, name)
+        if problem is not None:
+            raise RequestError(f"messages[{m}].participant: {problem}")
         for key in name_keys(name):
             other = seen.setdefault(key, name)
             if other != name:
                 raise RequestError(
-                    f"{where}: {quote(name)} looks like another participant's name "
-                    f"{quote(other)}; choose a name that does not"
+                    f"messages[{m}].participant: {quote(name)} looks like another "
+                    f"participant's name {quote(other)}; choose a name that does not"
                 )
 
 
