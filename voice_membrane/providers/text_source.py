@@ -11,6 +11,7 @@ take text only.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import asdict
@@ -24,6 +25,9 @@ from .base import ChatMessage, LlmSource
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..vocab.messages import ModelConfig
+
+
+_TAG_IN_JSON = re.compile(r"<(?=/?tool_(?:call|result))", re.IGNORECASE)
 
 
 class TextSourceProvider:
@@ -75,8 +79,9 @@ def chat_messages(built: BuiltRequest) -> list[ChatMessage]:
                 parts.append(neutralise_control(block.text))
             elif isinstance(block, ToolUseContent):
                 call = {"name": block.name, "arguments": block.input}
-                # "<\/" is valid JSON and closes no tag: the call's own text cannot end it.
-                body = json.dumps(call, ensure_ascii=False).replace("</", "<\\/")
+                # "<" of a tool tag (only ever inside a JSON string) as "\u003c": still
+                # the same JSON, and the call's own text can neither end it nor open a result.
+                body = _TAG_IN_JSON.sub(r"\\u003c", json.dumps(call, ensure_ascii=False))
                 parts.append(f"<tool_call>{body}</tool_call>")
             elif isinstance(block, ToolResultContent):
                 failed = " (error)" if block.is_error else ""
