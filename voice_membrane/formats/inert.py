@@ -138,7 +138,13 @@ class TurnLines:
     def __call__(self, text: str) -> str:
         if self._pattern is None:
             return text
-        return self._pattern.sub(self._replace, text)
+        # Again while anything changed: in "Claude: *: hi" the first separator
+        # written inert leaves "Claude∶ *" before the next, still a speaker's head.
+        while True:
+            written = self._pattern.sub(self._replace, text)
+            if written == text:
+                return text
+            text = written
 
     def _replace(self, match: re.Match[str]) -> str:
         if fold_keys(match.group(1)).isdisjoint(self._keys):
