@@ -110,12 +110,9 @@ def _separators(separator: str) -> str:
     return "".join(forms)
 
 
-@lru_cache(maxsize=16)
-def _turn_line_pattern(separators: str) -> re.Pattern[str]:
-    breaks, seps = re.escape(LINE_BREAKS), re.escape(separators)
-    # A line's head up to its first separator (a name is at most ~100 characters,
-    # the head leaves room for spaces and a format's prefix), then the separators.
-    return re.compile(rf"(?:\A|(?<=[{breaks}]))([^{breaks}{seps}]{{1,160}})([{seps}]+)")
+# How far into a line a name may end: a name is at most ~100 characters, with
+# room for spaces, markup and a format's prefix around it.
+_MAX_HEAD = 160
 
 
 class TurnLines:
@@ -130,30 +127,35 @@ class TurnLines:
     def __init__(self, speakers: Iterable[str], name_format: str = "{name}: ") -> None:
         head, _, tail = name_format.partition("{name}")
         separator = tail.strip()[:1]
-        self._pattern = _turn_line_pattern(_separators(separator)) if separator else None
+        self._separators = _separators(separator) if separator else ""
+        self._run = re.compile(f"[{re.escape(self._separators)}]+") if separator else None
         # A format's head (``[`` of ``"[{name}]"``) is part of what a line's head is
         # folded from, so it is folded into the names' keys the same way.
         self._keys = keys_of(head.strip() + name for name in {*speakers, *ROLE_NAMES})
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None:
-            return text
-        # Again while anything changed: in "Claude: *: hi" the first separator
-        # written inert leaves "Claude∶ *" before the next, still a speaker's head.
-        while True:
-            written = self._pattern.sub(self._replace, text)
-            if written == text:
-                return text
-            text = written
+        if not any(separator in text for separator in self._separators):
+            return text  # most text: no separator, nothing to look at
+        lines = text.splitlines(keepends=True)
+        for n, line in enumerate(lines):
+            lines[n] = self._line(line)
+        return "".join(lines)
 
-    def _replace(self, match: re.Match[str]) -> str:
-        if fold_keys(match.group(1)).isdisjoint(self._keys):
-            return match.group()
-        inert = "".join(
-            INERT_SEPARATOR if unicodedata.normalize("NFKC", ch) == ":" else WORD_JOINER + ch
-            for ch in match.group(2)
-        )
-        return match.group(1) + inert
+    def _line(self, line: str) -> str:
+        """Each run of separators whose head (the line before it) reads as a
+        speaker's name, written inert: the next too, as in "Claude: *: hi" the
+        first written inert leaves "Claude∶ *", still a speaker's head."""
+        at = 0
+        while self._run is not None and (run := self._run.search(line, at, _MAX_HEAD)):
+            if fold_keys(line[: run.start()]).isdisjoint(self._keys):
+                break
+            inert = "".join(
+                INERT_SEPARATOR if unicodedata.normalize("NFKC", ch) == ":" else WORD_JOINER + ch
+                for ch in run.group()
+            )
+            line = line[: run.start()] + inert + line[run.end() :]
+            at = run.start() + len(inert)
+        return line
 
 
 def request_speakers(request: Request) -> set[str]:
