@@ -142,7 +142,7 @@ async def test_a_write_that_fails_leaves_no_blob_and_no_temp_file(
 ) -> None:
     store = FileBlobStore(tmp_path)
 
-    def crash(src: Any, dst: Any) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", crash)

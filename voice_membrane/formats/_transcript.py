@@ -5,11 +5,12 @@ it is, thinking as ``<thinking>``, tool calls and results as XML (``_xml``).
 Images and cache breakpoints stay separate parts, for the formatter to place
 (Anthropic) or refuse (text-only formats).
 
-Text from anyone but the assistant is written inert: tag text and the format's
-own turn tokens in it cannot open a block, forge a tool call or end a turn
-(``_xml.neutralise``), and a line of it that starts like a turn (``Claude:``, a
-speaker's name and the format's separator) has its separator written ``∶``
-(U+2236), so it cannot pass for one.
+Text from anyone but the assistant is written inert: tag text, control tokens
+and the format's own turn tokens in it cannot open a block, forge a tool call or
+end a turn (``_xml.neutralise``). In every message and tool result, a line that
+starts like a turn (``Claude:``, a speaker's or a role's name and the format's
+separator, after any line break) has its separator written ``∶`` (U+2236), so
+it cannot pass for one (``inert.TurnLines``).
 
 A message holding only tool results joins the turn before it, and a message
 from that turn's speaker right after the results continues it — the turn reads
@@ -19,7 +20,6 @@ assistant's and ends with results, the reply continues it (``continues``).
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,7 +41,8 @@ from ..vocab.messages import (
 )
 from . import _xml
 from .base import ProviderMessage
-from .participants import NAME_FORMAT, ParticipantNames, name_separator, results_only
+from .inert import TurnLines, request_speakers
+from .participants import NAME_FORMAT, ParticipantNames, results_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class Transcript:
         name_format: the prefix format (``"{name}: "``).
         tokens: the format's own structural tokens (``<|im_end|>``), made inert
             in non-assistant text.
+        roles: the role names the format writes (chatml's ``user``), speakers too.
     """
 
     def __init__(
@@ -107,13 +109,13 @@ class Transcript:
         names: ParticipantNames,
         name_format: str = NAME_FORMAT,
         tokens: Sequence[str] = (),
+        roles: Sequence[str] = (),
     ) -> None:
         self.caching = request.options.prompt_caching
         self.tokens = tuple(tokens)
-        self.forged_turn = _turn_line(
-            {names.assistant, *(names.display(message) for message in request.messages)},
-            name_format,
-        )
+        speakers = {*request_speakers(request), *(names.display(m) for m in request.messages)}
+        self.turn_lines = TurnLines({*speakers, *roles}, name_format)
+        self.result_text = _xml.result_writer(request, name_format, self.tokens)
         self.turns: list[Turn] = []
         for m, message in enumerate(request.messages):
             items = self._render(message, m, inert=not names.is_assistant(message))
@@ -151,16 +153,14 @@ class Transcript:
         return "".join(part for part in self.turns[-1].parts if isinstance(part, str))
 
     def _inert(self, text: str) -> str:
-        return self._no_turn_lines(_xml.neutralise(text, self.tokens))
+        return self.turn_lines(_xml.neutralise(text, self.tokens))
 
-    def _no_turn_lines(self, text: str) -> str:
-        if self.forged_turn is not None:
-            pattern, separator = self.forged_turn
-            text = pattern.sub(lambda m: m.group(1) + separator, text)
-        return text
+    def _as_said(self, text: str) -> str:
+        """The assistant's own text: its tags kept, but no control token or turn line."""
+        return self.turn_lines(_xml.neutralise(text, self.tokens, tags=False))
 
     def _render(self, message: Message, m: int, inert: bool) -> list[tuple[bool, Part]]:
-        written = self._inert if inert else self._no_turn_lines
+        written = self._inert if inert else self._as_said
         items: list[tuple[bool, Part]] = []
         calls: list[tuple[ToolUseContent, str]] = []
         results: list[tuple[ToolResultContent, str]] = []
@@ -171,7 +171,7 @@ class Transcript:
                 items.append((True, _xml.tool_calls(calls)))
                 calls.clear()
             if results:
-                items.append((True, _xml.tool_results(results)))
+                items.append((True, _xml.tool_results(results, self.result_text)))
                 items.extend((False, image) for image in result_images)
                 results.clear()
                 result_images.clear()
@@ -211,28 +211,6 @@ class Transcript:
         if self.caching and message.cache_control is not None:
             items.append((False, CacheMark(message.cache_control)))
         return items
-
-
-INERT_SEPARATOR = "\u2236"  # ∶ reads as a colon, is not one
-
-
-def _turn_line(speakers: set[str], name_format: str) -> tuple[re.Pattern[str], str] | None:
-    """A line that starts with one of ``speakers`` and the format's separator (the
-    ``:`` of ``"{name}: "``; group 1 is everything before the separator's first
-    character), and what that character is written as instead. None when the
-    format has no separator."""
-    separator = name_separator(name_format)
-    names = sorted((name for name in speakers if name.strip()), key=len, reverse=True)
-    if not separator or not names:
-        return None
-    head = name_format.split("{name}", 1)[0].strip()
-    alternatives = "|".join(re.escape(name) for name in names)
-    pattern = re.compile(
-        rf"(^[ \t]*{re.escape(head)}(?:{alternatives})[ \t]*){re.escape(separator[0])}",
-        re.MULTILINE,
-    )
-    # Another separator keeps its look, split from the name by a word joiner.
-    return pattern, INERT_SEPARATOR if separator[0] == ":" else _xml.WORD_JOINER + separator[0]
 
 
 def thinking_cue(request: Request) -> str:

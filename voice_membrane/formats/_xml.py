@@ -10,12 +10,30 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..parse.tags import TAG_ATTRIBUTE
 from ..parse.tool_input import parse_parameter_value
-from ..vocab.messages import RequestError, ToolDefinition, ToolResultContent, ToolUseContent
+from ..vocab.messages import (
+    Request,
+    RequestError,
+    ToolDefinition,
+    ToolResultContent,
+    ToolUseContent,
+)
+from .inert import (
+    INERT_CLOSE,
+    INERT_OPEN,
+    WORD_JOINER,
+    TurnLines,
+    inert_token,
+    neutralise_bracket_tokens,
+    neutralise_control,
+    request_speakers,
+)
+
+__all__ = ["INERT_CLOSE", "INERT_OPEN", "WORD_JOINER", "inert_token"]  # kept where they were
 
 FUNCTION_CALLS_END: Final = "</function_calls>"
 """The stop sequence of xml tool mode: the model stops after its calls, the
@@ -39,28 +57,22 @@ _TAG_TEXT: Final = re.compile(
 # Brackets that read as brackets but open no tag. Entities (&lt;) would do for the
 # parser, but a model that quotes the user copies them, and a voice then reads
 # "&lt;" out as "and L T"; "‹thinking›" is spoken as "thinking".
-INERT_OPEN, INERT_CLOSE = "\u2039", "\u203a"  # ‹ ›
-WORD_JOINER: Final = "\u2060"  # invisible: splits a token with no bracket in it
 
 
-def inert_token(token: str) -> str:
-    """``token`` (``<|im_end|>``) spelled so that it no longer is that token."""
-    if "<" in token or ">" in token:
-        return token.replace("<", INERT_OPEN).replace(">", INERT_CLOSE)
-    return token[0] + WORD_JOINER + token[1:]
-
-
-def neutralise(text: str, tokens: Sequence[str] = ()) -> str:
+def neutralise(text: str, tokens: Sequence[str] = (), *, tags: bool = True) -> str:
     """Non-assistant text with its tag text made inert: every membrane tag's
     brackets become ``‹ ›`` (``<thinking>`` → ``‹thinking›``, still read as the
-    tag's name, never parsed as one), and so do the format's own ``tokens``
-    (``<|im_end|>`` → ``‹|im_end|›``). Nothing a user writes can then open a
-    block, forge a tool call or end a turn; the rest of the text (``a < b``,
-    ``<b>``, ``&``) is left exactly as written."""
-    if "<" in text:
+    tag's name, never parsed as one), and so do the control tokens of every model
+    family and the format's own ``tokens`` (``<|im_end|>`` → ``‹|im_end|›``;
+    ``inert.py``). Nothing a user writes can then open a block, forge a tool call
+    or end a turn; the rest of the text (``a < b``, ``<b>``, ``&``) is left
+    exactly as written. ``tags=False`` leaves membrane tags (the assistant's own
+    turns, written as said)."""
+    if tags and "<" in text:
         text = _TAG_TEXT.sub(
             lambda m: INERT_OPEN + m.group(1) + (INERT_CLOSE if m.group(2) else ""), text
         )
+    text = neutralise_control(text)
     for token in tokens:
         if token and token in text:
             text = text.replace(token, inert_token(token))
@@ -97,25 +109,56 @@ def tool_calls(calls: Sequence[tuple[ToolUseContent, str]]) -> str:
     return "\n".join(lines)
 
 
-def tool_results(results: Sequence[tuple[ToolResultContent, str]]) -> str:
+def tool_results(
+    results: Sequence[tuple[ToolResultContent, str]], written: Callable[[str], str]
+) -> str:
     """One ``<function_results>`` block; ``<error>`` for failed calls. Images in a
-    result are left out here (formats that carry images place them after it)."""
+    result are left out here (formats that carry images place them after it).
+    Each result's text is ``written`` (its turn lines and bracket tokens made
+    inert), then XML-escaped."""
     lines = ["<function_results>"]
     for result, where in results:
         tag = "error" if result.is_error else "result"
         tool_id = check_attribute(result.tool_use_id, f"{where}.tool_use_id")
-        lines.append(f'<{tag} tool_use_id="{tool_id}">{escape(result.text())}</{tag}>')
+        text = escape(written(result.text()))
+        lines.append(f'<{tag} tool_use_id="{tool_id}">{text}</{tag}>')
     lines.append("</function_results>")
     return "\n".join(lines)
 
 
-def format_tool_results(results: Sequence[ToolResultContent]) -> str:
+def result_writer(
+    request: Request | None, name_format: str = "{name}: ", tokens: Sequence[str] = ()
+) -> Callable[[str], str]:
+    """How a tool result's text is written in a transcript: escaping makes its tag
+    text and angle-bracket tokens inert, so only what escaping leaves is done here:
+    lines that start like a turn of one of ``request``'s speakers or a role, the
+    square-bracket tokens and the format's own ``tokens``."""
+    turn_lines = TurnLines(request_speakers(request) if request else (), name_format)
+
+    def written(text: str) -> str:
+        text = neutralise_bracket_tokens(text)
+        for token in tokens:
+            if token and token in text:
+                text = text.replace(token, inert_token(token))
+        return turn_lines(text)
+
+    return written
+
+
+def format_tool_results(
+    results: Sequence[ToolResultContent],
+    request: Request | None = None,
+    name_format: str = "{name}: ",
+    tokens: Sequence[str] = (),
+) -> str:
     """The results appended to an assistant turn right after its ``</function_calls>``
     (which the membrane writes back), ending on the closing tag: a prefill must not
-    end in whitespace."""
+    end in whitespace. Their text is written as in the transcript of ``request``
+    (``result_writer``)."""
     if not results:
         return ""
-    return tool_results([(r, f"results[{n}]") for n, r in enumerate(results)])
+    written = result_writer(request, name_format, tokens)
+    return tool_results([(r, f"results[{n}]") for n, r in enumerate(results)], written)
 
 
 def thinking(text: str) -> str:

@@ -108,8 +108,10 @@ class AnthropicXmlFormatter:
     def create_parser(self, prefill: str = "") -> XmlStreamParser:
         return XmlStreamParser(prefill)
 
-    def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:
-        return _xml.format_tool_results(results)
+    def format_tool_results(
+        self, results: Sequence[ToolResultContent], request: Request | None = None
+    ) -> str:
+        return _xml.format_tool_results(results, request)
 
 
 def _split(parts: Sequence[Part], lead: ProviderMessage) -> tuple[list[ProviderMessage], str]:

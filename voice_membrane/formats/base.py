@@ -84,8 +84,11 @@ class Formatter(Protocol):
         parsing)."""
         ...
 
-    def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:
+    def format_tool_results(
+        self, results: Sequence[ToolResultContent], request: Request | None = None
+    ) -> str:
         """Prefill formats: the results as the text appended to the assistant
-        turn (``<function_results>…``). Chat formats send native tool_result
+        turn (``<function_results>…``), written as in ``request``'s transcript
+        (turn lines of its speakers inert). Chat formats send native tool_result
         messages instead and may return ""."""
         ...

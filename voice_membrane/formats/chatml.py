@@ -86,7 +86,12 @@ class ChatMLFormatter:
         multiuser = options.participant_mode == "multiuser"
         if multiuser:
             check_written_names(request, names, assistant=False)
-        transcript = Transcript(request, names, tokens=(self.start_token, self.end_token))
+        transcript = Transcript(
+            request,
+            names,
+            tokens=(self.start_token, self.end_token),
+            roles=list(self.role_names.values()),
+        )
         parts: list[Part] = []
         for n, turn in enumerate(transcript.turns):
             role = "assistant" if turn.is_assistant else "user"
@@ -118,5 +123,8 @@ class ChatMLFormatter:
     def create_parser(self, prefill: str = "") -> XmlStreamParser:
         return XmlStreamParser(prefill)
 
-    def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:
-        return _xml.format_tool_results(results)
+    def format_tool_results(
+        self, results: Sequence[ToolResultContent], request: Request | None = None
+    ) -> str:
+        tokens = (self.start_token, self.end_token)
+        return _xml.format_tool_results(results, request, tokens=tokens)

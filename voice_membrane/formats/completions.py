@@ -109,5 +109,8 @@ class CompletionsFormatter:
     def create_parser(self, prefill: str = "") -> XmlStreamParser:
         return XmlStreamParser(prefill)
 
-    def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:
-        return _xml.format_tool_results(results)
+    def format_tool_results(
+        self, results: Sequence[ToolResultContent], request: Request | None = None
+    ) -> str:
+        tokens = [self.eot_token] if self.eot_token else []
+        return _xml.format_tool_results(results, request, self.name_format, tokens)

@@ -2,17 +2,25 @@
 
 The assistant participant's messages are ``assistant`` turns, everyone else's
 ``user`` turns; consecutive turns of one role are merged (APIs want them to
+<<<<<<< HEAD
 alternate), a blank line between the text that ends one and the text that
 starts the next, so two user messages in a row (the first never answered) are
 never glued into one sentence. Tools, thinking, tool calls and results travel as native blocks,
 which each provider adapter writes in its own wire shape. In ``"multiuser"``
+=======
+alternate). Tools, thinking, tool calls and results travel as native blocks,
+which each provider adapter writes in its own wire shape. Text and tool
+results are written inert as in the prefill formats (``inert.py``): no model
+family's control token (a server that reads special tokens in chat content
+would make them real) and no line that starts like a speaker's turn. In ``"multiuser"``
+>>>>>>> inert-text
 mode a user message's first text block starts with ``"Name: "``, so the model
 still knows who spoke.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ..parse import XmlStreamParser
@@ -27,6 +35,7 @@ from ..vocab.messages import (
 )
 from . import _xml
 from .base import BuiltRequest, ProviderMessage
+from .inert import TurnLines, neutralise_control, request_speakers
 from .participants import ParticipantNames, SuppressionPredicate, check_written_names, dedupe
 
 
@@ -50,6 +59,11 @@ class NativeFormatter:
             check_written_names(request, names, assistant=False)
         messages: list[ProviderMessage] = []
         previous: Message | None = None
+        turn_lines = TurnLines(request_speakers(request))
+
+        def written(text: str) -> str:
+            return turn_lines(neutralise_control(text))
+
         for m, message in enumerate(request.messages):
             role: Literal["user", "assistant"] = (
                 "assistant" if names.is_assistant(message) else "user"
@@ -57,7 +71,7 @@ class NativeFormatter:
             prefix = ""
             if role == "user" and options.participant_mode == "multiuser":
                 prefix = names.prefix(message, previous)
-            content = self._content(request, message, m, prefix)
+            content = self._content(request, message, m, prefix, written)
             previous = message
             if not content:
                 continue
@@ -79,11 +93,31 @@ class NativeFormatter:
     def create_parser(self, prefill: str = "") -> XmlStreamParser | None:
         return None
 
-    def format_tool_results(self, results: Sequence[ToolResultContent]) -> str:
+    def format_tool_results(
+        self, results: Sequence[ToolResultContent], request: Request | None = None
+    ) -> str:
         return ""
 
+    @staticmethod
+    def _result(block: ToolResultContent, written: Callable[[str], str]) -> ToolResultContent:
+        if isinstance(block.content, str):
+            text = written(block.content)
+            return block if text == block.content else block.model_copy(update={"content": text})
+        parts = [
+            part.model_copy(update={"text": written(part.text)})
+            if isinstance(part, TextContent)
+            else part
+            for part in block.content
+        ]
+        return block.model_copy(update={"content": parts})
+
     def _content(
-        self, request: Request, message: Message, m: int, prefix: str
+        self,
+        request: Request,
+        message: Message,
+        m: int,
+        prefix: str,
+        written: Callable[[str], str],
     ) -> list[ContentBlock]:
         """The message's blocks: name prefix, unsigned thinking, cache breakpoints."""
         options = request.options
@@ -99,7 +133,12 @@ class NativeFormatter:
                         "<thinking> text"
                     )
                 block = TextContent(text=_xml.thinking(block.thinking))
+            if isinstance(block, ToolResultContent):
+                block = self._result(block, written)
             if isinstance(block, TextContent):
+                text = written(block.text)
+                if text != block.text:
+                    block = block.model_copy(update={"text": text})
                 if prefix:
                     block = block.model_copy(update={"text": prefix + block.text})
                     prefix = ""

@@ -185,7 +185,7 @@ class ReplyLoop:
             )
             return events
         if self.mode == "prefill":
-            text = self.fmt.format_tool_results(results)
+            text = self.fmt.format_tool_results(results, self.request)
             events = reader.feed_text(text, round_)
             self.built = continued_prefill(
                 self.built, "".join(round_.raw) + round_.written_back + text

@@ -40,7 +40,6 @@ import importlib
 import importlib.util
 import os
 import random
-import re
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +48,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 
+from voice_membrane.formats.inert import neutralise_tokens
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.vendors.errors import LlmError
 
@@ -299,15 +299,6 @@ async def _acquire(lock: threading.Lock) -> None:
         await anyio.sleep(_LOCK_POLL_S)
 
 
-_CONTROL_TOKEN = re.compile(r"<(\|[^|<>\s]{1,40}\|)>")
-
-
-def _inert(text: str) -> str:
-    """Chat-template tokens written with ``‹ ›``, as the prefill formats write
-    theirs (``formats._xml.inert_token``): read as the same words, not the token."""
-    return _CONTROL_TOKEN.sub("\u2039\\1\u203a", text) if "<|" in text else text
-
-
 class LocalLlama:
     """An ``LlmSource`` running a local GGUF chat model in this process.
 
@@ -388,9 +379,14 @@ class LocalLlama:
 
         llama.cpp reads the chat template's text with special tokens enabled, so
         ``<|im_end|>`` typed by a user would end the turn for real: in user and
-        assistant text every ``<|…|>`` is written ``‹|…|›``."""
+        assistant text the control tokens of every model family are written
+        inert (``formats.inert.neutralise_tokens``: ``<|…|>`` as ``‹|…|›``,
+        ``[INST]``, ``<s>``, …)."""
         out = [
-            {"role": m.role, "content": m.content if m.role == "system" else _inert(m.content)}
+            {
+                "role": m.role,
+                "content": m.content if m.role == "system" else neutralise_tokens(m.content),
+            }
             for m in messages
         ]
         if self.system_prompt and not any(m.role == "system" for m in messages):

@@ -11,11 +11,13 @@ take text only.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ..formats.inert import neutralise_control
 from ..vocab.messages import TextContent, ToolDefinition, ToolResultContent, ToolUseContent
 from ..vocab.provider_output import ProviderOutput, StopInfo, TextDelta
 from .base import ChatMessage, LlmSource
@@ -23,6 +25,9 @@ from .base import ChatMessage, LlmSource
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..vocab.messages import ModelConfig
+
+
+_TAG_IN_JSON = re.compile(r"<(?=/?tool_(?:call|result))", re.IGNORECASE)
 
 
 class TextSourceProvider:
@@ -59,7 +64,10 @@ def chat_messages(built: BuiltRequest) -> list[ChatMessage]:
     natively are described in the system prompt, with the one way to call them a
     text model can (a JSON call in ``<tool_call>`` tags, which the reply's JSON
     tool reader takes out), and the history's calls and results are written the
-    same way, so the model sees what it did."""
+    same way, so the model sees what it did. Text and tool results are written
+    with their ``<tool_call>`` / ``<tool_result>`` tags and control tokens inert
+    (``formats.inert``): nothing in them can close a result early or forge a
+    call or a result the model is told to trust."""
     system = built.system or ""
     if built.tools:
         system = (system + "\n\n" if system else "") + tools_prompt(built.tools)
@@ -68,13 +76,17 @@ def chat_messages(built: BuiltRequest) -> list[ChatMessage]:
         parts: list[str] = []
         for block in message.content:
             if isinstance(block, TextContent):
-                parts.append(block.text)
+                parts.append(neutralise_control(block.text))
             elif isinstance(block, ToolUseContent):
                 call = {"name": block.name, "arguments": block.input}
-                parts.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
+                # "<" of a tool tag (only ever inside a JSON string) as "\u003c": still
+                # the same JSON, and the call's own text can neither end it nor open a result.
+                body = _TAG_IN_JSON.sub(r"\\u003c", json.dumps(call, ensure_ascii=False))
+                parts.append(f"<tool_call>{body}</tool_call>")
             elif isinstance(block, ToolResultContent):
                 failed = " (error)" if block.is_error else ""
-                parts.append(f"<tool_result{failed}>{block.text()}</tool_result>")
+                text = neutralise_control(block.text())
+                parts.append(f"<tool_result{failed}>{text}</tool_result>")
         text = "".join(parts)
         if text:
             messages.append(ChatMessage(message.role, text))

@@ -26,6 +26,7 @@ from ..pipeline.session import Session
 from ..sinks.base import SinkError
 from ..tts.base import TtsError
 from ..vendors.errors import LlmError
+from ..vocab.messages import participant_problem
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
@@ -249,9 +250,12 @@ class Connection:
                 self._error("bad_message", str(exc))
                 continue
             if isinstance(message, p.UserMessage):
-                assistant = self.session and self.session.options.assistant_participant
-                if message.participant is not None and message.participant == assistant:
-                    self._error("bad_message", "participant: that is the assistant's name")
+                # The assistant's name, a look-alike of it or a role's: refused up front.
+                problem = None
+                if self.session is not None and message.participant is not None:
+                    problem = participant_problem(self.session.options, message.participant)
+                if problem is not None:
+                    self._error("bad_message", f"participant: {problem}")
                 elif not self.turn_done.is_set():
                     self._error("busy", "a turn is running: send interrupt first", self.turn)
                 elif self.state.draining.is_set():

@@ -17,10 +17,12 @@ keep only the bytes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
-import tempfile
-from collections.abc import Collection
+import secrets
+import stat
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -121,9 +123,19 @@ class FileBlobStore:
     A blob is written to a temporary file in its own directory and renamed into
     place (``os.replace``, atomic on one file system): a crash leaves at most a
     stray ``.tmp-*`` file, never a half blob under a blob's name, and two stores
-    of the same bytes at once both rename a whole copy of the same content. A
-    load checks the bytes against the id, so a file damaged on disk is an error,
-    not wrong media sent to a model. File I/O runs in worker threads.
+    of the same bytes at once both rename a whole copy of the same content.
+
+    Nothing below ``root`` is followed: a shard directory or a blob that is a
+    symbolic link (or not a directory, not a regular file) is a ``BlobError``,
+    so no write lands outside the store and no read comes from outside it. Each
+    step opens the next name relative to the directory already opened, with
+    ``O_NOFOLLOW`` (no window between a check and its use). ``root`` itself is
+    the operator's path and may be, or lie under, a symbolic link.
+
+    ``store`` skips a blob already there only when its bytes hash to its id; a
+    damaged one is written anew. ``load`` checks the bytes against the id, so a
+    file damaged on disk is an error, not wrong media sent to a model (SHA-256,
+    about 1 ms per MB). File I/O runs in worker threads.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -143,36 +155,128 @@ class FileBlobStore:
 
     def _store(self, data: bytes) -> str:
         blob_id = blob_id_of(data)
-        path = self.path_of(blob_id)
-        if path.is_file() and path.stat().st_size == len(data):
-            return blob_id  # content-addressed: the same id holds the same bytes
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._shard(blob_id, create=True) as shard:
+            assert shard is not None  # made, or an error
+            existing = self._read(shard, blob_id, size=len(data))
+            if existing is not None and blob_id_of(existing) == blob_id:
+                return blob_id  # content-addressed: the same id holds the same bytes
+            temp = f".tmp-{secrets.token_hex(8)}"
+            fd = os.open(temp, _NEW_FILE, 0o600, dir_fd=shard)
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(data)
+                    file.flush()
+                    os.fsync(file.fileno())
+                os.replace(temp, blob_id, src_dir_fd=shard, dst_dir_fd=shard)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=shard)
+                raise
         return blob_id
 
     async def load(self, blob_id: str) -> bytes:
-        path = self.path_of(blob_id)
+        check_blob_id(blob_id)
         self.loads += 1
-        try:
-            data = await anyio.to_thread.run_sync(path.read_bytes)
-        except FileNotFoundError:
-            raise BlobNotFound(blob_id, f"{self.root}") from None
+        data = await anyio.to_thread.run_sync(self._load, blob_id)
+        if data is None:
+            raise BlobNotFound(blob_id, f"{self.root}")
         if blob_id_of(data) != blob_id:
             raise BlobError(f"blob {blob_id} in {self.root} is damaged (its bytes do not match)")
         return data
 
+    def _load(self, blob_id: str) -> bytes | None:
+        with self._shard(blob_id, create=False) as shard:
+            return None if shard is None else self._read(shard, blob_id)
+
     async def exists(self, blob_id: str) -> bool:
-        return await anyio.to_thread.run_sync(self.path_of(blob_id).is_file)
+        check_blob_id(blob_id)
+        return await anyio.to_thread.run_sync(self._exists, blob_id)
+
+    def _exists(self, blob_id: str) -> bool:
+        with self._shard(blob_id, create=False) as shard:
+            if shard is None:
+                return False
+            try:
+                info = os.stat(blob_id, dir_fd=shard, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            self._check_file(info.st_mode, blob_id)
+            return True
+
+    @contextlib.contextmanager
+    def _shard(self, blob_id: str, *, create: bool) -> Iterator[int | None]:
+        """The open directory of ``blob_id``'s shard (made when ``create``), None
+        when there is none; ``BlobError`` when it is a link or no directory."""
+        name = blob_id[:2]
+        try:
+            root = os.open(self.root, _DIRECTORY)
+        except FileNotFoundError:
+            if create:
+                raise
+            yield None
+            return
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=root)
+            try:
+                shard = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+            except FileNotFoundError:
+                if create:
+                    raise
+                shard = None
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                # Linux says ENOTDIR for a link opened with O_DIRECTORY: ask what it is.
+                mode = os.stat(name, dir_fd=root, follow_symlinks=False).st_mode
+                raise _not_followed(self.root / name, "a directory", mode) from None
+        finally:
+            os.close(root)
+        try:
+            yield shard
+        finally:
+            if shard is not None:
+                os.close(shard)
+
+    def _read(self, shard: int, blob_id: str, size: int | None = None) -> bytes | None:
+        """The bytes of ``blob_id`` in ``shard``, None when there is none (or, with
+        ``size``, when it holds another number of bytes: not worth reading)."""
+        try:
+            # O_NONBLOCK: a FIFO under a blob's name opens at once (and is refused).
+            fd = os.open(blob_id, _READ_FILE, dir_fd=shard)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise _not_followed(self.path_of(blob_id), "a regular file", stat.S_IFLNK) from None
+        try:
+            info = os.fstat(fd)  # before fdopen, which refuses a directory with its own error
+            self._check_file(info.st_mode, blob_id)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as file:
+            if size is not None and info.st_size != size:
+                return None
+            return file.read()
+
+    def _check_file(self, mode: int, blob_id: str) -> None:
+        if not stat.S_ISREG(mode):
+            raise _not_followed(self.path_of(blob_id), "a regular file", mode)
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_READ_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _not_followed(path: Path, kind: str, mode: int) -> BlobError:
+    """A link, or another kind of file (``mode``), where ``kind`` belongs."""
+    what = "a symbolic link" if stat.S_ISLNK(mode) else f"not {kind}"
+    return BlobError(f"{path} is {what}: the blob store follows no link below its root")
 
 
 def sniff_image_type(data: bytes) -> str | None:

@@ -28,6 +28,7 @@ from pydantic import (
 
 from ..infra.redact import quote
 from .blob_source import BlobSource
+from .names import ASSISTANT_ROLE_NAMES, SYSTEM_ROLE_NAMES, looks_alike, name_keys
 
 
 class RequestError(ValueError):
@@ -269,8 +270,9 @@ def make_request(data: dict[str, Any]) -> Request:
 
 
 def validate_request(request: Request) -> None:
-    """Rules that span fields: participant names are one line each and the user is
-    not named like the assistant, each tool result answers a tool use before
+    """Rules that span fields: participant names are one line each, no user is
+    named like the assistant, a role or another user (``_check_names_apart``),
+    each tool result answers a tool use before
     it, tool names are unique, the thinking budget fits in ``max_tokens``."""
     options = request.options
     named = [
@@ -289,6 +291,7 @@ def validate_request(request: Request) -> None:
             f"options.human_participant: {quote(options.human_participant)} is also the "
             "assistant's name; the user's messages would be sent as the assistant's"
         )
+    _check_names_apart(request)
     names = [tool.name for tool in request.tools]
     for n, name in enumerate(names):
         if name in names[:n]:
@@ -308,6 +311,47 @@ def validate_request(request: Request) -> None:
                 raise RequestError(
                     f"messages[{m}].content[{c}].tool_use_id: {block.tool_use_id!r} "
                     "answers no earlier tool_use"
+                )
+
+
+def participant_problem(options: RequestOptions, name: str) -> str | None:
+    """Why ``name`` cannot be a user's: it is, or looks like (``names.py``: case,
+    spaces, dots, look-alike letters, full width, invisible characters), the
+    assistant's name or a system or assistant role; None when it can."""
+    assistant = options.assistant_participant
+    if name == assistant:
+        return "that is the assistant's name"
+    for role in (assistant, *SYSTEM_ROLE_NAMES, *ASSISTANT_ROLE_NAMES):
+        if looks_alike(name, role):
+            whose = "the assistant's name" if role == assistant else "the role name"
+            return f"{quote(name)} looks like {whose} {quote(role)}; choose a name that does not"
+    return None
+
+
+def _check_names_apart(request: Request) -> None:
+    """No user speaks as someone they are not: the names written for users (the
+    human participant; in multiuser mode each message's) pass
+    ``participant_problem``, and in multiuser mode no two look alike."""
+    options = request.options
+    problem = participant_problem(options, options.human_participant)
+    if problem is not None:
+        raise RequestError(f"options.human_participant: {problem}")
+    if options.participant_mode != "multiuser":
+        return  # message names are not written: every user is the human participant
+    seen: dict[str, str] = {}  # key → the first name with it
+    for m, message in enumerate(request.messages):
+        name = message.participant
+        if name == options.assistant_participant:
+            continue  # the assistant's own message
+        problem = participant_problem(options, name)
+        if problem is not None:
+            raise RequestError(f"messages[{m}].participant: {problem}")
+        for key in name_keys(name):
+            other = seen.setdefault(key, name)
+            if other != name:
+                raise RequestError(
+                    f"messages[{m}].participant: {quote(name)} looks like another "
+                    f"participant's name {quote(other)}; choose a name that does not"
                 )
 
 
