@@ -172,3 +172,20 @@ async def test_a_turn_with_nothing_heard_is_recorded_and_the_next_request_keeps_
     asked = source.asked[-1]
     assert [m.role for m in asked] == ["user"]
     assert asked[0].content == FIRST + "\n\n" + SECOND
+
+
+@pytest.mark.anyio
+async def test_a_refused_request_is_not_kept_and_the_session_goes_on(tmp_path: Path) -> None:
+    """A turn whose request is refused before it is sent (a name that looks like
+    the assistant's) is not kept: in a shared session, keeping it would refuse
+    every later turn too."""
+    source = AskedSource(write_recording(tmp_path / "reply.jsonl"))
+    options = RequestOptions(participant_mode="multiuser")
+    session = Session(source, SilentEngine(), NullSink(), options=options)
+    async with session:
+        refused = await session.turn(FIRST, participant="\u0410ssistant")  # a Cyrillic A
+        assert refused.error is not None and refused.request_refused
+        answered = await session.turn(SECOND, participant="Alice")
+    assert answered.error is None and answered.spoken_text
+    assert [(r.participant, r.user_text) for r in session.history] == [("Alice", SECOND)]
+    assert len(source.asked) == 1 and FIRST not in str(source.asked[0])

@@ -48,6 +48,7 @@ class ReplyStage:
         self.on_tool_calls, self.on_retry = on_tool_calls, on_retry
         self.priority = priority if priority is not None else FirstAudioPriority(False)
         self.error: str | None = None
+        self.refused = False  # the request was refused before it was sent
         self.result: ReplyResult | None = None
         self._last_ns = 0
 
@@ -108,6 +109,7 @@ class ReplyStage:
                 # A request that cannot be sent (a blob that cannot be read, say) was
                 # refused before any network call: the turn ends with its one line.
                 self.error = f"request not sent: {exc}"
+                self.refused = True
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
 

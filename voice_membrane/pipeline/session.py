@@ -310,9 +310,10 @@ class Session:
             result = await turn.run()
         finally:
             self.current = None
-        self.history.append(
-            TurnRecord.of(user_text, result, request.options.human_participant, attachments)
-        )
+        if not result.request_refused:  # a refused request would be refused again
+            self.history.append(
+                TurnRecord.of(user_text, result, request.options.human_participant, attachments)
+            )
         self.recent.append(result)
         self._bound()
         self._attached.difference_update(_blob_ids(attachments))

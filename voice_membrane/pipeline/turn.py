@@ -62,6 +62,9 @@ class TurnResult:
     error: str | None
     report: LatencyReport
     reply: ReplyResult | None = None
+    # The request was refused before it was sent (a look-alike name, an unreadable
+    # blob): the conversation does not keep the turn.
+    request_refused: bool = False
 
     @property
     def terminated(self) -> str | None:
@@ -185,6 +188,7 @@ class Turn:
             error=error,
             report=report,
             reply=self._reply.result if self._reply is not None else None,
+            request_refused=self._reply is not None and self._reply.refused,
         )
 
     async def _silence_on_interrupt(self, interrupt_seen: anyio.Event) -> None:
