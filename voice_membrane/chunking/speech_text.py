@@ -50,6 +50,12 @@ class SpeechText:
         following = self._speakable.lookahead() if self._speakable is not None else ""
         return self._guard.lookahead(following) if self._guard is not None else following
 
+    def release_held(self) -> list[Segment]:
+        """The stream paused: what may go out now without changing what any
+        continuation says (``SpeakableFilter.release_word``). Markdown and table
+        syntax still being decided stays held: it is short, or a table row."""
+        return self._speakable.release_word() if self._speakable is not None else []
+
     def feed(self, text: str) -> list[Segment]:
         if not text:
             return []
