@@ -86,7 +86,7 @@ class ReplyStage:
                         except StopAsyncIteration:
                             break
                         if held is not None:
-                            await out.send(replace(held, unfinished=isinstance(item, ReplyError)))
+                            await out.send(replace(held, unfinished=_cut_off(item)))
                             held = None
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
@@ -115,6 +115,13 @@ class ReplyStage:
                 self.refused = True
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _cut_off(item: object) -> bool:
+    """Whether the reply failed in a way that may cut its last word off. A stall
+    does not: the stream was silent long enough that the idle flush had spoken
+    what it held, last word included, and the stall speaks it the same."""
+    return isinstance(item, ReplyError) and item.kind != "stalled"
 
 
 def _ends_mid_word(event: Event) -> bool:
