@@ -81,6 +81,7 @@ def test_a_word_the_pause_cut_is_said_whole_in_the_text() -> None:
         (["Go to www", ".example.org/x now."], "Go to "),
         (["Go to <https://x.example.com", "> now."], "Go to "),  # an autolink's bracket
         (["Read **bo", "ld** text."], "Read bo"),  # markup still being decided
+        (["thew", "ww.example.org/d now."], "thew"),  # a host is said as written
     ],
 )
 def test_what_may_yet_be_said_otherwise_stays_held(pieces: list[str], held: str) -> None:

@@ -274,6 +274,18 @@ async def test_a_recording_that_stops_is_heard_to_its_last_word(tmp_path: Path) 
     assert result.report.to_dict()["llm_error"] == "stalled"
 
 
+async def test_the_stall_speaks_what_was_held_with_no_timed_flush(tmp_path: Path) -> None:
+    # Without a timed flush (or with one longer than the stall) the stall itself
+    # lets go of what the chunker held, last word included: a stall cuts no word.
+    source = TextSourceProvider(ReplaySource(recording(tmp_path)))
+    membrane = Membrane(source, first_token_deadline_s=None, stall_timeout_s=STALL_S)
+    voice = Session(membrane, SilentEngine(), NullSink(), chunker_options={"idle_flush_s": None})
+    async with voice:
+        with anyio.fail_after(GUARD_S):
+            result = await voice.turn("Hi!")
+    assert result.spoken_text == BEFORE and result.report.llm_error == "stalled"
+
+
 class StuckLlama:
     """llama.cpp as ``LoadedModel`` calls it: two deltas, then a token that takes
     far longer than the deadline (a starved CPU), then the rest."""
