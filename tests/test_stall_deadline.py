@@ -213,8 +213,9 @@ async def test_time_the_consumer_takes_is_not_the_streams() -> None:
     # A consumer that holds the stream (first-audio priority, a slow sink) between
     # outputs never makes it look stalled: only the wait on the stream counts.
     provider = ScriptedProvider(
-        TextDelta("One, "), Usage(output_tokens=1), TextDelta("two."), StopInfo("end_turn")
-    )
+        TextDelta("One, "), 0.01, Usage(output_tokens=1), 0.01, TextDelta("two."), 0.01,
+        StopInfo("end_turn"),
+    )  # fmt: skip
     membrane = Membrane(provider, stall_timeout_s=STALL_S)
     items: list[MembraneItem] = []
     with anyio.fail_after(GUARD_S):
