@@ -227,10 +227,11 @@ async def test_time_the_consumer_takes_is_not_the_streams() -> None:
 
 def test_the_stall_arithmetic_and_message() -> None:
     stall_ = StallDeadline(5.0)
-    stall_.note(NativeStart("text"), 0.1)
-    stall_.note(Usage(output_tokens=1), 2.0)  # no progress: its wait still counts
-    assert stall_.progress == 1 and stall_.budget() == 3.0
-    stall_.note(NativeDelta("Hi"), 1.0)  # progress: the count starts again
+    assert stall_.note(NativeStart("text")) and stall_.progress == 1
+    assert not stall_.note(Usage(output_tokens=1)) and not stall_.note(NativeDelta(""))
+    stall_.waited_s += 2.0  # (the caller adds a wait that brought no progress)
+    assert stall_.budget() == 3.0
+    assert stall_.note(NativeDelta("Hi"))  # progress: the count starts again
     assert stall_.budget() == 5.0 and stall_.deltas == 1
     error = stall_.error("openai")
     assert isinstance(error, ProviderError) and error.kind == "stalled"

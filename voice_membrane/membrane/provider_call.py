@@ -193,13 +193,13 @@ async def _next(
     if at is None:
         output = await anext(outputs, None)
         if not begun and output is not None:
-            stall.note(output, 0.0)  # (the call may begin here: the stall deadline next)
+            stall.note(output)  # (the call may begin here: the stall deadline next)
         return output
     waiting_from = anyio.current_time()
     with anyio.CancelScope(deadline=at):
         output = await anext(outputs, None)
-        if output is not None:
-            stall.note(output, anyio.current_time() - waiting_from)
+        if output is not None and not stall.note(output):
+            stall.waited_s += anyio.current_time() - waiting_from  # no progress: counts
         return output
     # Only reached when the scope's own deadline cancelled the wait.
     raise _Stalled if begun else _DeadlinePassed

@@ -10,8 +10,9 @@ from contextlib import aclosing
 from dataclasses import asdict, replace
 
 import anyio
-from anyio import EndOfStream
+from anyio import EndOfStream, WouldBlock
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..chunking import SpeechChunk, SpeechChunker
 from ..membrane.membrane import Membrane
@@ -198,7 +199,9 @@ class ChunkStage:
         self.priority = priority if priority is not None else FirstAudioPriority(False)
         self._fed = False  # text went in since the chunker last let go of what it held
 
-    async def run(self, inp: ObjectReceiveStream[Visible], out: ObjectSendStream[Piece]) -> None:
+    async def run(
+        self, inp: MemoryObjectReceiveStream[Visible], out: ObjectSendStream[Piece]
+    ) -> None:
         timer = self.m.stages["chunk"]
         last_ns = 0
         async with inp, out:
@@ -226,12 +229,16 @@ class ChunkStage:
             for chunk in self.chunker.flush():
                 await out.send(self._piece(chunk, last_ns))
 
-    async def _receive(self, inp: ObjectReceiveStream[Visible]) -> Visible | None:
+    async def _receive(self, inp: MemoryObjectReceiveStream[Visible]) -> Visible | None:
         """The next item, or None once none has come for ``idle_flush_s`` while
         text fed since the last flush may be held."""
         idle_s = self.chunker.idle_flush_s
         if idle_s is None or not self._fed:
             return await inp.receive()
+        try:  # text already waiting: no timer to set (a burst costs no more)
+            return inp.receive_nowait()
+        except WouldBlock:
+            pass
         while True:
             with anyio.move_on_after(idle_s):
                 return await inp.receive()

@@ -112,18 +112,18 @@ class StallDeadline:
         assert self.seconds is not None
         return self.seconds - self.waited_s
 
-    def note(self, output: ProviderOutput, waited_s: float) -> None:
-        """``output`` arrived after a wait of ``waited_s``."""
+    def note(self, output: ProviderOutput) -> bool:
+        """``output`` arrived: whether it was progress (which restarts the count;
+        the caller adds a wait that ended without progress to ``waited_s``)."""
         if isinstance(output, TextDelta | NativeDelta | StrayDelta):
             if not output.text:
-                self.waited_s += waited_s
-                return
+                return False
             self.deltas += 1
         elif isinstance(output, Usage):
-            self.waited_s += waited_s
-            return
+            return False
         self.waited_s = 0.0
         self.progress += 1
+        return True
 
     def error(self, provider: str) -> ProviderError:
         """The error that ends the reply when the deadline passes."""
