@@ -22,6 +22,7 @@ from tests.serve_helpers import next_event, read_turn, send, session
 from voice_membrane.cli.run import run_assistant
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult
+from voice_membrane.membrane.tools import ToolCall
 from voice_membrane.pipeline.build import build_parts
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.pipeline.session import Session
@@ -30,7 +31,7 @@ from voice_membrane.providers.replay import ReplaySource
 from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.server import Server
 from voice_membrane.sinks.null import NullSink
-from voice_membrane.testing.script import Pause, ScriptedReply, stall, text, thinking
+from voice_membrane.testing.script import Pause, ScriptedReply, stall, text, thinking, tool_use
 from voice_membrane.vendors.errors import ProviderError
 from voice_membrane.vendors.retry import StallDeadline
 from voice_membrane.vocab.events import Chunk
@@ -107,6 +108,46 @@ async def test_a_stream_that_stops_ends_the_reply_as_stalled(
     result = items[-1]
     assert isinstance(result, ReplyResult) and result.stop_reason == "error"
     assert result.text == BEFORE and result.error == error.message
+
+
+@pytest.mark.parametrize("vendor", VENDORS[::2], ids=lambda v: v.name)  # with thinking
+async def test_a_stall_inside_thinking_ends_the_reply_the_same(vendor: Vendor) -> None:
+    reply = ScriptedReply.of(
+        thinking("The user says hello; let me think hard."),
+        text("Hi."),
+        delta_chars=8,
+        pauses=(stall(2),),
+    )
+    with vendor.server(reply) as server:
+        provider = vendor.provider(server)
+        items = await collect(Membrane(provider, stall_timeout_s=STALL_S), vendor.model)
+        await provider.aclose()
+    assert the_error(items).kind == "stalled" and visible(items) == ""
+    result = items[-1]
+    assert isinstance(result, ReplyResult)
+    assert [b.type for b in result.blocks] == ["thinking"]  # kept, hidden
+
+
+async def test_each_call_of_the_tool_loop_has_its_own_deadline() -> None:
+    # The reply's second call (after a tool round) stalls: the first call's text
+    # and the tool round stand.
+    asked: list[ToolCall] = []
+
+    async def weather(calls: list[ToolCall]) -> list[str]:
+        asked.extend(calls)
+        return ["Sunny, 21 degrees."]
+
+    vendor = VENDORS[0]
+    first = ScriptedReply.of(text("Let me check. "), tool_use("get_weather", {"city": "Paris"}))
+    with vendor.server(first, stalled_reply()) as server:
+        provider = vendor.provider(server)
+        membrane = Membrane(provider, stall_timeout_s=STALL_S)
+        with anyio.fail_after(GUARD_S):
+            items = [i async for i in membrane.stream(request(vendor.model), on_tool_calls=weather)]
+        await provider.aclose()
+    assert [call.name for call in asked] == ["get_weather"]
+    assert visible(items) == "Let me check. " + BEFORE
+    assert the_error(items).kind == "stalled"
 
 
 @pytest.mark.parametrize("vendor", VENDORS[::2], ids=lambda v: v.name)  # with thinking
