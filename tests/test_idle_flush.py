@@ -16,7 +16,7 @@ from session_helpers import SilentEngine
 from test_chunker_properties import OPTIONS, TEXT, split
 from vendors import VENDORS, Vendor
 
-from voice_membrane.chunking import SpeechChunk, SpeechChunker
+from voice_membrane.chunking import PhraseGuard, SpeechChunk, SpeechChunker
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.parse.xml_stream import XmlStreamParser
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig
@@ -97,6 +97,16 @@ def test_a_url_begun_before_the_pause_is_said_as_its_host() -> None:
     assert chunks[1].end == len("Visit example.com/reset today.")
 
 
+def test_a_pause_never_lets_a_banned_phrase_out() -> None:
+    # The phrase guard judges what a pause lets go like any text: it keeps holding
+    # the end a phrase may be forming in, and cuts the phrase when it completes.
+    options: dict[str, Any] = {"phrase_guard": GUARD}
+    for pieces in (["Our secret", " plan is out. Fine."], ["Our secr", "et plan is out. Fine."]):
+        chunks = run(pieces, options, {0})
+        assert "secret" not in said(chunks) and said(chunks) == said(run(pieces, options, set()))
+    assert said(run(["Our secret", " plan is out. Fine."], options, {0})).startswith("Our")
+
+
 def test_a_lone_punctuation_piece_waits_for_the_next() -> None:
     # A pause just before a sentence's period: the period is not sent alone.
     chunks = run(["Hello there, friend", ". And more. Yes", "."], {}, {0})
@@ -130,8 +140,12 @@ _PARTS = [
 WORDY = st.lists(st.sampled_from(_PARTS), max_size=40).map("".join)
 
 
+GUARD = PhraseGuard(["secret plan", "example"], replacement="[no].")
+GUARDED = [*OPTIONS, {"phrase_guard": GUARD}, {"phrase_guard": GUARD, "max_chars": 20}]
+
+
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), text=st.one_of(TEXT, WORDY), options=st.sampled_from(OPTIONS))
+@given(data=st.data(), text=st.one_of(TEXT, WORDY), options=st.sampled_from(GUARDED))
 def test_pauses_anywhere_change_only_where_the_text_is_cut(
     data: st.DataObject, text: str, options: dict[str, Any]
 ) -> None:
@@ -176,7 +190,7 @@ def test_nothing_hidden_is_let_out_by_a_pause(data: st.DataObject, parts: list[s
     pauses = data.draw(st.sets(st.integers(0, max(0, len(pieces) - 1))))
     spoken: list[str] = []
     for flushing in (set(), pauses):
-        parser, chunker = XmlStreamParser(), SpeechChunker()
+        parser, chunker = XmlStreamParser(), SpeechChunker(phrase_guard=GUARD)
         out: list[SpeechChunk] = []
         for n, piece in enumerate(pieces):
             for event in parser.feed(piece):
@@ -189,7 +203,7 @@ def test_nothing_hidden_is_let_out_by_a_pause(data: st.DataObject, parts: list[s
                 out += chunker.feed(event.text)
         spoken.append(said(out + chunker.flush()))
     assert spoken[1].rstrip() == spoken[0].rstrip()
-    for secret in ("secret", "Paris", "private", "token", "*", "<", "get_weather"):
+    for secret in ("secret", "Paris", "private", "token", "*", "<", "get_weather", "example"):
         assert secret not in spoken[1]
 
 
