@@ -13,7 +13,11 @@ from .phrase_guard import PhraseGuard
 from .speech_text import SpeechText
 from .tables import TableMode
 
-ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final"]
+# A held piece waits no longer than this on a silent stream (``idle_flush_s``): a
+# stream's deltas come well within it unless the stream pauses or stalls.
+IDLE_FLUSH_S = 1.0
+
+ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final", "idle"]
 
 # A word-boundary cut only ever releases the first piece, which is "first" anyway.
 _KINDS: dict[CutKind, ChunkKind] = {
@@ -33,7 +37,8 @@ class SpeechChunk:
             it may begin with whitespace (the space after the previous cut).
         kind: ``"first"`` for a stream's first piece, whatever released it; else
             ``"sentence"`` (a sentence end or a newline), ``"clause"``, ``"forced"``
-            (``max_chars`` reached), or ``"final"`` (released by ``flush``).
+            (``max_chars`` reached), ``"final"`` (released by ``flush``), or
+            ``"idle"`` (released by ``flush_held``: the stream paused).
         start, end: the raw-input span the piece covers. Pieces tile the raw input:
             the first starts at 0, each starts where the previous ended, and ``end`` is
             the raw offset just after the piece's last character, so markdown removed
@@ -93,6 +98,9 @@ class SpeechChunker:
             every language's abbreviations and ordinals but only English openers.
         phrase_guard: phrases never to say (``PhraseGuard``), judged on the text as
             it will be said, after every other filter.
+        idle_flush_s: how long the code driving the chunker waits on a silent
+            stream before it calls ``flush_held`` (the chunker has no clock: it
+            only carries the setting; ``pipeline.ChunkStage`` reads it); None: never.
 
     Raises:
         ValueError: an option out of range or an unknown language.
@@ -113,11 +121,15 @@ class SpeechChunker:
         symbols: bool = True,
         language: str | None = None,
         phrase_guard: PhraseGuard | None = None,
+        idle_flush_s: float | None = IDLE_FLUSH_S,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
             raise ValueError("first_chunk_words and max_chars must be at least 1")
         if min_clause_words < 0 or clause_chars < 0:
             raise ValueError("min_clause_words and clause_chars must not be negative")
+        if idle_flush_s is not None and not idle_flush_s > 0:
+            raise ValueError(f"idle_flush_s must be positive or None, got {idle_flush_s}")
+        self.idle_flush_s = idle_flush_s
         self._rules = CutRules(
             first_chunk_words, min_clause_words, clause_chars, max_chars, lexicon(language)
         )
@@ -143,6 +155,10 @@ class SpeechChunker:
         self._raw_len = 0
         self._released = False
         self._line_start = True
+        # After flush_held, the first piece may hold nothing to say (the "." after a
+        # word the pause let out): it is said with the piece after it, not alone.
+        self._after_pause = False
+        self._carry: SpeechChunk | None = None
 
     def feed(self, text: str) -> list[SpeechChunk]:
         """Add visible text; return the pieces it released (often none)."""
@@ -157,7 +173,9 @@ class SpeechChunker:
         self._append(self._filter.flush())
         chunks = self._drain(final=True)
         if self._pending[self._done :].strip():
-            chunks.append(self._release(len(self._pending) - self._done, "final"))
+            chunks += self._paused(self._release(len(self._pending) - self._done, "final"))
+        if self._carry is not None:  # nothing came after it: it goes alone
+            chunks.append(self._carry)
         if chunks:
             # The stream's last piece also covers trailing whitespace and markup.
             last = chunks[-1]
@@ -165,6 +183,20 @@ class SpeechChunker:
                 last, kind="first" if last.kind == "first" else "final", end=self._raw_len
             )
         self._reset()
+        return chunks
+
+    def flush_held(self) -> list[SpeechChunk]:
+        """The stream has paused: return what is held as pieces now, without
+        ending the stream. The text that follows is read as it would have been:
+        concatenated, the pieces are the same text as without the pause, only
+        cut elsewhere. Held back still: a word that may yet become a URL or an
+        address, and markdown or a table row being decided (``SpeechText``)."""
+        self._append(self._filter.release_held())
+        chunks = self._drain(final=False)
+        if self._pending.strip():  # (a blank remainder waits for the next piece)
+            chunks += self._paused(self._release(len(self._pending), "idle"))
+            self._pending, self._ends, self._code, self._done = "", [], [], 0
+        self._after_pause = self._after_pause or bool(chunks)
         return chunks
 
     def _append(self, segments: list[Segment]) -> None:
@@ -179,12 +211,31 @@ class SpeechChunker:
     def _drain(self, *, final: bool) -> list[SpeechChunk]:
         chunks: list[SpeechChunk] = []
         while (cut := self._next_cut(final)) is not None:
-            chunks.append(self._release(cut.pos, _KINDS[cut.kind]))
+            chunk = self._release(cut.pos, _KINDS[cut.kind])
+            if self._after_pause:
+                chunks += self._paused(chunk)
+            else:
+                chunks.append(chunk)
         # Drop released text once per call, not once per cut: one big feed stays linear.
         self._pending, self._ends = self._pending[self._done :], self._ends[self._done :]
         self._code = self._code[self._done :]
         self._done = 0
         return chunks
+
+    def _paused(self, chunk: SpeechChunk) -> list[SpeechChunk]:
+        """The first piece after a pause: held if it says nothing (only
+        punctuation or symbols), then said joined to the next."""
+        if not self._after_pause:
+            return [chunk]
+        carry = self._carry
+        if carry is not None:
+            self._carry, self._after_pause = None, False
+            return [replace(chunk, text=carry.text + chunk.text, start=carry.start)]
+        if not any(ch.isalnum() for ch in chunk.text):
+            self._carry = chunk
+            return []
+        self._after_pause = False
+        return [chunk]
 
     def _next_cut(self, final: bool) -> Cut | None:
         # A cut found in a prefix of the pending text is the cut the whole text gives

@@ -27,6 +27,12 @@ output does not depend on how its input was split.
   as it arrives; only the space it may leave waits for the character after it.
 - A word of ``2048`` or more characters is no URL or address: it is copied as it
   comes instead of being held (a long hash cannot stall speech).
+- When the stream pauses, ``release_word`` lets the word held so far go out
+  (``SpeechChunker.flush_held``), if what it says cannot change however the word
+  goes on: it has no ``/``, ``@`` or ``:`` and does not begin like a scheme,
+  ``www.`` or ``mailto:``, so a URL or an address it may yet become is said
+  beginning with it (``example`` of ``example.com/reset``). The rest of the word
+  is said when it ends, as the whole word would be, less what went out.
 """
 
 # Symbols, quotes and bullets are this module's subject, so ruff's "ambiguous
@@ -83,6 +89,17 @@ _MAY_CHANGE_START = re.compile(
 
 
 _LEADING_WORD = re.compile(r"[^\W_]+")  # letters and digits: said as they are in any word
+# A word holding one of these may be said otherwise than it is written (a URL's path
+# and port are left out, an address's "@" is said "at"): it is not released early.
+_MAY_CHANGE = frozenset("/@:")
+
+
+def _sure_start(word: str) -> bool:
+    """Whether every word beginning with ``word`` is said beginning with it."""
+    core = word.lstrip(_OPEN)
+    if "<" in word[: len(word) - len(core)]:  # an autolink's bracket is dropped
+        return False
+    return not (_MAY_CHANGE_START.match(core) or any(ch in _MAY_CHANGE for ch in core))
 
 
 def _is_word_char(ch: str) -> bool:
@@ -117,7 +134,8 @@ def _kind(ch: str) -> int:
 
 def host_of(url: str) -> str:
     """The host a URL is said as: no scheme, ``www.``, credentials, port or path."""
-    rest = _SCHEME.sub("", url, count=1)
+    scheme = _SCHEME.match(url)  # only at the start: "thewww.example.org" keeps its "www"
+    rest = url[scheme.end() :] if scheme else url
     if rest.lower().startswith("www."):
         rest = rest[4:]
     m = _HOST_END.search(rest)
@@ -174,6 +192,7 @@ class SpeakableFilter:
         self._glyph_gap = False  # that run held a symbol: it may need a space
         self._blanks = False  # dropping the blanks after a run that followed a space
         self._long = False  # inside a word too long to be a URL: copied as it is
+        self._word_out = ""  # the start of the word being held, released by release_word
 
     def feed(self, segments: Iterable[Segment]) -> list[Segment]:
         self._held.add(segments)
@@ -183,6 +202,19 @@ class SpeakableFilter:
         out = self._run(final=True)
         self._reset()
         return out
+
+    def release_word(self) -> list[Segment]:
+        """The stream paused: the word held so far, as it will be said, if nothing
+        that follows can change that (see the module docstring); else nothing."""
+        held = self._held
+        word = held.text[held.pos :]
+        if not word or self._glyph or self._blanks or self._long:
+            return []
+        if self._urls and not _sure_start(self._word_out + word):
+            return []
+        self._keep(len(word))
+        self._word_out += word
+        return held.take_out()
 
     def lookahead(self) -> str:
         """The letters that begin the word held back, when it is sure to begin so:
@@ -223,6 +255,10 @@ class SpeakableFilter:
                 continue
             if self._glyph:
                 if not self._glyph_step(pos, final):
+                    break
+                continue
+            if self._word_out:  # the rest of a word whose start was released
+                if not self._finish_word(pos, final):
                     break
                 continue
             if self._long:
@@ -269,6 +305,35 @@ class SpeakableFilter:
         held.replace(end - start, said)
         self._last = said[-1]
         self._keep(b - held.pos)
+
+    def _finish_word(self, pos: int, final: bool) -> bool:
+        """Say the rest of a word ``release_word`` let out the start of: as the
+        whole word is said, less that start. False: the word goes on past the text."""
+        held, text, n = self._held, self._held.text, len(self._held.text)
+        e = pos
+        while e < n and _is_word_char(text[e]):
+            e += 1
+        whole = self._word_out + text[pos:e]
+        if len(whole) >= _WORD_MAX:  # no URL or address: copied as it comes
+            self._keep(e - pos)
+            self._long, self._word_out = e == n, ""
+            return True
+        if e == n and not final:
+            return False
+        said = whole
+        found = _speak_word(whole) if self._urls else None
+        if found is not None:
+            start, end, host = found
+            said = whole[:start] + host + whole[end:]
+        rest = said[len(self._word_out) :]
+        if not said.startswith(self._word_out) or rest == text[pos:e]:
+            self._keep(e - pos)  # (release_word lets out only a start that stays)
+        elif e > pos:
+            held.replace(e - pos, rest)
+            if rest:
+                self._last = rest[-1]
+        self._word_out = ""
+        return True
 
     def _glyph_step(self, pos: int, final: bool) -> bool:
         """Drop symbols and joiners from ``pos``; at the run's end, put a space for it

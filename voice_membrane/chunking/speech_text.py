@@ -50,6 +50,17 @@ class SpeechText:
         following = self._speakable.lookahead() if self._speakable is not None else ""
         return self._guard.lookahead(following) if self._guard is not None else following
 
+    def release_held(self) -> list[Segment]:
+        """The stream paused: what may go out now without changing what any
+        continuation says (``SpeakableFilter.release_word``), judged by the phrase
+        guard like any text (it keeps holding what a phrase may be forming in).
+        Markdown and table syntax still being decided stays held: it is short, or
+        a table row."""
+        segments = self._speakable.release_word() if self._speakable is not None else []
+        if self._guard is not None and segments:
+            segments = self._guard.feed(segments)
+        return segments
+
     def feed(self, text: str) -> list[Segment]:
         if not text:
             return []

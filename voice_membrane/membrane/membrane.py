@@ -24,7 +24,10 @@ Retryable errors before a call's first output are retried (``retry.py``); an
 error after it ends the reply with a ``ReplyError``, keeping what was produced.
 ``first_token_deadline_s`` bounds the wait for a call's first output over all
 its attempts and backoff waits; when it passes the reply ends with a
-``ReplyError`` of kind "timeout".
+``ReplyError`` of kind "timeout". ``stall_timeout_s`` then bounds each wait
+for more (a delta of thinking or a tool call's input counts, a keep-alive or a
+usage count does not); when it passes the reply ends with a ``ReplyError`` of
+kind "stalled", keeping what came before.
 
 Generated images (docs/images.md): an ``image_tool`` is offered to the model and
 run by the loop like a tool, its images flowing out as an ``image`` block; a
@@ -53,6 +56,12 @@ from .reply_loop import ReplyLoop
 from .tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
 from .tools import OnToolCalls
 
+# A stream that has begun and then sends nothing new for this long has stalled. A
+# few seconds: the embedded model makes a token in well under a second even on a
+# busy 2-core machine, and a cloud stream's deltas come a fraction of a second
+# apart; what a stall held back is spoken meanwhile (the turn's timed flush).
+DEFAULT_STALL_TIMEOUT_S = 5.0
+
 
 class Membrane:
     def __init__(
@@ -65,6 +74,7 @@ class Membrane:
         tool_timeout_s: float = 30.0,
         streaming: bool = True,
         first_token_deadline_s: float | None = 20.0,
+        stall_timeout_s: float | None = DEFAULT_STALL_TIMEOUT_S,
         policies: Callable[[], Sequence[StreamPolicy]] | None = None,
         json_tools: Callable[[], JsonToolInterceptor] | None = None,
         image_tool: ImageTool | None = None,
@@ -78,6 +88,8 @@ class Membrane:
             raise ValueError(
                 f"first_token_deadline_s must be positive or None, got {first_token_deadline_s}"
             )
+        if stall_timeout_s is not None and stall_timeout_s <= 0:
+            raise ValueError(f"stall_timeout_s must be positive or None, got {stall_timeout_s}")
         self.provider = provider
         self.formatter = get_formatter(formatter) if isinstance(formatter, str) else formatter
         self.retry = retry if retry is not None else RetryPolicy()
@@ -91,6 +103,7 @@ class Membrane:
         self.max_reply_tool_result_chars = max_reply_tool_result_chars
         self.streaming = streaming
         self.first_token_deadline_s = first_token_deadline_s
+        self.stall_timeout_s = stall_timeout_s
         self.parse_ns = 0  # time spent in the parser/assembler (for stage metrics)
         # Stream policies keep state over a reply: each reply gets fresh ones.
         self.policies = policies

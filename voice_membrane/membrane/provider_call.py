@@ -1,8 +1,11 @@
-"""One provider call of a reply: its attempts, retries and first-token deadline.
+"""One provider call of a reply: its attempts, retries and deadlines.
 
 ``ProviderCall.run`` streams the call, retrying while nothing has arrived, and
 fills a ``CallRound`` with what the call produced — or the error that ended it:
-it never raises ``ProviderError``. Each call is one OpenTelemetry ``chat
+it never raises ``ProviderError``. Two deadlines bound the waits on the stream,
+whatever the provider (an SDK's or the embedded model's): the first-token
+deadline until the call's first progress, then the stall deadline between one
+progress and the next (``vendors/retry.py``). Each call is one OpenTelemetry ``chat
 {model}`` span with its retries as events. What an output becomes (events, a
 stored image) is the caller's ``take``: this module only decides when to ask
 the provider again, so the retry and deadline rules live apart from reading.
@@ -23,7 +26,7 @@ from ..formats.base import BuiltRequest
 from ..providers.base import Provider
 from ..telemetry.spans import genai_provider, mark_error, tracer
 from ..vendors.errors import LlmError, ProviderError
-from ..vendors.retry import FirstTokenDeadline, RetryPolicy
+from ..vendors.retry import FirstTokenDeadline, RetryPolicy, StallDeadline
 from ..vocab.events import Block
 from ..vocab.messages import ModelConfig
 from ..vocab.provider_output import ProviderOutput, StopInfo, Usage
@@ -51,10 +54,15 @@ class CallSettings(Protocol):
     retry: RetryPolicy
     streaming: bool
     first_token_deadline_s: float | None
+    stall_timeout_s: float | None
 
 
 class _DeadlinePassed(Exception):
     """The first-token deadline passed while a call was waiting for its first output."""
+
+
+class _Stalled(Exception):
+    """The stall deadline passed while a call that had begun waited for more."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,8 @@ class ProviderCall:
 
     async def run(self, round_: CallRound) -> AsyncGenerator[MembraneItem, None]:
         """The call with retries; fills ``round_``, never raises ProviderError.
-        Until the call's first output the first-token deadline runs, over every
-        attempt and the waits between them."""
+        Until the call's first progress the first-token deadline runs, over every
+        attempt and the waits between them; after it, the stall deadline."""
         # Not made current: this generator yields to its consumer, which runs in
         # another context, so the span is ended here, by hand.
         span = self._span()
@@ -107,11 +115,12 @@ class ProviderCall:
         retry = 0
         error: ProviderError | None = None
         while True:
+            stall = StallDeadline(settings.stall_timeout_s)
             try:
                 async with aclosing(
                     settings.provider.stream(self.built, self.config, streaming=settings.streaming)
                 ) as outputs:
-                    while (output := await _next(outputs, round_, deadline)) is not None:
+                    while (output := await _next(outputs, deadline, stall)) is not None:
                         for item in await self.take(output, round_):
                             yield item
                         if self.ended():
@@ -123,12 +132,16 @@ class ProviderCall:
                 name = settings.provider.name  # named once, not in both error and message
                 error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
             except _DeadlinePassed:
-                pass
+                round_.error = deadline.error(settings.provider.name, retry + 1, error)
+                return
+            except _Stalled:
+                if round_.stop is not None:
+                    return  # the stop had come: the call was whole, only its close was late
+                error = stall.error(settings.provider.name)
             now = anyio.current_time()
             if not round_.produced and deadline.passed(now):
                 round_.error = deadline.error(settings.provider.name, retry + 1, error)
                 return
-            assert error is not None
             if round_.produced or not settings.retry.should_retry(retry, error):
                 round_.error = error
                 return
@@ -164,14 +177,29 @@ def _end_span(span: Span, round_: CallRound) -> None:
 
 async def _next(
     outputs: AsyncGenerator[ProviderOutput, None],
-    round_: CallRound,
     deadline: FirstTokenDeadline,
+    stall: StallDeadline,
 ) -> ProviderOutput | None:
-    """The call's next output, None at its end; raises ``_DeadlinePassed`` if the
-    first output has not arrived by the deadline. Only the wait is in the
-    cancel scope, never a yield to the consumer."""
-    if round_.produced or deadline.at is None:
-        return await anext(outputs, None)
-    with anyio.CancelScope(deadline=deadline.at):
-        return await anext(outputs, None)
-    raise _DeadlinePassed  # only reached when the scope's own deadline cancelled it
+    """The call's next output, None at its end. Until the call's first progress
+    the first-token deadline bounds the wait (``_DeadlinePassed``), after it the
+    stall deadline (``_Stalled``). Only the wait is in the cancel scope, never a
+    yield to the consumer, so a consumer that holds the stream (first-audio
+    priority, a slow sink) never makes it look stalled."""
+    begun = stall.progress > 0
+    if begun:
+        at = None if stall.seconds is None else anyio.current_time() + stall.budget()
+    else:
+        at = deadline.at
+    if at is None:
+        output = await anext(outputs, None)
+        if not begun and output is not None:
+            stall.note(output)  # (the call may begin here: the stall deadline next)
+        return output
+    waiting_from = anyio.current_time()
+    with anyio.CancelScope(deadline=at):
+        output = await anext(outputs, None)
+        if output is not None and not stall.note(output):
+            stall.waited_s += anyio.current_time() - waiting_from  # no progress: counts
+        return output
+    # Only reached when the scope's own deadline cancelled the wait.
+    raise _Stalled if begun else _DeadlinePassed

@@ -45,6 +45,7 @@ class ReplySettings(Protocol):
     max_tool_depth: int
     tool_timeout_s: float
     first_token_deadline_s: float | None
+    stall_timeout_s: float | None
     parse_ns: int
     json_tools: Callable[[], JsonToolInterceptor] | None
     image_tool: ImageTool | None

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..infra.redact import remember
 from ..membrane.images import ImageTool
-from ..membrane.membrane import Membrane
+from ..membrane.membrane import DEFAULT_STALL_TIMEOUT_S, Membrane
 from ..membrane.tools_mcp import McpServer, McpToolbox
 from ..parse.json_tools import JsonToolInterceptor
 from ..parse.policy import StreamPolicy, ToolAllowList
@@ -49,6 +49,8 @@ CLOUD_CONTEXT_TOKENS = 32000
 # The embedded model gets no deadline by default: it is computing, not waiting, and
 # a long prompt can take SmolLM2 several seconds (8.6 s for 1,837 tokens on 2 cores).
 CLOUD_FIRST_TOKEN_DEADLINE_S = 20.0
+# Thinking and a generated image may pause a stream for long between two deltas.
+SLOW_STALL_TIMEOUT_S = 60.0
 # The membrane's limit on a round of tool calls, beyond each call's own: a toolbox
 # times its calls out first, so each call keeps its own result or error.
 TOOL_ROUND_GRACE_S = 5.0
@@ -103,6 +105,10 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
     deadline = llm.first_token_deadline_s
     if deadline is None and cloud:
         deadline = CLOUD_FIRST_TOKEN_DEADLINE_S
+    stall = llm.stall_timeout_s
+    if stall is None:
+        slow = llm.thinking_budget is not None or config.images.model_output
+        stall = SLOW_STALL_TIMEOUT_S if slow else DEFAULT_STALL_TIMEOUT_S
     blob_store: BlobStore = (
         FileBlobStore(config.blobs.dir) if config.blobs.dir is not None else MemoryBlobStore()
     )
@@ -126,6 +132,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             retry=RetryPolicy(max_retries=llm.max_retries),
             streaming=llm.streaming,
             first_token_deadline_s=deadline,
+            stall_timeout_s=stall,
             policies=policies_for(config.policy),
             json_tools=json_tools_for(llm),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,

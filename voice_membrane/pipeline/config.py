@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..chunking.chunker import IDLE_FLUSH_S
 from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
@@ -82,6 +83,10 @@ class LlmConfig(_Section):
     # Over every attempt and backoff wait. Default: 20 s for cloud models; none for the
     # embedded model and recordings (computing, not waiting on a server).
     first_token_deadline_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # Once a call has begun, the longest wait for more (every model). Default: 5 s;
+    # 60 s with thinking_budget or [images] model_output (thinking and an image
+    # take their time between two deltas).
+    stall_timeout_s: float | None = Field(None, gt=0, le=86400, allow_inf_nan=False)
     # The most tokens a request may hold; older turns are dropped to fit. Default:
     # the embedded model's context less max_tokens; cloud models 32000 (estimated).
     context_tokens: int | None = Field(None, ge=64)
@@ -152,6 +157,9 @@ class ChunkerConfig(_Section):
     symbols: bool = True
     # The reply's language (abbreviation and ordinal tables); none: all of them.
     language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = None
+    # No new text for this long: what the chunker holds is spoken (the turn's timed
+    # flush, pipeline/reply_stages.py; the chunker only carries the setting).
+    idle_flush_s: float = Field(IDLE_FLUSH_S, gt=0, le=60, allow_inf_nan=False)
 
 
 PrioritySetting = bool | Literal["auto"]

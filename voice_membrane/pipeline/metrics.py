@@ -129,6 +129,7 @@ class TurnMetrics:
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
     stop_reason: str | None = None  # why the reply ended, as the membrane says
+    llm_error: str | None = None  # the kind of LLM error that ended it ("stalled", …)
     context: ContextFit | None = None  # how the request fits the context, when it is checked
     interrupted: bool = False
 
@@ -190,6 +191,7 @@ class TurnMetrics:
             retries=tuple(self.retries),
             usage=dict(self.usage),
             stop_reason=self.stop_reason,
+            llm_error=self.llm_error,
             context=self.context,
             tts_pieces=tuple(p.to_dict() for p in self.pieces),
             tts_connection={
@@ -234,6 +236,9 @@ class LatencyReport:
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
     stop_reason: str | None = None
+    # The kind of LLM error that ended the reply ("stalled", "timeout", "connection",
+    # … — vendors/errors.py), None when none did.
+    llm_error: str | None = None
     context: ContextFit | None = None  # None: the request's size was not checked
     # Per piece sent to the TTS engine: chars, first_byte_ms (from when that piece
     # was sent), audio_seconds.
@@ -283,6 +288,7 @@ class LatencyReport:
             "retries": list(self.retries),
             "usage": dict(self.usage),
             "stop_reason": self.stop_reason,
+            "llm_error": self.llm_error,
             "context": None if self.context is None else self.context.to_dict(),
             "tts_stream": {"pieces": [dict(p) for p in self.tts_pieces], **self.tts_connection},
         }
@@ -318,6 +324,7 @@ class LatencyReport:
             retries=tuple(data.get("retries", ())),
             usage=dict(data.get("usage", {})),
             stop_reason=data.get("stop_reason"),
+            llm_error=data.get("llm_error"),
             context=None
             if context is None
             else ContextFit(
@@ -348,6 +355,8 @@ class LatencyReport:
             lines.append(f"  retried: {retry}")
         if self.stop_reason or self.usage:
             said = [f"stop {self.stop_reason}"] if self.stop_reason else []
+            if said and self.llm_error:
+                said[0] += f" ({self.llm_error})"
             said += [f"{name.replace('_', ' ')} {n}" for name, n in self.usage.items()]
             lines.append(f"  reply: {', '.join(said)}")
         fit = self.context

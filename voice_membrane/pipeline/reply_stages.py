@@ -9,7 +9,10 @@ from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import asdict, replace
 
+import anyio
+from anyio import EndOfStream, WouldBlock
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..chunking import SpeechChunk, SpeechChunker
 from ..membrane.membrane import Membrane
@@ -84,7 +87,7 @@ class ReplyStage:
                         except StopAsyncIteration:
                             break
                         if held is not None:
-                            await out.send(replace(held, unfinished=isinstance(item, ReplyError)))
+                            await out.send(replace(held, unfinished=_cut_off(item)))
                             held = None
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             timer.items += 1
@@ -100,6 +103,7 @@ class ReplyStage:
                             self.on_retry(item)  # as it happens, not only in the report
                         elif isinstance(item, ReplyError):
                             self.error = item.message
+                            self.m.llm_error = item.kind
                         elif isinstance(item, ReplyResult):
                             self.result = item
                             self.m.stop_reason = str(item.stop_reason)
@@ -112,6 +116,13 @@ class ReplyStage:
                 self.refused = True
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _cut_off(item: object) -> bool:
+    """Whether the reply failed in a way that may cut its last word off. A stall
+    does not: the stream was silent long enough that the idle flush had spoken
+    what it held, last word included, and the stall speaks it the same."""
+    return isinstance(item, ReplyError) and item.kind != "stalled"
 
 
 def _ends_mid_word(event: Event) -> bool:
@@ -175,29 +186,64 @@ class RouteStage:
 
 class ChunkStage:
     """Cuts visible text into pieces; a visible block's end flushes the chunker, so
-    text before a tool call is spoken before the call runs."""
+    text before a tool call is spoken before the call runs. When no text has come
+    for the chunker's ``idle_flush_s`` (None: never) what it holds is spoken
+    (``flush_held``): a stream that pauses or stalls mid-sentence is not silent
+    about what it already said. Time the LLM is held by first-audio ``priority``
+    is this pipeline's own wait, not the stream's pause: it does not count."""
 
-    def __init__(self, chunker: SpeechChunker, m: TurnMetrics) -> None:
+    def __init__(
+        self, chunker: SpeechChunker, m: TurnMetrics, priority: FirstAudioPriority | None = None
+    ) -> None:
         self.chunker, self.m = chunker, m
+        self.priority = priority if priority is not None else FirstAudioPriority(False)
+        self._fed = False  # text went in since the chunker last let go of what it held
 
-    async def run(self, inp: ObjectReceiveStream[Visible], out: ObjectSendStream[Piece]) -> None:
+    async def run(
+        self, inp: MemoryObjectReceiveStream[Visible], out: ObjectSendStream[Piece]
+    ) -> None:
         timer = self.m.stages["chunk"]
         last_ns = 0
         async with inp, out:
-            async for item in inp:
+            while True:
+                try:
+                    item = await self._receive(inp)
+                except EndOfStream:
+                    break
                 started = time.perf_counter_ns()
-                last_ns = item.t_ns
-                if item.text is not None:
+                if item is None:  # a pause: what is held is spoken now
+                    chunks = self.chunker.flush_held()
+                    self._fed = False
+                elif item.text is not None:
+                    last_ns = item.t_ns
                     chunks = self.chunker.feed(item.text)
-                elif item.unfinished:
-                    chunks = _without_partial_word(self.chunker.flush())
+                    self._fed = True
                 else:
-                    chunks = self.chunker.flush()
+                    last_ns = item.t_ns
+                    flushed = self.chunker.flush()
+                    chunks = _without_partial_word(flushed) if item.unfinished else flushed
+                    self._fed = False
                 timer.add(started)
                 for chunk in chunks:
-                    await out.send(self._piece(chunk, item.t_ns))
+                    await out.send(self._piece(chunk, last_ns))
             for chunk in self.chunker.flush():
                 await out.send(self._piece(chunk, last_ns))
+
+    async def _receive(self, inp: MemoryObjectReceiveStream[Visible]) -> Visible | None:
+        """The next item, or None once none has come for ``idle_flush_s`` while
+        text fed since the last flush may be held."""
+        idle_s = self.chunker.idle_flush_s
+        if idle_s is None or not self._fed:
+            return await inp.receive()
+        try:  # text already waiting: no timer to set (a burst costs no more)
+            return inp.receive_nowait()
+        except WouldBlock:
+            pass
+        while True:
+            with anyio.move_on_after(idle_s):
+                return await inp.receive()
+            if not self.priority.holding:
+                return None
 
     def _piece(self, chunk: SpeechChunk, t_token_ns: int) -> Piece:
         if self.m.chunks == 0:

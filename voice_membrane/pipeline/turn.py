@@ -211,7 +211,7 @@ class Turn:
             self.membrane, self.request, m, self.on_tool_calls, self.on_retry, self.priority
         )
         tts = TtsStage(self.engine, self.log, m, self.priority)
-        chunk = ChunkStage(self.chunker, m)
+        chunk = ChunkStage(self.chunker, m, self.priority)
         timers = m.stages
         # Each stage a span, a child of the turn's (the tasks inherit its context).
         async with anyio.create_task_group() as tg:

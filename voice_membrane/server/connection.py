@@ -304,7 +304,8 @@ class Connection:
                 )
                 if result.error:
                     llm_failed = result.reply is None or result.reply.error is not None
-                    self._error("llm_error" if llm_failed else "tts_error", result.error, n)
+                    kind = report.llm_error if llm_failed else None  # ("stalled", …)
+                    self._error("llm_error" if llm_failed else "tts_error", result.error, n, kind)
                 first_audio = report.first_audio_ms
                 if first_audio is not None:
                     state.metrics.first_audio.observe(first_audio / 1000)
@@ -357,10 +358,12 @@ class Connection:
         if not self.outbox.put(item):
             self._drop_slow_client()
 
-    def _error(self, code: p.ErrorCode, message: str, turn: int | None = None) -> None:
+    def _error(
+        self, code: p.ErrorCode, message: str, turn: int | None = None, kind: str | None = None
+    ) -> None:
         self.state.metrics.errors.labels(code).inc()
         self.state.log("error", session=self.id, code=code, message=message, turn=turn)
-        self._put(p.error_event(code, message, turn))
+        self._put(p.error_event(code, message, turn, kind))
 
     def _close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
         assert self.outbox is not None

@@ -226,10 +226,15 @@ def _put(value: Any, path: tuple[Any, ...], text: str) -> None:
     value[last] = text
 
 
-def error_event(code: ErrorCode, message: str, turn: int | None = None) -> str:
+def error_event(
+    code: ErrorCode, message: str, turn: int | None = None, kind: str | None = None
+) -> str:
+    """``kind``: an ``llm_error``'s own kind (``stalled``, ``timeout``, …)."""
     fields: dict[str, Any] = {"code": code, "message": redact(message)}
     if turn is not None:
         fields["turn"] = turn
+    if kind is not None:
+        fields["kind"] = kind
     return event("error", **fields)
 
 

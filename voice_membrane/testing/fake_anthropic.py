@@ -52,12 +52,14 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
-    pause,
+    paced,
     raw_event,
     sse,
     whole_response,
 )
 from .script import ScriptBlock, ScriptedReply
+
+PING = b'event: ping\ndata: {"type":"ping"}\n\n'  # the API's keep-alive
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -194,7 +196,8 @@ class FakeAnthropic(FakeServer):
                     return
                 for raw in reply.raw_due(sent):
                     yield raw_event(raw)
-                await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+                async for beat in paced(reply, sent, PING):
+                    yield beat
                 yield _delta(index, delta)
                 sent += 1
             if block.type == "thinking" and block.signature:

@@ -66,7 +66,7 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
-    pause,
+    paced,
     raw_event,
     sse,
     whole_response,
@@ -246,7 +246,9 @@ class Events:
                 break
             for raw in reply.raw_due(sent, end=sent == len(parts) - 1):
                 yield raw_event(raw, "\r\n")
-            await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+            empty = sse(self.chunk([{"text": ""}], False), newline="\r\n")  # a keep-alive
+            async for beat in paced(reply, sent, empty):
+                yield beat
             final = sent == len(parts) - 1 and at != len(parts)
             yield sse(self.chunk([part], final), newline="\r\n")
         if fault is None or not fires:

@@ -52,6 +52,7 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
+    paced,
     pause,
     raw_event,
     sse,
@@ -311,7 +312,10 @@ class FakeOpenAI(FakeServer):
                     return
                 for raw in reply.raw_due(sent):
                     yield raw_event(raw)
-                await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+                # A keep-alive as some servers send one: a chunk with nothing in it.
+                empty = chunk({"delta": {"content": ""}} if chat else {"text": ""})
+                async for beat in paced(reply, sent, empty):
+                    yield beat
                 sent += 1
             yield chunk({"delta": delta} if chat else delta)
         if (bad := faulted()) is not None:

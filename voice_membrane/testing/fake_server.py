@@ -224,6 +224,22 @@ async def pause(seconds: float) -> None:
         await anyio.sleep(seconds)
 
 
+async def paced(reply: ScriptedReply, sent: int, keepalive: bytes) -> AsyncIterator[bytes]:
+    """The wait before content delta number ``sent``: the script's pacing, then
+    its pauses there, each yielding ``keepalive`` every ``keepalive_s`` if it
+    asks for it. A client that gives up cancels the wait (``_CountedStream``)."""
+    await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+    for held in reply.pauses_at(sent):
+        end = anyio.current_time() + held.seconds
+        if held.keepalive_s is None:
+            await anyio.sleep_until(end)
+            continue
+        while (left := end - anyio.current_time()) > 0:
+            await anyio.sleep(min(held.keepalive_s, left))
+            if anyio.current_time() < end:
+                yield keepalive
+
+
 def sse(data: Any, event: str | None = None, *, newline: str = "\n") -> bytes:
     """One server-sent event: optional ``event:`` line, a ``data:`` line, blank line."""
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))

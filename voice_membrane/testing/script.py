@@ -14,6 +14,13 @@ every provider::
     )
     error = ScriptedReply.http_error(429, retry_after=0.2)
 
+Pacing: ``ttft_s`` before the first content delta, ``delta_delay_s`` between
+deltas, and ``pauses`` at chosen points: ``Pause(after_deltas=3, seconds=2.0)``
+holds the stream 2 s before its fourth delta; ``stall(after_deltas=3)`` holds it
+longer than any client waits (until the client gives up), optionally sending the
+vendor's keep-alives meanwhile (``keepalive_s``): bytes that reset an HTTP read
+timeout but carry nothing.
+
 Prefill mode is a script of one text block holding the raw XML the model
 writes. Faults: ``http_error`` (a status before any stream), ``error_event``
 (the vendor's in-stream error after ``after_deltas`` content deltas),
@@ -89,6 +96,28 @@ class Fault:
     message: str = "scripted failure"
 
 
+STALL_S = 600.0  # a stall: longer than any client waits; it ends when the client goes
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """The stream holds ``seconds`` (beyond its pacing) before content delta
+    number ``after_deltas`` (0 is the first, as a fault's ``after_deltas``).
+    ``keepalive_s``: meanwhile the vendor's keep-alive goes out this often —
+    Anthropic a ``ping`` event, OpenAI a chunk with empty content, Gemini a
+    chunk with an empty text part."""
+
+    after_deltas: int
+    seconds: float = STALL_S
+    keepalive_s: float | None = None
+
+
+def stall(after_deltas: int, *, keepalive_s: float | None = None) -> Pause:
+    """The stream stops after ``after_deltas`` content deltas, its connection
+    open, until the client gives up (keep-alives still sent if asked)."""
+    return Pause(after_deltas, STALL_S, keepalive_s)
+
+
 @dataclass(frozen=True, slots=True)
 class RawEvent:
     """A wire event sent as is after ``after_deltas`` content deltas (or at the
@@ -113,6 +142,7 @@ class ScriptedReply:
     output_tokens: int | None = None  # None: one per streamed delta
     fault: Fault | None = None
     raw: tuple[RawEvent, ...] = ()
+    pauses: tuple[Pause, ...] = ()
 
     @classmethod
     def of(cls, *blocks: ScriptBlock | str, **options: Any) -> ScriptedReply:
@@ -142,6 +172,10 @@ class ScriptedReply:
         """The raw events to send once ``sent`` content deltas are out (at the
         end: every one not sent yet)."""
         return [e for e in self.raw if e.after_deltas == sent or (end and e.after_deltas > sent)]
+
+    def pauses_at(self, sent: int) -> list[Pause]:
+        """The pauses before content delta number ``sent``."""
+        return [p for p in self.pauses if p.after_deltas == sent]
 
     def pieces(self, value: str) -> Iterator[str]:
         """``value`` cut into streamed deltas."""

@@ -24,13 +24,15 @@ ErrorKind: TypeAlias = Literal[
     "bad_request",  # 400 / 404 / 422: the request itself is wrong
     "auth",  # 401 / 403
     "stream",  # a malformed or failing stream after it began
+    "stalled",  # a stream that began and then sent nothing new for too long
 ]
 
 
 class ProviderError(LlmError):
     """A provider call failed. ``retryable`` errors (429, 5xx, connection) are
     retried by ``Membrane`` while no output has arrived; after that the reply
-    ends with this error and keeps what was produced.
+    ends with this error and keeps what was produced (a "stalled" stream has
+    always produced output, so it is never retried).
 
     The message is redacted (``redact.py``): it is built from transport errors
     and URLs, which may quote a key, and it is printed and logged."""

@@ -9,7 +9,10 @@ would repeat it, so the error ends the reply instead (``Membrane`` does that).
 Over all of that sits one deadline for the call's first output
 (``FirstTokenDeadline``): a server that accepts and never answers would
 otherwise keep a turn silent for every attempt's HTTP timeout and the waits
-between them.
+between them. Once the call has begun, ``StallDeadline`` bounds the wait for
+each next piece of it: a stream that stops mid-reply (or sends only
+keep-alives, which reset the HTTP read timeout) would otherwise hold the turn
+for that timeout. A stall comes after output, so it is never retried.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..vocab.provider_output import NativeDelta, ProviderOutput, StrayDelta, TextDelta, Usage
 from .errors import ProviderError
 
 
@@ -86,4 +90,47 @@ class FirstTokenDeadline:
             provider,
             "timeout",
             f"no output within the first-token deadline of {self.seconds:g} s ({tried}{why})",
+        )
+
+
+@dataclass(slots=True)
+class StallDeadline:
+    """The longest a call that has begun may wait for its next progress: a delta
+    with text (thinking and a tool call's input count), a block's start or end,
+    an image, the stop. A usage count or an empty delta (what a keep-alive looks
+    like once read) is no progress. Counted over the time spent waiting on the
+    stream only: what the consumer takes between two outputs is not the
+    stream's stall. ``seconds=None``: no deadline."""
+
+    seconds: float | None
+    waited_s: float = 0.0  # waiting since the last progress
+    progress: int = 0  # outputs that were progress; the call has begun at the first
+    deltas: int = 0  # of them, deltas with text (for the message)
+
+    def budget(self) -> float:
+        """Seconds the next wait may last before the call has stalled."""
+        assert self.seconds is not None
+        return self.seconds - self.waited_s
+
+    def note(self, output: ProviderOutput) -> bool:
+        """``output`` arrived: whether it was progress (which restarts the count;
+        the caller adds a wait that ended without progress to ``waited_s``)."""
+        if isinstance(output, TextDelta | NativeDelta | StrayDelta):
+            if not output.text:
+                return False
+            self.deltas += 1
+        elif isinstance(output, Usage):
+            return False
+        self.waited_s = 0.0
+        self.progress += 1
+        return True
+
+    def error(self, provider: str) -> ProviderError:
+        """The error that ends the reply when the deadline passes."""
+        n = self.deltas
+        return ProviderError(
+            provider,
+            "stalled",
+            f"the stream stopped: nothing new for {self.seconds:g} s after "
+            f"{n} delta{'s' if n != 1 else ''} (what came before is kept)",
         )
