@@ -173,7 +173,7 @@ def test_a_public_address_needs_a_token(tmp_path: Path) -> None:
     pipeline.write_text('[llm]\nspec = "local"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="without a token"):
         Server([pipeline], host="0.0.0.0")
-    Server([pipeline], host="0.0.0.0", token="t")  # fine with one
+    Server([pipeline], host="0.0.0.0", token="t" * 16)  # fine with one
     Server([pipeline], host="localhost")  # loopback: fine without
 
 

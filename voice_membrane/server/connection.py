@@ -55,17 +55,16 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
-        if state.socket_send_buffer is not None:
-            sock = self.ws.transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, state.socket_send_buffer)
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
             await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
             return
         if state.draining.is_set():
             state.metrics.errors.labels("draining").inc()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", p.error_event("draining", _DRAINING))
+            # An event only to a client that has authenticated: the others get the close.
+            told = header_token is not None or state.token is None
+            events = (p.error_event("draining", _DRAINING),) if told else ()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", *events)
             return
         start = await self._await_start(authenticated=header_token is not None)
         if start is None:
@@ -97,6 +96,7 @@ class Connection:
     async def _await_start(self, authenticated: bool) -> p.SessionStart | None:
         """The client's ``session.start``, or None once the socket is closed."""
         state = self.state
+        needs_token = state.token is not None and not authenticated
         with anyio.move_on_after(state.start_timeout_s):
             while True:
                 try:
@@ -113,7 +113,6 @@ class Connection:
                     message = p.parse_client_message(data)
                 except p.BadMessage as exc:
                     message, problem = None, str(exc)
-                needs_token = state.token is not None and not authenticated
                 if needs_token and not (
                     isinstance(message, p.SessionStart) and state.check_token(message.token)
                 ):
@@ -130,11 +129,10 @@ class Connection:
                     await self._send_error_now("pipeline_not_allowed", f"pipelines here: {names}")
                 else:
                     return message
-        await self._refuse(
-            p.CLOSE_IDLE,
-            "idle_timeout",
-            p.error_event("idle_timeout", "no session.start within the time allowed"),
-        )
+        # Nothing is said to a socket that has not authenticated: the close alone.
+        late = "no session.start within the time allowed"
+        events = () if needs_token else (p.error_event("idle_timeout", late),)
+        await self._refuse(p.CLOSE_IDLE, "idle_timeout", *events)
         return None
 
     async def _send_error_now(self, code: p.ErrorCode, message: str) -> None:
@@ -167,6 +165,7 @@ class Connection:
             sample_rate=start.audio.sample_rate,
             on_overflow=self._drop_slow_client,
         )
+        self._set_send_buffer(start.audio.encoding, start.audio.sample_rate)
         # The toolbox is this session's own MCP connections, closed with it.
         self.session = session = session_for(
             config,
@@ -216,6 +215,7 @@ class Connection:
                 tg.start_soon(self._idle_watchdog)
                 tg.start_soon(self._drain_watch)
                 tg.start_soon(self._enforce_drop)
+                tg.start_soon(self._reading_watch)
                 await self._receive(tg)
                 tg.cancel_scope.cancel()
         finally:
@@ -405,7 +405,43 @@ class Connection:
         await anyio.sleep(self.state.close_timeout_s)
         self.ws.transport.abort()
 
+    def _set_send_buffer(self, encoding: str, sample_rate: int) -> None:
+        """The kernel's send buffer holds ``send_buffer_s`` of this session's audio
+        (the kernel doubles it for its bookkeeping), not the MBs it autotunes up to:
+        that is all a stalled client pins there. Set once the format is known, before
+        the first audio."""
+        sock = self.ws.transport.get_extra_info("socket")
+        if sock is None:
+            return
+        rate = p.audio_bytes_per_second(encoding, sample_rate)
+        size = max(1, round(self.state.send_buffer_s * rate))
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
     # Watchdogs
+
+    async def _reading_watch(self) -> None:
+        """While a turn runs, a ping follows what was sent; a client that reads
+        answers it within the lead and its round trip. One whose answer is later
+        than the queue's bound has that much audio waiting for it — in this
+        queue or in either kernel's buffers, which the client's side grows to MBs
+        (tens of seconds at 8 kHz) — and is dropped as slow, at any sample rate."""
+        assert self.sink is not None
+        limit = self.state.max_queued_audio_s + self.sink.lead_s
+        try:
+            while True:
+                await anyio.sleep(_PROBE_EVERY_S)
+                if self.turn_done.is_set():
+                    continue
+                with anyio.move_on_after(limit):
+                    pong = await self.ws.ping()
+                    await pong
+                    continue
+                if not self.turn_done.is_set():
+                    self._drop_slow_client()
+                    return
+        except ConnectionClosed:
+            return
 
     async def _idle_watchdog(self) -> None:
         timeout = self.state.idle_timeout_s
@@ -435,6 +471,7 @@ class Connection:
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
 
+_PROBE_EVERY_S = 0.5
 _DRAINING = "this server is shutting down: connect again (another replica)"
 _FULL = "this server has as many sessions as it takes: connect again (another replica)"
 
