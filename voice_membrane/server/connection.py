@@ -8,7 +8,6 @@ turn (LLM, TTS, audio) at once and nothing outlives the connection.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -30,6 +29,7 @@ from ..vocab.messages import participant_problem
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
+from .reading import set_send_buffer, watch_reading
 from .socket_sink import SocketSink
 from .state import ServerState
 
@@ -165,7 +165,8 @@ class Connection:
             sample_rate=start.audio.sample_rate,
             on_overflow=self._drop_slow_client,
         )
-        self._set_send_buffer(start.audio.encoding, start.audio.sample_rate)
+        audio = start.audio
+        set_send_buffer(self.ws, audio.encoding, audio.sample_rate, state.send_buffer_s)
         # The toolbox is this session's own MCP connections, closed with it.
         self.session = session = session_for(
             config,
@@ -215,7 +216,7 @@ class Connection:
                 tg.start_soon(self._idle_watchdog)
                 tg.start_soon(self._drain_watch)
                 tg.start_soon(self._enforce_drop)
-                tg.start_soon(self._reading_watch)
+                tg.start_soon(self._watch_reading)
                 await self._receive(tg)
                 tg.cancel_scope.cancel()
         finally:
@@ -405,43 +406,17 @@ class Connection:
         await anyio.sleep(self.state.close_timeout_s)
         self.ws.transport.abort()
 
-    def _set_send_buffer(self, encoding: str, sample_rate: int) -> None:
-        """The kernel's send buffer holds ``send_buffer_s`` of this session's audio
-        (the kernel doubles it for its bookkeeping), not the MBs it autotunes up to:
-        that is all a stalled client pins there. Set once the format is known, before
-        the first audio."""
-        sock = self.ws.transport.get_extra_info("socket")
-        if sock is None:
-            return
-        rate = p.audio_bytes_per_second(encoding, sample_rate)
-        size = max(1, round(self.state.send_buffer_s * rate))
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-
     # Watchdogs
 
-    async def _reading_watch(self) -> None:
-        """While a turn runs, a ping follows what was sent; a client that reads
-        answers it within the lead and its round trip. One whose answer is later
-        than the queue's bound has that much audio waiting for it — in this
-        queue or in either kernel's buffers, which the client's side grows to MBs
-        (tens of seconds at 8 kHz) — and is dropped as slow, at any sample rate."""
+    async def _watch_reading(self) -> None:
         assert self.sink is not None
-        limit = self.state.max_queued_audio_s + self.sink.lead_s
-        try:
-            while True:
-                await anyio.sleep(_PROBE_EVERY_S)
-                if self.turn_done.is_set():
-                    continue
-                with anyio.move_on_after(limit):
-                    pong = await self.ws.ping()
-                    await pong
-                    continue
-                if not self.turn_done.is_set():
-                    self._drop_slow_client()
-                    return
-        except ConnectionClosed:
-            return
+        await watch_reading(
+            self.ws,
+            self.sink,
+            bound_s=self.state.max_queued_audio_s,
+            turn_running=lambda: not self.turn_done.is_set(),
+            on_stalled=self._drop_slow_client,
+        )
 
     async def _idle_watchdog(self) -> None:
         timeout = self.state.idle_timeout_s
@@ -471,7 +446,6 @@ class Connection:
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
 
-_PROBE_EVERY_S = 0.5
 _DRAINING = "this server is shutting down: connect again (another replica)"
 _FULL = "this server has as many sessions as it takes: connect again (another replica)"
 
