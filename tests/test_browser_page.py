@@ -8,10 +8,13 @@ hidden blocks, the waterfall), the second is interrupted while it speaks.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -329,18 +332,45 @@ async def test_the_policy_is_enforced_and_the_listener_hears_it(server: Server, 
         await other.close()
 
 
+@contextlib.contextmanager
+def framing_site(html: str) -> Iterator[str]:
+    """Another origin (a port of its own on loopback, so the browser's local
+    network checks do not block the frame first) serving ``html``."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    site = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_port}/"
+    finally:
+        site.shutdown()
+        thread.join()
+
+
 async def test_another_site_cannot_frame_the_page(server: Server, page: Any) -> None:
     """A page of another origin that frames it gets an error page in the frame:
     X-Frame-Options DENY, frame-ancestors 'none'."""
-    with anyio.fail_after(60):
-        evil = "http://evil.example/"
-        frame_html = f'<iframe src="{server.url}/"></iframe>'
-        await page.route(
-            evil, lambda route: route.fulfill(body=frame_html, content_type="text/html")
-        )
-        await page.goto(evil)
-        while len(page.frames) < 2 or page.frames[1].url == "about:blank":
+    with anyio.fail_after(60), framing_site(f'<iframe src="{server.url}/"></iframe>') as other:
+        framer = await page.context.new_page()  # its console is not the fixture's
+        said: list[str] = []
+        framer.on("console", lambda message: said.append(message.text))
+        await framer.goto(other)
+        while len(framer.frames) < 2 or framer.frames[1].url == "about:blank":
             await anyio.sleep(0.05)
-        framed = page.frames[1]
+        framed = framer.frames[1]
         assert framed.url.startswith("chrome-error:"), framed.url
         assert await framed.evaluate("typeof window.voiceMembrane") == "undefined"
+        assert any("frame-ancestors 'none'" in text for text in said), said
+        await framer.close()
