@@ -17,11 +17,12 @@ from typing import Any
 
 import anyio
 import pytest
+from websockets.asyncio.client import connect
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
-from tests.serve_helpers import GUARD_S, LONG_REPLY, write_pipeline
+from tests.serve_helpers import GUARD_S, LONG_REPLY, send, start, write_pipeline
 from voice_membrane.server import Server
 from voice_membrane.server.socket_sink import LEAD_S
 from voice_membrane.server.state import MAX_QUEUED_AUDIO_S
@@ -127,3 +128,29 @@ async def test_the_send_buffer_holds_the_configured_audio(
             sock.close()
     expected = round(seconds * on_the_wire(audio.get("encoding", "pcm16"), audio["sample_rate"]))
     assert size == 2 * expected  # Linux doubles it for its bookkeeping
+
+
+async def test_a_client_that_reads_at_playback_pace_is_not_dropped(tmp_path: Path) -> None:
+    """The other side: a client that takes each frame only when the one before has
+    played (a phone bridge, reading no further ahead) keeps its session."""
+    dropped: list[dict[str, Any]] = []
+    long = write_pipeline(tmp_path, "long", LONG_REPLY)
+    log = lambda event, **fields: dropped.append(fields) if event == "dropped" else None  # noqa: E731
+    async with (
+        Server([long], port=0, log=log) as server,
+        connect(server.ws_url, max_queue=1) as ws,
+    ):
+        await start(ws, audio={"encoding": "mulaw", "sample_rate": 8000})
+        await send(ws, type="user.message", text="Weather?")
+        played = 0
+        began = time.monotonic()
+        with anyio.fail_after(GUARD_S * 2):
+            while True:
+                data = await ws.recv()
+                if isinstance(data, bytes):
+                    played += 1  # the next frame is taken once this one has played
+                    await anyio.sleep(max(0.0, began + played * 0.02 - time.monotonic()))
+                elif json.loads(data)["type"] == "turn.end":
+                    break
+        assert played > 5 / 0.02  # seconds of speech, paced
+    assert dropped == []
