@@ -8,10 +8,13 @@ hidden blocks, the waterfall), the second is interrupted while it speaks.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +105,44 @@ async def page(tmp_path: Path) -> AsyncIterator[Any]:
             tab = await browser.new_page()
             errors: list[str] = []
             tab.on("pageerror", lambda error: errors.append(str(error)))
+            # The page runs under the server's Content-Security-Policy: anything it
+            # blocks is reported by the event and on the console.
+            await browser.add_init_script(CSP_LISTENER)
+            blocked: list[str] = []
+            tab.on(
+                "console",
+                lambda message: (
+                    blocked.append(message.text)
+                    if "Content Security Policy" in message.text
+                    else None
+                ),
+            )
             yield tab
             assert errors == [], f"the page raised: {errors}"
+            assert blocked == [], f"the CSP blocked: {blocked}"
+            if not tab.is_closed() and tab.url.startswith("http"):
+                violations = await tab.evaluate("window.__cspViolations || []")
+                assert violations == [], f"the CSP blocked: {violations}"
         finally:
             await browser.close()
+
+
+CSP_LISTENER = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
+});
+"""
+
+
+async def wait_for(page: Any, expression: str) -> None:
+    """Until ``expression`` is truthy in the page. Polled from here: Playwright's
+    own ``wait_for_function`` evaluates its predicate with ``eval`` inside the
+    page, which the page's policy (no 'unsafe-eval') refuses; ``evaluate`` goes
+    through the DevTools protocol, outside the policy. The callers' fail_after
+    guards against a hang."""
+    while not await page.evaluate(expression):
+        await anyio.sleep(0.02)
 
 
 async def status(page: Any) -> dict[str, Any]:
@@ -124,20 +161,22 @@ async def test_the_page_speaks_a_turn_shows_it_and_stops_on_interrupt(
     server: Server, page: Any, tmp_path: Path, query: str, player: str
 ) -> None:
     with anyio.fail_after(60):  # a guard against a hang, not a timing check
-        await page.goto(server.url + "/" + query)
-        await page.wait_for_function("window.voiceMembrane.state === 'idle'")
+        loaded = await page.goto(server.url + "/" + query)
+        assert "frame-ancestors 'none'" in loaded.headers["content-security-policy"]
+        await wait_for(page, "window.voiceMembrane.state === 'idle'")
 
         # Turn 1: typed, Enter sends, played to its end.
         await page.fill("#message", "What's the weather tomorrow in Paris?")
         await page.press("#message", "Enter")
         # Sound reaches the speakers (the analyser in front of them hears it).
-        await page.wait_for_function("window.voiceMembrane.outputPeak() > 0.05")
-        await page.wait_for_function(
-            "window.voiceMembrane.lastTurn?.turn === 1 && window.voiceMembrane.state === 'idle'"
+        await wait_for(page, "window.voiceMembrane.outputPeak() > 0.05")
+        await wait_for(
+            page,
+            "window.voiceMembrane.lastTurn?.turn === 1 && window.voiceMembrane.state === 'idle'",
         )
         # Every sample the page scheduled is played (and none is lost on the way).
-        await page.wait_for_function(
-            "window.voiceMembrane.samplesPlayed === window.voiceMembrane.samplesScheduled"
+        await wait_for(
+            page, "window.voiceMembrane.samplesPlayed === window.voiceMembrane.samplesScheduled"
         )
         s = await status(page)
         turn = s["lastTurn"]
@@ -190,18 +229,17 @@ async def test_the_page_speaks_a_turn_shows_it_and_stops_on_interrupt(
         played_before = s["playedSeconds"]
         await page.fill("#message", "And the day after?")
         await page.press("#message", "Enter")
-        await page.wait_for_function(
-            f"window.voiceMembrane.playedSeconds() > {played_before + 0.8}"
-        )
+        await wait_for(page, f"window.voiceMembrane.playedSeconds() > {played_before + 0.8}")
         await page.keyboard.press("Escape")
         # Silence at once: the audio still held is not played out (the server sent it
         # ~200 ms ahead). The analyser's window is ~40 ms; the wait only has to exceed it.
         await page.wait_for_timeout(120)
         assert await page.evaluate("window.voiceMembrane.outputPeak()") == 0
-        await page.wait_for_function(
-            "window.voiceMembrane.lastTurn?.turn === 2 && window.voiceMembrane.state === 'idle'"
+        await wait_for(
+            page,
+            "window.voiceMembrane.lastTurn?.turn === 2 && window.voiceMembrane.state === 'idle'",
         )
-        await page.wait_for_function("!window.voiceMembrane.playing")
+        await wait_for(page, "!window.voiceMembrane.playing")
         stopped = await status(page)
         await page.wait_for_timeout(400)
         later = await status(page)
@@ -229,7 +267,7 @@ async def test_the_page_offers_the_servers_pipelines(tmp_path: Path, page: Any) 
     with anyio.fail_after(60):
         async with Server([first, second], port=0) as server:
             await page.goto(server.url + "/")
-            await page.wait_for_function("window.voiceMembrane.state === 'idle'")
+            await wait_for(page, "window.voiceMembrane.state === 'idle'")
             assert await page.is_visible("#pipeline")
             options = await page.eval_on_selector_all(
                 "#pipeline option", "os => os.map(o => o.value)"
@@ -238,9 +276,10 @@ async def test_the_page_offers_the_servers_pipelines(tmp_path: Path, page: Any) 
             assert await page.input_value("#pipeline") == "page"
             # Picking one starts a session on it, and the address keeps the choice.
             await page.select_option("#pipeline", "other")
-            await page.wait_for_function(
+            await wait_for(
+                page,
                 "window.voiceMembrane.state === 'idle' && "
-                "document.getElementById('session-info').textContent.startsWith('other ')"
+                "document.getElementById('session-info').textContent.startsWith('other ')",
             )
             assert page.url.endswith("?pipeline=other")
             assert await page.input_value("#pipeline") == "other"
@@ -254,23 +293,84 @@ async def test_a_server_with_a_token_is_asked_for_it_and_takes_it_from_the_page(
         async with Server([write_pipeline(tmp_path)], port=0, token=token) as server:
             await page.goto(server.url + "/")
             # Connected without a token: refused, and the page says so.
-            await page.wait_for_function("window.voiceMembrane.state === 'closed'")
+            await wait_for(page, "window.voiceMembrane.state === 'closed'")
             error = await page.inner_text("#error")
             assert "needs a token" in error and "4401" in error
             assert await page.evaluate("document.activeElement.id") == "token"
 
             await page.fill("#token", "a-wrong-token")
             await page.press("#token", "Enter")
-            await page.wait_for_function(
+            await wait_for(
+                page,
                 "window.voiceMembrane.state === 'closed' && "
-                "document.getElementById('error').textContent.includes('4401')"
+                "document.getElementById('error').textContent.includes('4401')",
             )
 
             await page.fill("#token", token)
             await page.press("#token", "Enter")
-            await page.wait_for_function("window.voiceMembrane.state === 'idle'")
+            await wait_for(page, "window.voiceMembrane.state === 'idle'")
             assert await page.is_hidden("#error")
             assert await page.is_enabled("#message")
             # Kept in memory only.
             stored = await page.evaluate("JSON.stringify({...localStorage, ...sessionStorage})")
             assert token not in stored
+
+
+async def test_the_policy_is_enforced_and_the_listener_hears_it(server: Server, page: Any) -> None:
+    """The fixture's check can fail: an inline script is refused and reported."""
+    with anyio.fail_after(60):
+        other = await page.context.new_page()  # its console is not the fixture's
+        await other.goto(server.url + "/")
+        await wait_for(other, "window.voiceMembrane.state === 'idle'")
+        await other.evaluate(
+            "() => { const s = document.createElement('script');"
+            " s.textContent = 'window.injected = 1'; document.head.append(s); }"
+        )
+        await wait_for(other, "window.__cspViolations.length > 0")
+        assert await other.evaluate("window.injected") is None
+        assert (await other.evaluate("window.__cspViolations[0]")).startswith("script-src")
+        await other.close()
+
+
+@contextlib.contextmanager
+def framing_site(html: str) -> Iterator[str]:
+    """Another origin (a port of its own on loopback, so the browser's local
+    network checks do not block the frame first) serving ``html``."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    site = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_port}/"
+    finally:
+        site.shutdown()
+        thread.join()
+
+
+async def test_another_site_cannot_frame_the_page(server: Server, page: Any) -> None:
+    """A page of another origin that frames it gets an error page in the frame:
+    X-Frame-Options DENY, frame-ancestors 'none'."""
+    with anyio.fail_after(60), framing_site(f'<iframe src="{server.url}/"></iframe>') as other:
+        framer = await page.context.new_page()  # its console is not the fixture's
+        said: list[str] = []
+        framer.on("console", lambda message: said.append(message.text))
+        await framer.goto(other)
+        while len(framer.frames) < 2 or framer.frames[1].url == "about:blank":
+            await anyio.sleep(0.05)
+        framed = framer.frames[1]
+        assert framed.url.startswith("chrome-error:"), framed.url
+        assert await framed.evaluate("typeof window.voiceMembrane") == "undefined"
+        assert any("frame-ancestors 'none'" in text for text in said), said
+        await framer.close()

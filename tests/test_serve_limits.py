@@ -276,7 +276,12 @@ async def test_a_full_server_refuses_one_more_session_with_1013(tmp_path: Path) 
             assert extra.close_code == 1013
             await send(first, type="user.message", text="still here?")
             assert (await read_turn(first)).end["error"] is None
-        # The first session ended: a new one is taken.
+        # The first session ended: a new one is taken (once the server has seen it
+        # end, a few ms after the client's close returns).
+        assert server.state is not None
+        with anyio.fail_after(GUARD_S):
+            while server.state.sessions:
+                await anyio.sleep(0.01)
         async with session(server) as again:
             await send(again, type="user.message", text="hello")
             assert (await read_turn(again)).end["error"] is None

@@ -45,7 +45,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_others_go_on(tmp_path:
     async with running_server(
         tmp_path,
         max_queued_audio_s=0.3,
-        socket_send_buffer=8192,
+        send_buffer_s=0.05,
         log=lambda event, **fields: events.append((event, fields)),
     ) as server:
         assert server.state is not None

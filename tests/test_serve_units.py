@@ -173,12 +173,12 @@ def test_a_public_address_needs_a_token(tmp_path: Path) -> None:
     pipeline.write_text('[llm]\nspec = "local"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="without a token"):
         Server([pipeline], host="0.0.0.0")
-    Server([pipeline], host="0.0.0.0", token="t")  # fine with one
+    Server([pipeline], host="0.0.0.0", token="t" * 16)  # fine with one
     Server([pipeline], host="localhost")  # loopback: fine without
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+def run_cli(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **variables}
     return subprocess.run(
         [sys.executable, "-m", "voice_membrane.cli", "serve", *args],
         capture_output=True,
@@ -208,3 +208,52 @@ async def test_servers_in_one_process_keep_their_own_metrics(tmp_path: Path) -> 
         assert b"voice_membrane_turns_total 1.0" in one.state.metrics.render()
         assert b"voice_membrane_turns_total 0.0" in two.state.metrics.render()
     await anyio.sleep(0)
+
+
+def test_a_short_token_is_refused_off_loopback(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text('[llm]\nspec = "local"\n', encoding="utf-8")
+    short = "fifteen-chars.."
+    for host in ("0.0.0.0", "::", "10.1.2.3"):
+        with pytest.raises(ValueError, match="at least 16") as refused:
+            Server([pipeline], host=host, token=short)
+        assert short not in str(refused.value) and "\n" not in str(refused.value)
+        Server([pipeline], host=host, token=short + "!")  # 16: fine
+    Server([pipeline], host="127.0.0.1", token="short")  # loopback: fine
+
+
+def test_a_token_on_the_command_line_is_warned_about(tmp_path: Path) -> None:
+    token = "a-token-of-24-characters"
+    # (a bad port ends the command once the options are read)
+    given = run_cli("--pipeline", "pipelines/replay.toml", "--token", token, "--port", "70000")
+    lines = given.stderr.strip().splitlines()
+    assert given.returncode != 0 and len(lines) == 2 and "Traceback" not in given.stderr
+    assert "warning" in lines[0] and "ps" in lines[0] and "VOICE_MEMBRANE_TOKEN" in lines[0]
+    assert token not in given.stderr
+    from_env = run_cli(
+        "--pipeline", "pipelines/replay.toml", "--port", "70000", VOICE_MEMBRANE_TOKEN=token
+    )
+    assert from_env.returncode != 0 and "warning" not in from_env.stderr
+
+
+def test_a_short_token_off_loopback_is_one_line(tmp_path: Path) -> None:
+    short = "short-token"
+    for args, variables in [
+        (("--token", short), {}),
+        ((), {"VOICE_MEMBRANE_TOKEN": short}),
+    ]:
+        refused = run_cli(
+            "--pipeline",
+            "pipelines/replay.toml",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            *args,
+            **variables,
+        )
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        last = refused.stderr.strip().splitlines()[-1]
+        assert "at least 16" in last and short not in refused.stderr
+    bad = run_cli("--pipeline", "pipelines/replay.toml", "--send-buffer-ms", "0")
+    assert bad.returncode != 0 and "--send-buffer-ms must be > 0" in bad.stderr

@@ -16,6 +16,7 @@ from ..providers.replay import RecordingError, load_recording
 # The repository's recorded streams (an editable install runs from the repository).
 FIXTURES = Path(__file__).resolve().parents[2] / "audio_fixtures" / "streams"
 DEFAULT_RECORDING = FIXTURES / "weather_tool_turn.jsonl"
+TOKEN_VARIABLE = "VOICE_MEMBRANE_TOKEN"
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -110,6 +111,22 @@ def _build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="a browser origin allowed to connect, e.g. https://app.example.com (repeatable)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a Host name answered besides the listener's own, e.g. a proxy's "
+        "voice.example.com (repeatable; docs/websocket-protocol.md)",
+    )
+    serve.add_argument(
+        "--send-buffer-ms",
+        type=float,
+        default=200.0,
+        metavar="MS",
+        help="the kernel send buffer of each session's socket, in ms of its audio "
+        "(200: the lead; more for round trips over ~300 ms)",
     )
     serve.add_argument(
         "--drain-timeout", type=float, default=30.0, metavar="S", help="on SIGTERM (30)"
@@ -211,11 +228,9 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench(args: argparse.Namespace) -> None:
-    import os
-
     from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
 
-    token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
+    token = _token_option(args.token, "bench")
 
     options = BenchOptions(
         pipelines=args.pipeline,
@@ -259,12 +274,11 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    import os
-
     from ..server.run import run_server
 
-    token = args.token if args.token is not None else os.environ.get("VOICE_MEMBRANE_TOKEN")
+    token = _token_option(args.token, "serve")
     for flag, value in (
+        ("--send-buffer-ms", args.send_buffer_ms),
         ("--drain-timeout", args.drain_timeout),
         ("--idle-timeout", args.idle_timeout),
     ):
@@ -284,6 +298,8 @@ def _serve(args: argparse.Namespace) -> None:
                 port=args.port,
                 token=token or None,
                 allow_origins=args.allow_origin,
+                allow_hosts=args.allow_host,
+                send_buffer_s=args.send_buffer_ms / 1000,
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
                 max_sessions=args.max_sessions or None,  # 0: no limit
@@ -294,6 +310,22 @@ def _serve(args: argparse.Namespace) -> None:
         raise
     finally:
         shutdown_tracing()
+
+
+def _token_option(given: str | None, command: str) -> str | None:
+    """``--token``, else ``$VOICE_MEMBRANE_TOKEN``. One given on the command line is
+    in every user's ``ps``: say so, once, on stderr."""
+    import os
+
+    if given is None:
+        return os.environ.get(TOKEN_VARIABLE)
+    print(
+        f"voice-membrane {command}: warning: --token shows the token to every user of "
+        f"this machine (ps, /proc); set {TOKEN_VARIABLE} instead",
+        file=sys.stderr,
+        flush=True,
+    )
+    return given
 
 
 def _default_pipeline() -> Path:

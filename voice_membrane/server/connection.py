@@ -8,7 +8,6 @@ turn (LLM, TTS, audio) at once and nothing outlives the connection.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -30,6 +29,7 @@ from ..vocab.messages import participant_problem
 from . import protocol as p
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
+from .reading import set_send_buffer, watch_reading
 from .socket_sink import SocketSink
 from .state import ServerState
 
@@ -55,17 +55,16 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
-        if state.socket_send_buffer is not None:
-            sock = self.ws.transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, state.socket_send_buffer)
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
             await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
             return
         if state.draining.is_set():
             state.metrics.errors.labels("draining").inc()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", p.error_event("draining", _DRAINING))
+            # An event only to a client that has authenticated: the others get the close.
+            told = header_token is not None or state.token is None
+            events = (p.error_event("draining", _DRAINING),) if told else ()
+            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", *events)
             return
         start = await self._await_start(authenticated=header_token is not None)
         if start is None:
@@ -97,6 +96,7 @@ class Connection:
     async def _await_start(self, authenticated: bool) -> p.SessionStart | None:
         """The client's ``session.start``, or None once the socket is closed."""
         state = self.state
+        needs_token = state.token is not None and not authenticated
         with anyio.move_on_after(state.start_timeout_s):
             while True:
                 try:
@@ -113,7 +113,6 @@ class Connection:
                     message = p.parse_client_message(data)
                 except p.BadMessage as exc:
                     message, problem = None, str(exc)
-                needs_token = state.token is not None and not authenticated
                 if needs_token and not (
                     isinstance(message, p.SessionStart) and state.check_token(message.token)
                 ):
@@ -130,11 +129,10 @@ class Connection:
                     await self._send_error_now("pipeline_not_allowed", f"pipelines here: {names}")
                 else:
                     return message
-        await self._refuse(
-            p.CLOSE_IDLE,
-            "idle_timeout",
-            p.error_event("idle_timeout", "no session.start within the time allowed"),
-        )
+        # Nothing is said to a socket that has not authenticated: the close alone.
+        late = "no session.start within the time allowed"
+        events = () if needs_token else (p.error_event("idle_timeout", late),)
+        await self._refuse(p.CLOSE_IDLE, "idle_timeout", *events)
         return None
 
     async def _send_error_now(self, code: p.ErrorCode, message: str) -> None:
@@ -167,6 +165,8 @@ class Connection:
             sample_rate=start.audio.sample_rate,
             on_overflow=self._drop_slow_client,
         )
+        audio = start.audio
+        set_send_buffer(self.ws, audio.encoding, audio.sample_rate, state.send_buffer_s)
         # The toolbox is this session's own MCP connections, closed with it.
         self.session = session = session_for(
             config,
@@ -216,6 +216,7 @@ class Connection:
                 tg.start_soon(self._idle_watchdog)
                 tg.start_soon(self._drain_watch)
                 tg.start_soon(self._enforce_drop)
+                tg.start_soon(self._watch_reading)
                 await self._receive(tg)
                 tg.cancel_scope.cancel()
         finally:
@@ -406,6 +407,16 @@ class Connection:
         self.ws.transport.abort()
 
     # Watchdogs
+
+    async def _watch_reading(self) -> None:
+        assert self.sink is not None
+        await watch_reading(
+            self.ws,
+            self.sink,
+            bound_s=self.state.max_queued_audio_s,
+            turn_running=lambda: not self.turn_done.is_set(),
+            on_stalled=self._drop_slow_client,
+        )
 
     async def _idle_watchdog(self) -> None:
         timeout = self.state.idle_timeout_s

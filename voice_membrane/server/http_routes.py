@@ -2,7 +2,9 @@
 
 ``route`` answers a request that is not a WebSocket upgrade to ``/v1/session``
 (or refuses an upgrade from an origin that is not allowed). It returns None
-to let the WebSocket handshake go on.
+to let the WebSocket handshake go on. Every response of the port carries
+``SECURITY_HEADERS`` (``SecureConnection`` adds them to the ones websockets
+writes itself).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import http
 import re
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
+from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers, MultipleValuesError
 from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
 
 from .protocol import SESSION_PATH
 
@@ -33,6 +38,30 @@ CONTENT_TYPES = {
 # One plain file name: no folders, no leading dot, so no way out of STATIC_DIR.
 _STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The page loads its script, worklet and style from its own origin and nothing
+# from elsewhere: no inline script or style, images only as data: URLs (the
+# favicon, generated images), the WebSocket to the same origin (CSP 3's 'self'
+# covers ws: and wss:), and no page may frame it.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+SECURITY_HEADERS = (
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
+    ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),  # /metrics is no other site's resource
+)
 
 
 def response(
@@ -46,10 +75,30 @@ def response(
             ("Content-Length", str(len(data))),
             ("Content-Type", content_type),
             ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
+            *SECURITY_HEADERS,
         ]
     )
     return Response(status_.value, status_.phrase, headers, data)
+
+
+def secure(response: Response) -> Response:
+    """Add the security headers a response lacks (websockets' own 426, 414, 431, 503)."""
+    if response.status_code != 101:  # a WebSocket upgrade is no page
+        for name, value in SECURITY_HEADERS:
+            if name not in response.headers:
+                response.headers[name] = value
+    return response
+
+
+class SecureConnection(ServerConnection):
+    """A connection whose every HTTP response is ``secure``: the protocol's
+    ``send_response`` is the one place all of them pass, including the ones
+    websockets makes while parsing, before any hook runs."""
+
+    def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
+        super().__init__(protocol, *args, **kwargs)
+        send = protocol.send_response
+        protocol.send_response = lambda response: send(secure(response))  # type: ignore[method-assign]
 
 
 def static_file(name: str, folder: Path = STATIC_DIR) -> Response:
@@ -62,26 +111,33 @@ def static_file(name: str, folder: Path = STATIC_DIR) -> Response:
     return response(200, path.read_bytes(), content_type)
 
 
-def origin_allowed(request: Request, allowed: Collection[str]) -> bool:
-    """A request with no Origin (not a browser) passes; a browser's must be allowed."""
+def origin_allowed(
+    request: Request, allowed: Collection[str], own: Callable[[str], bool] = lambda _: False
+) -> bool:
+    """A request with no Origin (not a browser) passes; a browser's must be
+    allowed, or ``own`` (one of the server's own names)."""
     try:
         origin = request.headers.get("Origin")
     except MultipleValuesError:
         return False
-    return origin is None or origin.rstrip("/").lower() in allowed
+    if origin is None:
+        return True
+    origin = origin.rstrip("/").lower()
+    return origin in allowed or own(origin)
 
 
 def route(
     request: Request,
     *,
     allowed_origins: Collection[str],
+    own_origin: Callable[[str], bool] = lambda _: False,
     ready: Callable[[], bool],
     metrics: Callable[[], bytes],
     static_dir: Path = STATIC_DIR,
 ) -> Response | None:
     path = request.path.partition("?")[0]
     if path == SESSION_PATH:
-        if not origin_allowed(request, allowed_origins):
+        if not origin_allowed(request, allowed_origins, own_origin):
             return response(403, "origin not allowed\n")
         return None  # the WebSocket handshake (it answers 426 to a plain GET)
     if path == "/healthz":

@@ -248,3 +248,11 @@ def unpack_frame(frame: bytes) -> tuple[int, int, bytes]:
         raise ValueError(f"an audio frame has an {HEADER.size}-byte header, got {len(frame)} bytes")
     turn, sequence = HEADER.unpack_from(frame)
     return turn, sequence, frame[HEADER.size :]
+
+
+def audio_bytes_per_second(encoding: str, sample_rate: int) -> int:
+    """What a session's audio takes on the wire each second: its frames with their
+    header and the WebSocket's own (4 bytes for frames of 126 bytes to 64 KiB)."""
+    frames = 1000 // FRAME_MS
+    audio = sample_rate * FRAME_MS // 1000 * (1 if encoding == "mulaw" else 2)
+    return frames * (audio + HEADER.size + 4)

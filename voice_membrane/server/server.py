@@ -12,6 +12,7 @@ sessions: the embedded LLM and the Piper voice keep process-wide caches.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import socket
 from collections.abc import Iterable, Sequence
@@ -24,17 +25,22 @@ import anyio
 from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
+from websockets.datastructures import MultipleValuesError
 from websockets.http11 import Request, Response
 
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from . import protocol as p
 from .connection import Connection
-from .http_routes import STATIC_DIR, route
+from .hosts import HostRules
+from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .log import JsonLog, Log
 from .state import ServerState
 
 DEFAULT_PORT = 8765
+# Off loopback a token is all that stands between the port and anyone: one this
+# short could be guessed.
+MIN_TOKEN_LENGTH = 16
 
 
 class Server:
@@ -50,6 +56,7 @@ class Server:
         port: int = DEFAULT_PORT,
         token: str | None = None,
         allow_origins: Iterable[str] = (),
+        allow_hosts: Iterable[str] = (),
         drain_timeout_s: float = 30.0,
         idle_timeout_s: float = 300.0,
         log: Log | None = None,
@@ -69,6 +76,17 @@ class Server:
                 f"refusing to listen on {host} without a token "
                 "(--token or VOICE_MEMBRANE_TOKEN): anyone who can reach it could use it"
             )
+        if token is not None and len(token) < MIN_TOKEN_LENGTH and not _is_loopback(host):
+            raise ConfigError(
+                f"refusing a token of {len(token)} characters on {host}: use at least "
+                f"{MIN_TOKEN_LENGTH} (python -c 'import secrets; print(secrets.token_urlsafe())')"
+            )
+        try:
+            self.hosts = HostRules.for_listener(
+                host, port, allow_hosts, loopback=_is_loopback(host)
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.host, self.port, self.token = host, port, token
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.drain_timeout_s, self.idle_timeout_s = drain_timeout_s, idle_timeout_s
@@ -112,9 +130,11 @@ class Server:
             server_header=None,
             close_timeout=self.state.close_timeout_s,
             logger=_quiet_logger(),
+            create_connection=SecureConnection,
         )
         sockets = self._ws.sockets
         self.port = sockets[0].getsockname()[1]
+        self.hosts = dataclasses.replace(self.hosts, port=self.port)
         self.log("listening", url=self.url, pipelines=list(self.pipelines))
         return self
 
@@ -141,20 +161,27 @@ class Server:
                 if parts.toolbox is not None:  # its MCP servers start and list their tools
                     await stack.enter_async_context(parts.toolbox)
 
-    def _own_origins(self, request: Request) -> set[str]:
-        """The page's own origins. Only names of this listener, never the Host header
-        alone: a DNS-rebound page would send an Origin matching its Host."""
-        names = {self.host}
-        if _is_loopback(self.host):
-            names |= {"localhost", "127.0.0.1", "[::1]"}
-        return {f"{scheme}://{name}:{self.port}" for name in names for scheme in ("http", "https")}
-
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         assert self.state is not None
         state = self.state
+        # The Host first, for every route and the upgrade: a DNS-rebound page
+        # names its attacker's host. The page's own origins are the same names
+        # (never whatever the Host says).
+        local = connection.local_address
+        local_ip = local[0] if isinstance(local, tuple) and local else None
+        try:
+            host = request.headers.get("Host")
+        except MultipleValuesError:
+            return response(400, "more than one Host header\n")
+        if host is None:
+            return response(400, "no Host header\n")
+        if not self.hosts.allows_host(host, local_ip):
+            self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
+            return response(421, "this server does not answer to that host name\n")
         return route(
             request,
-            allowed_origins=self.allow_origins | self._own_origins(request),
+            allowed_origins=self.allow_origins,
+            own_origin=lambda origin: self.hosts.allows_origin(origin, local_ip),
             ready=lambda: not state.draining.is_set(),
             metrics=state.metrics.render,
             static_dir=self.static_dir,

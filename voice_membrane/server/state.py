@@ -11,6 +11,7 @@ import anyio
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
 from .prometheus import ServerMetrics
+from .socket_sink import LEAD_S
 
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
@@ -37,9 +38,9 @@ class ServerState:
     # The most sessions at once (None: no limit); one more is refused with 1013, so a
     # load balancer tries another replica instead of every session being served late.
     max_sessions: int | None = DEFAULT_MAX_SESSIONS
-    # The kernel's send buffer per socket (None: the system's, autotuned up to MBs):
-    # a smaller one bounds each session's memory and finds a stalled client sooner.
-    socket_send_buffer: int | None = None
+    # The kernel's send buffer of a session's socket, in seconds of its audio (the
+    # lead's worth), not the MBs it autotunes to: it bounds what a stalled client pins.
+    send_buffer_s: float = LEAD_S
     log: Log = field(default_factory=JsonLog)
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     draining: anyio.Event = field(default_factory=anyio.Event)
