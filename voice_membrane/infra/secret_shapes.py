@@ -76,7 +76,9 @@ class SecretPattern:
         parts = [f"(?P<bearer>{_SHAPES['bearer'][0]})"]
         if self.values:
             parts.append(f"(?P<value>{'|'.join(re.escape(v) for v in self.values)})")
-        parts += [f"(?P<{name}>{pattern})" for name, (pattern, _) in _SHAPES.items() if name != "bearer"]
+        parts += [
+            f"(?P<{name}>{pattern})" for name, (pattern, _) in _SHAPES.items() if name != "bearer"
+        ]
         self.regex = re.compile("|".join(parts))
         self._swallow = {name: re.compile(grow) for name, (_, grow) in _SHAPES.items()}
         longest = max((len(v) for v in self.values), default=0)
