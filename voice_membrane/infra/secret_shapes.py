@@ -7,7 +7,7 @@ Shapes (ASCII only; a shape needs a start not glued to a key character before it
   ``sk-ant-admin01-…``; OpenAI ``sk-proj-…``, ``sk-svcacct-…``, legacy ``sk-`` +
   48; ElevenLabs ``sk_`` + hex): 20 or more key characters after the prefix, a
   digit or capital among the first 41 (so ``sk-learn`` or a slug is prose);
-  Google ``AIza`` + 30 or more;
+  Google ``AIza`` + 30 or more (not after a ``+`` or ``/`` either: base64);
 - JWTs: ``eyJ…`` (a JSON header) ``.eyJ…`` (a JSON payload), the signature and
   any further parts;
 - a bearer token: after ``Bearer`` and one space or tab, 16 or more token
@@ -27,14 +27,17 @@ from typing import Final
 
 _KEY = r"A-Za-z0-9_\-"  # base64url: what the vendors' keys and JWT parts are made of
 _TOKEN = r"A-Za-z0-9._~+/=\-"  # RFC 6750 token68
-_GLUED = rf"(?<![{_KEY}+/])"  # not inside a word of key (or base64) characters
+_GLUED = rf"(?<![{_KEY}])"  # a shape does not start inside a word of key characters
+# ``AIza`` may stand by chance in an image's base64 (``sk-``, ``eyJ….eyJ`` cannot:
+# ``-``, ``_`` and ``.`` are not base64): not after its ``+`` and ``/`` either.
+_GLUED_B64 = rf"(?<![{_KEY}+/])"
 _BEARER = r"(?:(?<=[Bb]earer[ \t])|(?<=BEARER[ \t]))"
 
 # name → (pattern, the class a match grows through once it has matched)
 _SHAPES: Final = {
     "bearer": (rf"{_BEARER}(?=[{_TOKEN}]{{0,40}}[0-9])[{_TOKEN}]{{16,}}", f"[{_TOKEN}]*"),
     "sk": (rf"{_GLUED}sk[-_](?=[{_KEY}]{{0,40}}[0-9A-Z])[{_KEY}]{{20,}}", f"[{_KEY}]*"),
-    "aiza": (rf"{_GLUED}AIza[{_KEY}]{{30,}}", f"[{_KEY}]*"),
+    "aiza": (rf"{_GLUED_B64}AIza[{_KEY}]{{30,}}", f"[{_KEY}]*"),
     "jwt": (
         rf"{_GLUED}eyJ[{_KEY}]{{2,600}}\.eyJ[{_KEY}]{{2,}}(?:\.[{_KEY}]*)*",
         f"[{_KEY}.]*",
