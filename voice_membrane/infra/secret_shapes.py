@@ -23,6 +23,7 @@ where it starts, or is then a match that only grows through one character class
 from __future__ import annotations
 
 import re
+import string
 from typing import Final
 
 _KEY = r"A-Za-z0-9_\-"  # base64url: what the vendors' keys and JWT parts are made of
@@ -43,14 +44,19 @@ _SHAPES: Final = {
         f"[{_KEY}.]*",
     ),
 }
-# What a match may begin with, up to where it is decided (at the end of the text
-# so far): a stream holds text from the first place where one of these starts.
-_UNDECIDED: Final = re.compile(
-    rf"(?:{_BEARER}[{_TOKEN}]{{0,40}}"
-    rf"|{_GLUED}(?:s(?:k(?:[-_][{_KEY}]{{0,40}})?)?"
+# What a shape may begin with, up to where it is decided (at the end of the text
+# so far), where it is not glued to a key character: a stream holds text from the
+# first place where one of these (or a known value's beginning) starts.
+_UNDECIDED_SHAPE: Final = re.compile(
+    rf"(?:s(?:k(?:[-_][{_KEY}]{{0,40}})?)?"
     rf"|A(?:I(?:z(?:a[{_KEY}]{{0,29}})?)?)?"
-    rf"|e(?:y(?:J(?:[{_KEY}]{{0,600}}(?:\.(?:e(?:y(?:J[{_KEY}]?)?)?)?)?)?)?)?))\Z"
+    rf"|e(?:y(?:J(?:[{_KEY}]{{0,600}}(?:\.(?:e(?:y(?:J[{_KEY}]?)?)?)?)?)?)?)?)\Z"
 )
+_UNDECIDED_TOKEN: Final = re.compile(rf"[{_TOKEN}]{{0,40}}\Z")  # after "Bearer "
+_BEARER_WORDS: Final = frozenset(
+    {"Bearer ", "bearer ", "BEARER ", "Bearer\t", "bearer\t", "BEARER\t"}
+)
+_KEY_CHARS: Final = frozenset(string.ascii_letters + string.digits + "-_")
 _SHAPES_WINDOW: Final = 620  # the longest undecided start above, and then some
 # Before a bearer token: the most characters a look-behind reads.
 CONTEXT: Final = 7
@@ -90,6 +96,11 @@ class SecretPattern:
         self._by_first: dict[str, tuple[str, ...]] = {}
         for value in self.values:
             self._by_first[value[0]] = (*self._by_first.get(value[0], ()), value)
+        # The values' beginnings (up to 4 characters): most words begin none.
+        self._heads = frozenset(v[:n] for v in self.values for n in range(1, 5))
+        # Where something may begin: a shape's first letter, a value's.
+        firsts = "".join(sorted({"s", "A", "e", *self._by_first}))
+        self._starts_at = re.compile(f"[{re.escape(firsts)}]")
 
     def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
         """The first match at or after ``pos`` (``regex.search``, in linear time)."""
@@ -131,19 +142,29 @@ class SecretPattern:
 
     def undecided(self, text: str, start: int) -> int:
         """The first place at or after ``start`` where a secret may begin that the
-        text so far does not decide (``len(text)`` if none)."""
-        low = max(start, len(text) - self.window)
-        found = _UNDECIDED.search(text, low)
-        first = found.start() if found is not None else len(text)
-        for head, values in self._by_first.items():
-            at = text.find(head, max(low, len(text) - len(values[0]) + 1), first)
-            while at != -1:
-                rest = len(text) - at
-                if any(len(v) > rest and text.startswith(v[:rest], at) for v in values):
-                    first = at
-                    break
-                at = text.find(head, at + 1, first)
-        return first
+        text so far does not decide (``len(text)`` if none). Over-cautious is
+        allowed (it only holds more); only the last word can be undecided."""
+        end = len(text)
+        low = max(start, end - self.window)
+        low = max(
+            low, text.rfind(" ", low) + 1, text.rfind("\n", low) + 1, text.rfind("\t", low) + 1
+        )
+        if low >= 7 and text[low - 7 : low] in _BEARER_WORDS and _UNDECIDED_TOKEN.match(text, low):
+            return low
+        by_first = self._by_first
+        found = self._starts_at.search(text, low)
+        while found is not None:
+            at = found.start()
+            glued = at > 0 and text[at - 1] in _KEY_CHARS
+            if not glued and _UNDECIDED_SHAPE.match(text, at):
+                return at
+            rest = end - at
+            if text[at : at + 4] in self._heads and any(
+                len(v) > rest and text.startswith(v[:rest], at) for v in by_first[text[at]]
+            ):
+                return at
+            found = self._starts_at.search(text, at + 1)
+        return end
 
 
 def _has_space(value: str) -> bool:

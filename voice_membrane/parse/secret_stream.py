@@ -49,6 +49,11 @@ class SecretStream:
         pos = len(self._context)
         end = len(s)
         undecided = end if final else pattern.undecided(s, pos)
+        found = pattern.search(s, pos)
+        if found is None or found.start() >= undecided:  # the common case: nothing found
+            self._held = s[undecided:]
+            self._context = s[max(0, undecided - CONTEXT) : undecided]
+            return s[pos:undecided]
         out: list[str] = []
         while (found := pattern.search(s, pos)) is not None and found.start() < undecided:
             out += (s[pos : found.start()], self.replacement)
