@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from serve_helpers import write_pipeline
 from vendors import VENDORS, Vendor
 
+from voice_membrane.cli.run import run_assistant
 from voice_membrane.infra.redact import KEY_VARIABLES, MASK, forget_all, remember
 from voice_membrane.infra.secret_shapes import SHAPES, SecretPattern
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.parse import XmlStreamParser
 from voice_membrane.parse.secret_filter import SPOKEN, SecretFilter
+from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.debug_dir import mask_split_secrets, output_record
 from voice_membrane.server import Server
 from voice_membrane.server import protocol as p
@@ -166,3 +170,14 @@ def test_serve_remembers_its_token_and_its_log_masks_nested_values() -> None:
     JsonLog(lines.append)("turn_end", details={"said": f"{token} {KEY}"}, error=JWT)
     assert not leaked(lines[0], token, KEY, JWT)
     assert SHAPES.sub(f"a {KEY}", "K") == "a K"
+
+
+@pytest.mark.anyio
+async def test_everything_run_prints_is_redacted(tmp_path: Path) -> None:
+    # A credential header's value with no key shape is not the stream's to find
+    # (it is spoken); what run prints is redacted as a whole all the same.
+    path = write_pipeline(tmp_path, "header", "Send x-api-key: opaqueValue123456 now.")
+    printed: list[str] = []
+    (result,) = await run_assistant(load_pipeline(path), prompt="hi", out=printed.append)
+    assert "opaqueValue123456" in result.visible_text
+    assert "x-api-key: ***" in "".join(printed) and "opaqueValue" not in "".join(printed)

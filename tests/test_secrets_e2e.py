@@ -39,6 +39,7 @@ SERVER_KEY = "srv-own-llm-key-" + _chars(20)  # the server's LLM key, no known s
 TTS_KEY = "tts-own-key-" + _chars(20)  # the voice's key (OPENAI_API_KEY), no shape
 SERVE_TOKEN = "serve-token-" + _chars(20)
 TOOL_TOKEN = "opaque" + _chars(26)  # after "Authorization: Bearer" in a tool's result
+BASIC = "dXNlcjpwYXNzd29yZDEyMw=="  # after "Basic": user:password123
 SHAPED = {
     "anthropic": "sk-ant-api03-" + _chars(93, string.ascii_letters + string.digits + "-_") + "AA",
     "anthropic admin": "sk-ant-admin01-" + _chars(93, string.ascii_letters + "-_") + "AA",
@@ -50,25 +51,20 @@ SHAPED = {
     "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6Ikpv"
     "aG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
 }
-SECRETS = [SERVER_KEY, TTS_KEY, SERVE_TOKEN, TOOL_TOKEN, *SHAPED.values()]
+SECRETS = [SERVER_KEY, TTS_KEY, SERVE_TOKEN, TOOL_TOKEN, BASIC, *SHAPED.values()]
 STDIO = f'command = ["{sys.executable}", "-m", "voice_membrane.testing.mcp_weather"]'
 
 
-def listing(secrets: list[str]) -> str:
-    return ", ".join(f"{name} {key}" for name, key in zip(SHAPED, secrets, strict=False))
-
-
 def replies() -> tuple[ScriptedReply, ScriptedReply]:
-    shaped = list(SHAPED.values())
+    shaped = " ".join(SHAPED.values())
     first = ScriptedReply.of(
-        thinking(f"I hold {SERVER_KEY} and {SERVE_TOKEN}; also {listing(shaped)}."),
-        f"Your keys: {listing(shaped)}. Server key {SERVER_KEY}, token {SERVE_TOKEN}.",
+        thinking(f"I hold {SERVER_KEY} and {SERVE_TOKEN}; also {shaped}."),
+        f"Keys: {shaped}. {SERVER_KEY}, {SERVE_TOKEN}.",
         tool_use("whoami", {}),
         delta_chars=5,  # every key arrives in pieces
     )
     second = ScriptedReply.of(
-        f"The tool said Authorization: Bearer {TOOL_TOKEN} and my voice key is {TTS_KEY}. "
-        f"Again: {listing(shaped[::-1])}.",
+        f"It said Authorization: Bearer {TOOL_TOKEN}. Basic {BASIC}, {TTS_KEY}.",
         delta_chars=3,
     )
     return first, second
@@ -140,7 +136,7 @@ async def test_serve_sends_no_secret_to_the_client_the_voice_or_its_log(
     for where, text in [("events", "\n".join(frames)), ("voice", spoken), ("log", "".join(lines))]:
         assert leaks(text) == [], f"{where}: {leaks(text)}"
     # The voice said "a key" where a key was, and the client heard and saw the same.
-    assert spoken.count("a key") >= 2 * len(SHAPED)
+    assert spoken.count("a key") == len(SHAPED) + 5
     assert "a key" in end["heard"] and end["heard"].split() == end["visible"].split()
     tool_result = next(
         e["block"]

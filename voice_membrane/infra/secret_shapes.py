@@ -11,10 +11,12 @@ Shapes (ASCII only; a shape needs a start not glued to a key character before it
 - JWTs: ``eyJ…`` (a JSON header) ``.eyJ…`` (a JSON payload), the signature and
   any further parts;
 - a bearer token: after ``Bearer`` and one space or tab, 16 or more token
-  characters with a digit among the first 41.
+  characters with a digit among the first 41; basic credentials: after
+  ``Basic`` and one space or tab, 8 or more base64 characters with a digit,
+  ``+``, ``/`` or ``=`` among the first 41.
 
 ``SecretPattern`` joins them with known values (``redact``'s secrets): in a
-match, the bearer token comes first, then the values (longest first), then the
+match, the bearer and basic credentials come first, then the values (longest first), then the
 shapes. Every part of the pattern is decided within ``window`` characters of
 where it starts, or is then a match that only grows through one character class
 (``swallow``): a stream holds a bounded tail, and never re-reads more than that.
@@ -33,10 +35,14 @@ _GLUED = rf"(?<![{_KEY}])"  # a shape does not start inside a word of key charac
 # ``-``, ``_`` and ``.`` are not base64): not after its ``+`` and ``/`` either.
 _GLUED_B64 = rf"(?<![{_KEY}+/])"
 _BEARER = r"(?:(?<=[Bb]earer[ \t])|(?<=BEARER[ \t]))"
+_BASIC = r"(?:(?<=[Bb]asic[ \t])|(?<=BASIC[ \t]))"
+_B64 = "A-Za-z0-9+/="
 
+_SCHEMES: Final = ("bearer", "basic")  # matched before known values: they cover a token whole
 # name → (pattern, the class a match grows through once it has matched)
 _SHAPES: Final = {
     "bearer": (rf"{_BEARER}(?=[{_TOKEN}]{{0,40}}[0-9])[{_TOKEN}]{{16,}}", f"[{_TOKEN}]*"),
+    "basic": (rf"{_BASIC}(?=[{_B64}]{{0,40}}[0-9+/=])[{_B64}]{{8,}}", f"[{_B64}]*"),
     "sk": (rf"{_GLUED}sk[-_](?=[{_KEY}]{{0,40}}[0-9A-Z])[{_KEY}]{{20,}}", f"[{_KEY}]*"),
     "aiza": (rf"{_GLUED_B64}AIza[{_KEY}]{{30,}}", f"[{_KEY}]*"),
     "jwt": (
@@ -53,9 +59,11 @@ _UNDECIDED_SHAPE: Final = re.compile(
     rf"|e(?:y(?:J(?:[{_KEY}]{{0,600}}(?:\.(?:e(?:y(?:J[{_KEY}]?)?)?)?)?)?)?)?)\Z"
 )
 _UNDECIDED_TOKEN: Final = re.compile(rf"[{_TOKEN}]{{0,40}}\Z")  # after "Bearer "
-_BEARER_WORDS: Final = frozenset(
-    {"Bearer ", "bearer ", "BEARER ", "Bearer\t", "bearer\t", "BEARER\t"}
-)
+# The words a credential follows (and a space or tab), by their length.
+_SCHEME_WORDS: Final = {
+    n: frozenset(word + gap for word in words for gap in " \t")
+    for n, words in ((7, ("Bearer", "bearer", "BEARER")), (6, ("Basic", "basic", "BASIC")))
+}
 _KEY_CHARS: Final = frozenset(string.ascii_letters + string.digits + "-_")
 _SHAPES_WINDOW: Final = 620  # the longest undecided start above, and then some
 # Before a bearer token: the most characters a look-behind reads.
@@ -66,10 +74,10 @@ CONTEXT: Final = 7
 # (a 1 MB image's data URL: 0.25 s).
 _STARTS: Final = (
     *((head, 0) for head in ("sk-", "sk_", "AIza", "eyJ")),
-    *((word + gap, 7) for word in ("Bearer", "bearer", "BEARER") for gap in " \t"),
+    *((word, n) for n, words in _SCHEME_WORDS.items() for word in words),
 )
 _SHORT: Final = 256  # shorter than this, the pattern's own search is quicker
-_HEADS: Final = ("sk-", "sk_", "AIza", "eyJ", "earer", "EARER")
+_HEADS: Final = ("sk-", "sk_", "AIza", "eyJ", "earer", "EARER", "asic", "ASIC")
 
 
 def might_hold_shape(text: str) -> bool:
@@ -82,11 +90,13 @@ class SecretPattern:
 
     def __init__(self, values: tuple[str, ...] = ()) -> None:
         self.values = tuple(sorted({v for v in values if v and not _has_space(v)}, key=len)[::-1])
-        parts = [f"(?P<bearer>{_SHAPES['bearer'][0]})"]
+        parts = [f"(?P<{name}>{_SHAPES[name][0]})" for name in _SCHEMES]
         if self.values:
             parts.append(f"(?P<value>{'|'.join(re.escape(v) for v in self.values)})")
         parts += [
-            f"(?P<{name}>{pattern})" for name, (pattern, _) in _SHAPES.items() if name != "bearer"
+            f"(?P<{name}>{pattern})"
+            for name, (pattern, _) in _SHAPES.items()
+            if name not in _SCHEMES
         ]
         self.regex = re.compile("|".join(parts))
         self._swallow = {name: re.compile(grow) for name, (_, grow) in _SHAPES.items()}
@@ -149,8 +159,9 @@ class SecretPattern:
         low = max(
             low, text.rfind(" ", low) + 1, text.rfind("\n", low) + 1, text.rfind("\t", low) + 1
         )
-        if low >= 7 and text[low - 7 : low] in _BEARER_WORDS and _UNDECIDED_TOKEN.match(text, low):
-            return low
+        for n, words in _SCHEME_WORDS.items():
+            if low >= n and text[low - n : low] in words and _UNDECIDED_TOKEN.match(text, low):
+                return low
         by_first = self._by_first
         found = self._starts_at.search(text, low)
         while found is not None:
