@@ -185,6 +185,11 @@ def test_run_writes_no_secret_to_stdout_stderr_the_events_file_or_the_debug_fold
         "metrics": metrics.read_text(encoding="utf-8"),
         **{f"debug {p.name}": p.read_text(encoding="utf-8", errors="replace") for p in files},
     }
+    for path in files:  # a reply's deltas, each too short to hold a key, joined
+        if "call" in path.name:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            deltas = record["response"]["outputs"]
+            outputs[f"deltas of {path.name}"] = "".join(d.get("text") or "" for d in deltas)
     for where, text in outputs.items():
         assert leaks(text) == [], f"{where}: {leaks(text)}"
     assert "a key" in said.out and "[tool_result] Authorization: Bearer ***" in said.out
