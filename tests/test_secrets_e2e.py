@@ -61,6 +61,7 @@ def replies() -> tuple[ScriptedReply, ScriptedReply]:
         thinking(f"I hold {SERVER_KEY} and {SERVE_TOKEN}; also {shaped}."),
         f"Keys: {shaped}. {SERVER_KEY}, {SERVE_TOKEN}.",
         tool_use("whoami", {}),
+        tool_use("get_weather", {"city": f"Paris {SERVER_KEY} {SHAPED['openai project']}"}),
         delta_chars=5,  # every key arrives in pieces
     )
     second = ScriptedReply.of(
@@ -144,9 +145,16 @@ async def test_serve_sends_no_secret_to_the_client_the_voice_or_its_log(
         if e["event"] == "complete" and e["block_type"] == "tool_result"
     )
     assert tool_result["content"] == "Authorization: Bearer ***"
-    # The model itself was sent its own text as it was shown (masked), the tool's
-    # result as the tool wrote it (the model may need it; it is not spoken).
-    assert TOOL_TOKEN in json.dumps(sent[1])
+    # The tools were handed no key; the model is sent a tool's result as the tool
+    # wrote it (it may need it; it is not spoken).
+    results = [
+        block["content"][0]["text"] if isinstance(block["content"], list) else block["content"]
+        for message in sent[1]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert results == [f"Authorization: Bearer {TOOL_TOKEN}", "Paris *** ***: sunny, high of 21 °C"]
 
 
 def test_run_writes_no_secret_to_stdout_stderr_the_events_file_or_the_debug_folder(

@@ -14,14 +14,15 @@ call's name and id are left alone): text that may still become a key is held
 A block in which something was masked completes with its content masked the
 same way (its chunks joined), except a signed thinking block: its text goes
 back to the model as signed, so it keeps it, and ``redact`` masks it wherever
-it leaves the process. A tool call's ``input`` stays as the model wrote it (the
-tool runs with it); every log and event masks it with ``redact``.
+it leaves the process. A tool call's ``input`` is masked too (``***``): a key
+is never handed to a tool — an MCP server may be another machine — and the
+call goes back to the model as it ran.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
 
 from ..infra.redact import MASK, secret_pattern
 from ..infra.secret_shapes import SecretPattern
@@ -68,6 +69,10 @@ class SecretFilter:
                 if event.index in self._masked:
                     self._masked.discard(event.index)
                     event = BlockComplete(event.index, self._masked_block(event.block))
+                if event.block.input:  # (whatever its chunks held: native input is JSON)
+                    masked = self._masked_input(event.block.input)
+                    if masked != event.block.input:
+                        event = BlockComplete(event.index, replace(event.block, input=masked))
                 out.append(event)
             else:
                 if isinstance(event, BlockStart):
@@ -91,6 +96,15 @@ class SecretFilter:
         if stream.masked:
             self._masked.add(meta.block_index)
         self._stream = self._meta = None
+
+    def _masked_input(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.pattern.sub(value, self.hidden)
+        if isinstance(value, dict):
+            return {key: self._masked_input(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._masked_input(item) for item in value]
+        return value
 
     def _masked_block(self, block: Block) -> Block:
         if block.content is None:
