@@ -181,3 +181,11 @@ async def test_everything_run_prints_is_redacted(tmp_path: Path) -> None:
     (result,) = await run_assistant(load_pipeline(path), prompt="hi", out=printed.append)
     assert "opaqueValue123456" in result.visible_text
     assert "x-api-key: ***" in "".join(printed) and "opaqueValue" not in "".join(printed)
+
+
+def test_an_event_cut_to_its_size_limit_is_redacted_before_the_cut() -> None:
+    # A cut that fell inside a key would leave a piece too short for its shape.
+    for kept in range(10, 30, 3):  # how much of the key comes before the cut
+        at = p.MAX_EVENT_BYTES - 95 - kept
+        sent = p.event("log", turn=1, text="x" * at + f" {KEY} " + "y" * 1000)
+        assert json.loads(sent)["truncated"] is True and not leaked(sent, KEY), kept
