@@ -12,7 +12,7 @@ Shapes (ASCII only; a shape needs a start not glued to a key character before it
   any further parts;
 - a bearer token: after ``Bearer`` and one space or tab, 16 or more token
   characters with a digit among the first 41; basic credentials: after
-  ``Basic`` and one space or tab, 8 or more base64 characters with a digit,
+  ``Basic`` and one space or tab, 8 or more token characters with a digit,
   ``+``, ``/`` or ``=`` among the first 41.
 
 ``SecretPattern`` joins them with known values (``redact``'s secrets): in a
@@ -36,7 +36,7 @@ _GLUED = rf"(?<![{_KEY}])"  # a shape does not start inside a word of key charac
 _GLUED_B64 = rf"(?<![{_KEY}+/])"
 _BEARER = r"(?:(?<=[Bb]earer[ \t])|(?<=BEARER[ \t]))"
 _BASIC = r"(?:(?<=[Bb]asic[ \t])|(?<=BASIC[ \t]))"
-_B64 = "A-Za-z0-9+/="
+_B64 = _TOKEN  # base64 in token68: a match ends where the characters of any shape do
 
 _SCHEMES: Final = ("bearer", "basic")  # matched before known values: they cover a token whole
 # name → (pattern, the class a match grows through once it has matched)
