@@ -50,6 +50,9 @@ KEY_VARIABLES: Final = (
 # messages, and no vendor issues keys that short.
 MIN_SECRET_LENGTH: Final = 8
 QUOTE_LIMIT: Final = 80
+# Longer texts are looked at for a credential header's name before the header
+# pattern scans them.
+_SCAN_ALWAYS: Final = 4096
 
 _remembered: set[str] = set()
 _version = 0  # counts changes of _remembered
@@ -97,6 +100,10 @@ def redact(text: str) -> str:
         text = _USERINFO.sub(rf"\1{MASK}@", text)
     if "=" in text:
         text = _QUERY_CREDENTIAL.sub(rf"\1{MASK}", text)
+    if len(text) > _SCAN_ALWAYS:  # (a served image's data URL: the pattern scans MBs)
+        lowered = text.lower()
+        if "api-key" not in lowered and "authorization" not in lowered:
+            return text
     return _HEADER_CREDENTIAL.sub(rf"\1{MASK}", text)
 
 
