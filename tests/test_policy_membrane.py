@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from vendors import VENDORS, Vendor
 
+from voice_membrane.infra.redact import KEY_VARIABLES, forget_all
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import MembraneItem, ReplyResult
 from voice_membrane.membrane.tools import ToolCall
@@ -121,7 +122,14 @@ class StopOnSecret:
             context.terminate("it started on the secret")
 
 
-async def test_a_terminated_reply_ends_at_once_and_keeps_what_passed() -> None:
+async def test_a_terminated_reply_ends_at_once_and_keeps_what_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No key known: text that may begin one is held back a moment by the secret
+    # filter, which would move where the deltas below are cut.
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    forget_all()
     reply = ScriptedReply.of("Sure. The secret is " + "x " * 400, delta_chars=4)
     with FakeAnthropic(reply) as server:
         provider = AnthropicProvider(api_key="k", base_url=server.base_url)

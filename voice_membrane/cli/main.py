@@ -229,8 +229,10 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _bench(args: argparse.Namespace) -> None:
     from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+    from ..infra.redact import remember
 
     token = _token_option(args.token, "bench")
+    remember(token)  # the server's token: masked in every line and report the bench writes
 
     options = BenchOptions(
         pipelines=args.pipeline,

@@ -76,7 +76,10 @@ async def run_assistant(
 
     Raises ``ConfigError`` before anything starts for a bad configuration,
     output path or image, and ``OutputFileError`` (one line) if an output file
-    cannot be written (the turns have run and been spoken by then)."""
+    cannot be written (the turns have run and been spoken by then).
+
+    Everything said through ``out`` is redacted there, whatever says it."""
+    out = _redacting(out)
     for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
         problem = path and output_path_problem(path)
         if problem:
@@ -171,6 +174,10 @@ async def run_assistant(
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
+
+
+def _redacting(out: Callable[[str], None]) -> Callable[[str], None]:
+    return lambda text: out(redact(text))
 
 
 def _say_image(record: dict[str, Any], out: Callable[[str], None]) -> None:

@@ -1,4 +1,5 @@
-"""Secrets out of every message: known keys by value, credentials in URLs and headers.
+"""Secrets out of every message: known keys by value and by shape, credentials in
+URLs and headers.
 
 Any text that leaves the process (an ``error:`` line, a ``retried:`` line, the
 ``--metrics-json`` report, the events log, a configuration error) may carry a
@@ -10,10 +11,15 @@ masks
   (``KEY_VARIABLES``, read when called) and any value passed to ``remember``
   (a key read from ``llm.api_key_env``), in the forms a message may quote it
   (as is, stripped, escaped as in a ``repr`` of text or bytes);
+- every key by its shape (``secret_shapes.py``): the vendors' keys (``sk-ant-…``,
+  ``sk-proj-…``, ``sk-…``, ``sk_…``, ``AIza…``), JWTs and bearer tokens, known or not;
 - URL userinfo (``scheme://user:secret@host``) and query credentials
   (``key=``, ``api_key=``, ``token=``, … in a query string);
 - the value after a credential header name (``x-api-key: …``,
   ``Authorization: Bearer …``, ``xi-api-key: …``).
+
+``secret_pattern()`` is the same set for a stream (``parse/secret_stream.py``):
+the known values and the shapes as one pattern, made again only when they change.
 
 ``quote(value)`` is how a user's value appears in a message: redacted, and cut
 to a readable length (a 1 MB bad value is not echoed whole). This module is
@@ -26,9 +32,11 @@ import os
 import re
 from typing import Final
 
+from .secret_shapes import SHAPES, SecretPattern, might_hold_shape
+
 MASK: Final = "***"
-# The variables the vendors' SDKs read their keys from (ElevenLabs: for the
-# cloud voices to come; its key is masked already wherever it could appear).
+# The variables the vendors' SDKs read their keys from, and the token `serve`
+# asks its clients for.
 KEY_VARIABLES: Final = (
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
@@ -36,11 +44,15 @@ KEY_VARIABLES: Final = (
     "GOOGLE_API_KEY",
     "ELEVENLABS_API_KEY",
     "XI_API_KEY",
+    "VOICE_MEMBRANE_TOKEN",
 )
 # Shorter values are not masked by value: masking "abc" everywhere would garble
 # messages, and no vendor issues keys that short.
 MIN_SECRET_LENGTH: Final = 8
 QUOTE_LIMIT: Final = 80
+# Longer texts are looked at for a credential header's name before the header
+# pattern scans them.
+_SCAN_ALWAYS: Final = 4096
 
 _remembered: set[str] = set()
 _version = 0  # counts changes of _remembered
@@ -48,6 +60,7 @@ _version = 0  # counts changes of _remembered
 # variables' values, the remembered values): redact() runs on every line of
 # the events log, so it is computed again only when either changes.
 _cache: tuple[tuple[object, ...], tuple[str, ...]] = ((), ())
+_pattern: tuple[tuple[str, ...], SecretPattern] = ((), SecretPattern())
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s@'\"]+@")
 _QUERY_CREDENTIAL = re.compile(
@@ -81,11 +94,26 @@ def redact(text: str) -> str:
     for secret in _secrets():
         if secret in text:
             text = text.replace(secret, MASK)
+    if might_hold_shape(text):
+        text = SHAPES.sub(text, MASK)
     if "://" in text:
         text = _USERINFO.sub(rf"\1{MASK}@", text)
     if "=" in text:
         text = _QUERY_CREDENTIAL.sub(rf"\1{MASK}", text)
+    if len(text) > _SCAN_ALWAYS:  # (a served image's data URL: the pattern scans MBs)
+        lowered = text.lower()
+        if "api-key" not in lowered and "authorization" not in lowered:
+            return text
     return _HEADER_CREDENTIAL.sub(rf"\1{MASK}", text)
+
+
+def secret_pattern() -> SecretPattern:
+    """The known values and the shapes, for a stream (``SecretPattern``)."""
+    global _pattern
+    secrets = _secrets()
+    if secrets is not _pattern[0]:
+        _pattern = (secrets, SecretPattern(secrets))
+    return _pattern[1]
 
 
 def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
@@ -119,4 +147,12 @@ def _forms(secret: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
-__all__ = ["KEY_VARIABLES", "MASK", "forget_all", "quote", "redact", "remember"]
+__all__ = [
+    "KEY_VARIABLES",
+    "MASK",
+    "forget_all",
+    "quote",
+    "redact",
+    "remember",
+    "secret_pattern",
+]

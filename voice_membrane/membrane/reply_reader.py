@@ -2,7 +2,8 @@
 
 ``ReplyReader`` takes provider output — raw text through the XML parser,
 native blocks through ``NativeBlockAssembler``, one index sequence for both —
-passes the events through the JSON tool reader and the stream policies, and
+passes the events through the JSON tool reader, the secret filter (no key in
+any event: ``parse/secret_filter.py``) and the stream policies, and
 keeps the reply's completed blocks, its usage and the tool calls a policy
 rejected. It is the reply's reading state alone: when to call the provider and
 what to do after a call are the reply loop's (``reply_loop``), so the two can be
@@ -20,6 +21,7 @@ from ..formats.base import BuiltRequest
 from ..parse import NativeBlockAssembler, XmlStreamParser
 from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from ..parse.policy import PolicyRunners, StreamPolicy
+from ..parse.secret_filter import SecretFilter
 from ..vocab.events import Block, BlockComplete, BlockStart, Event
 from ..vocab.messages import Request, ToolResultContent, ToolUseContent
 from ..vocab.provider_output import (
@@ -70,6 +72,7 @@ class ReplyReader:
             interceptor = settings.json_tools()
             interceptor.reserve_ids(_tool_use_ids(request))
             self.json_tools = JsonToolsInText(interceptor)
+        self.secrets = SecretFilter()  # always: not a policy one may leave out
         self.blocks: list[Block] = []
         self.usage = Usage()  # over the reply's ended calls
         self._image_index: int | None = None  # the last image block started (as emitted)
@@ -133,11 +136,14 @@ class ReplyReader:
         self.settings.parse_ns += time.perf_counter_ns() - started
         return self.record(events, round_)
 
-    def record(self, events: list[Event], round_: CallRound) -> list[Event]:
-        """Events through the JSON tool reader and the policies, then what passed
-        kept as the reply's."""
+    def record(self, events: list[Event], round_: CallRound, *, last: bool = False) -> list[Event]:
+        """Events through the JSON tool reader, the secret filter and the policies,
+        then what passed kept as the reply's (``last``: the call's stream ended)."""
         if self.json_tools is not None:
             events = self.json_tools.feed(events)
+        events = self.secrets.feed(events)
+        if last:
+            events += self.secrets.flush()
         if self.policies:
             events = self.policies.feed(events)
             self._keep_rejected(round_)
@@ -153,7 +159,7 @@ class ReplyReader:
         events = self.parser.flush() if self.parser is not None else []
         self.native_follows()  # held stray text comes after the parser's blocks
         events += self.assembler.flush()
-        return self.record(events, round_) + self.settle(round_)
+        return self.record(events, round_, last=True) + self.settle(round_)
 
     def native_follows(self) -> None:
         """Native blocks read next are numbered after the text's."""

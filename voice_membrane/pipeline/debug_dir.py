@@ -18,8 +18,10 @@ it ends (an error, an interrupt).
 
 Nothing secret is written: values under credential-like keys (``api_key``,
 ``authorization``, ``xi-api-key``…) are masked by name, every string goes
-through ``redact.redact`` (known keys by value, bearer tokens, URL
-credentials), and the file's text once more as a whole. Large base64 (images)
+through ``redact.redact`` (known keys by value and by shape, bearer tokens,
+URL credentials), and the file's text once more as a whole. A key split over
+several deltas is masked too: each run of text deltas goes through one
+``SecretStream`` (``mask_split_secrets``). Large base64 (images)
 is externalized with ``debug_sanitize.sanitize_for_storage``.
 """
 
@@ -38,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ..infra.redact import MASK, redact
+from ..infra.redact import MASK, redact, secret_pattern
+from ..parse.secret_stream import SecretStream
 from ..storage.blobs import BlobError, BlobStore, FileBlobStore
 from ..storage.debug_sanitize import DEFAULT_THRESHOLD, sanitize_for_storage
 from ..vocab.provider_output import ProviderOutput
@@ -92,6 +95,38 @@ def _secret_key(key: object) -> bool:
 def output_record(output: ProviderOutput) -> dict[str, Any]:
     """One provider output item as JSON: its type and fields."""
     return {"type": type(output).__name__, **dataclasses.asdict(output)}
+
+
+_TEXT_DELTAS: Final = ("TextDelta", "NativeDelta", "StrayDelta")
+
+
+def mask_split_secrets(outputs: list[dict[str, Any]]) -> None:
+    """Mask secrets that span deltas, in place: each run of deltas of one kind
+    (the raw text, one native block's) is read as one text. A run in which
+    nothing was masked is left as it came, deltas and all."""
+    pattern = secret_pattern()
+    run: list[dict[str, Any]] = []
+
+    def end() -> None:
+        if not run:
+            return
+        stream = SecretStream(pattern, MASK)
+        texts = [stream.feed(record["text"]) for record in run]
+        texts[-1] += stream.flush()
+        if stream.masked:
+            for record, text in zip(run, texts, strict=True):
+                record["text"] = text
+        run.clear()
+
+    for record in outputs:
+        kind = record.get("type")
+        if kind in _TEXT_DELTAS and isinstance(record.get("text"), str):
+            if run and run[0]["type"] != kind:
+                end()
+            run.append(record)
+        elif kind in ("NativeStart", "NativeStop"):  # a block's text ends here
+            end()
+    end()
 
 
 class DebugDir:
@@ -198,6 +233,7 @@ class RecordingProvider:
             ended = "closed" if cancelled else f"error: {type(exc).__name__}: {exc}"
             raise
         finally:
+            mask_split_secrets(outputs)
             record["response"] = {"outputs": outputs, "ended": ended}
             record["seconds"] = round(time.time() - record["started_at"], 3)
             with anyio.CancelScope(shield=True):
@@ -225,4 +261,4 @@ def _built_record(built: BuiltRequest) -> dict[str, Any]:
     }
 
 
-__all__ = ["DebugDir", "RecordingProvider", "output_record", "scrub"]
+__all__ = ["DebugDir", "RecordingProvider", "mask_split_secrets", "output_record", "scrub"]

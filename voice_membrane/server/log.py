@@ -1,7 +1,8 @@
 """Structured logs: one JSON object per line, one line per session event.
 
-Every string value is redacted (``redact.py``): a provider error may quote a
-key; the session token is never passed here at all.
+Every line is redacted whole (``redact.py``), nested values too: a provider
+error may quote a key; the session token is never passed here at all (and is
+masked by value if it were).
 """
 
 from __future__ import annotations
@@ -30,5 +31,5 @@ class JsonLog:
 
     def __call__(self, event: str, **fields: Any) -> None:
         record = {"ts": round(time.time(), 3), "event": event}
-        record.update({k: redact(v) if isinstance(v, str) else v for k, v in fields.items()})
-        self._write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        record.update(fields)
+        self._write(redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n")

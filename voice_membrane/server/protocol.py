@@ -159,11 +159,18 @@ _TYPES = ("session.start", "user.message", "interrupt", "session.end")
 
 def event(type_: str, **fields: Any) -> str:
     """A server event as the JSON text sent, at most ``MAX_EVENT_BYTES`` of UTF-8
-    (``bounded_event``)."""
-    text = _dumps({"type": type_, **fields})
+    (``bounded_event``). Every event is made here, and redacted here (no key by
+    value or by shape, whatever field holds it) before it is cut, so a cut never
+    leaves part of a key."""
+    text = redact(_dumps({"type": type_, **fields}))
     if len(text) <= MAX_EVENT_BYTES // 4:  # (at most 4 bytes a character: surely fits)
         return text
-    return bounded_event(text, type_, fields, MAX_EVENT_BYTES)
+    try:
+        redacted = json.loads(text)
+    except json.JSONDecodeError:  # a known value that ends inside an escape
+        return redact(bounded_event(text, type_, fields, MAX_EVENT_BYTES))
+    del redacted["type"]
+    return bounded_event(text, type_, redacted, MAX_EVENT_BYTES)
 
 
 def _dumps(value: Any) -> str:

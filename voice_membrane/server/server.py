@@ -28,6 +28,7 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.datastructures import MultipleValuesError
 from websockets.http11 import Request, Response
 
+from ..infra.redact import remember
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from . import protocol as p
@@ -88,6 +89,7 @@ class Server:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.host, self.port, self.token = host, port, token
+        remember(token)  # masked in every event, log line and message from now on
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.drain_timeout_s, self.idle_timeout_s = drain_timeout_s, idle_timeout_s
         self.log = log or JsonLog()

@@ -1,0 +1,71 @@
+"""``SecretStream``: secrets masked in text that arrives in pieces.
+
+A key comes over many tokens, so a stream cannot mask piece by piece. This one
+passes text on at once unless it may be the start of a secret (a known value,
+or a shape of ``infra/secret_shapes.py``) that the text so far does not decide;
+it holds only that tail — at most ``SecretPattern.window`` characters, or what
+is left of a word after ``Bearer`` — and a match that reaches the end of the
+text is replaced at once, the rest of it dropped as it comes. Whatever the
+splitting, what comes out is ``pattern.sub(text, replacement)`` of the whole.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..infra.secret_shapes import CONTEXT, SecretPattern
+
+__all__ = ["SecretStream"]
+
+
+class SecretStream:
+    def __init__(self, pattern: SecretPattern, replacement: str) -> None:
+        self.pattern, self.replacement = pattern, replacement
+        self.masked = 0  # how many secrets were replaced
+        self._context = ""  # the text just before ``_held`` (a look-behind reads it)
+        self._held = ""
+        self._growing: re.Pattern[str] | None = None  # a replaced match may still grow
+
+    def feed(self, text: str) -> str:
+        if self._growing is not None:
+            grown = self._growing.match(text)
+            n = grown.end() if grown is not None else 0
+            if n:
+                self._context = (self._context + text[:n])[-CONTEXT:]
+            if n == len(text):
+                return ""
+            text, self._growing = text[n:], None
+        return self._scan(text, final=False)
+
+    def flush(self) -> str:
+        """The end of the text: what is held is decided."""
+        out = self._scan("", final=True)
+        self._context, self._growing = "", None
+        return out
+
+    def _scan(self, text: str, *, final: bool) -> str:
+        pattern = self.pattern
+        s = self._context + self._held + text
+        pos = len(self._context)
+        end = len(s)
+        undecided = end if final else pattern.undecided(s, pos)
+        found = pattern.search(s, pos)
+        if found is None or found.start() >= undecided:  # the common case: nothing found
+            self._held = s[undecided:]
+            self._context = s[max(0, undecided - CONTEXT) : undecided]
+            return s[pos:undecided]
+        out: list[str] = []
+        while (found := pattern.search(s, pos)) is not None and found.start() < undecided:
+            out += (s[pos : found.start()], self.replacement)
+            self.masked += 1
+            pos = found.end()
+            if pos == end and not final:
+                self._growing = pattern.swallow(found)
+                undecided = end
+                break
+            if pos > undecided:
+                undecided = pattern.undecided(s, pos)
+        out.append(s[pos:undecided])
+        self._held = s[undecided:]
+        self._context = s[max(0, undecided - CONTEXT) : undecided]
+        return "".join(out)
