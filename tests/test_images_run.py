@@ -16,7 +16,7 @@ import pytest
 from voice_membrane.cli.run import run_assistant
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.images import ImageFolder, inline_url, save_image
-from voice_membrane.server.connection import image_event
+from voice_membrane.server.turn_events import image_event
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.png import read_png, solid_png

@@ -32,6 +32,7 @@ from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
 from .socket_sink import SocketSink
 from .state import ServerState
+from .turn_events import log_event
 
 __all__ = ["Connection"]
 
@@ -331,26 +332,9 @@ class Connection:
         self._put(p.event("transcript.delta", turn=self.turn, text=text))
 
     def _on_log(self, record: dict[str, Any]) -> None:
-        kind = record.get("event")
-        if kind == "chunk" and not record["meta"].get("visible"):
-            self._put(p.event("log", turn=self.turn, text=record["text"], meta=record["meta"]))
-        elif kind == "image":
-            self._put(image_event(self.turn, record))
-        elif kind == "block_start":
-            fields = {"index": record["index"], "block_type": record["type"]}
-            self._put(p.event("block", turn=self.turn, event="start", **fields))
-        elif kind == "block_complete":
-            block = record["block"]
-            self._put(
-                p.event(
-                    "block",
-                    turn=self.turn,
-                    event="complete",
-                    index=record["index"],
-                    block_type=block["type"],
-                    block=block,
-                )
-            )
+        event = log_event(self.turn, record)
+        if event is not None:
+            self._put(event)
 
     # Sending
 
@@ -459,15 +443,3 @@ def _bearer(ws: ServerConnection) -> str | None:
         return None
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
-
-
-def image_event(turn: int, record: dict[str, Any]) -> str:
-    """A generated image's ``log`` event: hidden, never spoken; ``image.url`` is
-    a ``data:`` URL the page shows, or null when the image is held in a blob
-    store (``image.blob_id``)."""
-    where = record.get("where") or ""
-    image = {key: value for key, value in record.items() if key not in ("event", "index", "where")}
-    image["url"] = None if where.startswith("blob:") or not where else where
-    meta = {"type": "image", "visible": False, "block_index": record["index"]}
-    text = f"[image] {record.get('prompt') or record.get('revised_prompt') or ''}".rstrip()
-    return p.event("log", turn=turn, text=text, meta=meta, image=image)
