@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -23,6 +25,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="voice-membrane", description="Make an LLM speak in real time."
     )
+    parser.add_argument("--version", action="version", version=f"voice-membrane {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
@@ -416,8 +419,38 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("voice-membrane")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown one is reported by its command's parser (its
+    usage, not the top level's), with the option it was probably meant to be."""
+    parser = _build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = _command_parsers(parser)[args.command]
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        options = [o for action in command._actions for o in action.option_strings]
+        guess = difflib.get_close_matches(unknown[0].partition("=")[0], options, n=1)
+        if unknown[0].startswith("-") and guess:
+            message += f" (did you mean {guess[0]}?)"
+        command.error(message)
+    return args
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    args = _build_parser().parse_args(argv)
+    args = _parse(argv)
     if args.command == "run":
         _run(args)
     elif args.command == "serve":
