@@ -85,6 +85,16 @@ def test_max_tokens_caps_the_number_of_deltas(source: LocalLlama) -> None:
     anyio.run(capped.start)
     deltas = collect(capped, STORY)
     assert 1 <= len(deltas) <= 5
+    assert capped.stop_reason == "max_tokens"  # cut by the budget, and it says so
+
+
+def test_a_reply_that_ends_on_its_own_says_end_turn() -> None:
+    roomy = LocalLlama(max_tokens=400, seed=1)
+    anyio.run(roomy.start)
+    roomy.stop_reason = "max_tokens"  # what an earlier, cut reply left
+    deltas = collect(roomy, [ChatMessage("user", "Reply with one word: yes or no?")])
+    assert len(deltas) < 400
+    assert roomy.stop_reason == "end_turn"
 
 
 def test_instances_share_one_loaded_model(source: LocalLlama) -> None:
@@ -364,3 +374,15 @@ def test_the_models_are_freed_at_exit_while_llama_cpp_is_still_loaded(
     monkeypatch.setattr(local_llama, "_MODELS", models)
     local_llama._free_models()
     assert sorted(closed) == ["a", "b"] and models == {}
+
+
+def test_a_turn_cut_by_the_token_budget_reports_max_tokens() -> None:
+    capped = LocalLlama(max_tokens=5, seed=1)
+
+    async def one_turn() -> TurnResult:
+        async with Session(capped, SilentEngine(), NullSink()) as session:
+            return await session.turn("Tell me a long story about a dragon and a knight.")
+
+    result = anyio.run(one_turn)
+    assert result.reply is not None and result.reply.stop_reason == "max_tokens"
+    assert result.report.stop_reason == "max_tokens"

@@ -206,8 +206,11 @@ class LoadedModel:
         temperature: float,
         top_p: float,
         seed: int | None,
+        ended: dict[str, str] | None = None,
     ) -> Generator[str, None, None]:
-        """The reply's non-empty text deltas; blocking — step it from a worker thread."""
+        """The reply's non-empty text deltas; blocking — step it from a worker thread.
+        ``ended["finish_reason"]`` is llama.cpp's word for why it stopped (``stop``,
+        ``length``) once it says it."""
         chunks = self.llama.create_chat_completion(
             messages=messages,
             stream=True,
@@ -219,6 +222,9 @@ class LoadedModel:
         try:
             for chunk in chunks:
                 choices = chunk.get("choices") or [{}]
+                finish = choices[0].get("finish_reason")
+                if ended is not None and isinstance(finish, str):
+                    ended["finish_reason"] = finish
                 content = choices[0].get("delta", {}).get("content")
                 if isinstance(content, str) and content:
                     yield content
@@ -334,6 +340,9 @@ class LocalLlama:
         self.n_ctx = n_ctx
         self.n_threads = n_threads if n_threads is not None else default_n_threads()
         self.max_tokens = max_tokens
+        # Why the last stream ended: "end_turn", or "max_tokens" when llama.cpp stopped
+        # at the token budget (the reply was cut).
+        self.stop_reason = "end_turn"
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
@@ -406,6 +415,8 @@ class LocalLlama:
             await self.start()
         model = self.model
         request = self.messages_for(messages)
+        self.stop_reason = "end_turn"
+        ended: dict[str, str] = {}
         await _acquire(model.lock)
         try:
             steps = model.deltas(
@@ -415,6 +426,7 @@ class LocalLlama:
                 top_p=self.top_p,
                 # llama.cpp's own "random" seed repeats from one process to the next.
                 seed=self.seed if self.seed is not None else random.getrandbits(31),
+                ended=ended,
             )
             try:
                 while True:
@@ -423,6 +435,8 @@ class LocalLlama:
                     except Exception as exc:
                         raise LlmError(f"{self.name}: generation failed: {exc}") from exc
                     if delta is None:
+                        if ended.get("finish_reason") == "length":
+                            self.stop_reason = "max_tokens"  # cut by the token budget
                         return
                     yield delta
             finally:

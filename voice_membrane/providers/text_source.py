@@ -55,7 +55,10 @@ class TextSourceProvider:
         async with aclosing(self.source.stream(chat_messages(built))) as deltas:
             async for text in deltas:
                 yield TextDelta(text)
-        yield StopInfo("end_turn")
+        # A source that knows why it stopped says so (the embedded model: its token
+        # budget); otherwise the reply ended on its own.
+        reason = getattr(self.source, "stop_reason", None)
+        yield StopInfo("max_tokens" if reason == "max_tokens" else "end_turn")
 
 
 def chat_messages(built: BuiltRequest) -> list[ChatMessage]:
