@@ -202,8 +202,20 @@ def test_ctrl_c_interrupts_the_speech(tmp_path: Path) -> None:
         seen += proc.stdout.read(1)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err  # --prompt cut by Ctrl-C: the shell's code for it
     assert "[interrupted]" in seen + out
     report = json.loads(metrics.read_text())
     assert report["interrupted"] is True
     assert report["stamps_ms"]["last_audio"] is None
+
+
+def test_ctrl_c_while_the_model_loads_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """Ctrl-C before the turn has taken it over (the model and voice loading):
+    no traceback, the shell's code for an interrupt."""
+    proc = run_cli(["--prompt", "Tell me a long story.", "--out", str(tmp_path / "l.wav")])
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("loading ")  # the engines load now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err

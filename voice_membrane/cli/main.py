@@ -377,6 +377,8 @@ def _run(args: argparse.Namespace) -> None:
         shutdown_tracing()
     if prompt is not None and any(result.error for result in results):
         sys.exit(1)  # the error, what was spoken and the report are already printed
+    if prompt is not None and any(result.interrupted for result in results):
+        sys.exit(130)  # Ctrl-C cut the answer: the shell's code for it, as if killed
 
 
 def _exit_if_user_error(command: str, exc: Exception) -> None:
@@ -450,6 +452,16 @@ def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before a command took it over (importing, loading the model and
+        # voice): one line, and the shell's code for it, never a traceback.
+        sys.stderr.write("voice-membrane: interrupted\n")
+        sys.exit(130)
+
+
+def _main(argv: Sequence[str] | None) -> None:
     args = _parse(argv)
     if args.command == "run":
         _run(args)
