@@ -143,3 +143,32 @@ def test_out_on_the_command_line_wins_over_a_real_time_null_sink(tmp_path: Path)
     path = write(tmp_path, "[sink]\nkind = 'null'\nrealtime = true\n")
     sink = resolve_config(path, out="reply.wav").sink
     assert (sink.kind, sink.path, sink.realtime) == ("wav", "reply.wav", False)
+
+
+def test_a_shipped_pipeline_is_found_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    shipped = Path(__file__).resolve().parents[1] / "pipelines"
+    assert load_pipeline("local-espeak") == load_pipeline(shipped / "local-espeak.toml")
+    assert resolve_config(Path("replay")).llm.spec.startswith("replay:")
+
+
+def test_a_file_here_wins_over_a_shipped_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local").write_text('[tts]\nspec = "espeak"\n', encoding="utf-8")
+    assert load_pipeline("local").tts.spec == "espeak"
+
+
+def test_an_unknown_pipeline_lists_the_shipped_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as excinfo:
+        load_pipeline("loca")
+    message = str(excinfo.value)
+    assert message.startswith("loca: no such pipeline file")
+    for name in ("local", "local-espeak", "openai", "replay"):
+        assert f" {name}," in message or f" {name})" in message

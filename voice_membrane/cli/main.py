@@ -55,7 +55,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "interactive loop (Ctrl-C interrupts the speech, Ctrl-D quits). Flags override "
         "the pipeline file.",
     )
-    run.add_argument("--pipeline", type=Path, help="pipeline file (default pipelines/local.toml)")
+    run.add_argument(
+        "--pipeline", type=Path, help="pipeline file, or a shipped pipeline's name (default local)"
+    )
     run.add_argument("--prompt", help="answer this prompt once and exit")
     run.add_argument(
         "--llm", help="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"

@@ -338,12 +338,31 @@ class PipelineConfig(_Section):
         return _validate(data, "command line")
 
 
+def shipped_pipeline_names() -> list[str]:
+    """The names of the pipelines that come with the package (``local``, ``openai``, …)."""
+    return sorted(p.stem for p in SHIPPED_PIPELINES.glob("*.toml"))
+
+
+def pipeline_path(value: str | Path) -> Path:
+    """A pipeline file's path, or a shipped pipeline's name (``local``) when no
+    such file exists here."""
+    path = Path(value)
+    if not path.exists() and path.suffix == "" and path.name == str(value):
+        shipped = SHIPPED_PIPELINES / f"{path.name}.toml"
+        if shipped.is_file():
+            return shipped
+    return path
+
+
 def load_pipeline(path: str | Path) -> PipelineConfig:
-    path = Path(path)
+    path = pipeline_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such pipeline file") from None
+        names = ", ".join(shipped_pipeline_names())
+        raise ConfigError(
+            f"{path}: no such pipeline file (or a shipped pipeline's name: {names})"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     try:
