@@ -20,6 +20,7 @@ from voice_membrane.cli.main import main
 from voice_membrane.cli.run import run_assistant
 from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
 from voice_membrane.pipeline.metrics import STAMPS
+from voice_membrane.testing.png import solid_png
 from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 
@@ -128,6 +129,12 @@ def test_speaker_plays_the_answer_in_real_time(tmp_path: Path, pulse: PulseServe
     assert report.bursts >= 3 and analyze_speech(first_piece, rate).nuclei >= 3
 
 
+def _png(folder: Path) -> Path:
+    path = folder / "pixel.png"
+    path.write_bytes(solid_png(2, 2, (200, 30, 30)))
+    return path
+
+
 def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
     cases = [
         (["--llm", "gpt"], "expected 'local', 'replay:PATH', 'anthropic:MODEL'"),
@@ -135,6 +142,13 @@ def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
         (["--formatter", "xml"], "llm.formatter: Input should be 'native', 'anthropic-xml'"),
         (["--tts", "nope"], "nope"),
         (["--pipeline", str(tmp_path / "missing.toml")], "no such pipeline file"),
+        # A text-only model is refused an image before anything loads, not left to
+        # describe a picture it never saw.
+        (["--image", str(_png(tmp_path))], "reads text only and would never see the image"),
+        (
+            ["--pipeline", str(PIPELINES / "replay.toml"), "--image", str(_png(tmp_path))],
+            "reads text only",
+        ),
     ]
     for args, message in cases:
         with pytest.raises(SystemExit) as excinfo:

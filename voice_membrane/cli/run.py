@@ -31,6 +31,7 @@ from ..pipeline.images import ImageFolder
 from ..pipeline.metrics import LatencyReport
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn, TurnResult
+from ..providers.text_source import TextSourceProvider
 from ..storage.blobs import sniff_image_type
 from ..vocab.messages import ContentBlock
 
@@ -93,6 +94,14 @@ async def run_assistant(
         except OSError as exc:
             raise ConfigError(f"debug dir {config.debug.dir}: {exc.strerror or exc}") from None
     parts = build_parts(config)
+    provider = parts.membrane.provider
+    if pictures and isinstance(provider, TextSourceProvider):
+        # Its requests are text only: the image would be dropped, and the model would
+        # describe one it never saw.
+        raise ConfigError(
+            f"--image: {provider.name} reads text only and would never see the image; "
+            "use a model that takes images (--llm anthropic:…, openai:…, gemini:…)"
+        )
     if parts.notice:
         out(f"{parts.notice}\n")
     loggers: list[Callable[[dict[str, Any]], None]] = []
