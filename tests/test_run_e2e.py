@@ -185,6 +185,8 @@ def test_interactive_loop_answers_each_line_until_end_of_input(tmp_path: Path) -
             str(wav),
             "--metrics-json",
             str(tmp_path / "m.json"),
+            "--events-jsonl",
+            str(tmp_path / "e.jsonl"),
         ]
     )
     out, err = proc.communicate("first\n\nsecond\n", timeout=120)
@@ -193,6 +195,10 @@ def test_interactive_loop_answers_each_line_until_end_of_input(tmp_path: Path) -
     assert "Ctrl-D quits" in out and f"audio written to {wav}" in out
     reports = json.loads((tmp_path / "m.json").read_text())
     assert isinstance(reports, list) and len(reports) == 2
+    # The events file says which turn each line belongs to, in order.
+    lines = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines()
+    turns = [json.loads(line)["turn"] for line in lines]
+    assert turns == sorted(turns) and set(turns) == {1, 2}
 
 
 def test_ctrl_c_interrupts_the_speech(tmp_path: Path) -> None:

@@ -48,7 +48,8 @@ class OutputFileError(OSError):
 
 
 class JsonlEventLog:
-    """Writes one JSON object per line, each with ``t_ms`` since the turn's request.
+    """Writes one JSON object per line, each with ``turn`` (1 for the first turn;
+    0 before any) and ``t_ms`` since that turn's request.
 
     Lines are redacted (no key reaches the file). A failing write (a full disk)
     does not stop the turn: the log stops there and ``close`` raises
@@ -63,15 +64,21 @@ class JsonlEventLog:
             raise OutputFileError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
         self._t0 = time.perf_counter_ns()
         self._failure: OSError | None = None
+        self._turn = 0
 
     def start_turn(self, t0_ns: int) -> None:
         self._t0 = t0_ns
+        self._turn += 1
 
     def __call__(self, record: dict[str, Any]) -> None:
         if self._failure is not None:
             return
         t_ms = round((time.perf_counter_ns() - self._t0) / 1e6, 3)
-        line = redact(replace_surrogates(json.dumps({**record, "t_ms": t_ms}, ensure_ascii=False)))
+        line = redact(
+            replace_surrogates(
+                json.dumps({**record, "turn": self._turn, "t_ms": t_ms}, ensure_ascii=False)
+            )
+        )
         try:
             self._file.write(line + "\n")
         except OSError as exc:
