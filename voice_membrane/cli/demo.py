@@ -17,6 +17,7 @@ from typing import TextIO
 from ..chunking import SpeechChunk, SpeechChunker
 from ..infra.surrogates import replace_surrogates
 from ..parse import XmlStreamParser
+from ..parse.json_tools import JsonToolInterceptor, JsonToolsInText
 from ..providers.replay import Recording, replay
 from ..vocab.events import BlockComplete, BlockStart, Chunk, Event
 
@@ -36,6 +37,9 @@ class DemoTimeline:
 
     parser: XmlStreamParser = field(default_factory=XmlStreamParser)
     chunker: SpeechChunker = field(default_factory=SpeechChunker)
+    # A recording whose model wrote its tool calls as JSON in its text: the JSON tool
+    # reader takes them out of the visible text, as the pipeline does.
+    json_tools: JsonToolsInText | None = None
     deltas: int = 0
     spoken: list[str] = field(default_factory=list)
     hidden_text: list[str] = field(default_factory=list)
@@ -45,10 +49,16 @@ class DemoTimeline:
 
     def feed(self, t_ms: float, text: str) -> list[str]:
         self.deltas += 1
-        return self._events(t_ms, self.parser.feed(text))
+        events = self.parser.feed(text)
+        if self.json_tools is not None:
+            events = self.json_tools.feed(events)
+        return self._events(t_ms, events)
 
     def finish(self, t_ms: float) -> list[str]:
-        return self._events(t_ms, self.parser.flush())
+        events = self.parser.flush()
+        if self.json_tools is not None:
+            events = self.json_tools.feed(events) + self.json_tools.flush()
+        return self._events(t_ms, events)
 
     def _events(self, t_ms: float, events: list[Event]) -> list[str]:
         lines: list[str] = []
@@ -119,7 +129,10 @@ async def run_demo(recording: Recording, *, speed: float, out: TextIO | None = N
         # The console takes bytes: a lone surrogate (a path from argv) must not crash it.
         print(replace_surrogates(line), file=stream, flush=flush)
 
-    timeline = DemoTimeline()
+    json_tools = None
+    if recording.tool_syntax == "json":
+        json_tools = JsonToolsInText(JsonToolInterceptor())
+    timeline = DemoTimeline(json_tools=json_tools)
     say(f"replaying {recording.path} ({recording.mode} mode, {len(recording.deltas)} deltas)")
     if recording.description:
         say(f"  {recording.description}")

@@ -18,6 +18,7 @@ from ..parse.json_tools import JsonToolInterceptor
 from ..parse.policy import StreamPolicy, ToolAllowList
 from ..providers.openai_images import OpenAIImages
 from ..providers.registry import CLOUD, create_provider
+from ..providers.replay import ReplaySource
 from ..sinks.base import AudioSink
 from ..sinks.registry import create_sink
 from ..sinks.speaker import speaker_available
@@ -134,7 +135,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             first_token_deadline_s=deadline,
             stall_timeout_s=stall,
             policies=policies_for(config.policy),
-            json_tools=json_tools_for(llm),
+            json_tools=json_tools_for(_with_recorded_tool_syntax(llm, provider)),
             tool_timeout_s=config.tools.timeout_s + TOOL_ROUND_GRACE_S,
             max_tool_result_chars=config.tools.max_result_chars,
             max_reply_tool_result_chars=config.tools.max_reply_result_chars,
@@ -208,6 +209,15 @@ def json_tools_for(llm: LlmConfig) -> Callable[[], JsonToolInterceptor] | None:
         max_hold=llm.json_tool_max_hold,
         placeholder=llm.json_tool_placeholder,
     )
+
+
+def _with_recorded_tool_syntax(llm: LlmConfig, provider: object) -> LlmConfig:
+    """A recording says how its model wrote tool calls: unless the pipeline says
+    otherwise, its JSON calls are read as calls, never spoken."""
+    source = getattr(provider, "source", None)
+    if "tool_syntax" in llm.model_fields_set or not isinstance(source, ReplaySource):
+        return llm
+    return llm.model_copy(update={"tool_syntax": source.recording.tool_syntax})
 
 
 def policies_for(config: PolicyConfig) -> Callable[[], list[StreamPolicy]] | None:

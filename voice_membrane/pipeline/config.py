@@ -332,9 +332,13 @@ class PipelineConfig(_Section):
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""
-        data = self.model_dump()
+        # Only what was set: a key left to its default stays unset (a recording's own
+        # tool syntax applies where the pipeline names none).
+        data = self.model_dump(exclude_unset=True)
         for section, values in overrides.items():
-            data[section].update({k: v for k, v in values.items() if v is not None})
+            given = {k: v for k, v in values.items() if v is not None}
+            if given:
+                data.setdefault(section, {}).update(given)
         return _validate(data, "command line")
 
 

@@ -57,6 +57,9 @@ class Recording:
     mode: Literal["prefill", "chat"]
     description: str
     replies: tuple[tuple[Delta, ...], ...]  # one per call of a tool loop; the first always
+    # How the recorded model wrote its tool calls: "xml" (tags the parser reads) or
+    # "json" (``<tool_call>{…}</tool_call>`` in its text, read by the JSON tool reader).
+    tool_syntax: Literal["xml", "json"] = "xml"
 
     @property
     def deltas(self) -> tuple[Delta, ...]:
@@ -118,7 +121,12 @@ def load_recording(path: str | Path) -> Recording:
         # A recording is model output: a lone surrogate ("\ud83d") becomes U+FFFD.
         deltas.append(Delta(float(t_ms), replace_surrogates(text)))
     description = replace_surrogates(str(header.get("description", "")))
-    return Recording(path, mode, description, tuple(tuple(r) for r in replies))
+    tool_syntax = header.get("tool_syntax", "xml")
+    if tool_syntax not in ("xml", "json"):
+        raise RecordingError(
+            f"{path}:{records[0][0]}: tool_syntax must be xml or json, not {quote(tool_syntax)}"
+        )
+    return Recording(path, mode, description, tuple(tuple(r) for r in replies), tool_syntax)
 
 
 def _object(path: Path, n: int, line: str) -> dict[str, Any]:
