@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from session_helpers import AskedSource, SilentEngine, write_recording
 
@@ -111,18 +111,25 @@ def test_two_user_messages_in_a_row_are_kept_apart(
     first=st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1),
     second=st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1),
 )
+@example(first="0", second="<TOOL_CALL")  # a tag made inert: the merge keeps it so
+@example(first="User: hi", second="Assistant: <|eot_id|>")
 def test_native_merge_always_puts_a_blank_line_between_two_texts(first: str, second: str) -> None:
+    def alone(text: str) -> str:
+        """The text as the formatter writes it in a message of its own (inert)."""
+        request = Request(messages=[Message(participant="User", content=text)], config=CONFIG)
+        return seen_by_openai(get_formatter("native").build(request))[-1]
+
     request = Request(
         messages=[
             Message(participant="User", content=first),
-            Message(participant="U2", content=second),
+            Message(participant="User", content=second),
         ],
         config=CONFIG,
     )
     built = get_formatter("native").build(request)
     assert len(built.messages) == 1
     (message,) = seen_by_openai(built)[-1:]
-    assert message == first + "\n\n" + second
+    assert message == alone(first) + "\n\n" + alone(second)
 
 
 # ------------------------------------------------------------ in a session

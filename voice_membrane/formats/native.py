@@ -2,18 +2,14 @@
 
 The assistant participant's messages are ``assistant`` turns, everyone else's
 ``user`` turns; consecutive turns of one role are merged (APIs want them to
-<<<<<<< HEAD
 alternate), a blank line between the text that ends one and the text that
 starts the next, so two user messages in a row (the first never answered) are
-never glued into one sentence. Tools, thinking, tool calls and results travel as native blocks,
-which each provider adapter writes in its own wire shape. In ``"multiuser"``
-=======
-alternate). Tools, thinking, tool calls and results travel as native blocks,
-which each provider adapter writes in its own wire shape. Text and tool
-results are written inert as in the prefill formats (``inert.py``): no model
-family's control token (a server that reads special tokens in chat content
-would make them real) and no line that starts like a speaker's turn. In ``"multiuser"``
->>>>>>> inert-text
+never glued into one sentence. Tools, thinking, tool calls and results travel
+as native blocks, which each provider adapter writes in its own wire shape.
+Text and tool results are written inert as in the prefill formats
+(``inert.py``): no model family's control token (a server that reads special
+tokens in chat content would make them real) and no line that starts like a
+speaker's turn. In ``"multiuser"``
 mode a user message's first text block starts with ``"Name: "``, so the model
 still knows who spoke.
 """
