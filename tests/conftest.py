@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from voice_membrane.infra.redact import forget_all
+from voice_membrane.infra.redact import KEY_VARIABLES, forget_all
 from voice_membrane.testing.fake_server import FakeServer
 
 
@@ -19,6 +19,13 @@ def no_remembered_keys() -> None:
     """Each test starts with no key remembered by another: the secret filter holds
     back text that may begin a known key, which moves where a reply's chunks are cut."""
     forget_all()
+
+
+@pytest.fixture
+def no_key_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No vendor key variable set: what a test masks by value is only what it remembers."""
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ value is quoted redacted and cut."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 from vendors import VENDORS, Vendor
 
 from voice_membrane.cli.run import _write_metrics
-from voice_membrane.infra.redact import KEY_VARIABLES, MASK, forget_all, quote, redact, remember
+from voice_membrane.infra.redact import MASK, forget_all, quote, redact, remember
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import ReplyError, Retrying
 from voice_membrane.pipeline.event_log import JsonlEventLog, OutputFileError
@@ -42,13 +41,8 @@ PLANTED_BY_VENDOR = {
 }
 
 
-@pytest.fixture(autouse=True)
-def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in KEY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    forget_all()
-    yield
-    forget_all()
+# No vendor key in the environment: the only keys a test masks are its own.
+pytestmark = pytest.mark.usefixtures("no_key_variables")
 
 
 @pytest.mark.parametrize("variable", sorted(PLANTED))

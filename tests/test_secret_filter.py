@@ -5,7 +5,6 @@ serve's events and log."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from serve_helpers import write_pipeline
 from vendors import VENDORS, Vendor
 
 from voice_membrane.cli.run import run_assistant
-from voice_membrane.infra.redact import KEY_VARIABLES, MASK, forget_all, remember
+from voice_membrane.infra.redact import MASK, remember
 from voice_membrane.infra.secret_shapes import SHAPES, SecretPattern
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.parse import XmlStreamParser
@@ -35,13 +34,8 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.SflKxwRJSMeKKF2QT4fwpMeJ"
 KNOWN = "my-own-known-secret-42"
 
 
-@pytest.fixture(autouse=True)
-def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in KEY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    forget_all()
-    yield
-    forget_all()
+# No vendor key in the environment: the only keys a test masks are its own.
+pytestmark = pytest.mark.usefixtures("no_key_variables")
 
 
 def leaked(text: str, *secrets: str) -> bool:

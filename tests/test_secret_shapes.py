@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import string
 import time
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.replies import REPLIES
-from voice_membrane.infra.redact import KEY_VARIABLES, MASK, forget_all, redact, remember
+from voice_membrane.infra.redact import MASK, redact, remember
 from voice_membrane.infra.secret_shapes import SHAPES, SecretPattern
 from voice_membrane.parse.secret_stream import SecretStream
 
@@ -50,13 +49,8 @@ PROSE = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in KEY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    forget_all()
-    yield
-    forget_all()
+# No vendor key in the environment: the only keys a test masks are its own.
+pytestmark = pytest.mark.usefixtures("no_key_variables")
 
 
 def stream(text: str, pieces: list[int], pattern: SecretPattern, replacement: str = "K") -> str:
