@@ -65,11 +65,11 @@ def test_local_model_answers_out_loud(tmp_path: Path, tts: str) -> None:
     assert None not in stamps and stamps == sorted(stamps)
     assert report["llm"].startswith("local:") and report["tts"] == tts
     assert report["counts"]["audio_seconds"] == pytest.approx(len(samples) / rate, abs=0.05)
-    # Both engines compute here: first-audio priority is on (espeak-ng's first
-    # audio may come before the LLM asks for more; Piper's never does).
+    # Both engines compute here: first-audio priority is on, so the hold is reported.
+    # Whether the LLM was actually held depends on timing (on a loaded machine the
+    # first piece may be ready before the LLM asks for more): that the priority
+    # holds it is tested with a scripted engine in test_scheduling.py.
     assert report["llm_held_ms"] >= 0
-    if tts == "piper":
-        assert report["llm_held_ms"] > 0
     assert 1 <= report["tokens_to_first_chunk"] <= report["counts"]["tokens"]
     assert isinstance(report["audio_gaps"], int)
 
