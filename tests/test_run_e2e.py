@@ -137,7 +137,7 @@ def _png(folder: Path) -> Path:
 
 def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
     cases = [
-        (["--llm", "gpt"], "expected 'local', 'replay:PATH', 'anthropic:MODEL'"),
+        (["--llm", "gpt"], "expected 'local', 'local:PATH.gguf', 'replay:PATH'"),
         (["--llm", "anthropic:"], "expected 'local'"),
         (["--formatter", "xml"], "llm.formatter: Input should be 'native', 'anthropic-xml'"),
         (["--tts", "nope"], "nope"),

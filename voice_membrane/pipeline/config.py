@@ -60,7 +60,9 @@ class _Section(BaseModel):
 
 class LlmConfig(_Section):
     spec: str = Field(
-        "local", description="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"
+        "local",
+        description="local | local:PATH.gguf | replay:PATH | anthropic:MODEL | openai:MODEL"
+        " | gemini:MODEL",
     )
     formatter: Literal["native", "anthropic-xml", "chatml", "completions", "gemini-prefill"] = (
         "native"
@@ -378,10 +380,10 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     config = _validate(data, str(path))
-    # A recording named in a pipeline file is found relative to that file.
+    # A recording or model file named in a pipeline file is found relative to that file.
     kind, _, target = config.llm.spec.partition(":")
-    if kind == "replay" and target and not Path(target).is_absolute():
-        spec = f"replay:{(path.parent / target).resolve()}"
+    if kind in ("replay", "local") and target and not Path(target).is_absolute():
+        spec = f"{kind}:{(path.parent / target).resolve()}"
         config = config.with_overrides({"llm": {"spec": spec}})
     # So is an MCP server's working folder.
     servers = [

@@ -1,5 +1,5 @@
-"""LLM providers by spec: ``local``, ``replay:PATH``, ``anthropic:MODEL``,
-``openai:MODEL``, ``gemini:MODEL``."""
+"""LLM providers by spec: ``local``, ``local:PATH`` (another GGUF model),
+``replay:PATH``, ``anthropic:MODEL``, ``openai:MODEL``, ``gemini:MODEL``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from ..vendors.credentials import api_key, check_base_url
 from .base import Provider
 
 CLOUD = ("anthropic", "openai", "gemini")
-SPECS = "'local', 'replay:PATH', 'anthropic:MODEL', 'openai:MODEL' or 'gemini:MODEL'"
+SPECS = (
+    "'local', 'local:PATH.gguf', 'replay:PATH', 'anthropic:MODEL', 'openai:MODEL' or 'gemini:MODEL'"
+)
 
 
 def create_provider(
@@ -34,9 +36,13 @@ def create_provider(
 
     kind, _, arg = spec.partition(":")
     where = f"llm {quote(spec)}"
-    if spec == "local":
+    if kind == "local":
+        # ``local:PATH`` names the model file in the spec itself (``--llm local:…``);
+        # it wins over ``llm.model_path``.
+        model_path = arg or model_path
         if model_path is not None and not Path(model_path).is_file():
-            raise ValueError(f"llm.model_path {quote(model_path)}: no such model file")
+            named = where if arg else f"llm.model_path {quote(model_path)}"
+            raise ValueError(f"{named}: no such model file")
         from .local_llama import LocalLlama  # heavy: only when asked for
 
         # The system prompt comes with each request (else LocalLlama's default).
