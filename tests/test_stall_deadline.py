@@ -446,7 +446,8 @@ async def test_a_serve_client_is_told_the_reply_stalled(tmp_path: Path) -> None:
 def test_the_deadline_each_pipeline_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "k")
     vendor = VENDORS[1]
-    assert build_parts(PipelineConfig()).membrane.stall_timeout_s == 5  # the embedded model
+    # The embedded model computes here: a busy machine slows it without stalling it.
+    assert build_parts(PipelineConfig()).membrane.stall_timeout_s == 60
     set_ = load_pipeline(cloud(tmp_path, vendor, "http://127.0.0.1:9/v1"))
     assert build_parts(set_).membrane.stall_timeout_s == STALL_S
     llm = {"spec": "openai:gpt-test", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY_KEY"}

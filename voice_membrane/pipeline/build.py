@@ -108,7 +108,9 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
         deadline = CLOUD_FIRST_TOKEN_DEADLINE_S
     stall = llm.stall_timeout_s
     if stall is None:
-        slow = llm.thinking_budget is not None or config.images.model_output
+        # The embedded model computes here: on a busy machine a token may take
+        # seconds (llama.cpp's threads lose the cores), which is slow, not stalled.
+        slow = llm.thinking_budget is not None or config.images.model_output or not cloud
         stall = SLOW_STALL_TIMEOUT_S if slow else DEFAULT_STALL_TIMEOUT_S
     blob_store: BlobStore = (
         FileBlobStore(config.blobs.dir) if config.blobs.dir is not None else MemoryBlobStore()

@@ -85,9 +85,10 @@ class LlmConfig(_Section):
     # Over every attempt and backoff wait. Default: 20 s for cloud models; none for the
     # embedded model and recordings (computing, not waiting on a server).
     first_token_deadline_s: float | None = Field(None, gt=0, allow_inf_nan=False)
-    # Once a call has begun, the longest wait for more (every model). Default: 5 s;
-    # 60 s with thinking_budget or [images] model_output (thinking and an image
-    # take their time between two deltas).
+    # Once a call has begun, the longest wait for more (every model). Default: 5 s
+    # for cloud models; 60 s for the embedded model and recordings, and with
+    # thinking_budget or [images] model_output (thinking and an image take their
+    # time between two deltas; a busy machine slows the embedded model).
     stall_timeout_s: float | None = Field(None, gt=0, le=86400, allow_inf_nan=False)
     # The most tokens a request may hold; older turns are dropped to fit. Default:
     # the embedded model's context less max_tokens; cloud models 32000 (estimated).
