@@ -147,6 +147,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="refuse more sessions at once with 1013, before building anything for them "
         "(50: what one process sustains on 2 cores, docs/benchmarks.md; 0: no limit)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),  # server.log.LOG_FORMATS, not imported: --help stays fast
+        default="auto",
+        help="stderr's log lines: text on a terminal, JSON otherwise (auto)",
+    )
     _add_otel(serve)
     _add_bench(commands)
     return parser
@@ -281,6 +287,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
+    from ..server.log import make_log
     from ..server.run import run_server
 
     token = _token_option(args.token, "serve")
@@ -297,7 +304,7 @@ def _serve(args: argparse.Namespace) -> None:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
     shutdown_tracing = _start_tracing("serve", args)
     try:
-        anyio.run(
+        interrupted = anyio.run(
             partial(
                 run_server,
                 args.pipeline or [_default_pipeline()],
@@ -310,6 +317,7 @@ def _serve(args: argparse.Namespace) -> None:
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
                 max_sessions=args.max_sessions or None,  # 0: no limit
+                log=make_log(args.log_format),
             )
         )
     except Exception as exc:
@@ -317,6 +325,8 @@ def _serve(args: argparse.Namespace) -> None:
         raise
     finally:
         shutdown_tracing()
+    if interrupted:
+        sys.exit(130)  # stopped by Ctrl-C (SIGTERM's drain exits 0)
 
 
 def _token_option(given: str | None, command: str) -> str | None:
