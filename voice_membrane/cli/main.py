@@ -239,7 +239,14 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench(args: argparse.Namespace) -> None:
-    from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+    from ..bench.command import (
+        BenchInterrupted,
+        BenchOptions,
+        bench_prompts,
+        console,
+        run_bench,
+        targets_for,
+    )
     from ..infra.redact import remember
 
     token = _token_option(args.token, "bench")
@@ -277,6 +284,9 @@ def _bench(args: argparse.Namespace) -> None:
     try:
         with targets_for(options) as targets:
             runs = anyio.run(partial(run_bench, options, prompts, targets, console()))
+    except BenchInterrupted as exc:  # Ctrl-C: the turns finished are printed and written
+        print(f"voice-membrane bench: {exc}", file=sys.stderr, flush=True)
+        sys.exit(130)
     except Exception as exc:
         _exit_if_user_error("bench", exc)
         raise
