@@ -392,3 +392,30 @@ def test_a_key_echoed_by_the_server_is_masked(
     assert key in json.dumps(request.headers)  # the key was sent …
     assert f"error: {vendor.name}: auth (HTTP 401)" in out and "invalid x-api-key ***" in out
     assert_no_key(key, out, metrics.read_text())  # … and never shown
+
+
+def test_a_speaker_with_no_device_is_said_before_the_model_loads(tmp_path: Path) -> None:
+    """The embedded model is named, yet never loaded: the missing device comes first."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PULSE_SERVER": "unix:/nonexistent/vm-test"}
+    probe = "from voice_membrane.sinks.speaker import speaker_available as a; print(a())"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    if done.stdout.strip() == "None":
+        pytest.skip("this machine has an audio output device")
+    path = pipeline(
+        tmp_path, '[llm]\nspec = "local"\n[tts]\nspec = "piper"\n[sink]\nkind = "speaker"\n'
+    )
+    done = subprocess.run(
+        [*CLI, "run", "--pipeline", path, "--prompt", "hi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "loading " not in done.stdout  # the model and voice were never loaded
+    assert done.stderr.splitlines() == [
+        "voice-membrane run: no audio output device (PortAudio found none): write the audio "
+        'to a file with --out FILE.wav (or set [sink] kind = "null" in the pipeline)'
+    ], done.stderr

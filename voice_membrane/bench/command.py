@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from websockets.exceptions import InvalidURI
@@ -123,12 +125,66 @@ def bench_prompts(options: BenchOptions) -> list[str]:
     return list(DEFAULT_PROMPTS) if options.prompts is None else load_prompts(options.prompts)
 
 
+class BenchInterrupted(Exception):
+    """Ctrl-C stopped the run: what was finished is printed and written; the
+    message says how much (``interrupted after N of M turns``)."""
+
+
 async def run_bench(
     options: BenchOptions, prompts: Sequence[str], targets: Sequence[Target], console: Console
 ) -> list[TargetRun]:
     """Every target in turn (never two at once: they would share the CPU), its
-    progress shown on a terminal, its table printed when it is done."""
-    runs = []
+    progress shown on a terminal, its table printed when it is done.
+
+    Ctrl-C (SIGINT) cancels the running turn; the turns finished are kept: the
+    tables are printed and the files written as for a whole run, marked
+    interrupted, then ``BenchInterrupted`` is raised (nothing is written when
+    no turn had finished)."""
+    runs: list[TargetRun] = []
+    partial_run: list[TargetRun] = []  # the target being measured, once a turn is done
+    stopped = anyio.Event()
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_sigint, signals, tg.cancel_scope, stopped)
+            await _measure(options, prompts, targets, console, runs, partial_run)
+            tg.cancel_scope.cancel()
+    settings = options.settings
+    if stopped.is_set():
+        if partial_run and partial_run[0] not in runs:
+            partial_run[0].interrupted = True
+            _print_run(console, partial_run[0])
+            runs.append(partial_run[0])
+        done = sum(len(run.turns) for run in runs)
+        if done == 0:
+            raise BenchInterrupted("interrupted before any turn finished")
+        marker = f"after {done} of {options.turns * len(targets)} turns"
+        settings = {**settings, "interrupted": marker}
+    if options.json is not None:
+        write_json(options.json, bench_json(runs, settings))
+    if options.html is not None:
+        from .page import bench_page, write_html
+
+        write_html(options.html, bench_page(runs, settings))
+    if stopped.is_set():
+        raise BenchInterrupted(f"interrupted {settings['interrupted']}")
+    return runs
+
+
+async def _stop_on_sigint(signals: Any, scope: anyio.CancelScope, stopped: anyio.Event) -> None:
+    async for _ in signals:
+        stopped.set()
+        scope.cancel()  # the running turn is cancelled; its session closes cleanly
+        return
+
+
+async def _measure(
+    options: BenchOptions,
+    prompts: Sequence[str],
+    targets: Sequence[Target],
+    console: Console,
+    runs: list[TargetRun],
+    partial_run: list[TargetRun],
+) -> None:
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -140,7 +196,8 @@ async def run_bench(
     with progress:
         for target in targets:
             task = progress.add_task(target.label, total=options.turns, p50="—", errors=0)
-            on_turn = partial(_advance, progress, task)
+            partial_run.clear()
+            on_turn = partial(_advance, progress, task, partial_run)
             # A running server is measured as its client; a pipeline, in process.
             measure = run_target if target.url is None else partial(run_remote, token=options.token)
             run = await measure(
@@ -155,34 +212,35 @@ async def run_bench(
             runs.append(run)
             if run.error is not None:
                 progress.update(task, visible=False)
-                console.print(
-                    f"{target.label}: not measured: {run.error}",
-                    markup=False,
-                    highlight=False,
-                    soft_wrap=True,  # one line, however long
-                )
-            else:
-                console.print(target_heading(run), markup=False, highlight=False, soft_wrap=True)
-                console.print(target_table(run))
-                failed = [turn.error for turn in run.turns if turn.error is not None]
-                if failed:
-                    console.print(
-                        f"{target.label}: {len(failed)} of {len(run.turns)} turns failed, "
-                        f"the first: {failed[0]}",
-                        markup=False,
-                        highlight=False,
-                        soft_wrap=True,
-                    )
-    if options.json is not None:
-        write_json(options.json, bench_json(runs, options.settings))
-    if options.html is not None:
-        from .page import bench_page, write_html
-
-        write_html(options.html, bench_page(runs, options.settings))
-    return runs
+            _print_run(console, run)
 
 
-def _advance(progress: Progress, task: TaskID, run: TargetRun, turn: TurnSample) -> None:
+def _print_run(console: Console, run: TargetRun) -> None:
+    if run.error is not None:
+        console.print(
+            f"{run.target.label}: not measured: {run.error}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # one line, however long
+        )
+        return
+    console.print(target_heading(run), markup=False, highlight=False, soft_wrap=True)
+    console.print(target_table(run))
+    failed = [turn.error for turn in run.turns if turn.error is not None]
+    if failed:
+        console.print(
+            f"{run.target.label}: {len(failed)} of {len(run.turns)} turns failed, "
+            f"the first: {failed[0]}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _advance(
+    progress: Progress, task: TaskID, current: list[TargetRun], run: TargetRun, turn: TurnSample
+) -> None:
+    current[:] = [run]
     values = [t.report.first_audio_ms for t in run.counted if t.report is not None]
     shown = [v for v in values if v is not None]
     p50 = f"{nearest_rank(shown, 0.5):.0f} ms" if shown else "—"

@@ -46,6 +46,8 @@ def target_heading(run: TargetRun) -> str:
         f"of {summary['turns']}, {sessions} session{'s' if sessions != 1 else ''} at once; "
         f"errors {summary['errors']}, excluded {summary['excluded']}"
     )
+    if run.interrupted:
+        heading += "; interrupted (Ctrl-C): the turns finished before it"
     if run.target.url is not None:
         return heading
     return f"{heading}; TTS first byte alone {'—' if alone is None else f'{alone:.1f} ms'}"

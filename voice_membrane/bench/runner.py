@@ -99,6 +99,7 @@ class TargetRun:
     tts_alone_ms: list[float] = field(default_factory=list)
     error: str | None = None  # why the target was not measured
     open_s: float | None = None  # opening its sessions: starting the engines, loading models
+    interrupted: bool = False  # Ctrl-C stopped it: ``turns`` are those finished before
 
     @property
     def counted(self) -> list[TurnSample]:
@@ -188,6 +189,7 @@ class TargetRun:
             "tts": self.tts,
             "sessions": self.sessions,
             "error": self.error,
+            "interrupted": self.interrupted,
             "turns": len(self.turns),
             "counted": len(counted),
             "errors": self.errors,

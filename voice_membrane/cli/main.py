@@ -147,6 +147,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="refuse more sessions at once with 1013, before building anything for them "
         "(50: what one process sustains on 2 cores, docs/benchmarks.md; 0: no limit)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),  # server.log.LOG_FORMATS, not imported: --help stays fast
+        default="auto",
+        help="stderr's log lines: text on a terminal, JSON otherwise (auto)",
+    )
     _add_otel(serve)
     _add_bench(commands)
     return parser
@@ -233,7 +239,14 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench(args: argparse.Namespace) -> None:
-    from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
+    from ..bench.command import (
+        BenchInterrupted,
+        BenchOptions,
+        bench_prompts,
+        console,
+        run_bench,
+        targets_for,
+    )
     from ..infra.redact import remember
 
     token = _token_option(args.token, "bench")
@@ -271,6 +284,9 @@ def _bench(args: argparse.Namespace) -> None:
     try:
         with targets_for(options) as targets:
             runs = anyio.run(partial(run_bench, options, prompts, targets, console()))
+    except BenchInterrupted as exc:  # Ctrl-C: the turns finished are printed and written
+        print(f"voice-membrane bench: {exc}", file=sys.stderr, flush=True)
+        sys.exit(130)
     except Exception as exc:
         _exit_if_user_error("bench", exc)
         raise
@@ -281,6 +297,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
+    from ..server.log import make_log
     from ..server.run import run_server
 
     token = _token_option(args.token, "serve")
@@ -297,7 +314,7 @@ def _serve(args: argparse.Namespace) -> None:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
     shutdown_tracing = _start_tracing("serve", args)
     try:
-        anyio.run(
+        interrupted = anyio.run(
             partial(
                 run_server,
                 args.pipeline or [_default_pipeline()],
@@ -310,6 +327,7 @@ def _serve(args: argparse.Namespace) -> None:
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
                 max_sessions=args.max_sessions or None,  # 0: no limit
+                log=make_log(args.log_format),
             )
         )
     except Exception as exc:
@@ -317,6 +335,8 @@ def _serve(args: argparse.Namespace) -> None:
         raise
     finally:
         shutdown_tracing()
+    if interrupted:
+        sys.exit(130)  # stopped by Ctrl-C (SIGTERM's drain exits 0)
 
 
 def _token_option(given: str | None, command: str) -> str | None:

@@ -32,6 +32,7 @@ from ..pipeline.metrics import LatencyReport
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn, TurnResult
 from ..providers.text_source import TextSourceProvider
+from ..sinks.speaker import speaker_available
 from ..storage.blobs import sniff_image_type
 from ..vocab.messages import ContentBlock
 
@@ -85,6 +86,7 @@ async def run_assistant(
         problem = path and output_path_problem(path)
         if problem:
             raise ConfigError(f"{flag} {path}: {problem}")
+    _check_speaker(config)
     pictures = [_read_image(path) for path in images]
     debug = None
     if config.debug.dir is not None:
@@ -183,6 +185,19 @@ async def run_assistant(
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
+
+
+def _check_speaker(config: PipelineConfig) -> None:
+    """A speaker sink with no output device: said now, not after loading the model.
+    (A named device is checked when it is opened.)"""
+    if config.sink.kind != "speaker":
+        return
+    reason = speaker_available(config.sink.backend)
+    if reason is not None:
+        raise ConfigError(
+            f"{reason}: write the audio to a file with --out FILE.wav "
+            '(or set [sink] kind = "null" in the pipeline)'
+        )
 
 
 def _redacting(out: Callable[[str], None]) -> Callable[[str], None]:

@@ -125,6 +125,10 @@ class TurnMetrics:
     gaps: int = 0
     gap_ns: int = 0
     _playable_until_ns: int | None = None
+    # Silences spent waiting on a tool round: not the TTS falling behind (``note_tool_round``).
+    tool_pauses: int = 0
+    tool_pause_ns: int = 0
+    _tool_round: tuple[int, int | None] | None = None  # the latest: its start, its end
     llm_held_ns: int | None = None  # first-audio priority's hold on the LLM (None: off)
     retries: list[str] = field(default_factory=list)  # each failed attempt and the wait after it
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
@@ -143,10 +147,32 @@ class TurnMetrics:
         from the first audio on, was the audio before it already over (a gap)?"""
         until = self._playable_until_ns
         if until is not None and at_ns > until + GAP_TOLERANCE_NS:
-            self.gaps += 1
-            self.gap_ns += at_ns - until
+            if self._waited_on_tool(until, at_ns):
+                self.tool_pauses += 1
+                self.tool_pause_ns += at_ns - until
+            else:
+                self.gaps += 1
+                self.gap_ns += at_ns - until
         start = at_ns if until is None else max(until, at_ns)
         self._playable_until_ns = start + round(seconds * 1e9)
+
+    def note_tool_round(self, at_ns: int) -> None:
+        """A tool call began: the reply waits on its round (call, result, the
+        model's continuation) until ``note_reply_goes_on``."""
+        if self._tool_round is None or self._tool_round[1] is not None:
+            self._tool_round = (at_ns, None)
+
+    def note_reply_goes_on(self, at_ns: int) -> None:
+        """Visible text again after a tool round: the round is over."""
+        if self._tool_round is not None and self._tool_round[1] is None:
+            self._tool_round = (self._tool_round[0], at_ns)
+
+    def _waited_on_tool(self, silent_from: int, silent_to: int) -> bool:
+        """Whether a tool round overlapped this silence."""
+        if self._tool_round is None:
+            return False
+        start, end = self._tool_round
+        return start < silent_to and (end is None or end > silent_from)
 
     @property
     def tokens_to_first_chunk(self) -> int | None:
@@ -187,6 +213,8 @@ class TurnMetrics:
             tokens_to_first_chunk=self.tokens_to_first_chunk,
             audio_gaps=self.gaps,
             audio_gap_ms=round(self.gap_ns / 1e6, 3),
+            tool_pauses=self.tool_pauses,
+            tool_pause_ms=round(self.tool_pause_ns / 1e6, 3),
             llm_held_ms=None if self.llm_held_ns is None else round(self.llm_held_ns / 1e6, 3),
             retries=tuple(self.retries),
             usage=dict(self.usage),
@@ -232,6 +260,9 @@ class LatencyReport:
     # run dry this often, for this long in all: the TTS fell behind the listener.
     audio_gaps: int = 0
     audio_gap_ms: float = 0.0
+    # Silences while the reply waited on a tool round (not counted as gaps).
+    tool_pauses: int = 0
+    tool_pause_ms: float = 0.0
     llm_held_ms: float | None = None  # first-audio priority held the LLM (None: off)
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
@@ -284,6 +315,8 @@ class LatencyReport:
             "pipeline_added_ms": self.pipeline_added_ms,
             "audio_gaps": self.audio_gaps,
             "audio_gap_ms": self.audio_gap_ms,
+            "tool_pauses": self.tool_pauses,
+            "tool_pause_ms": self.tool_pause_ms,
             "llm_held_ms": self.llm_held_ms,
             "retries": list(self.retries),
             "usage": dict(self.usage),
@@ -320,6 +353,8 @@ class LatencyReport:
             tokens_to_first_chunk=data.get("tokens_to_first_chunk"),
             audio_gaps=int(data.get("audio_gaps", 0)),
             audio_gap_ms=float(data.get("audio_gap_ms", 0.0)),
+            tool_pauses=int(data.get("tool_pauses", 0)),
+            tool_pause_ms=float(data.get("tool_pause_ms", 0.0)),
             llm_held_ms=data.get("llm_held_ms"),
             retries=tuple(data.get("retries", ())),
             usage=dict(data.get("usage", {})),
@@ -374,6 +409,11 @@ class LatencyReport:
             lines.append(
                 f"  gaps: the TTS fell behind playback {self.audio_gaps} time(s), "
                 f"{self.audio_gap_ms:.0f} ms in all"
+            )
+        if self.tool_pauses:
+            lines.append(
+                f"  tool pauses: {self.tool_pauses}, {self.tool_pause_ms:.0f} ms in all "
+                "(waiting on tool calls, not the TTS)"
             )
         if self.llm_held_ms:
             lines.append(f"  first-audio priority: LLM held {self.llm_held_ms:.0f} ms")

@@ -90,6 +90,7 @@ class ReplyStage:
                             await out.send(replace(held, unfinished=_cut_off(item)))
                             held = None
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
+                            _note_tool_round(self.m, item, self._last_ns)
                             timer.items += 1
                             timed = Timed(item, self._last_ns)
                             if _ends_mid_word(item):
@@ -116,6 +117,15 @@ class ReplyStage:
                 self.refused = True
             finally:
                 timer.busy_ns += self.membrane.parse_ns - parse_before
+
+
+def _note_tool_round(m: TurnMetrics, item: Event, at_ns: int) -> None:
+    """A tool call starts a round the reply waits on; visible text again ends it
+    (its silence is a tool pause, not the TTS falling behind)."""
+    if isinstance(item, BlockStart) and item.type == "tool_call":
+        m.note_tool_round(at_ns)
+    elif isinstance(item, Chunk) and item.meta.visible:
+        m.note_reply_goes_on(at_ns)
 
 
 def _cut_off(item: object) -> bool:

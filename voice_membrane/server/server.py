@@ -42,6 +42,7 @@ DEFAULT_PORT = 8765
 # Off loopback a token is all that stands between the port and anyone: one this
 # short could be guessed.
 MIN_TOKEN_LENGTH = 16
+STOP_NOW_GRACE_S = 1.0  # a second Ctrl-C: what the closing handshakes get before cancelling
 
 
 class Server:
@@ -100,6 +101,7 @@ class Server:
         self._ws: WsServer | None = None
         self._stack = AsyncExitStack()
         self._done: anyio.Event | None = None
+        self.stopped_by: int | None = None  # the signal that began the stop (run.py)
 
     @property
     def url(self) -> str:
@@ -216,15 +218,26 @@ class Server:
         self.log("drain_end", sessions=state.sessions)
         await self.close()
 
-    async def close(self) -> None:
+    @property
+    def turns_running(self) -> int:
+        return 0 if self.state is None else self.state.turns_running
+
+    async def stop_now(self) -> None:
+        """Stop without waiting for the running turns: close every socket (1001),
+        which cancels its session's LLM and TTS work, and cancel what is left
+        after a short grace."""
+        await self.close(grace_s=STOP_NOW_GRACE_S)
+
+    async def close(self, grace_s: float | None = None) -> None:
         """Close every connection (1001) and stop listening."""
         if self._ws is not None:
             ws, self._ws = self._ws, None
             ws.close()
             # Each session ends once its socket closes; should one not (a bug), its
             # handler is cancelled rather than keep the process from exiting.
-            grace = (self.state.close_timeout_s if self.state else 10.0) + 5.0
-            with anyio.move_on_after(grace):
+            if grace_s is None:
+                grace_s = (self.state.close_timeout_s if self.state else 10.0) + 5.0
+            with anyio.move_on_after(grace_s):
                 await ws.wait_closed()
             for task in list(ws.handler_tasks):
                 task.cancel()
