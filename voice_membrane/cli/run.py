@@ -227,6 +227,8 @@ async def _one_turn(
     attachments: tuple[ContentBlock, ...] = (),
 ) -> TurnResult:
     result = await session.turn(text, attachments=attachments)
+    if result.report.cut_off and not result.interrupted:
+        out(" [cut off (max_tokens)]")  # the limit, not the model, ended the answer
     out(" [interrupted]\n" if result.interrupted else "\n")
     if result.error:  # redacted again here: a second net under ProviderError's own
         out(f"error: {redact(result.error)}\n")

@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..chunking.chunker import IDLE_FLUSH_S
+from ..chunking.cut_off import CUT_OFF_TEXT
 from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
@@ -160,6 +161,8 @@ class ChunkerConfig(_Section):
     # No new text for this long: what the chunker holds is spoken (the turn's timed
     # flush, pipeline/reply_stages.py; the chunker only carries the setting).
     idle_flush_s: float = Field(IDLE_FLUSH_S, gt=0, le=60, allow_inf_nan=False)
+    # Said after a sentence the token limit (llm.max_tokens) cut; "": none.
+    cut_off_text: str = Field(CUT_OFF_TEXT, max_length=200)
 
 
 PrioritySetting = bool | Literal["auto"]
