@@ -8,7 +8,7 @@ Example (``pipelines/local.toml``)::
 
     [llm]
     spec = "local"            # or "anthropic:claude-…", "openai:gpt-…", "gemini:gemini-…"
-    max_tokens = 120
+    max_tokens = 200
 
     [tts]
     spec = "piper"
@@ -70,7 +70,7 @@ class LlmConfig(_Section):
     # The embedded model's sampling seed: the same prompt gets the same reply
     # (unset: a new seed each reply). Cloud models ignore it.
     seed: int | None = Field(None, ge=0, lt=2**31)
-    max_tokens: int = Field(160, gt=0, le=65536)
+    max_tokens: int = Field(200, gt=0, le=65536)
     temperature: float = Field(0.7, ge=0, le=2)
     thinking_budget: int | None = Field(None, ge=1024)
     system_prompt: str | None = None
