@@ -114,6 +114,22 @@ class LlmConfig(_Section):
         return value
 
     @model_validator(mode="after")
+    def _embedded_speaks_chat(self) -> LlmConfig:
+        # The embedded model is prompted through llama.cpp's own chat template: a
+        # prefill format would be one chat message holding a second template, which
+        # SmolLM2 echoes (template text spoken) or answers with nothing (issue 24).
+        if self.spec == "local" and self.formatter != "native":
+            raise PydanticCustomError(
+                "embedded_chat_only",
+                "formatter {formatter} does not work with the embedded model (spec "
+                "local): it is prompted through its own chat template, and a prefill "
+                "transcript inside it makes the model echo the template or say nothing; "
+                "use formatter native",
+                {"formatter": self.formatter},
+            )
+        return self
+
+    @model_validator(mode="after")
     def _two_sides(self) -> LlmConfig:
         if self.user_name == self.assistant_name:
             raise ValueError(
