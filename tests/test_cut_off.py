@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import anyio
@@ -97,7 +98,7 @@ def test_the_pieces_still_tile_the_raw_text() -> None:
     text = "So, **if** you need help with a specific topic, I can"
     out = pieces([text], cut_off=True)
     assert out[0].start == 0 and out[-1].end == len(text)
-    assert all(a.end == b.start for a, b in zip(out, out[1:], strict=False))
+    assert all(a.end == b.start for a, b in pairwise(out))
 
 
 # Replies made of the hazards a cut may fall among: abbreviations, numbers, lists,
