@@ -46,6 +46,8 @@ def target_heading(run: TargetRun) -> str:
         f"of {summary['turns']}, {sessions} session{'s' if sessions != 1 else ''} at once; "
         f"errors {summary['errors']}, excluded {summary['excluded']}"
     )
+    if summary["cut_off"]:  # the answers were not whole: the figures still stand
+        heading += f", cut off (max_tokens) {summary['cut_off']}"
     if run.interrupted:
         heading += "; interrupted (Ctrl-C): the turns finished before it"
     if run.target.url is not None:
@@ -88,6 +90,7 @@ def bench_json(runs: list[TargetRun], settings: dict[str, Any]) -> dict[str, Any
                     "warm_up": turn.warm_up,
                     "counted": turn.counted,
                     "error": turn.error,
+                    "cut_off": report is not None and report.cut_off,
                     "first_piece": turn.first_piece,
                     "tts_alone_ms": turn.tts_alone_ms,
                     "ideal_ms": None if report is None else run.ideal_ms(turn),

@@ -110,6 +110,12 @@ class TargetRun:
         return sum(1 for turn in self.turns if turn.error is not None)
 
     @property
+    def cut_off(self) -> int:
+        """Turns the LLM's token limit cut (``stop_reason`` max_tokens): counted,
+        but their answers were not whole."""
+        return sum(1 for turn in self.turns if turn.report is not None and turn.report.cut_off)
+
+    @property
     def excluded(self) -> int:
         """Turns without an error that still cannot be counted (interrupted, or no
         audio or no visible text: a stamp the figures need is missing)."""
@@ -194,6 +200,7 @@ class TargetRun:
             "counted": len(counted),
             "errors": self.errors,
             "excluded": self.excluded,
+            "cut_off": self.cut_off,
             "tts_alone_ms": [round(ms, 3) for ms in self.tts_alone_ms],
             "open_s": None if self.open_s is None else round(self.open_s, 3),
             "gaps": self.gaps(),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 from .boundaries import find_cut
+from .cut_off import CUT_OFF_TEXT, ends_sentence, without_unfinished_word
 from .lexicon import lexicon
 from .markdown import Segment
 from .pending import Cut, CutKind, CutRules
@@ -17,7 +18,7 @@ from .tables import TableMode
 # stream's deltas come well within it unless the stream pauses or stalls.
 IDLE_FLUSH_S = 1.0
 
-ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final", "idle"]
+ChunkKind: TypeAlias = Literal["first", "clause", "sentence", "forced", "final", "idle", "cue"]
 
 # A word-boundary cut only ever releases the first piece, which is "first" anyway.
 _KINDS: dict[CutKind, ChunkKind] = {
@@ -38,7 +39,9 @@ class SpeechChunk:
         kind: ``"first"`` for a stream's first piece, whatever released it; else
             ``"sentence"`` (a sentence end or a newline), ``"clause"``, ``"forced"``
             (``max_chars`` reached), ``"final"`` (released by ``flush``), or
-            ``"idle"`` (released by ``flush_held``: the stream paused).
+            ``"idle"`` (released by ``flush_held``: the stream paused), or ``"cue"``
+            (``cut_off_text``, said after a sentence the token limit cut; its raw
+            span is empty, at the end).
         start, end: the raw-input span the piece covers. Pieces tile the raw input:
             the first starts at 0, each starts where the previous ended, and ``end`` is
             the raw offset just after the piece's last character, so markdown removed
@@ -101,6 +104,8 @@ class SpeechChunker:
         idle_flush_s: how long the code driving the chunker waits on a silent
             stream before it calls ``flush_held`` (the chunker has no clock: it
             only carries the setting; ``pipeline.ChunkStage`` reads it); None: never.
+        cut_off_text: said after a sentence the token limit cut, when the stream
+            ends with ``flush(cut_off=True)`` (``cut_off``); None or "": no cue.
 
     Raises:
         ValueError: an option out of range or an unknown language.
@@ -122,6 +127,7 @@ class SpeechChunker:
         language: str | None = None,
         phrase_guard: PhraseGuard | None = None,
         idle_flush_s: float | None = IDLE_FLUSH_S,
+        cut_off_text: str | None = CUT_OFF_TEXT,
     ) -> None:
         if first_chunk_words < 1 or max_chars < 1:
             raise ValueError("first_chunk_words and max_chars must be at least 1")
@@ -130,6 +136,7 @@ class SpeechChunker:
         if idle_flush_s is not None and not idle_flush_s > 0:
             raise ValueError(f"idle_flush_s must be positive or None, got {idle_flush_s}")
         self.idle_flush_s = idle_flush_s
+        self.cut_off_text = (cut_off_text or "").strip()
         self._rules = CutRules(
             first_chunk_words, min_clause_words, clause_chars, max_chars, lexicon(language)
         )
@@ -159,6 +166,10 @@ class SpeechChunker:
         # word the pause let out): it is said with the piece after it, not alone.
         self._after_pause = False
         self._carry: SpeechChunk | None = None
+        # What the pieces given out so far end on: nothing said yet, or whether
+        # the last one ends a sentence (for a cut-off stream's end, cut_off.py).
+        self._said = False
+        self._said_sentence = False
 
     def feed(self, text: str) -> list[SpeechChunk]:
         """Add visible text; return the pieces it released (often none)."""
@@ -166,17 +177,24 @@ class SpeechChunker:
             return []
         self._raw_len += len(text)
         self._append(self._filter.feed(text))
-        return self._drain(final=False)
+        return self._given(self._drain(final=False))
 
-    def flush(self) -> list[SpeechChunk]:
-        """End the stream: return the remaining pieces and reset for a new stream."""
+    def flush(self, *, cut_off: bool = False) -> list[SpeechChunk]:
+        """End the stream: return the remaining pieces and reset for a new stream.
+
+        ``cut_off``: the stream was cut by the model's token limit, so its last
+        sentence may be unfinished: the pieces end on the last sentence end, or,
+        when a sentence was begun aloud, on its last complete word and the cue
+        (``cut_off.py``). A stream that ended on its own is never changed."""
         self._append(self._filter.flush())
         chunks = self._drain(final=True)
         if self._pending[self._done :].strip():
             chunks += self._paused(self._release(len(self._pending) - self._done, "final"))
         if self._carry is not None:  # nothing came after it: it goes alone
             chunks.append(self._carry)
-        if chunks:
+        if cut_off:
+            chunks = self._cut_off(chunks)
+        if chunks and chunks[-1].kind != "cue":
             # The stream's last piece also covers trailing whitespace and markup.
             last = chunks[-1]
             chunks[-1] = replace(
@@ -197,7 +215,59 @@ class SpeechChunker:
             chunks += self._paused(self._release(len(self._pending), "idle"))
             self._pending, self._ends, self._code, self._done = "", [], [], 0
         self._after_pause = self._after_pause or bool(chunks)
+        return self._given(chunks)
+
+    def _given(self, chunks: list[SpeechChunk]) -> list[SpeechChunk]:
+        """Note what the pieces given out end on (a piece cut at a clause, a word
+        or the limit ends no sentence, whatever its last character)."""
+        if chunks:
+            last = chunks[-1]
+            self._said = True
+            self._said_sentence = last.kind not in ("clause", "forced") and ends_sentence(last.text)
         return chunks
+
+    def _cut_off(self, chunks: list[SpeechChunk]) -> list[SpeechChunk]:
+        """A cut-off stream's last pieces (not yet given out): up to the last
+        sentence end, or the sentence begun aloud finished with the cue."""
+        for n in range(len(chunks), 0, -1):
+            piece = chunks[n - 1]
+            if n == len(chunks):  # the rest of the stream: the cut rules judge its end
+                ended = self._ends_sentence_at_end(piece.text)
+            else:
+                ended = piece.kind not in ("clause", "forced") and ends_sentence(piece.text)
+            if ended:
+                return chunks[:n]
+        if self._said and self._said_sentence:
+            return []  # a new sentence, none of it said: the speech ends before it
+        kept = list(chunks)
+        if kept:
+            text = without_unfinished_word(kept[-1].text)
+            if any(ch.isalnum() for ch in text):
+                kept[-1] = replace(kept[-1], text=text)
+            else:
+                kept.pop()
+        if not (self._said or kept) or not self.cut_off_text:
+            return kept
+        # Words come before it (given out now or before): pieces do not end in a space.
+        cue = SpeechChunk(f" {self.cut_off_text}", "cue", self._raw_len, self._raw_len)
+        if kept:
+            kept[-1] = replace(kept[-1], end=self._raw_len)
+        return [*kept, cue]
+
+    def _ends_sentence_at_end(self, text: str) -> bool:
+        """Whether the cut rules end a sentence at the end of ``text`` when the
+        stream ends there (``Dr.`` does not end one; ``etc.`` at the end does)."""
+        probe = text.rstrip() + " "
+        pos = 0
+        while True:
+            cut = find_cut(
+                probe[pos:], first=False, final=True, line_start=False, rules=self._rules
+            )
+            if cut is None:
+                return False
+            pos += cut.pos
+            if not probe[pos:].strip():
+                return cut.kind == "sentence" and ends_sentence(probe[:pos])
 
     def _append(self, segments: list[Segment]) -> None:
         self._pending += "".join(seg.text for seg in segments)

@@ -46,6 +46,7 @@ class DemoTimeline:
     block_types: Counter[str] = field(default_factory=Counter)
     first_visible: tuple[int, float] | None = None
     first_piece: tuple[int, float] | None = None
+    cut_off = False  # the stream ended at the token limit (set by ``finish``)
 
     def feed(self, t_ms: float, text: str) -> list[str]:
         self.deltas += 1
@@ -54,7 +55,10 @@ class DemoTimeline:
             events = self.json_tools.feed(events)
         return self._events(t_ms, events)
 
-    def finish(self, t_ms: float) -> list[str]:
+    def finish(self, t_ms: float, *, cut_off: bool = False) -> list[str]:
+        """The stream's end; ``cut_off``: at the model's token limit, so a text
+        block still open ends as the pipeline ends it (``chunking/cut_off.py``)."""
+        self.cut_off = cut_off
         events = self.parser.flush()
         if self.json_tools is not None:
             events = self.json_tools.feed(events) + self.json_tools.flush()
@@ -77,7 +81,7 @@ class DemoTimeline:
                 if event.block.type == "text":
                     # A visible block ends where a hidden one (a tool call, say) begins:
                     # speak what is pending now rather than after the pause.
-                    lines += self._pieces(t_ms, self.chunker.flush())
+                    lines += self._pieces(t_ms, self.chunker.flush(cut_off=self.cut_off))
                 lines.append(_line(t_ms, _describe_complete(event)))
                 self.block_types[event.block.type] += 1
         return lines
@@ -98,6 +102,8 @@ class DemoTimeline:
             f"speakable pieces: {len(self.spoken)}, {sum(len(s) for s in self.spoken)} chars",
             f"hidden (never spoken): {sum(len(s) for s in self.hidden_text)} chars",
         ]
+        if self.cut_off:
+            lines.append("cut off (max_tokens): the reply hit the token limit")
         if self.first_visible is not None:
             n, t = self.first_visible
             lines.append(f"first visible text: delta {n} at {t:.0f} ms")
@@ -142,7 +148,9 @@ async def run_demo(recording: Recording, *, speed: float, out: TextIO | None = N
         last_t = delta.t_ms
         for line in timeline.feed(delta.t_ms, delta.text):
             say(line, flush=True)
-    for line in timeline.finish(last_t):
+    # (The header's stop is the last reply's; the demo plays the first.)
+    cut_off = recording.stop_reason == "max_tokens" and len(recording.replies) == 1
+    for line in timeline.finish(last_t, cut_off=cut_off):
         say(line)
     say()
     for line in timeline.summary():

@@ -362,7 +362,7 @@ def _default_pipeline() -> Path:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from .run import resolve_config, run_assistant
+    from .run import NO_SPEECH_EXIT, resolve_config, run_assistant, said_nothing
 
     prompt: str | None = args.prompt
     if prompt is not None and not _is_utf8(prompt):
@@ -401,6 +401,8 @@ def _run(args: argparse.Namespace) -> None:
         sys.exit(1)  # the error, what was spoken and the report are already printed
     if prompt is not None and any(result.interrupted for result in results):
         sys.exit(130)  # Ctrl-C cut the answer: the shell's code for it, as if killed
+    if prompt is not None and any(map(said_nothing, results)):
+        sys.exit(NO_SPEECH_EXIT)  # the answer said nothing (the line above says so)
 
 
 def _exit_if_user_error(command: str, exc: Exception) -> None:

@@ -242,13 +242,34 @@ async def _one_turn(
     attachments: tuple[ContentBlock, ...] = (),
 ) -> TurnResult:
     result = await session.turn(text, attachments=attachments)
+    if result.report.cut_off and not result.interrupted:
+        out(" [cut off (max_tokens)]")  # the limit, not the model, ended the answer
     out(" [interrupted]\n" if result.interrupted else "\n")
     if result.error:  # redacted again here: a second net under ProviderError's own
         out(f"error: {redact(result.error)}\n")
     if result.terminated:
         out(f"ended by a policy: {redact(result.terminated)}\n")
+    if said_nothing(result):
+        out(
+            "no speech: the reply had nothing to say\n"
+            if not result.visible_text.strip()
+            else "no speech: nothing in the reply's text could be said aloud\n"
+        )
     out(redact(result.report.table()) + "\n")
     return result
+
+
+# ``run --prompt``'s exit code when the turn ended normally but said nothing.
+NO_SPEECH_EXIT = 3
+
+
+def said_nothing(result: TurnResult) -> bool:
+    """A turn that ended on its own (no error, interruption or policy) and spoke
+    nothing, with no tool call or image to show for it: a reply that was only a
+    tool call, or an image, is not silent for nothing."""
+    if result.interrupted or result.error or result.terminated or result.spoken_text:
+        return False
+    return not any(block.type in ("tool_call", "image") for block in result.blocks)
 
 
 async def _read_line(out: Callable[[str], None]) -> str | None:
@@ -291,4 +312,11 @@ def _write_metrics(path: Path, reports: list[LatencyReport], single: bool) -> No
         raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-__all__ = ["ConfigError", "OutputFileError", "resolve_config", "run_assistant"]
+__all__ = [
+    "NO_SPEECH_EXIT",
+    "ConfigError",
+    "OutputFileError",
+    "resolve_config",
+    "run_assistant",
+    "said_nothing",
+]

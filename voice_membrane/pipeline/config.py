@@ -8,7 +8,7 @@ Example (``pipelines/local.toml``)::
 
     [llm]
     spec = "local"            # or "anthropic:claude-…", "openai:gpt-…", "gemini:gemini-…"
-    max_tokens = 120
+    max_tokens = 200
 
     [tts]
     spec = "piper"
@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..chunking.chunker import IDLE_FLUSH_S
+from ..chunking.cut_off import CUT_OFF_TEXT
 from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
@@ -71,7 +72,7 @@ class LlmConfig(_Section):
     # The embedded model's sampling seed: the same prompt gets the same reply
     # (unset: a new seed each reply). Cloud models ignore it.
     seed: int | None = Field(None, ge=0, lt=2**31)
-    max_tokens: int = Field(160, gt=0, le=65536)
+    max_tokens: int = Field(200, gt=0, le=65536)
     temperature: float = Field(0.7, ge=0, le=2)
     thinking_budget: int | None = Field(None, ge=1024)
     system_prompt: str | None = None
@@ -114,6 +115,22 @@ class LlmConfig(_Section):
         if ":" in value or LINE_BREAK.search(value):
             raise ValueError("a name is one line without ':'")
         return value
+
+    @model_validator(mode="after")
+    def _embedded_speaks_chat(self) -> LlmConfig:
+        # The embedded model is prompted through llama.cpp's own chat template: a
+        # prefill format would be one chat message holding a second template, which
+        # SmolLM2 echoes (template text spoken) or answers with nothing (issue 24).
+        if self.spec == "local" and self.formatter != "native":
+            raise PydanticCustomError(
+                "embedded_chat_only",
+                "formatter {formatter} does not work with the embedded model (spec "
+                "local): it is prompted through its own chat template, and a prefill "
+                "transcript inside it makes the model echo the template or say nothing; "
+                "use formatter native",
+                {"formatter": self.formatter},
+            )
+        return self
 
     @model_validator(mode="after")
     def _two_sides(self) -> LlmConfig:
@@ -163,6 +180,8 @@ class ChunkerConfig(_Section):
     # No new text for this long: what the chunker holds is spoken (the turn's timed
     # flush, pipeline/reply_stages.py; the chunker only carries the setting).
     idle_flush_s: float = Field(IDLE_FLUSH_S, gt=0, le=60, allow_inf_nan=False)
+    # Said after a sentence the token limit (llm.max_tokens) cut; "": none.
+    cut_off_text: str = Field(CUT_OFF_TEXT, max_length=200)
 
 
 PrioritySetting = bool | Literal["auto"]

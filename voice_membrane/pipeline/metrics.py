@@ -283,6 +283,11 @@ class LatencyReport:
         return self.stamps_ms["first_audio"]
 
     @property
+    def cut_off(self) -> bool:
+        """The reply was cut by the model's token limit (``llm.max_tokens``)."""
+        return self.stop_reason == "max_tokens"
+
+    @property
     def pipeline_added_ms(self) -> float | None:
         """First audio minus what the engines account for: the LLM's time to the
         token that completed the first piece, plus the TTS engine's time to the
@@ -378,6 +383,7 @@ class LatencyReport:
         lines = [
             f"latency ({self.llm} → {self.tts} → {self.sink})"
             + ("  [interrupted]" if self.interrupted else "")
+            + ("  [cut off (max_tokens)]" if self.cut_off else "")
         ]
         for name in STAMPS[1:]:
             value = self.stamps_ms[name]

@@ -16,7 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..chunking import SpeechChunk, SpeechChunker
 from ..membrane.membrane import Membrane
-from ..membrane.reply import ReplyError, ReplyResult, Retrying, UsageUpdate
+from ..membrane.reply import ImagePreview, ReplyError, ReplyResult, Retrying, UsageUpdate
 from ..membrane.tools import OnToolCalls
 from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..vocab.messages import Request, RequestError
@@ -73,9 +73,10 @@ class ReplyStage:
             stream = self.membrane.stream(
                 self.request, on_output=self._on_output, on_tool_calls=self.on_tool_calls
             )
-            # A text block that ends inside a word waits for the next item: only
-            # then is it known whether the reply failed there (a cut-off word) or
-            # went on (a finished one). Otherwise nothing is held.
+            # A text block's end waits for the next event or the reply's end: only
+            # then is it known whether the reply failed there (a cut-off word), hit
+            # the token limit (an unfinished sentence) or went on. (The next item
+            # comes at once: the block's end and what follows are read together.)
             held: Timed | None = None
             try:
                 async with aclosing(stream) as items:
@@ -86,14 +87,14 @@ class ReplyStage:
                             item = await anext(items)
                         except StopAsyncIteration:
                             break
-                        if held is not None:
-                            await out.send(replace(held, unfinished=_cut_off(item)))
+                        if held is not None and not isinstance(item, _NOT_AN_END):
+                            await out.send(_resolved(held, item))
                             held = None
                         if isinstance(item, Chunk | BlockStart | BlockComplete):
                             _note_tool_round(self.m, item, self._last_ns)
                             timer.items += 1
                             timed = Timed(item, self._last_ns)
-                            if _ends_mid_word(item):
+                            if _is_text_end(item):
                                 held = timed
                             else:
                                 await out.send(timed)
@@ -128,18 +129,30 @@ def _note_tool_round(m: TurnMetrics, item: Event, at_ns: int) -> None:
         m.note_reply_goes_on(at_ns)
 
 
-def _cut_off(item: object) -> bool:
-    """Whether the reply failed in a way that may cut its last word off. A stall
-    does not: the stream was silent long enough that the idle flush had spoken
-    what it held, last word included, and the stall speaks it the same."""
-    return isinstance(item, ReplyError) and item.kind != "stalled"
+# Items that say nothing of how a text block ended: counts and previews only.
+_NOT_AN_END = (UsageUpdate, ImagePreview, Retrying)
 
 
-def _ends_mid_word(event: Event) -> bool:
-    """A text block completed with its last word possibly unfinished."""
-    if not isinstance(event, BlockComplete) or event.block.type != "text":
-        return False
-    return ends_mid_word(event.block.content or "")
+def _resolved(held: Timed, item: object) -> Timed:
+    """A text block's end, once the next item says how the reply went on. A
+    failure may have cut its last word off — not a stall: the stream was silent
+    long enough that the idle flush had spoken what it held, last word included,
+    and the stall speaks it the same. The token limit may have cut its last
+    sentence. Anything else: the block ended as the model wrote it."""
+    if isinstance(item, ReplyError):
+        failed = item.kind != "stalled" and ends_mid_word(_text_of(held.event))
+        return replace(held, unfinished=failed)
+    if isinstance(item, ReplyResult) and item.stop_reason == "max_tokens":
+        return replace(held, cut_off=True)
+    return held
+
+
+def _is_text_end(event: Event) -> bool:
+    return isinstance(event, BlockComplete) and event.block.type == "text"
+
+
+def _text_of(event: Event) -> str:
+    return event.block.content or "" if isinstance(event, BlockComplete) else ""
 
 
 def _nonzero(usage: Usage) -> dict[str, int]:
@@ -172,7 +185,7 @@ class RouteStage:
                 elif isinstance(event, BlockComplete):
                     self.blocks.append(event.block)
                     if event.block.type == "text":
-                        visible = Visible(None, timed.t_ns, timed.unfinished)
+                        visible = Visible(None, timed.t_ns, timed.unfinished, timed.cut_off)
                     elif event.block.image is not None:
                         self.log(await save_image(self.images, event.index, event.block.image))
                 timer.add(started)
@@ -230,7 +243,7 @@ class ChunkStage:
                     self._fed = True
                 else:
                     last_ns = item.t_ns
-                    flushed = self.chunker.flush()
+                    flushed = self.chunker.flush(cut_off=item.cut_off)
                     chunks = _without_partial_word(flushed) if item.unfinished else flushed
                     self._fed = False
                 timer.add(started)

@@ -25,22 +25,27 @@ class Timed:
     """A reply event, stamped with the arrival of the provider output that produced it.
 
     ``unfinished``: on a text block's ``BlockComplete``, the reply failed right
-    after it, so its last word may be cut off and is not spoken.
+    after it, so its last word may be cut off and is not spoken. ``cut_off``: the
+    reply ended right after it at the token limit (``max_tokens``), so its last
+    sentence may be unfinished (``SpeechChunker.flush(cut_off=True)``).
     """
 
     event: Event
     t_ns: int
     unfinished: bool = False
+    cut_off: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Visible:
     """Visible text for the chunker, or (``text=None``) the end of a visible block
-    (``unfinished``: cut off by an error, see ``Timed``)."""
+    (``unfinished``: cut off by an error; ``cut_off``: by the token limit; see
+    ``Timed``)."""
 
     text: str | None
     t_ns: int
     unfinished: bool = False
+    cut_off: bool = False
 
 
 @dataclass(frozen=True, slots=True)

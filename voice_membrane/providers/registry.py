@@ -21,7 +21,7 @@ def create_provider(
     model_path: str | None = None,
     n_threads: int | None = None,
     seed: int | None = None,
-    max_tokens: int = 160,
+    max_tokens: int = 200,
     temperature: float = 0.7,
     replay_speed: float = 1.0,
     base_url: str | None = None,

@@ -12,6 +12,10 @@ time offset from the request in milliseconds::
 Offsets never decrease. Blank lines are ignored. A lone surrogate in the text
 (``"\ud83d"``: half an emoji) is read as U+FFFD.
 
+The header may say how the recorded reply ended, ``"stop_reason": "max_tokens"``
+(the model's token limit cut it) or ``"end_turn"`` (the default); it is the
+last reply's: the replies before it in a tool loop end on their calls.
+
 A recording may hold the replies of a tool loop: a line ``{"reply": 2}`` starts
 the second reply (offsets start again from 0), ``{"reply": 3}`` the third, and
 so on. A chat-mode source is given the reply for the round it is in: the first
@@ -60,6 +64,8 @@ class Recording:
     # How the recorded model wrote its tool calls: "xml" (tags the parser reads) or
     # "json" (``<tool_call>{…}</tool_call>`` in its text, read by the JSON tool reader).
     tool_syntax: Literal["xml", "json"] = "xml"
+    # How the last reply ended: on its own, or cut by the recorded model's token limit.
+    stop_reason: Literal["end_turn", "max_tokens"] = "end_turn"
 
     @property
     def deltas(self) -> tuple[Delta, ...]:
@@ -126,7 +132,15 @@ def load_recording(path: str | Path) -> Recording:
         raise RecordingError(
             f"{path}:{records[0][0]}: tool_syntax must be xml or json, not {quote(tool_syntax)}"
         )
-    return Recording(path, mode, description, tuple(tuple(r) for r in replies), tool_syntax)
+    stop_reason = header.get("stop_reason", "end_turn")
+    if stop_reason not in ("end_turn", "max_tokens"):
+        raise RecordingError(
+            f"{path}:{records[0][0]}: stop_reason must be end_turn or max_tokens, "
+            f"not {quote(stop_reason)}"
+        )
+    return Recording(
+        path, mode, description, tuple(tuple(r) for r in replies), tool_syntax, stop_reason
+    )
 
 
 def _object(path: Path, n: int, line: str) -> dict[str, Any]:
@@ -164,14 +178,18 @@ class ReplaySource:
         self.speed = speed
         self.name = f"replay:{self.recording.path.name}"
         self.mode = self.recording.mode
+        self.stop_reason = "end_turn"  # why the last stream ended (TextSourceProvider reads it)
 
     async def start(self) -> None:
         return None
 
     async def stream(self, messages: Sequence[ChatMessage]) -> AsyncGenerator[str, None]:
         reply = tool_rounds(messages) if self.mode == "chat" else 0
+        self.stop_reason = "end_turn"
         async for delta in replay(self.recording, speed=self.speed, reply=reply):
             yield delta.text
+        if reply >= len(self.recording.replies) - 1:  # the last reply: the header's stop
+            self.stop_reason = self.recording.stop_reason
 
     async def aclose(self) -> None:
         return None
