@@ -2,8 +2,11 @@
 // (docs/websocket-protocol.md, version 1), its audio played gaplessly, its
 // transcript, hidden blocks and latency waterfall. Plain ES modules, no build
 // step. Server text is only ever set with textContent (model output is untrusted).
-import { BufferPlayer, LevelMeter, OutputChain, WorkletPlayer, peak } from "./audio.js";
+import { BufferPlayer, LevelMeter, OutputChain, WorkletPlayer, decodeFrame } from "./audio.js";
 import { HiddenBlocks } from "./blocks.js";
+import { stored } from "./stored.js";
+import { exposeStatus } from "./status.js";
+import { Transcript } from "./transcript.js";
 import { SLOW_FIRST_AUDIO_MS, describeCause, dominantStage, waterfallFigure } from "./waterfall.js";
 
 const PROTOCOL = 1;
@@ -43,6 +46,7 @@ const ui = Object.fromEntries(
 );
 const waterfallHint = ui.waterfalls.firstElementChild;
 const hidden = new HiddenBlocks(ui.hiddenBlocks, ui.hiddenCount);
+const transcript = new Transcript(ui.transcript);
 
 const app = {
   ws: null,
@@ -67,22 +71,6 @@ const app = {
   muted: false,
 };
 const meter = new LevelMeter(ui.level, () => render());
-
-const stored = {
-  get: (store, key) => {
-    try {
-      return store.getItem(key);
-    } catch {
-      return null; // storage refused (a privacy setting): nothing remembered
-    }
-  },
-  set: (store, key, value) => {
-    try {
-      if (value === null) store.removeItem(key);
-      else store.setItem(key, value);
-    } catch {}
-  },
-};
 
 // --- audio ---------------------------------------------------------------------
 function wantedRate() {
@@ -115,29 +103,9 @@ function resumeAudio() {
   }
 }
 
-function decodeFrame(buffer) {
-  const view = new DataView(buffer);
-  let samples;
-  if (app.format.encoding === "mulaw") {
-    const bytes = new Uint8Array(buffer, 8);
-    samples = new Float32Array(bytes.length);
-    for (let i = 0; i < bytes.length; i++) samples[i] = mulaw(bytes[i]) / 32768;
-  } else {
-    samples = new Float32Array((buffer.byteLength - 8) >> 1);
-    for (let i = 0; i < samples.length; i++) samples[i] = view.getInt16(8 + 2 * i, true) / 32768;
-  }
-  return { turn: view.getUint32(0, true), seq: view.getUint32(4, true), samples };
-}
-
-function mulaw(byte) {
-  const u = ~byte & 0xff;
-  const magnitude = (((u & 0x0f) << 3) + 0x84) << ((u & 0x70) >> 4);
-  return u & 0x80 ? 0x84 - magnitude : magnitude - 0x84;
-}
-
 function onAudio(buffer) {
   if (!app.format || !app.player || buffer.byteLength < 8) return;
-  const { turn, seq, samples } = decodeFrame(buffer);
+  const { turn, seq, samples } = decodeFrame(buffer, app.format.encoding);
   if (app.lastSeq >= 0 && seq > app.lastSeq + 1) app.framesLost += seq - app.lastSeq - 1;
   app.lastSeq = seq;
   if (turn <= app.droppedUpTo) {
@@ -242,7 +210,7 @@ async function onEvent(message) {
     case "transcript.delta":
       if (message.turn > app.droppedUpTo) {
         turnRecord(message.turn).replyText.textContent += message.text;
-        scrollTranscript();
+        transcript.scroll();
       }
       break;
     case "log":
@@ -269,8 +237,8 @@ async function onEvent(message) {
 async function onSessionStarted(message) {
   // A new session counts turns from 1 and remembers nothing of the last one: the
   // conversation so far stays on screen above a divider that says so.
-  if (app.session && ui.transcript.querySelector("li.user")) {
-    divider(`New session on “${message.pipeline}”: it does not remember the conversation above`);
+  if (app.session && transcript.hasTurns) {
+    transcript.divider(`New session on “${message.pipeline}”: it does not remember the conversation above`);
   }
   if (app.tokenSent) stored.set(sessionStorage, TOKEN_KEY, app.tokenSent);
   ui.token.value = "";
@@ -306,7 +274,7 @@ function onTurnStarted(message) {
   } else {
     setState("responding");
   }
-  scrollTranscript();
+  transcript.scroll();
 }
 
 function onTurnEnd(message) {
@@ -349,10 +317,10 @@ function onMetrics(message) {
   const report = message.report || {};
   const record = turnRecord(message.turn);
   record.report = report;
-  if (report.stop_reason === "max_tokens") badge(record, "cut-off", "cut off (max_tokens)");
+  if (report.stop_reason === "max_tokens") transcript.badge(record, "cut-off", "cut off (max_tokens)");
   const cause = dominantStage(report.stamps_ms || {});
   if (cause && cause.total > SLOW_FIRST_AUDIO_MS) {
-    badge(record, "slow", `first audio after ${(cause.total / 1000).toFixed(1)} s — ${describeCause(cause)}`);
+    transcript.badge(record, "slow", `first audio after ${(cause.total / 1000).toFixed(1)} s — ${describeCause(cause)}`);
   }
   if (!ui.waterfalls.querySelector("figure")) ui.waterfalls.replaceChildren();
   ui.waterfalls.prepend(waterfallFigure(message.turn, report));
@@ -363,56 +331,11 @@ function onMetrics(message) {
 function turnRecord(turn) {
   let record = app.turns.get(turn);
   if (record) return record;
-  const session = app.session ? app.session.session : "";
-  const userEl = item("user", turn, session);
-  const userText = document.createElement("span");
-  userEl.append(label("You"), userText);
-  const replyEl = item("reply", turn, session);
-  const replyText = document.createElement("span");
-  replyText.className = "text";
-  const note = document.createElement("span");
-  note.className = "note";
-  const badges = document.createElement("span");
-  badges.className = "badges";
-  replyEl.append(label("Assistant"), replyText, note, badges);
-  ui.transcript.append(userEl, replyEl);
-  record = { turn, userEl, userText, replyEl, replyText, note, badges, frames: 0, samples: 0 };
-  Object.assign(record, { ended: false, heard: null, interrupted: false, report: null });
+  record = transcript.add(turn, app.session ? app.session.session : "");
+  Object.assign(record, { frames: 0, samples: 0, ended: false, heard: null, interrupted: false });
+  record.report = null;
   app.turns.set(turn, record);
   return record;
-}
-
-function item(kind, turn, session) {
-  const li = document.createElement("li");
-  li.className = kind;
-  li.dataset.turn = String(turn);
-  li.dataset.session = session;
-  return li;
-}
-
-function label(text) {
-  const el = document.createElement("span");
-  el.className = "who";
-  el.textContent = `${text}: `;
-  return el;
-}
-
-function badge(record, kind, text) {
-  const el = document.createElement("span");
-  el.className = `badge ${kind}`;
-  el.textContent = text;
-  record.badges.append(el);
-}
-
-function divider(text) {
-  const li = document.createElement("li");
-  li.className = "divider";
-  li.textContent = text;
-  ui.transcript.append(li);
-}
-
-function scrollTranscript() {
-  ui.transcript.lastElementChild?.scrollIntoView({ block: "nearest" });
 }
 
 // --- actions ---------------------------------------------------------------------
@@ -529,51 +452,7 @@ document.addEventListener("keydown", (event) => {
 document.addEventListener("pointerdown", resumeAudio);
 setInterval(render, 250); // playback ends on the audio thread: keep the buttons true
 
-// Read-only status for tests and the curious (window.voiceMembrane).
-const status = {};
-const getters = {
-  state: () => app.state,
-  audioContextState: () => (app.audioContext ? app.audioContext.state : null),
-  sampleRate: () => (app.audioContext ? app.audioContext.sampleRate : null),
-  player: () => (app.player ? app.player.kind : null),
-  playing: () => (app.player ? app.player.playing : false),
-  framesScheduled: () => app.framesScheduled,
-  samplesScheduled: () => app.samplesScheduled,
-  samplesPlayed: () => (app.player ? app.player.playedSamples : 0),
-  framesDropped: () => app.framesDropped,
-  framesLost: () => app.framesLost,
-  underruns: () => (app.player ? app.player.underruns : 0),
-  session: () => (app.session ? app.session.session : null),
-  lastTurn: () => (app.lastTurn ? snapshot(app.lastTurn) : null),
-  gain: () => (app.chain ? app.chain.gain.gain.value : null),
-  meterLevel: () => meter.value,
-};
-for (const [name, get] of Object.entries(getters)) {
-  Object.defineProperty(status, name, { get, enumerable: true });
-}
-status.playedSeconds = () =>
-  app.player && app.audioContext ? app.player.playedSamples / app.audioContext.sampleRate : 0;
-// The loudest sample of the last ~40 ms that reached the speakers (after the
-// volume), and that the player gave out (before it), 0 to 1.
-status.outputPeak = () => peak(app.chain && app.chain.output);
-status.voicePeak = () => peak(app.chain && app.chain.level);
-status.turn = (n) => (app.turns.has(n) ? snapshot(app.turns.get(n)) : null);
-Object.freeze(status);
-window.voiceMembrane = status;
-
-function snapshot(record) {
-  return {
-    turn: record.turn,
-    frames: record.frames,
-    samples: record.samples,
-    ended: record.ended,
-    heard: record.heard,
-    interrupted: record.interrupted,
-    audioSeconds: record.report?.counts?.audio_seconds ?? null,
-    stamps: record.report?.stamps_ms ?? null,
-    stopReason: record.report?.stop_reason ?? null,
-  };
-}
+window.voiceMembrane = exposeStatus(app, meter);
 
 // Remembered choices: the details panel (closed unless opened before), the volume.
 ui.details.open = stored.get(localStorage, DETAILS_KEY) === "open";

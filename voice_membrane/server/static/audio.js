@@ -178,3 +178,24 @@ export class LevelMeter {
     if (this.value > 0 || rms > 0) this.wake(); // else at rest until the next wake()
   }
 }
+
+/** A binary frame: its turn, sequence number and samples (-1 to 1). */
+export function decodeFrame(buffer, encoding) {
+  const view = new DataView(buffer);
+  let samples;
+  if (encoding === "mulaw") {
+    const bytes = new Uint8Array(buffer, 8);
+    samples = new Float32Array(bytes.length);
+    for (let i = 0; i < bytes.length; i++) samples[i] = mulaw(bytes[i]) / 32768;
+  } else {
+    samples = new Float32Array((buffer.byteLength - 8) >> 1);
+    for (let i = 0; i < samples.length; i++) samples[i] = view.getInt16(8 + 2 * i, true) / 32768;
+  }
+  return { turn: view.getUint32(0, true), seq: view.getUint32(4, true), samples };
+}
+
+function mulaw(byte) {
+  const u = ~byte & 0xff;
+  const magnitude = (((u & 0x0f) << 3) + 0x84) << ((u & 0x70) >> 4);
+  return u & 0x80 ? 0x84 - magnitude : magnitude - 0x84;
+}
