@@ -89,7 +89,8 @@ async def server(folder: Path, fake_openai: FakeOpenAI) -> AsyncIterator[Server]
 
 
 @pytest.fixture(scope="module")
-async def token_server(folder: Path) -> AsyncIterator[Server]:
+async def token_server(folder: Path, server: Server) -> AsyncIterator[Server]:
+    # (``server`` wrote the pipeline files)
     async with Server([folder / "page.toml"], port=0, token=TOKEN) as running:
         yield running
 
