@@ -139,6 +139,7 @@ async def test_session_started_names_the_format(tmp_path: Path) -> None:
     assert started["protocol"] == 1
     assert started["pipeline"] == "short"  # the first pipeline is the default
     assert started["pipelines"] == ["short", "long"]
+    assert set(started["descriptions"]) == {"short", "long"}  # each one's, "" for none
     assert started["tts"] == "espeak" and started["llm"].startswith("replay:")
     assert started["audio"] == {"encoding": "mulaw", "sample_rate": 8000, "frame_ms": 20}
 

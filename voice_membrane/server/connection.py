@@ -207,6 +207,7 @@ class Connection:
                     protocol=p.PROTOCOL_VERSION,
                     pipeline=name,
                     pipelines=list(state.pipelines),
+                    descriptions={n: c.description for n, c in state.pipelines.items()},
                     llm=llm,
                     tts=tts,
                     audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},

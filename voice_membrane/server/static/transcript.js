@@ -1,0 +1,63 @@
+// The conversation on screen: a user line and a reply line per turn, marks on a
+// reply (cut off, slow start), and dividers between sessions. The lines of
+// earlier sessions stay; a session's turns are found by its records.
+
+export class Transcript {
+  constructor(list) {
+    this.list = list;
+  }
+
+  /** A new turn's two lines; its record holds the elements a reply fills in. */
+  add(turn, session) {
+    const userEl = item("user", turn, session);
+    const userText = document.createElement("span");
+    userEl.append(label("You"), userText);
+    const replyEl = item("reply", turn, session);
+    const replyText = document.createElement("span");
+    replyText.className = "text";
+    const note = document.createElement("span");
+    note.className = "note";
+    const badges = document.createElement("span");
+    badges.className = "badges";
+    replyEl.append(label("Assistant"), replyText, note, badges);
+    this.list.append(userEl, replyEl);
+    return { turn, userEl, userText, replyEl, replyText, note, badges };
+  }
+
+  get hasTurns() {
+    return this.list.querySelector("li.user") !== null;
+  }
+
+  badge(record, kind, text) {
+    const el = document.createElement("span");
+    el.className = `badge ${kind}`;
+    el.textContent = text;
+    record.badges.append(el);
+  }
+
+  divider(text) {
+    const li = document.createElement("li");
+    li.className = "divider";
+    li.textContent = text;
+    this.list.append(li);
+  }
+
+  scroll() {
+    this.list.lastElementChild?.scrollIntoView({ block: "nearest" });
+  }
+}
+
+function item(kind, turn, session) {
+  const li = document.createElement("li");
+  li.className = kind;
+  li.dataset.turn = String(turn);
+  li.dataset.session = session;
+  return li;
+}
+
+function label(text) {
+  const el = document.createElement("span");
+  el.className = "who";
+  el.textContent = `${text}: `;
+  return el;
+}
