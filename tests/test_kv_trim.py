@@ -285,3 +285,44 @@ def test_a_long_session_trims_in_place_and_keeps_answering() -> None:
     anyio.run(turns)
     assert len(trims) >= 2
     assert max(trims) < 80  # the new question, the last reply as heard, and the reply
+
+
+def test_the_trim_check_does_not_tokenize_what_was_just_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """History fitting counts a request just before it is sent: the trim check takes
+    that count's tokens instead of rendering and tokenizing the prompt again."""
+    src = source()
+    messages = conversation(0, 6, "Question 6?")
+    reply(src, messages)  # the cache is this source's own: the check runs
+    asked = conversation(0, 7, "Question 7?")
+    llama = src.model.llama
+    calls: list[bytes] = []
+    tokenize = llama.tokenize
+
+    def counting(text: bytes, *args: object, **kwargs: object) -> list[int]:
+        calls.append(text)
+        return tokenize(text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(llama, "tokenize", counting)
+    anyio.run(src.count_tokens, asked)
+    reply(src, asked)
+    assert src.model.cache.last is not None and src.model.cache.last.reason == "no span"
+    assert len(calls) == 2  # the count, and llama.cpp's own in create_chat_completion
+
+
+def test_a_trim_that_fails_midway_leaves_a_cache_read_again_in_full() -> None:
+    """Internals that are not what the module expects (here ``input_ids`` gone after
+    the check) never leave a cache whose record is wrong: it is forgotten."""
+    src = source()
+    reply(src, conversation(0, 12, "Question 12?"))
+    llama = src.model.llama
+
+    def broken() -> list[int]:
+        raise AttributeError("input_ids")
+
+    result = src.model.cache.fit(llama, src, True, broken)
+    assert result.span is None and result.reason == "failed (AttributeError)"
+    assert llama.n_tokens == 0
+    text, evaluated = reply(src, conversation(4, 13, "Question 13?"))
+    assert text.strip() and evaluated > 300

@@ -164,11 +164,15 @@ class CacheKeeper:
         if not trim or not ours:
             self.last = TrimResult(None, "off" if not trim else "not this session's cache")
             return self.last
-        prompt = tokens()
-        if prompt is None:
-            self.last = TrimResult(None, "no chat template")
-        else:
-            self.last = trim_in_place(llama, prompt)
+        try:
+            prompt = tokens()
+            if prompt is None:
+                self.last = TrimResult(None, "no chat template")
+            else:
+                self.last = trim_in_place(llama, prompt)
+        except Exception as exc:  # internals not as expected: forget the cache, read it all
+            llama.n_tokens = 0  # llama-cpp-python then clears the KV cache before its eval
+            self.last = TrimResult(None, f"failed ({type(exc).__name__})")
         return self.last
 
 
