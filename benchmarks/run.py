@@ -1,9 +1,11 @@
 """Run every benchmark, print the report and write it to ``build/benchmarks.md``
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
-Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]`` (``make bench``).
+Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
+[--skip-long-session]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
-the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run.
+the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
+``--skip-long-session`` the embedded model's long session.
 """
 
 from __future__ import annotations
@@ -12,9 +14,17 @@ import argparse
 import time
 from pathlib import Path
 
-from benchmarks import report, report_first_audio, report_membrane, report_serve, report_tts
+from benchmarks import (
+    report,
+    report_first_audio,
+    report_long_session,
+    report_membrane,
+    report_serve,
+    report_tts,
+)
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
+from benchmarks.bench_long_session import run_long_session_bench
 from benchmarks.bench_membrane import run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
@@ -24,7 +34,7 @@ from voice_membrane.bench.membrane_cost import MembraneResults
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 
-def build_report(*, first_audio: bool = True) -> str:
+def build_report(*, first_audio: bool = True, long_session: bool = True) -> str:
     sections = [report.header()]
     try:
         sections.append(report.parser_section(run_parser_bench()))
@@ -43,6 +53,15 @@ def build_report(*, first_audio: bool = True) -> str:
             sections.append(report_first_audio.first_audio_section(run_first_audio_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_first_audio.FIRST_AUDIO_TITLE, error))
+    if not long_session:
+        sections.append(
+            report.skipped(report_long_session.LONG_SESSION_TITLE, "--skip-long-session")
+        )
+    else:
+        try:
+            sections.append(report_long_session.long_session_section(run_long_session_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report_long_session.LONG_SESSION_TITLE, error))
     membrane: MembraneResults | None = None
     try:
         membrane = run_membrane_bench()
@@ -73,10 +92,17 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="leave out the first-audio latency of the embedded pipelines (~2 minutes)",
     )
+    parser.add_argument(
+        "--skip-long-session",
+        action="store_true",
+        help="leave out the embedded model's long session, trimmed both ways (~2 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    text = build_report(first_audio=not args.skip_first_audio)
+    text = build_report(
+        first_audio=not args.skip_first_audio, long_session=not args.skip_long_session
+    )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")

@@ -8,15 +8,18 @@ until the request fits its budget; the system prompt and the new user text are
 always kept. A dropped turn stays dropped (the kept conversation's start only
 moves forward).
 
-Dropping changes the start of the conversation, and with it every token after
-the system prompt: llama.cpp reuses its cache only for the prefix a prompt shares
-with the last one, so the whole prompt is evaluated again (8.6 s for 1,837
-SmolLM2 tokens on two quiet cores, about three times that on busy ones, against
-well under a second for a turn appended to a cached prefix; cloud prompt caches
-are prefix caches too).
-So a request over budget drops enough turns to fit ``TRIM_TO`` of the budget,
-and the turns after it grow again on an unchanged prefix until the next trim,
-instead of shifting the whole prompt by one turn on every turn.
+Dropping changes the start of the conversation, and with it the position of
+every token after the system prompt. A prefix cache reuses only the prefix a
+prompt shares with the last one, so it would evaluate the whole prompt again
+(8.6 s for 1,837 SmolLM2 tokens on two quiet cores). The embedded model does
+not: it cuts the dropped turns out of llama.cpp's KV cache in place and shifts
+what follows (``providers/llama_kv.py``), so a trimmed turn evaluates only its
+new text, as an untrimmed one does; when the cache is not the session's own
+(another session ran on the shared model since) or its tokens do not line up,
+the prompt is read again. Cloud prompt caches are prefix caches: for them a trim
+still means a full read. So a request over budget drops enough turns to fit
+``TRIM_TO`` of the budget, and the turns after it grow again on an unchanged
+prefix until the next trim, instead of changing the prompt's start on every turn.
 
 The budget and the count depend on the model:
 

