@@ -25,8 +25,9 @@ def test_a_missing_model_file_is_one_line_before_anything_loads(tmp_path: Path) 
     missing = tmp_path / "nope.gguf"
     with pytest.raises(SystemExit) as excinfo:
         main(["run", "--prompt", "hi", "--llm", f"local:{missing}"])
-    text = str(excinfo.value)
-    assert text == f"voice-membrane run: llm 'local:{missing}': no such model file", text
+    text = str(excinfo.value)  # (a long path is shortened in the message)
+    assert text.startswith("voice-membrane run: llm 'local:/"), text
+    assert text.endswith(": no such model file") and "\n" not in text, text
 
 
 def test_the_spec_names_the_model_file(tmp_path: Path) -> None:

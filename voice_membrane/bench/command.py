@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -143,9 +144,10 @@ async def run_bench(
     runs: list[TargetRun] = []
     partial_run: list[TargetRun] = []  # the target being measured, once a turn is done
     stopped = anyio.Event()
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+    with _interrupts() as signals:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_sigint, signals, tg.cancel_scope, stopped)
+            if signals is not None:
+                tg.start_soon(_stop_on_sigint, signals, tg.cancel_scope, stopped)
             await _measure(options, prompts, targets, console, runs, partial_run)
             tg.cancel_scope.cancel()
     settings = options.settings
@@ -168,6 +170,18 @@ async def run_bench(
     if stopped.is_set():
         raise BenchInterrupted(f"interrupted {settings['interrupted']}")
     return runs
+
+
+@contextlib.contextmanager
+def _interrupts() -> Iterator[Any]:
+    """SIGINT as a stream, or None off the main thread (an embedding app's worker
+    thread: Python delivers signals only to the main one, and will not listen
+    elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        yield signals
 
 
 async def _stop_on_sigint(signals: Any, scope: anyio.CancelScope, stopped: anyio.Event) -> None:
