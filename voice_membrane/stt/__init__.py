@@ -1,0 +1,1 @@
+"""Speech-to-text engines behind one interface (``base.SttEngine``)."""
