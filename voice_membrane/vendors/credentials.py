@@ -23,12 +23,14 @@ KEY_VARS = {
     "openai": ("OPENAI_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     "elevenlabs": ("ELEVENLABS_API_KEY",),
+    "deepgram": ("DEEPGRAM_API_KEY",),
 }
 BASE_URL_VARS = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "openai": "OPENAI_BASE_URL",
     "gemini": "GOOGLE_GEMINI_BASE_URL",
     "elevenlabs": "ELEVENLABS_BASE_URL",
+    "deepgram": "DEEPGRAM_BASE_URL",  # ours: the SDK reads no such variable
 }
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # How variables are conventionally named: only such a name is echoed back (a

@@ -1,0 +1,268 @@
+"""pocketsphinx: the embedded recognizer, no key and no download (the wheel ships
+a US-English acoustic model, the CMU dictionary and a language model).
+
+Threads: every decoder call of an engine runs on one dedicated worker thread
+(decoding ~0.1x real time with the language model must not hold the event
+loop); its streams share it in order. Decoders are kept in a small pool: a
+stream takes one at its first push and gives it back when it ends, so
+back-to-back utterances reuse a loaded decoder (~0.3 s to load) and two
+overlapping ones (a barge-in while the last is settling) each have their own.
+
+``push`` hands the audio to the thread and returns; it waits only when more
+than ``max_backlog_s`` of pushed audio is not decoded yet, so a busy CPU slows
+the caller instead of growing a queue. Transcripts come back to the loop
+through ``call_soon_threadsafe``.
+
+``phrases``: the recognizer then hears only those phrases (a JSGF grammar),
+as a command or short-question vocabulary: much more accurate on them (see
+docs/stt.md) and ~10x cheaper, but speech outside the list is either nothing
+or the nearest phrase. Another language: its ``acoustic_model`` folder,
+``dictionary`` and ``language_model``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from ..vocab.audio import Samples
+from ..vocab.transcripts import Transcript
+from .base import SttError
+from .sphinx_decoding import (
+    RATE,
+    Utterance,
+    decoder_config,
+    load_decoder,
+    phrase_grammar,
+    unknown_words,
+)
+
+T = TypeVar("T")
+_END = None  # marks the end of a stream's transcripts
+
+
+class PocketsphinxStt:
+    """The embedded ``SttEngine``: ``start()`` loads one decoder (and checks the
+    paths, the grammar and its words); ``stream()`` opens an utterance."""
+
+    name = "pocketsphinx"
+    sample_rate = RATE
+    local = True
+
+    def __init__(
+        self,
+        *,
+        phrases: Sequence[str] | None = None,
+        acoustic_model: str | None = None,
+        dictionary: str | None = None,
+        language_model: str | None = None,
+        partial_interval_s: float = 0.1,
+        max_backlog_s: float = 1.0,
+    ) -> None:
+        if partial_interval_s <= 0 or max_backlog_s <= 0:
+            raise ValueError("partial_interval_s and max_backlog_s must be positive")
+        if isinstance(phrases, str):
+            phrases = [phrases]  # one phrase, not its characters
+        self.phrases = tuple(phrases) if phrases is not None else None
+        self._paths = (acoustic_model, dictionary, language_model)
+        self.block = max(1, round(partial_interval_s * RATE))
+        self.max_backlog = max(1, round(max_backlog_s * RATE))
+        self._executor: ThreadPoolExecutor | None = None
+        self._config: dict[str, Any] = {}
+        self._grammar: str | None = None
+        self._phrase_set: frozenset[str] | None = None
+        self._free: list[Any] = []  # idle decoders (touched on the worker thread only)
+
+    async def start(self) -> None:
+        if self._executor is not None:
+            return
+        if importlib.util.find_spec("pocketsphinx") is None:
+            raise SttError("pocketsphinx is not installed: pip install pocketsphinx")
+        self._config = decoder_config(*self._paths)
+        if self.phrases is not None:
+            self._grammar, self._phrase_set = phrase_grammar(self.phrases)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pocketsphinx")
+        try:
+            await self.run(self._load_first)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def stream(self) -> PocketsphinxStream:
+        if self._executor is None:
+            raise SttError("pocketsphinx: stream() before start()")
+        return PocketsphinxStream(self)
+
+    async def aclose(self) -> None:
+        """Let the thread finish what it was given, drop the decoders and end it."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.submit(self._free.clear)
+            executor.shutdown(wait=False, cancel_futures=False)
+
+    def submit(self, func: Callable[[], T]) -> Future[T]:
+        if self._executor is None:
+            raise SttError("pocketsphinx: the engine is closed")
+        return self._executor.submit(func)
+
+    async def run(self, func: Callable[[], T]) -> T:
+        # The asyncio backend, as local_llama's ModelThread: a concurrent future is
+        # awaited without occupying a second thread.
+        return await asyncio.wrap_future(self.submit(func))
+
+    def take_decoder(self) -> Any:
+        """A pooled decoder, or a new one (worker thread)."""
+        return self._free.pop() if self._free else load_decoder(self._config, self._grammar)
+
+    def give_back(self, decoder: Any) -> None:
+        self._free.append(decoder)
+
+    def utterance(self) -> Utterance:
+        return Utterance(self.take_decoder(), self.block, self._phrase_set)
+
+    def _load_first(self) -> None:
+        decoder = load_decoder(self._config, self._grammar)
+        if self._phrase_set is not None:
+            missing = unknown_words(decoder, self._phrase_set)
+            if missing:
+                raise SttError(
+                    f"pocketsphinx: phrases use words not in the dictionary: {', '.join(missing)}"
+                )
+        self._free.append(decoder)
+
+
+class PocketsphinxStream:
+    """One utterance on a ``PocketsphinxStt`` (see ``SttStream``)."""
+
+    def __init__(self, engine: PocketsphinxStt) -> None:
+        self._engine = engine
+        self._loop = asyncio.get_running_loop()
+        self._utterance: Utterance | None = None
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._backlog = 0  # samples pushed, not yet decoded
+        self._out: deque[Transcript | None] = deque()
+        self._ready = asyncio.Event()
+        self._error: SttError | None = None
+        self._finalized = False
+        self._closed = False
+
+    async def push(self, samples: Samples) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._finalized or self._closed:
+            raise SttError("pocketsphinx: push() after finalize() or close")
+        if len(samples) == 0:
+            return
+        data = samples.astype("<i2", copy=False).tobytes()
+        future = self._engine.submit(lambda: self._process(data))
+        self._pending.append((future, len(samples)))
+        self._backlog += len(samples)
+        while self._backlog > self._engine.max_backlog:
+            oldest, count = self._pending.popleft()
+            self._backlog -= count
+            await asyncio.wrap_future(oldest)
+        while self._pending and self._pending[0][0].done():
+            self._backlog -= self._pending.popleft()[1]
+
+    async def finalize(self) -> None:
+        if self._finalized or self._closed:
+            return
+        self._finalized = True
+        self._pending.clear()  # the thread runs them in order before the end
+        await asyncio.wrap_future(self._engine.submit(self._finish))
+
+    async def transcripts(self) -> AsyncIterator[Transcript]:
+        while True:
+            while not self._out:
+                if self._error is not None:
+                    raise self._error
+                self._ready.clear()
+                await self._ready.wait()
+            item = self._out.popleft()
+            if item is _END:
+                return
+            yield item
+
+    async def aclose(self) -> None:
+        """Abandon the utterance (if not finalized) and give its decoder back."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(SttError):  # a closed engine's thread drops them itself
+            self._engine.submit(self._release)
+        self._deliver([_END])
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # The worker thread's side.
+
+    def _process(self, data: bytes) -> None:
+        if self._closed or self._error is not None:
+            return
+        try:
+            if self._utterance is None:
+                self._utterance = self._engine.utterance()
+            partials = self._utterance.process(data)
+        except SttError as exc:
+            self._fail(exc)
+            return
+        except (RuntimeError, ValueError) as exc:
+            self._fail(SttError(f"pocketsphinx: decoding failed: {exc}"))
+            return
+        if partials:
+            self._post(list(partials))
+
+    def _finish(self) -> None:
+        if self._closed or self._error is not None:
+            return
+        final: Transcript | None = None
+        try:
+            if self._utterance is not None:
+                final = self._utterance.finish()
+        except (RuntimeError, ValueError) as exc:
+            self._fail(SttError(f"pocketsphinx: decoding failed: {exc}"))
+            return
+        self._release()
+        self._post([final, _END] if final is not None else [_END])
+
+    def _release(self) -> None:
+        utterance, self._utterance = self._utterance, None
+        if utterance is not None:
+            utterance.abandon()
+            self._engine.give_back(utterance.decoder)
+
+    def _fail(self, error: SttError) -> None:
+        self._release()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
+            self._loop.call_soon_threadsafe(self._set_error, error)
+
+    def _post(self, items: list[Transcript | None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
+            self._loop.call_soon_threadsafe(self._deliver, items)
+
+    # The loop's side.
+
+    def _deliver(self, items: list[Transcript | None]) -> None:
+        if self._out and self._out[-1] is _END:
+            return  # closed: nothing after the end
+        self._out.extend(items)
+        self._ready.set()
+
+    def _set_error(self, error: SttError) -> None:
+        self._error = error
+        self._ready.set()

@@ -1,0 +1,82 @@
+"""Speech-to-text engines by spec, for the command line and pipeline files:
+``pocketsphinx`` (the default, embedded), ``deepgram:MODEL``, ``openai:MODEL``
+and ``whisper:PATH`` (a faster-whisper model folder, when that package is
+installed). Keys and base URLs are checked here, in one line, before anything
+starts; the cloud SDKs are imported only when asked for."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+from ..infra.redact import quote
+from ..vendors.credentials import BASE_URL_VARS, KEY_VARS, api_key, check_base_url
+from .base import SttEngine
+
+SPECS = "'pocketsphinx', 'deepgram:MODEL', 'openai:MODEL' or 'whisper:PATH'"
+DEFAULT_SPEC = "pocketsphinx"
+
+
+def create_stt(
+    spec: str = DEFAULT_SPEC,
+    *,
+    api_key_env: str | None = None,
+    base_url: str | None = None,
+    **options: Any,
+) -> SttEngine:
+    """The engine ``spec`` names (not started); ``ValueError`` (one line) for
+    another spec, a missing key, an unusable key or base URL, or a whisper model
+    that is not there. ``options`` go to the engine's constructor (e.g.
+    ``phrases=[…]`` for pocketsphinx)."""
+    kind, sep, arg = spec.strip().partition(":")
+    arg = arg.strip()
+    where = f"stt {quote(spec)}"
+    if kind == "pocketsphinx" and not sep:
+        from .pocketsphinx import PocketsphinxStt
+
+        try:
+            return PocketsphinxStt(**options)
+        except TypeError as exc:  # an option it does not take
+            raise ValueError(f"{where}: {exc}") from None
+    if kind in ("deepgram", "openai") and arg:
+        key = _key(kind, where, api_key_env)
+        check_base_url(kind, where, base_url, section="stt")
+        url = base_url or os.environ.get(BASE_URL_VARS[kind]) or None
+        if kind == "deepgram":
+            # Written in parallel (issue 25): the ignores go once both are merged.
+            from .deepgram import DeepgramStt  # type: ignore[import-not-found,unused-ignore]
+
+            engine: SttEngine = DeepgramStt(arg, api_key=key, base_url=url, **options)
+            return engine
+        from .openai_transcribe import OpenAIStt  # type: ignore[import-not-found,unused-ignore]
+
+        engine = OpenAIStt(arg, api_key=key, base_url=url, **options)
+        return engine
+    if kind == "whisper" and arg:
+        return _whisper(arg, where, options)
+    raise ValueError(f"unknown STT engine {quote(spec)}: use {SPECS}")
+
+
+def _key(kind: str, where: str, api_key_env: str | None) -> str:
+    """The key itself (the engines take it explicitly), checked as the LLM's is."""
+    key = api_key(kind, where, api_key_env, section="stt")
+    if key is not None:
+        return key
+    return next(os.environ[name] for name in KEY_VARS[kind] if os.environ.get(name))
+
+
+def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
+    model = Path(path)
+    if not model.is_dir() or not (model / "model.bin").is_file():
+        raise ValueError(
+            f"{where}: no faster-whisper model at {path} (a folder with model.bin; "
+            "models are not downloaded at run time)"
+        )
+    if importlib.util.find_spec("faster_whisper") is None:
+        raise ValueError(f"{where}: faster-whisper is not installed: pip install faster-whisper")
+    from .whisper import WhisperStt  # type: ignore[import-not-found,unused-ignore]
+
+    engine: SttEngine = WhisperStt(str(model), **options)
+    return engine
