@@ -41,6 +41,7 @@ from .sphinx_decoding import (
     load_decoder,
     phrase_grammar,
     unknown_words,
+    use_grammar,
 )
 
 T = TypeVar("T")
@@ -77,6 +78,7 @@ class PocketsphinxStt:
         self._config: dict[str, Any] = {}
         self._grammar: str | None = None
         self._phrase_set: frozenset[str] | None = None
+        self._initial_cmn = ""  # the model's cepstral mean, before any audio
         self._free: list[Any] = []  # idle decoders (touched on the worker thread only)
 
     async def start(self) -> None:
@@ -124,16 +126,18 @@ class PocketsphinxStt:
         self._free.append(decoder)
 
     def utterance(self) -> Utterance:
-        return Utterance(self.take_decoder(), self.block, self._phrase_set)
+        return Utterance(self.take_decoder(), self.block, self._phrase_set, self._initial_cmn)
 
     def _load_first(self) -> None:
-        decoder = load_decoder(self._config, self._grammar)
-        if self._phrase_set is not None:
+        decoder = load_decoder(self._config, None)
+        if self._phrase_set is not None and self._grammar is not None:
             missing = unknown_words(decoder, self._phrase_set)
             if missing:
                 raise SttError(
                     f"pocketsphinx: phrases use words not in the dictionary: {', '.join(missing)}"
                 )
+            use_grammar(decoder, self._grammar)
+        self._initial_cmn = decoder.get_cmn()
         self._free.append(decoder)
 
 

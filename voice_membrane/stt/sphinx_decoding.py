@@ -52,13 +52,24 @@ def load_decoder(config: dict[str, Any], grammar: str | None) -> Any:
 
     try:
         decoder = Decoder(**config)
-        if grammar is not None:
-            decoder.add_jsgf_string("phrases", grammar)
-            decoder.activate_search("phrases")
     except (RuntimeError, ValueError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SttError(f"pocketsphinx: cannot load the model: {first}") from None
+        raise SttError(f"pocketsphinx: cannot load the model: {_first_line(exc)}") from None
+    if grammar is not None:
+        use_grammar(decoder, grammar)
     return decoder
+
+
+def use_grammar(decoder: Any, grammar: str) -> None:
+    try:
+        decoder.add_jsgf_string("phrases", grammar)
+        decoder.activate_search("phrases")
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise SttError(f"pocketsphinx: cannot use the phrases: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def phrase_grammar(phrases: Sequence[str]) -> tuple[str, frozenset[str]]:
@@ -82,34 +93,48 @@ def unknown_words(decoder: Any, phrases: frozenset[str]) -> list[str]:
 class Utterance:
     """One utterance through a decoder (call only from the worker thread)."""
 
-    def __init__(self, decoder: Any, block: int, phrases: frozenset[str] | None) -> None:
+    def __init__(
+        self, decoder: Any, block: int, phrases: frozenset[str] | None, initial_cmn: str
+    ) -> None:
         self.decoder = decoder
         self._block = block
         self._phrases = phrases
-        self._samples = 0
+        self._samples = 0  # fed to the decoder
+        self._held = bytearray()  # less than a block, waiting for the rest
         self._last_partial = ""
         self._frate = int(decoder.config["frate"])
+        # Each utterance from the model's initial normalisation, not the last
+        # one's: a pooled decoder then gives the same words for the same audio.
+        decoder.set_cmn(initial_cmn)
         decoder.start_utt()
         self.open = True
 
     def process(self, data: bytes) -> list[Transcript]:
-        """Decode ``data`` (int16 bytes); the partials it changed, at block ends."""
+        """Decode ``data`` (int16 bytes); the partials it changed, at block ends.
+
+        The decoder is fed whole blocks only (the rest waits for the next push or
+        the end): its live normalisation updates per call, so feeding it the
+        caller's chunk sizes would make the result depend on them."""
         out: list[Transcript] = []
-        view = memoryview(data)
-        while view:
-            room = (self._block - self._samples % self._block) * 2
-            piece, view = view[:room], view[room:]
-            self.decoder.process_raw(bytes(piece), False, False)
-            self._samples += len(piece) // 2
-            if self._samples % self._block == 0:
-                partial = self._partial()
-                if partial is not None:
-                    out.append(partial)
+        self._held += data
+        size = self._block * 2
+        whole = len(self._held) - len(self._held) % size
+        for offset in range(0, whole, size):
+            self.decoder.process_raw(bytes(self._held[offset : offset + size]), False, False)
+            self._samples += self._block
+            partial = self._partial()
+            if partial is not None:
+                out.append(partial)
+        del self._held[:whole]
         return out
 
     def finish(self) -> Transcript | None:
         """End the utterance: its final transcript, or None if nothing was heard."""
         self.open = False
+        if self._held:
+            self.decoder.process_raw(bytes(self._held), False, False)
+            self._samples += len(self._held) // 2
+            self._held.clear()
         self.decoder.end_utt()
         words = self._words()
         text = " ".join(w.text for w in words)
