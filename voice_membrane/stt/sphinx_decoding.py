@@ -103,8 +103,9 @@ class Utterance:
         self._held = bytearray()  # less than a block, waiting for the rest
         self._last_partial = ""
         self._frate = int(decoder.config["frate"])
-        # Each utterance from the model's initial normalisation, not the last
-        # one's: a pooled decoder then gives the same words for the same audio.
+        # Each utterance from the engine's normalisation, not from whatever the
+        # pooled decoder last heard: the same utterances in the same order give
+        # the same words.
         decoder.set_cmn(initial_cmn)
         decoder.start_utt()
         self.open = True
