@@ -20,6 +20,7 @@ from benchmarks import (
     report_long_session,
     report_membrane,
     report_serve,
+    report_stt,
     report_tts,
 )
 from benchmarks.bench_chunker import run_chunker_bench
@@ -28,6 +29,7 @@ from benchmarks.bench_long_session import run_long_session_bench
 from benchmarks.bench_membrane import run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
+from benchmarks.bench_stt import run_stt_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
 from voice_membrane.bench.membrane_cost import MembraneResults
 
@@ -62,6 +64,10 @@ def build_report(*, first_audio: bool = True, long_session: bool = True) -> str:
             sections.append(report_long_session.long_session_section(run_long_session_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_long_session.LONG_SESSION_TITLE, error))
+    try:
+        sections.append(report_stt.stt_section(run_stt_bench()))
+    except ImportError as error:
+        sections.append(report.unavailable(report_stt.STT_TITLE, error))
     membrane: MembraneResults | None = None
     try:
         membrane = run_membrane_bench()

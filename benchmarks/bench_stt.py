@@ -1,0 +1,118 @@
+"""The embedded recognizer on the shipped spoken questions: how much it gets
+right, how fast it decodes, and what settling an utterance costs.
+
+Each setup (the language model, or ``phrases``: a grammar of the questions) runs
+on a fresh ``PocketsphinxStt``, its utterances in the fixtures' order (the engine
+learns the voice's normalisation as it goes, as in a session), each pushed in
+20 ms frames as fast as the decoder takes them. Per utterance: its word errors
+against the text the voice was given, the decode time (push to finalize), and
+``finalize()`` → the final transcript (the wait a turn adds after the user's
+speech ended). Questions and their phone-quality copies (μ-law 8 kHz round trip)
+are measured separately.
+
+``python -m benchmarks.bench_stt`` runs it alone and prints its figures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+from voice_membrane.listening.wer import NO_ERRORS, WordErrors, word_errors
+from voice_membrane.stt.pocketsphinx import PocketsphinxStt
+from voice_membrane.vocab.audio import Samples
+
+SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
+FRAME = 320  # 20 ms at 16 kHz, as a microphone delivers
+
+
+@dataclass
+class SetupRun:
+    setup: str  # "language model" or "phrases"
+    folder: str  # "questions" or "phone"
+    errors: WordErrors = NO_ERRORS
+    audio_s: float = 0.0
+    decode_s: float = 0.0
+    finalize_ms: list[float] = field(default_factory=list)
+    missed: int = 0  # utterances with no final at all
+    utterances: int = 0
+
+
+@dataclass
+class SttResults:
+    runs: list[SetupRun]
+    seconds: float
+
+
+def _load(name: str) -> Samples:
+    with wave.open(str(SPEECH / name)) as reader:
+        data = reader.readframes(reader.getnframes())
+    return np.frombuffer(data, dtype="<i2").astype(np.int16)
+
+
+async def _utterance(engine: PocketsphinxStt, samples: Samples) -> tuple[str, float, float]:
+    """The final text, the decode seconds and finalize → final in ms."""
+    finals: list[str] = []
+    settled = 0.0
+    async with engine.stream() as stream, anyio.create_task_group() as tg:
+
+        async def read() -> None:
+            nonlocal settled
+            async for transcript in stream.transcripts():
+                if transcript.final:
+                    finals.append(transcript.text)
+            settled = time.perf_counter()
+
+        tg.start_soon(read)
+        started = time.perf_counter()
+        for offset in range(0, len(samples), FRAME):
+            await stream.push(samples[offset : offset + FRAME])
+        asked = time.perf_counter()
+        await stream.finalize()
+    return " ".join(finals), settled - started, (settled - asked) * 1000
+
+
+async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -> SetupRun:
+    names = sorted(k for k in index if k.startswith(f"{folder}/"))
+    phrases = None
+    if setup == "phrases":
+        phrases = [str(index[k]["text"]) for k in index if k.startswith("questions/")]
+    engine = PocketsphinxStt(phrases=phrases)
+    await engine.start()
+    run = SetupRun(setup, folder)
+    try:
+        for name in names:
+            samples = _load(name)
+            text, decode_s, finalize_ms = await _utterance(engine, samples)
+            run.errors = run.errors + word_errors(str(index[name]["text"]), text)
+            run.audio_s += len(samples) / engine.sample_rate
+            run.decode_s += decode_s
+            run.finalize_ms.append(finalize_ms)
+            run.missed += not text
+            run.utterances += 1
+    finally:
+        await engine.aclose()
+    return run
+
+
+def run_stt_bench() -> SttResults:
+    index = json.loads((SPEECH / "index.json").read_text(encoding="utf-8"))
+    started = time.perf_counter()
+    runs = [
+        anyio.run(_setup, setup, folder, index)
+        for setup in ("language model", "phrases")
+        for folder in ("questions", "phone")
+    ]
+    return SttResults(runs, time.perf_counter() - started)
+
+
+if __name__ == "__main__":
+    from benchmarks.report_stt import stt_section
+
+    print(stt_section(run_stt_bench()))
