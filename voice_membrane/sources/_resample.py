@@ -85,8 +85,8 @@ class StreamResampler:
         return self._interpolate(tail, final=True)
 
     def _filter(self, x: Floats) -> Floats:
-        if len(self._taps) == 1:
-            return x
+        if len(self._taps) == 1 or len(x) == 0:
+            return x  # (np.convolve swaps its operands when x is empty: not "valid")
         buffer = np.concatenate((self._history, x))
         self._history = buffer[len(buffer) - len(self._history) :]
         y: Floats = np.convolve(buffer, self._taps, mode="valid")
