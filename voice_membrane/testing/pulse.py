@@ -11,6 +11,9 @@ device (ALSA's pulse plugin, from Debian's ``libasound2-plugins``, which the
         ...  # play through SpeakerSink
     samples, rate = soundfile.read(path)
 
+``server.microphone()`` adds a virtual microphone, the default input device,
+that hears whatever file its ``play`` speaks into it (``VirtualMicrophone``).
+
 As root, pulseaudio only warns ("not intended to be run as root") unless
 ``--system`` is given; it runs normally in per-user mode once its runtime and
 state directories are private ones it owns. Nothing here touches the machine's
@@ -32,6 +35,8 @@ from pathlib import Path
 from types import TracebackType
 
 SINK = "vsink"
+MIC_FEED = "vmic_feed"  # a null sink whose monitor is the virtual microphone
+MIC = "vmic"
 START_TIMEOUT = 10.0  # seconds for the server, or a recording, to come up
 
 
@@ -104,11 +109,50 @@ class Recording:
         self.stop()
 
 
+class VirtualMicrophone:
+    """A microphone on the private server: the source ``vmic`` (made the default
+    source, so PortAudio's ALSA ``default`` device records from it) hears what is
+    played into the null sink ``vmic_feed`` — ``play(path)`` speaks a sound file
+    into it in real time (``paplay``). ``unplug()`` removes the source."""
+
+    def __init__(self, server: PulseServer) -> None:
+        self._server = server
+        self.feed = MIC_FEED
+        self.source = MIC
+        self._modules = [
+            server.pactl("load-module", "module-null-sink", f"sink_name={MIC_FEED}").strip(),
+            server.pactl(
+                "load-module",
+                "module-remap-source",
+                f"master={MIC_FEED}.monitor",
+                f"source_name={MIC}",
+            ).strip(),
+        ]
+        server.pactl("set-default-source", MIC)
+        server.pactl("set-default-sink", server.sink)  # the speaker stays where it was
+        refresh_portaudio()
+
+    def play(self, path: str | os.PathLike[str]) -> subprocess.Popen[bytes]:
+        """Start speaking the file into the microphone; wait() on the result."""
+        return subprocess.Popen(
+            ["paplay", f"--device={self.feed}", str(path)],
+            env=self._server.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def unplug(self) -> None:
+        for module in reversed(self._modules):
+            self._server.pactl("unload-module", module)
+        self._modules = []
+
+
 class PulseServer:
     """The running private server: its address, its sink, and recording from it."""
 
     def __init__(self, root: Path, socket: Path) -> None:
         self.root = root
+        self.process: subprocess.Popen[bytes] | None = None
         self.server = f"unix:{socket}"
         self.sink = SINK
         self.monitor = f"{SINK}.monitor"
@@ -134,6 +178,16 @@ class PulseServer:
     def count(self, kind: str) -> int:
         """How many of ``kind`` (sinks, source-outputs, sink-inputs, …) exist."""
         return len(self.pactl("list", "short", kind).splitlines())
+
+    def microphone(self) -> VirtualMicrophone:
+        """Add a virtual microphone (see ``VirtualMicrophone``); no stream may be open."""
+        return VirtualMicrophone(self)
+
+    def kill(self) -> None:
+        """Kill the server, as if the sound system died under its clients."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def stop_recordings(self) -> None:
         for recording in self._recordings:
@@ -186,6 +240,7 @@ def pulse_null_sink() -> Iterator[PulseServer]:
             command, env=server_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
     server = PulseServer(root, socket)
+    server.process = process
     try:
         _wait_until_up(server, process, log_path)
         os.environ.update(client_environment(root, socket))

@@ -1,0 +1,270 @@
+"""Callback input streams on PortAudio, through sounddevice or PyAudio.
+
+The input twin of ``sinks/_portaudio.py`` (the layers keep sources and sinks
+apart, so the few lines they share are repeated rather than imported). Both
+libraries are imported lazily: importing either loads libportaudio, which
+raises OSError on a machine without it, and that must become a ``SourceError``
+(or a reason string), not a crash when voice_membrane is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Literal
+
+import numpy as np
+
+from ..vocab.audio import Samples
+from .base import SourceError
+
+Backend = Literal["sounddevice", "pyaudio"]
+BACKENDS: tuple[Backend, ...] = ("sounddevice", "pyaudio")
+
+Deliver = Callable[[Samples, bool], None]
+"""Called on the audio thread with a mono block and whether PortAudio lost input
+before it (an input overflow)."""
+
+NO_INPUT = (
+    "no microphone: PortAudio found no audio input device "
+    "(to listen to a recording instead: --input FILE.wav)"
+)
+
+# As for output (sinks/_portaudio.py): PortAudio's "low" latency through
+# PulseAudio's ALSA plugin breaks up in bursts; 40 ms is steady.
+SUGGESTED_LATENCY = 0.04
+
+
+def resolve(backend: str) -> Backend:
+    """``backend``, with "auto" made the first one installed (sounddevice first)."""
+    if backend == "auto":
+        for name in BACKENDS:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        return "sounddevice"  # load() will say it is missing
+    if backend not in BACKENDS:
+        choices = ", ".join(("auto", *BACKENDS))
+        raise SourceError(f"unknown microphone backend {backend!r} (choose from: {choices})")
+    return backend
+
+
+def load(backend: Backend) -> ModuleType:
+    """The backend's module, or SourceError saying why it cannot be used."""
+    try:
+        return importlib.import_module(backend)
+    except ImportError as exc:
+        hint = " (pip install pyaudio)" if backend == "pyaudio" else " (pip install sounddevice)"
+        raise SourceError(f"microphone backend {backend} is not installed{hint}: {exc}") from exc
+    except OSError as exc:  # libportaudio itself is missing
+        raise SourceError(f"PortAudio cannot be loaded for {backend}: {exc}") from exc
+
+
+@dataclass
+class Stream:
+    """An opened (not yet started) callback input stream."""
+
+    name: str  # the device's name
+    sample_rate: int
+    channels: int
+    latency: float  # the device's reported input latency, seconds
+    start: Callable[[], None]
+    is_active: Callable[[], bool]
+    close: Callable[[], None]
+
+
+def default_input_problem(backend: str) -> str | None:
+    """None if ``backend`` has a default input device, else a one-line reason."""
+    try:
+        name = resolve(backend)
+        module = load(name)
+    except SourceError as exc:
+        return str(exc)
+    if name == "sounddevice":
+        try:
+            module.query_devices(kind="input")
+        except Exception:  # PortAudioError: no default input device
+            return NO_INPUT
+        return None
+    pa = _new_pyaudio(module)
+    try:
+        pa.get_default_input_device_info()
+    except OSError:
+        return NO_INPUT
+    finally:
+        pa.terminate()
+    return None
+
+
+def open_stream(
+    backend: Backend,
+    device: str | int | None,
+    sample_rate: int,
+    block_seconds: float,
+    deliver: Deliver,
+) -> Stream:
+    """Open an int16 callback stream at ``sample_rate``, or the closest the device
+    accepts: its own default rate, then two channels (mixed to mono here).
+    Each callback brings about ``block_seconds`` of audio."""
+    module = load(backend)
+    opener = _open_sounddevice if backend == "sounddevice" else _open_pyaudio
+    return opener(module, device, sample_rate, block_seconds, deliver)
+
+
+def _first_that_opens(
+    name: str, candidates: list[tuple[int, int]], attempt: Callable[[int, int], Stream]
+) -> Stream:
+    errors: list[str] = []
+    for rate, channels in candidates:
+        try:
+            return attempt(rate, channels)
+        except Exception as exc:  # PortAudioError (a bare Exception), OSError, ValueError
+            errors.append(" ".join(str(exc).split()))
+    raise SourceError(f"cannot open the microphone {name!r}: {errors[0]}")
+
+
+def _candidates(sample_rate: int, device_rate: int) -> list[tuple[int, int]]:
+    rates = [sample_rate] if device_rate == sample_rate else [sample_rate, device_rate]
+    return [(rate, channels) for channels in (1, 2) for rate in rates]
+
+
+def to_mono(data: Any, channels: int) -> Samples:
+    """Interleaved int16 bytes of ``channels`` channels as mono (their mean)."""
+    samples = np.frombuffer(data, dtype=np.int16)
+    if channels == 1:
+        return samples.copy()  # the device reuses its buffer after the callback
+    mixed = samples.reshape(-1, channels).mean(axis=1)
+    out: Samples = np.round(mixed).astype(np.int16)
+    return out
+
+
+def _open_sounddevice(
+    sd: ModuleType,
+    device: str | int | None,
+    sample_rate: int,
+    block_seconds: float,
+    deliver: Deliver,
+) -> Stream:
+    try:
+        info: dict[str, Any] = sd.query_devices(device, kind="input")
+    except ValueError as exc:  # no such device name or index, or not an input
+        raise SourceError(f"microphone {device!r}: {' '.join(str(exc).split())}") from exc
+    except Exception as exc:  # PortAudioError: no default input device
+        raise SourceError(NO_INPUT if device is None else f"microphone {device!r}: {exc}") from exc
+    name = str(info["name"])
+
+    def attempt(rate: int, channels: int) -> Stream:
+        def callback(indata: Any, frames: int, time: Any, status: Any) -> None:
+            deliver(to_mono(indata, channels), bool(status.input_overflow))
+
+        stream = sd.RawInputStream(
+            samplerate=rate,
+            channels=channels,
+            dtype="int16",
+            blocksize=max(1, round(rate * block_seconds)),
+            latency=SUGGESTED_LATENCY,
+            device=device,
+            callback=callback,
+        )
+
+        def close() -> None:
+            stream.abort(ignore_errors=True)
+            stream.close(ignore_errors=True)
+
+        latency = float(stream.latency)
+        return Stream(
+            name, rate, channels, latency, stream.start, lambda: bool(stream.active), close
+        )
+
+    candidates = _candidates(sample_rate, int(info["default_samplerate"]))
+    return _first_that_opens(name, candidates, attempt)
+
+
+def _open_pyaudio(
+    pyaudio: ModuleType,
+    device: str | int | None,
+    sample_rate: int,
+    block_seconds: float,
+    deliver: Deliver,
+) -> Stream:
+    pa = _new_pyaudio(pyaudio)
+    try:
+        index = _pyaudio_device(pa, device)
+        info: dict[str, Any] = pa.get_device_info_by_index(index)
+    except (OSError, ValueError) as exc:
+        pa.terminate()
+        raise SourceError(NO_INPUT if device is None else f"microphone {device!r}: {exc}") from exc
+    name = str(info["name"])
+    overflow_flag = int(pyaudio.paInputOverflow)
+
+    def attempt(rate: int, channels: int) -> Stream:
+        def callback(
+            in_data: Any, frames: int, time: dict[str, float], status: int
+        ) -> tuple[None, int]:
+            deliver(to_mono(in_data, channels), bool(status & overflow_flag))
+            return None, int(pyaudio.paContinue)
+
+        stream = pa.open(
+            format=pyaudio.paInt16,
+            channels=channels,
+            rate=rate,
+            input=True,
+            input_device_index=index,
+            frames_per_buffer=max(1, round(rate * block_seconds)),
+            stream_callback=callback,
+            start=False,
+        )
+
+        def close() -> None:
+            try:
+                stream.close()
+            except OSError:
+                pass  # the device is already gone
+            finally:
+                pa.terminate()
+
+        def active() -> bool:
+            return bool(stream.is_active())
+
+        latency = float(stream.get_input_latency())
+        return Stream(name, rate, channels, latency, stream.start_stream, active, close)
+
+    try:
+        candidates = _candidates(sample_rate, int(info["defaultSampleRate"]))
+        return _first_that_opens(name, candidates, attempt)
+    except SourceError:
+        pa.terminate()
+        raise
+
+
+def _new_pyaudio(pyaudio: ModuleType) -> Any:
+    """``PyAudio()``, without the ALSA and JACK complaints PortAudio's device scan
+    prints to stderr (sounddevice hides them the same way)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        return pyaudio.PyAudio()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _pyaudio_device(pa: Any, device: str | int | None) -> int:
+    if device is None:
+        return int(pa.get_default_input_device_info()["index"])
+    if isinstance(device, int):
+        if pa.get_device_info_by_index(device)["maxInputChannels"] <= 0:
+            raise ValueError(f"device {device} has no input channels")
+        return device
+    for index in range(pa.get_device_count()):
+        info = pa.get_device_info_by_index(index)
+        if info["maxInputChannels"] > 0 and device.lower() in str(info["name"]).lower():
+            return index
+    raise ValueError(f"no input device named like {device!r}")
