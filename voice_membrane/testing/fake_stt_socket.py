@@ -127,6 +127,8 @@ class ScriptedSocket:
         """Cut the TCP connection: no close frame, as when a network path dies."""
         self.finished = True
         self.conn.dropped = True
+        # "after N messages" means the client got them: abort() discards unsent bytes.
+        await anyio.sleep(0.05)
         transport = tcp_transport(self.ws._send)
         if transport is not None:
             transport.abort()
