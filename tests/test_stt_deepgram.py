@@ -67,7 +67,8 @@ def test_finalize_settles_only_what_was_heard(fake: FakeDeepgram) -> None:
     fake.add(SAID)
     heard = run(fake, seconds=1.2)  # "Book a" ended by 1.1 s; "table" not yet
     assert heard.error is None and heard.text == "Book a"
-    assert fake.connections[0].sent[-1]["from_finalize"] is True
+    results = [m for m in fake.connections[0].sent if m["type"] == "Results"]
+    assert results[-1]["from_finalize"] is True
 
 
 def test_silence_ends_with_no_final_and_no_error(fake: FakeDeepgram) -> None:
