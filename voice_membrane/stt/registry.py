@@ -46,11 +46,11 @@ def create_stt(
         url = base_url or os.environ.get(BASE_URL_VARS[kind]) or None
         if kind == "deepgram":
             # Written in parallel (issue 25): the ignores go once both are merged.
-            from .deepgram import DeepgramStt  # type: ignore[import-not-found,unused-ignore]
+            from .deepgram import DeepgramStt
 
             engine: SttEngine = DeepgramStt(arg, api_key=key, base_url=url, **options)
             return engine
-        from .openai_transcribe import OpenAIStt  # type: ignore[import-not-found,unused-ignore]
+        from .openai_transcribe import OpenAIStt
 
         engine = OpenAIStt(arg, api_key=key, base_url=url, **options)
         return engine
