@@ -54,3 +54,18 @@ def test_whisper_needs_a_model_folder(tmp_path: Path) -> None:
     (tmp_path / "model.bin").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="faster-whisper is not installed"):
         create_stt(f"whisper:{tmp_path}")
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable", "name"),
+    [
+        ("deepgram:nova-3", "DEEPGRAM_API_KEY", "deepgram:nova-3"),
+        ("openai:gpt-4o-mini-transcribe", "OPENAI_API_KEY", "openai:gpt-4o-mini-transcribe"),
+    ],
+)
+def test_cloud_specs_make_their_engines(
+    spec: str, variable: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, "k-" + "x" * 30)
+    engine = create_stt(spec)
+    assert engine.name == name and engine.local is False and engine.sample_rate == 16000

@@ -45,7 +45,6 @@ def create_stt(
         check_base_url(kind, where, base_url, section="stt")
         url = base_url or os.environ.get(BASE_URL_VARS[kind]) or None
         if kind == "deepgram":
-            # Written in parallel (issue 25): the ignores go once both are merged.
             from .deepgram import DeepgramStt
 
             engine: SttEngine = DeepgramStt(arg, api_key=key, base_url=url, **options)
