@@ -62,6 +62,8 @@ class EndpointSettings(BaseModel):
 
     @model_validator(mode="after")
     def _order(self) -> EndpointSettings:
-        if self.unfinished_silence_s < self.end_silence_s:
-            raise ValueError("endpoint.unfinished_silence_s must be at least end_silence_s")
+        if not self.end_silence_s <= self.unfinished_silence_s <= self.max_delay_s:
+            raise ValueError(
+                "endpoint: end_silence_s <= unfinished_silence_s <= max_delay_s must hold"
+            )
         return self

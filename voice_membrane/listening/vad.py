@@ -32,9 +32,10 @@ SILENT_DBFS = -120.0
 
 @dataclass(frozen=True, slots=True)
 class VadWindow:
-    """One window's verdict: where it starts, its length, the model's raw
-    probability, its level, and whether the detector considers the user speaking
-    after it (confirmed speech, including a stop not yet confirmed)."""
+    """One window's verdict: where it starts, its length, the model's
+    probability (0 when the loudness gate shut it), its level, and whether the
+    detector considers the user speaking after it (confirmed speech, including
+    a stop not yet confirmed)."""
 
     at_sample: int
     samples: int
@@ -158,7 +159,7 @@ class VadStateMachine:
                 if self._run >= self._min_silence:
                     self._state = _State.QUIET
                     events.append(SpeechEnd(self._mark, self._position))
-        events.insert(0, VadWindow(at, n, probability, level, self.speaking))
+        events.insert(0, VadWindow(at, n, p, level, self.speaking))
         return events
 
     def _enter(self, state: _State, mark: int, at: int) -> None:
