@@ -37,7 +37,8 @@ class StreamResampler:
             pos = ks * step - self._tail_at
             out = np.round(np.interp(pos, np.arange(len(buf)), buf)).astype(np.int16)
             self._produced = last + 1
-        keep_from = max(0, int(self._produced * step) - self._tail_at - 1)
+        # keep from the sample before the next output's position (never past the end)
+        keep_from = min(len(buf), max(0, int(self._produced * step) - self._tail_at - 1))
         self._tail = buf[keep_from:]
         self._tail_at += keep_from
         return out

@@ -28,6 +28,7 @@ from ..vocab.audio import Samples
 from .settings import VadSettings
 
 SILENT_DBFS = -120.0
+_BACKDATE_S = 0.25  # how far before the gated run an event may be dated
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,7 @@ class VadStateMachine:
         self.window_samples = window_samples
         self._min_speech = round(settings.min_speech_s * sample_rate)
         self._min_silence = round(settings.min_silence_s * sample_rate)
+        self._backdate = round(_BACKDATE_S * sample_rate)
         self.reset()
 
     def reset(self) -> None:
@@ -116,10 +118,13 @@ class VadStateMachine:
         self._smoothed = 0.0
         self._mark = 0  # where the current run (speech or silence) began
         self._run = 0  # samples in it
-        # where the gated raw probability last crossed ``deactivate`` (up, down):
-        # the smoothed one crosses later, so events are dated by the raw run
-        self._above_since = 0
-        self._below_since = 0
+        # where the probability last crossed ``deactivate`` (up, down), gated
+        # and not: the smoothed one crosses later, so runs count from the gated
+        # crossing, and starts are dated by the ungated one (a soft first sound
+        # under the level gate is still part of the word), at most _BACKDATE_S
+        # back. Ends are not: the model's probability lags the sound's end.
+        self._above_since = self._below_since = 0
+        self._raw_above_since = self._raw_below_since = 0
 
     @property
     def speaking(self) -> bool:
@@ -127,7 +132,8 @@ class VadStateMachine:
 
     def window(self, probability: float, level: float) -> list[VadEvent]:
         s = self.settings
-        p = probability if level >= s.min_level_dbfs and math.isfinite(probability) else 0.0
+        raw = probability if math.isfinite(probability) else 0.0
+        p = raw if level >= s.min_level_dbfs else 0.0
         a = s.smoothing
         self._smoothed = a * p + (1.0 - a) * self._smoothed
         at, n = self._position, self.window_samples
@@ -136,12 +142,16 @@ class VadStateMachine:
             self._below_since = self._position
         else:
             self._above_since = self._position
+        if raw >= s.deactivate:
+            self._raw_below_since = self._position
+        else:
+            self._raw_above_since = self._position
         events: list[VadEvent] = []
         smoothed = self._smoothed
         if self._state is _State.QUIET and smoothed >= s.activate:
-            self._enter(_State.STARTING, min(at, self._above_since), at)
+            self._enter(_State.STARTING, min(at, self._above_since), self._raw_above_since, at)
         elif self._state is _State.SPEAKING and smoothed < s.deactivate:
-            self._enter(_State.STOPPING, min(at, self._below_since), at)
+            self._enter(_State.STOPPING, min(at, self._below_since), self._raw_below_since, at)
         if self._state is _State.STARTING:
             if smoothed < s.deactivate:
                 self._state = _State.QUIET  # too short: a cough, a click
@@ -162,9 +172,10 @@ class VadStateMachine:
         events.insert(0, VadWindow(at, n, p, level, self.speaking))
         return events
 
-    def _enter(self, state: _State, mark: int, at: int) -> None:
-        self._state, self._mark = state, mark
-        self._run = at - mark  # the raw run before this window counts
+    def _enter(self, state: _State, run_from: int, raw_from: int, at: int) -> None:
+        self._state = state
+        self._run = at - run_from  # the run before this window counts
+        self._mark = max(min(run_from, raw_from), run_from - self._backdate)
 
     def flush(self) -> list[VadEvent]:
         """The end of input: speech still going ends where its silence began,
