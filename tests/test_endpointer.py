@@ -3,9 +3,11 @@ echo rule), scripted: VAD events and transcripts on a sample timeline."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from listening_audio import at_level, load
 from listening_script import RATE, Script, at
 
 from voice_membrane.listening.decisions import (
@@ -16,7 +18,11 @@ from voice_membrane.listening.decisions import (
     PausePlayout,
     ResumePlayout,
 )
+from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.listening.silero import SileroVad
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart
+from voice_membrane.vocab.transcripts import Transcript, Word
 
 
 def kinds(decisions: list[object]) -> list[str]:
@@ -248,3 +254,75 @@ def test_decisions_do_not_depend_on_how_often_time_is_advanced(tick: float) -> N
         EndOfTurn,
     }
     assert RATE == 16_000
+
+
+# Echo with real audio: Silero hears the assistant's voice fed back at -20 dB
+# (no echo cancellation), then the user at 0 dB speaks over it
+
+
+def _mix(length_s: float, *parts: tuple[float, str, float]) -> np.ndarray:
+    out = np.zeros(round(length_s * RATE), dtype=np.float64)
+    for t, name, level in parts:
+        piece = at_level(load(name), level).astype(np.float64)
+        out[at(t) : at(t) + len(piece)] += piece
+    return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+def _listen(
+    audio: np.ndarray, transcripts: dict[int, list[tuple[str, float, float]]]
+) -> list[object]:
+    """Silero over ``audio`` in 20 ms chunks with the assistant speaking
+    throughout; after the n-th speech end the STT's final comes 100 ms later with
+    ``transcripts[n]``: words and their times in seconds of the input, given to
+    the endpointer in seconds of the STT stream (opened at the start's pre-roll)."""
+    vad, ep = SileroVad(), Endpointer()
+    out: list[object] = ep.assistant_speaking(True, 0)
+    ends, stream_from = 0, 0
+    for i in range(0, len(audio), 320):
+        for event in vad.feed(audio[i : i + 320]):
+            out += ep.vad(event)
+            if isinstance(event, SpeechStart):
+                stream_from = event.audio_from
+            if isinstance(event, SpeechEnd):
+                ends += 1
+                if ends in transcripts:
+                    shift = stream_from / RATE
+                    words = tuple(Word(w, s - shift, e - shift) for w, s, e in transcripts[ends])
+                    text = " ".join(w.text for w in words)
+                    out += ep.advance(event.confirmed_at + at(0.1))
+                    out += ep.transcript(
+                        Transcript(text, True, words), event.confirmed_at + at(0.1)
+                    )
+    return out + ep.advance(len(audio) + at(3.0))
+
+
+def _words(text: str, start: float, end: float) -> list[tuple[str, float, float]]:
+    ws = text.split()
+    step = (end - start) / len(ws)
+    return [(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(ws)]
+
+
+ECHO = -38.0  # the user (and the assistant's own level) at -18 dBFS, heard back 20 dB down
+
+
+def test_real_echo_at_minus_20_db_is_neither_a_pause_nor_a_turn() -> None:
+    audio = _mix(8.0, (0.2, "weather", ECHO), (2.6, "weather", ECHO), (5.0, "number_end", ECHO))
+    said = {
+        1: _words("what is the weather like in Paris today", 0.2, 2.0),
+        2: _words("what is the weather like in Paris today", 2.6, 4.4),
+        3: _words("zero one two three", 5.0, 6.1),
+    }
+    assert [d for d in _listen(audio, said) if not isinstance(d, FinalizeStt)] == []
+
+
+def test_a_real_user_at_0_db_over_the_echo_pauses_within_0_6_s_and_interrupts() -> None:
+    audio = _mix(8.0, (0.2, "weather", ECHO), (2.6, "weather", ECHO), (3.0, "number_start", -18.0))
+    said = {
+        1: _words("what is the weather like in Paris today", 0.2, 2.0),
+        # the STT hears the echo's first words, then the user over the rest
+        2: _words("what is", 2.6, 2.95) + _words("my number is five five five", 3.0, 4.6),
+    }
+    out = [d for d in _listen(audio, said) if not isinstance(d, FinalizeStt)]
+    assert [type(d).__name__ for d in out] == ["PausePlayout", "Interrupt", "EndOfTurn"]
+    assert at(3.0) <= out[0].at_sample <= at(3.0 + 0.6)
+    assert turns(out)[0].text == "my number is five five five"  # no echo word in the turn

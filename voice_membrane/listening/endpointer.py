@@ -59,6 +59,8 @@ class _Utterance:
     run_start: int  # where the current stretch of speech began
     voiced_end: int  # the end of its last window heard as speech
     loud: int = 0
+    loud_from: int | None = None  # the first window judged the user's, over playout
+    stream_from: int = 0  # where the current STT stream's audio begins (its pre-roll)
     speaking: bool = True
     end_at: int | None = None
     finalize_at: int | None = None
@@ -135,7 +137,8 @@ class Endpointer:
             if t.final and text and self._closed in ("turn", "empty"):
                 out.append(LateTranscript(text, self._now, self._closed == "turn"))
             return out + self._tick()
-        real = u.accepted and self._words.is_real(text)
+        text = self._users_words(u, t) if u.accepted else ""  # not accepted: echo
+        real = self._words.is_real(text)
         u.real = u.real or real
         if not t.final:
             u.partial = text
@@ -150,6 +153,20 @@ class Endpointer:
                 self._playing_since = self._paused_at = None
                 out.append(Interrupt(" ".join(u.finals), self._now))
         return out + self._tick()
+
+    def _users_words(self, u: _Utterance, t: Transcript) -> str:
+        """The transcript without the words said before the user's voice was
+        first told from the echo (the STT heard both), when it gives word times."""
+        if not (u.during_assistant and u.loud_from is not None and t.words):
+            return t.text.strip()
+        if self.settings.echo == "aec":
+            return t.text.strip()
+        keep = [
+            w.text
+            for w in t.words
+            if u.stream_from + round(w.end_s * self.sample_rate) > u.loud_from
+        ]
+        return " ".join(keep).strip()
 
     def transcripts_done(self, at_sample: int) -> list[Decision]:
         """The STT stream ended: every final of the speech so far is in."""
@@ -189,6 +206,8 @@ class Endpointer:
                 self._loud.popleft()
         else:
             u.loud += w.samples
+            if u.loud_from is None:
+                u.loud_from = w.at_sample
             if not u.accepted and u.loud >= self._n(_ACCEPT_S):
                 u.accepted, u.accepted_at = True, w.at_sample + w.samples
 
@@ -197,9 +216,11 @@ class Endpointer:
         if u is not None:  # speech resumed before the turn was decided: one utterance
             u.speaking, u.end_at, u.finalize_at, u.final_at = True, None, None, None
             u.run_start = u.voiced_end = e.at_sample
+            u.stream_from = e.audio_from
             return
         during = self._playing_since is not None
-        loud = sum(n for at, n in self._loud if at >= e.at_sample)
+        loud_windows = [(at, n) for at, n in self._loud if at >= e.at_sample]
+        loud = sum(n for _, n in loud_windows)
         self._loud.clear()
         accepted = not during or self.settings.echo == "aec" or loud >= self._n(_ACCEPT_S)
         if self.settings.echo == "half_duplex" and during:
@@ -207,6 +228,8 @@ class Endpointer:
         self._u = _Utterance(
             e.at_sample, during, accepted, e.confirmed_at, e.at_sample, e.confirmed_at, loud=loud
         )
+        self._u.loud_from = loud_windows[0][0] if loud_windows else None
+        self._u.stream_from = e.audio_from
 
     def _tick(self) -> list[Decision]:
         out: list[Decision] = []
