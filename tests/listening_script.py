@@ -1,0 +1,72 @@
+"""Scripted listening sessions for the endpointer tests: VAD events, windows,
+transcripts and the assistant's playout placed on one timeline of input
+samples, fed in order, with the clock advanced between them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voice_membrane.listening.decisions import Decision
+from voice_membrane.listening.endpointer import Endpointer
+from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadWindow
+from voice_membrane.vocab.transcripts import Transcript
+
+RATE = 16_000
+WINDOW = 512
+CONFIRM_S = 0.2  # the detector's min speech and min silence
+
+
+def at(t: float) -> int:
+    return round(t * RATE)
+
+
+Step = Callable[[Endpointer], list[Decision]]
+
+
+@dataclass
+class Script:
+    steps: list[tuple[int, int, Step]] = field(default_factory=list)
+
+    def add(self, t: float, step: Step) -> Script:
+        self.steps.append((at(t), len(self.steps), step))
+        return self
+
+    def speech(
+        self, start: float, end: float, level: float = -20.0, windows: bool = True
+    ) -> Script:
+        """The user (or anything the VAD takes for speech) from start to end:
+        windows at ``level`` dBFS, the confirmed start and end."""
+        if windows:
+            for w0 in range(at(start) // WINDOW * WINDOW, at(end), WINDOW):
+                window = VadWindow(w0, WINDOW, 0.95, level, True)
+                self.add((w0 + WINDOW) / RATE, lambda ep, w=window: ep.vad(w))
+        empty = np.zeros(0, dtype=np.int16)
+        s = SpeechStart(at(start), at(start + CONFIRM_S), max(0, at(start - 0.5)), empty)
+        e = SpeechEnd(at(end), at(end + CONFIRM_S))
+        self.add(start + CONFIRM_S, lambda ep: ep.vad(s))
+        return self.add(end + CONFIRM_S, lambda ep: ep.vad(e))
+
+    def heard(self, t: float, text: str, final: bool = True) -> Script:
+        tr = Transcript(text, final)
+        return self.add(t, lambda ep: ep.transcript(tr, at(t)))
+
+    def done(self, t: float) -> Script:
+        return self.add(t, lambda ep: ep.transcripts_done(at(t)))
+
+    def assistant(self, t: float, speaking: bool) -> Script:
+        return self.add(t, lambda ep: ep.assistant_speaking(speaking, at(t)))
+
+    def run(
+        self, until: float, settings: EndpointSettings | None = None, tick_s: float = 0.01
+    ) -> list[Decision]:
+        ep = Endpointer(settings, RATE)
+        out: list[Decision] = []
+        ticks = [(t, -1, None) for t in range(0, at(until), at(tick_s) or 1)]
+        timeline = sorted([*self.steps, *ticks], key=lambda s: (s[0], s[1]))
+        for t, _, step in timeline:
+            out.extend(ep.advance(t) if step is None else step(ep))
+        return out + ep.advance(at(until))

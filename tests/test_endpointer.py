@@ -1,0 +1,328 @@
+"""The endpointer against LISTENING.md's complaints (1, 3, 4, 7, 8 and the
+echo rule), scripted: VAD events and transcripts on a sample timeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from listening_audio import at_level, load
+from listening_script import RATE, Script, at
+
+from voice_membrane.listening.decisions import (
+    EndOfTurn,
+    FinalizeStt,
+    Interrupt,
+    LateTranscript,
+    PausePlayout,
+    ResumePlayout,
+)
+from voice_membrane.listening.endpointer import Endpointer
+from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.listening.silero import SileroVad
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart
+from voice_membrane.vocab.transcripts import Transcript, Word
+
+
+def kinds(decisions: list[object]) -> list[str]:
+    return [type(d).__name__ for d in decisions]
+
+
+def turns(decisions: list[object]) -> list[EndOfTurn]:
+    return [d for d in decisions if isinstance(d, EndOfTurn)]
+
+
+# 4. Endpointing
+
+
+def test_a_complete_sentence_ends_the_turn_within_0_8_s_of_the_speech() -> None:
+    out = Script().speech(0.5, 2.0).heard(2.3, "What is the weather in Paris?").run(5.0)
+    assert kinds(out) == ["FinalizeStt", "EndOfTurn"]
+    (turn,) = turns(out)
+    assert turn.text == "What is the weather in Paris?"
+    assert turn.reason == "final"
+    assert turn.speech_end == at(2.0)
+    assert turn.at_sample == at(2.6)  # end_silence_s 0.6 after the speech
+    assert turn.at_sample - turn.speech_end <= at(0.8)
+
+
+def _number(script: Script, t: float = 0.0) -> Script:
+    # "my number is 555 … [1.2 s] … 0123"
+    return (
+        script.speech(t + 0.5, t + 2.0)
+        .heard(t + 2.3, "My number is 555")
+        .done(t + 2.35)
+        .speech(t + 3.2, t + 4.2)
+        .heard(t + 4.5, "0123.")
+        .done(t + 4.55)
+    )
+
+
+def test_a_pause_while_reading_a_number_keeps_one_turn_by_default() -> None:
+    out = _number(Script()).run(8.0)
+    (turn,) = turns(out)
+    assert turn.text == "My number is 555 0123."
+    assert turn.speech_end == at(4.2)
+    assert kinds(out).count("FinalizeStt") == 2
+
+
+def test_a_plain_1_5_s_end_silence_also_keeps_one_turn() -> None:
+    plain = EndpointSettings(end_silence_s=1.5, unfinished_silence_s=1.5, continuations=())
+    (turn,) = turns(_number(Script()).run(8.0, plain))
+    assert turn.text == "My number is 555 0123."
+
+
+def test_a_1_2_s_pause_after_a_finished_sentence_is_two_turns() -> None:
+    script = (
+        Script()
+        .speech(0.5, 2.0)
+        .heard(2.3, "Call my office.")
+        .speech(3.2, 4.2)
+        .heard(4.5, "Then book a table.")
+    )
+    assert [t.text for t in turns(script.run(8.0))] == ["Call my office.", "Then book a table."]
+
+
+def test_the_turn_never_ends_while_the_user_speaks() -> None:
+    # a final arrives mid-speech (a segment) and the silence timer would have passed
+    out = Script().speech(0.5, 6.0).heard(1.5, "So I was thinking").heard(6.3, "about it.").run(9)
+    (turn,) = turns(out)
+    assert turn.at_sample >= at(6.6)
+    assert turn.text == "So I was thinking about it."
+
+
+# 7. An STT that never finalizes
+
+
+def test_a_slow_final_closes_after_the_final_wait_and_comes_late_to_the_turn() -> None:
+    script = Script().speech(0.5, 2.0).heard(1.5, "What time is it").heard(4.0, "in Tokyo?")
+    out = script.run(6.0)
+    assert kinds(out) == ["FinalizeStt", "EndOfTurn", "LateTranscript"]
+    turn, late = out[1], out[2]
+    assert isinstance(turn, EndOfTurn) and isinstance(late, LateTranscript)
+    assert (turn.text, turn.reason) == ("What time is it", "final_timeout")
+    assert turn.at_sample == at(2.2 + 1.0)  # final_wait_s after asking the STT to settle
+    assert (late.text, late.after_turn) == ("in Tokyo?", True)
+
+
+def test_partials_only_wait_for_the_hard_cap_and_a_late_final_is_kept() -> None:
+    script = Script().speech(0.5, 2.0).heard(1.5, "what is the", final=False)
+    out = script.heard(7.0, "What is the time?").run(8.0)
+    assert kinds(out) == ["FinalizeStt", "LateTranscript"]  # no turn from a half transcript
+    late = out[1]
+    assert isinstance(late, LateTranscript)
+    assert late.after_turn is False  # the lead may start the turn from it
+    assert late.text == "What is the time?"
+
+
+def test_the_hard_cap_closes_a_turn_whose_final_wait_is_longer() -> None:
+    slow = EndpointSettings(final_wait_s=10.0, max_delay_s=3.0)
+    out = Script().speech(0.5, 2.0).heard(1.5, "Hello there.").run(8.0, slow)
+    (turn,) = turns(out)
+    assert (turn.reason, turn.at_sample) == ("max_delay", at(5.0))
+
+
+def test_silence_only_and_an_empty_utterance_make_no_turn() -> None:
+    assert Script().run(5.0) == []
+    out = Script().speech(0.5, 0.9).done(1.2).run(5.0)
+    assert kinds(out) == ["FinalizeStt"]
+
+
+# 1. Noise is not a turn; 3. backchannels; barge-in
+
+
+def _talking(script: Script, until: float = 20.0) -> Script:
+    """The assistant speaks from 0 s (echo cancelled, so the level rule is off)."""
+    return script.assistant(0.0, True).assistant(until, False)
+
+
+AEC = EndpointSettings(echo="aec")
+
+
+def test_a_short_cough_over_the_assistant_does_not_pause_it() -> None:
+    out = _talking(Script()).speech(5.0, 5.3).done(5.6).run(10.0, AEC)
+    assert kinds(out) == ["FinalizeStt"]
+
+
+def test_a_longer_noise_pauses_then_resumes_within_2_s() -> None:
+    out = _talking(Script()).speech(5.0, 5.8).done(6.1).run(10.0, AEC)
+    assert kinds(out) == ["PausePlayout", "FinalizeStt", "ResumePlayout"]
+    pause, resume = out[0], out[2]
+    assert pause.at_sample == at(5.5)  # interrupt_min_speech_s of speech
+    assert resume.at_sample - pause.at_sample <= at(2.0)
+
+
+def test_noise_that_goes_on_resumes_after_the_false_interruption_time() -> None:
+    out = _talking(Script()).speech(5.0, 9.0).run(12.0, AEC)
+    assert kinds(out)[:2] == ["PausePlayout", "ResumePlayout"]
+    assert out[1].at_sample == at(7.5)
+
+
+def test_no_speech_only_pause_in_the_echo_warm_up() -> None:
+    out = _talking(Script()).speech(1.0, 1.8).done(2.1).run(5.0, AEC)
+    assert "PausePlayout" not in kinds(out)
+
+
+def test_a_cough_after_the_user_finished_changes_nothing() -> None:
+    script = Script().speech(0.5, 2.0).heard(2.3, "Tell me a joke.").speech(2.9, 3.2).done(3.5)
+    out = script.run(6.0)
+    assert kinds(out) == ["FinalizeStt", "EndOfTurn", "FinalizeStt"]
+
+
+@pytest.mark.parametrize("said", ["mm-hm", "Mmm-hmm.", "Okay.", "uh-huh", "Yeah.", "right, sure"])
+def test_a_backchannel_over_the_assistant_neither_stops_it_nor_is_a_turn(said: str) -> None:
+    out = _talking(Script()).speech(5.0, 5.4).heard(5.7, said).run(10.0, AEC)
+    assert kinds(out) == ["FinalizeStt"]
+
+
+def test_three_yeahs_a_second_apart_neither() -> None:
+    script = _talking(Script())
+    for t in (5.0, 6.0, 7.0):
+        script.speech(t, t + 0.35).heard(t + 0.5, "yeah", final=False).heard(t + 0.6, "Yeah.")
+    out = script.run(10.0, AEC)
+    assert set(kinds(out)) == {"FinalizeStt"}
+
+
+@pytest.mark.parametrize("said", ["Stop.", "Wait, no.", "no", "Okay, but what about Tuesday?"])
+def test_real_words_over_the_assistant_interrupt_and_are_the_next_turn(said: str) -> None:
+    out = _talking(Script()).speech(5.0, 5.4).heard(5.7, said).run(10.0, AEC)
+    assert kinds(out) == ["FinalizeStt", "Interrupt", "EndOfTurn"]
+    interrupt = out[1]
+    assert isinstance(interrupt, Interrupt) and interrupt.text == said
+    assert turns(out)[0].text == said
+
+
+def test_a_real_partial_pauses_at_once_and_the_final_interrupts() -> None:
+    script = _talking(Script()).speech(5.0, 6.0).heard(5.3, "wait", final=False)
+    out = script.heard(6.3, "Wait, stop.").run(10.0, AEC)
+    assert kinds(out) == ["PausePlayout", "FinalizeStt", "Interrupt", "EndOfTurn"]
+    assert out[0].at_sample == at(5.3)
+
+
+def test_yes_while_the_assistant_is_silent_is_a_turn() -> None:
+    (turn,) = turns(Script().speech(0.5, 0.8).heard(1.0, "Yes.").run(4.0))
+    assert turn.text == "Yes."
+
+
+# Echo: no echo cancellation, the assistant's voice heard back quieter
+
+
+def test_our_own_voice_heard_back_is_not_the_user() -> None:
+    script = _talking(Script()).speech(0.2, 4.0, level=-40.0).heard(4.3, "The weather in Paris")
+    out = script.run(8.0)
+    assert kinds(out) == ["FinalizeStt"]
+
+
+def test_the_user_louder_than_the_echo_interrupts() -> None:
+    script = _talking(Script()).speech(0.2, 4.0, level=-40.0).heard(4.3, "The weather in Paris")
+    script.speech(5.0, 5.8, level=-18.0).heard(6.1, "Stop.")
+    out = script.run(10.0)
+    assert kinds(out)[1:] == ["PausePlayout", "FinalizeStt", "Interrupt", "EndOfTurn"]
+    assert out[1].at_sample <= at(5.0 + 0.6)  # within about 0.6 s of speech
+
+
+def test_half_duplex_ignores_everything_while_the_assistant_speaks() -> None:
+    script = _talking(Script()).speech(5.0, 5.8, level=-5.0).heard(6.1, "Stop.")
+    out = script.run(10.0, EndpointSettings(echo="half_duplex"))
+    assert kinds(out) == ["FinalizeStt"]
+
+
+def test_after_a_warm_up_with_no_echo_heard_the_user_is_heard() -> None:
+    script = _talking(Script()).speech(5.0, 5.8, level=-30.0).heard(6.1, "Stop.")
+    assert "Interrupt" in kinds(script.run(10.0))
+
+
+# Invariance: how often the clock is advanced changes nothing
+
+
+@settings(max_examples=40, deadline=None)
+@given(tick=st.sampled_from([0.001, 0.01, 0.032, 0.1, 0.5, 5.0]))
+def test_decisions_do_not_depend_on_how_often_time_is_advanced(tick: float) -> None:
+    def script() -> Script:
+        s = _talking(Script(), 9.0).speech(2.0, 2.7).speech(4.0, 4.9).done(5.2)
+        s.speech(6.0, 6.4).heard(6.6, "Stop.")
+        return _number(s, 10.0)
+
+    reference = script().run(20.0, AEC, tick_s=0.001)
+    assert script().run(20.0, AEC, tick_s=tick) == reference
+    assert {type(d) for d in reference} >= {
+        FinalizeStt,
+        PausePlayout,
+        ResumePlayout,
+        Interrupt,
+        EndOfTurn,
+    }
+    assert RATE == 16_000
+
+
+# Echo with real audio: Silero hears the assistant's voice fed back at -20 dB
+# (no echo cancellation), then the user at 0 dB speaks over it
+
+
+def _mix(length_s: float, *parts: tuple[float, str, float]) -> np.ndarray:
+    out = np.zeros(round(length_s * RATE), dtype=np.float64)
+    for t, name, level in parts:
+        piece = at_level(load(name), level).astype(np.float64)
+        out[at(t) : at(t) + len(piece)] += piece
+    return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+def _listen(
+    audio: np.ndarray, transcripts: dict[int, list[tuple[str, float, float]]]
+) -> list[object]:
+    """Silero over ``audio`` in 20 ms chunks with the assistant speaking
+    throughout; after the n-th speech end the STT's final comes 100 ms later with
+    ``transcripts[n]``: words and their times in seconds of the input, given to
+    the endpointer in seconds of the STT stream (opened at the start's pre-roll)."""
+    vad, ep = SileroVad(), Endpointer()
+    out: list[object] = ep.assistant_speaking(True, 0)
+    ends, stream_from = 0, 0
+    for i in range(0, len(audio), 320):
+        for event in vad.feed(audio[i : i + 320]):
+            out += ep.vad(event)
+            if isinstance(event, SpeechStart):
+                stream_from = event.audio_from
+            if isinstance(event, SpeechEnd):
+                ends += 1
+                if ends in transcripts:
+                    shift = stream_from / RATE
+                    words = tuple(Word(w, s - shift, e - shift) for w, s, e in transcripts[ends])
+                    text = " ".join(w.text for w in words)
+                    out += ep.advance(event.confirmed_at + at(0.1))
+                    out += ep.transcript(
+                        Transcript(text, True, words), event.confirmed_at + at(0.1)
+                    )
+    return out + ep.advance(len(audio) + at(3.0))
+
+
+def _words(text: str, start: float, end: float) -> list[tuple[str, float, float]]:
+    ws = text.split()
+    step = (end - start) / len(ws)
+    return [(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(ws)]
+
+
+ECHO = -38.0  # the user (and the assistant's own level) at -18 dBFS, heard back 20 dB down
+
+
+def test_real_echo_at_minus_20_db_is_neither_a_pause_nor_a_turn() -> None:
+    audio = _mix(8.0, (0.2, "weather", ECHO), (2.6, "weather", ECHO), (5.0, "number_end", ECHO))
+    said = {
+        1: _words("what is the weather like in Paris today", 0.2, 2.0),
+        2: _words("what is the weather like in Paris today", 2.6, 4.4),
+        3: _words("zero one two three", 5.0, 6.1),
+    }
+    assert [d for d in _listen(audio, said) if not isinstance(d, FinalizeStt)] == []
+
+
+def test_a_real_user_at_0_db_over_the_echo_pauses_within_0_6_s_and_interrupts() -> None:
+    audio = _mix(8.0, (0.2, "weather", ECHO), (2.6, "weather", ECHO), (3.0, "number_start", -18.0))
+    said = {
+        1: _words("what is the weather like in Paris today", 0.2, 2.0),
+        # the STT hears the echo's first words, then the user over the rest
+        2: _words("what is", 2.6, 2.95) + _words("my number is five five five", 3.0, 4.6),
+    }
+    out = [d for d in _listen(audio, said) if not isinstance(d, FinalizeStt)]
+    assert [type(d).__name__ for d in out] == ["PausePlayout", "Interrupt", "EndOfTurn"]
+    assert at(3.0) <= out[0].at_sample <= at(3.0 + 0.6)
+    assert turns(out)[0].text == "my number is five five five"  # no echo word in the turn

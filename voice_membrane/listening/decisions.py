@@ -1,0 +1,67 @@
+"""What the endpointer decides; positions are samples of the input audio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EndReason = Literal["final", "final_timeout", "max_delay"]
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizeStt:
+    """The detector says the speech stopped: ask the STT stream to settle."""
+
+    at_sample: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfTurn:
+    """The user is done: start the turn with ``text``. ``reason``: a final
+    transcript came after enough silence (``final``), the wait for one expired
+    and the finals so far are used (``final_timeout``), or the hard cap
+    (``max_delay``). ``speech_end`` is where the user's speech stopped."""
+
+    text: str
+    reason: EndReason
+    at_sample: int
+    speech_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class LateTranscript:
+    """A final transcript of an utterance already closed: kept, never lost.
+    ``after_turn``: append it to the turn just started; otherwise the
+    utterance had made no turn (its finals had not come) and this text may
+    start one."""
+
+    text: str
+    at_sample: int
+    after_turn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PausePlayout:
+    """The user seems to be speaking over the assistant: pause its audio
+    (keep it; ``ResumePlayout`` or ``Interrupt`` follows)."""
+
+    at_sample: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePlayout:
+    """The pause was a false interruption (noise, a cough, a backchannel)."""
+
+    at_sample: int
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """The user said something real over the assistant: stop the reply (the
+    same path as Ctrl-C). ``text`` is what interrupted it."""
+
+    text: str
+    at_sample: int
+
+
+Decision = FinalizeStt | EndOfTurn | LateTranscript | PausePlayout | ResumePlayout | Interrupt

@@ -1,0 +1,296 @@
+"""The endpointer, sans-I/O: when the user is done, and what speech over the
+assistant does to its audio.
+
+Fed, in order of the input audio (every call carries the input's sample
+position; nothing reads a clock):
+
+- the detector's events (``vad``): windows, speech starts and ends;
+- the STT's transcripts as they arrive (``transcript``) and the end of an STT
+  stream (``transcripts_done``);
+- whether the assistant's audio is playing (``assistant_speaking``);
+- the passage of audio with nothing else to say (``advance``).
+
+It answers with decisions (``decisions.py``). One utterance is open at a time:
+from a speech start until its turn is decided; speech that resumes before then
+belongs to the same utterance (a pause mid-sentence keeps one turn), and the
+turn never ends while the detector says the user speaks.
+
+The end of a turn, after the detector's speech end: ``end_silence_s`` of
+silence (``unfinished_silence_s`` when the words so far sound unfinished: a
+trailing "and", a number being read out) and a final transcript that came after
+the STT was asked to settle (or the STT stream ended); or, when the STT is slow,
+``final_wait_s`` after asking it, with the finals so far; at the latest
+``max_delay_s`` after the speech end. A final that comes after the turn closed
+is a ``LateTranscript``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..vocab.transcripts import Transcript
+from .decisions import (
+    Decision,
+    EndOfTurn,
+    EndReason,
+    FinalizeStt,
+    Interrupt,
+    LateTranscript,
+    PausePlayout,
+    ResumePlayout,
+)
+from .echo import EchoLevel
+from .settings import EndpointSettings
+from .vad import SpeechEnd, SpeechStart, VadEvent, VadWindow
+from .words import WordJudge
+
+_SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
+_ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
+_LEARN_S = 0.5  # echo heard before its level is trusted
+
+
+@dataclass(slots=True)
+class _Utterance:
+    start: int
+    during_assistant: bool
+    accepted: bool
+    accepted_at: int
+    run_start: int  # where the current stretch of speech began
+    voiced_end: int  # the end of its last window heard as speech
+    loud: int = 0
+    loud_from: int | None = None  # the first window judged the user's, over playout
+    stream_from: int = 0  # where the current STT stream's audio begins (its pre-roll)
+    speaking: bool = True
+    end_at: int | None = None
+    finalize_at: int | None = None
+    final_at: int | None = None  # a final came at this sample, after the finalize
+    finals: list[str] = field(default_factory=list)
+    partial: str = ""
+    real: bool = False
+    interrupted: bool = False
+
+
+class Endpointer:
+    def __init__(self, settings: EndpointSettings | None = None, sample_rate: int = 16_000) -> None:
+        self.settings = settings = settings or EndpointSettings()
+        self.sample_rate = sample_rate
+        self._words = WordJudge(settings.backchannels, settings.continuations)
+        self._echo = EchoLevel(
+            settings.echo_margin_db, self._n(settings.echo_warmup_s), self._n(_LEARN_S)
+        )
+        self.reset()
+
+    def _n(self, seconds: float) -> int:
+        return round(seconds * self.sample_rate)
+
+    def reset(self) -> None:
+        """A new session."""
+        self._now = 0
+        self._u: _Utterance | None = None
+        self._closed: str | None = None  # how the last utterance ended: turn, empty, dropped
+        self._playing_since: int | None = None  # the assistant's audio plays (or is paused)
+        self._paused_at: int | None = None
+        self._loud: deque[tuple[int, int]] = deque()  # user-loud windows not yet in an utterance
+        self._echo.reset()
+
+    # inputs
+
+    def assistant_speaking(self, speaking: bool, at_sample: int) -> list[Decision]:
+        self._now = max(self._now, at_sample)
+        if speaking and self._playing_since is None:
+            self._playing_since = self._now
+        elif not speaking:
+            self._playing_since = self._paused_at = None
+        return self._tick()
+
+    def advance(self, at_sample: int) -> list[Decision]:
+        self._now = max(self._now, at_sample)
+        return self._tick()
+
+    def vad(self, event: VadEvent) -> list[Decision]:
+        if isinstance(event, VadWindow):
+            self._now = max(self._now, event.at_sample + event.samples)
+            self._window(event)
+            return self._tick()
+        self._now = max(self._now, event.confirmed_at)
+        out: list[Decision] = []
+        if isinstance(event, SpeechStart):
+            self._speech_start(event)
+        elif isinstance(event, SpeechEnd) and self._u is not None and self._u.speaking:
+            u = self._u
+            u.speaking, u.end_at, u.finalize_at, u.final_at = (
+                False,
+                event.at_sample,
+                self._now,
+                None,
+            )
+            out.append(FinalizeStt(self._now))
+        return out + self._tick()
+
+    def transcript(self, t: Transcript, at_sample: int) -> list[Decision]:
+        self._now = max(self._now, at_sample)
+        text = t.text.strip()
+        u = self._u
+        out: list[Decision] = []
+        if u is None:
+            if t.final and text and self._closed in ("turn", "empty"):
+                out.append(LateTranscript(text, self._now, self._closed == "turn"))
+            return out + self._tick()
+        text = self._users_words(u, t) if u.accepted else ""  # not accepted: echo
+        real = self._words.is_real(text)
+        u.real = u.real or real
+        if not t.final:
+            u.partial = text
+        else:
+            if text:
+                u.finals.append(text)
+            u.partial = ""
+            if u.finalize_at is not None:
+                u.final_at = self._now
+            if real and self._playing_since is not None and not u.interrupted:
+                u.interrupted = True
+                self._playing_since = self._paused_at = None
+                out.append(Interrupt(" ".join(u.finals), self._now))
+        return out + self._tick()
+
+    def _users_words(self, u: _Utterance, t: Transcript) -> str:
+        """The transcript without the words said before the user's voice was
+        first told from the echo (the STT heard both), when it gives word times."""
+        if not (u.during_assistant and u.loud_from is not None and t.words):
+            return t.text.strip()
+        if self.settings.echo == "aec":
+            return t.text.strip()
+        keep = [
+            w.text
+            for w in t.words
+            if u.stream_from + round(w.end_s * self.sample_rate) > u.loud_from
+        ]
+        return " ".join(keep).strip()
+
+    def transcripts_done(self, at_sample: int) -> list[Decision]:
+        """The STT stream ended: every final of the speech so far is in."""
+        self._now = max(self._now, at_sample)
+        u = self._u
+        if u is not None and u.finalize_at is not None and u.final_at is None:
+            u.final_at = self._now
+        return self._tick()
+
+    # the machinery
+
+    def _playout(self) -> bool:
+        return self._playing_since is not None and self._paused_at is None
+
+    def _window(self, w: VadWindow) -> None:
+        if w.probability < _SPEECH_P:
+            return
+        u = self._u
+        if u is not None and u.speaking:
+            u.voiced_end = w.at_sample + w.samples
+        if not self._playout():
+            return
+        if u is not None and u.accepted:
+            return  # the user's own speech teaches nothing about the echo
+        assert self._playing_since is not None
+        if self.settings.echo == "aec":
+            loud = True
+        elif self.settings.echo == "half_duplex":
+            loud = False
+        else:
+            loud = self._echo.judge(w.level_dbfs, w.samples, w.at_sample - self._playing_since)
+        if not loud:
+            return
+        if u is None:
+            self._loud.append((w.at_sample, w.samples))
+            while self._loud and self._loud[0][0] < w.at_sample - self._n(2.0):
+                self._loud.popleft()
+        else:
+            u.loud += w.samples
+            if u.loud_from is None:
+                u.loud_from = w.at_sample
+            if not u.accepted and u.loud >= self._n(_ACCEPT_S):
+                u.accepted, u.accepted_at = True, w.at_sample + w.samples
+
+    def _speech_start(self, e: SpeechStart) -> None:
+        u = self._u
+        if u is not None:  # speech resumed before the turn was decided: one utterance
+            u.speaking, u.end_at, u.finalize_at, u.final_at = True, None, None, None
+            u.run_start = u.voiced_end = e.at_sample
+            u.stream_from = e.audio_from
+            return
+        during = self._playing_since is not None
+        loud_windows = [(at, n) for at, n in self._loud if at >= e.at_sample]
+        loud = sum(n for _, n in loud_windows)
+        self._loud.clear()
+        accepted = not during or self.settings.echo == "aec" or loud >= self._n(_ACCEPT_S)
+        if self.settings.echo == "half_duplex" and during:
+            accepted = False
+        self._u = _Utterance(
+            e.at_sample, during, accepted, e.confirmed_at, e.at_sample, e.confirmed_at, loud=loud
+        )
+        self._u.loud_from = loud_windows[0][0] if loud_windows else None
+        self._u.stream_from = e.audio_from
+
+    def _tick(self) -> list[Decision]:
+        out: list[Decision] = []
+        u, s, now = self._u, self.settings, self._now
+        if u is not None and self._playout() and u.accepted and not u.interrupted:
+            assert self._playing_since is not None
+            # speech alone pauses only after the echo warm-up; real words at once.
+            # Dated where the evidence was complete, not when this call came.
+            by_speech = max(
+                u.run_start + self._n(s.interrupt_min_speech_s),
+                u.accepted_at,
+                self._playing_since + self._n(s.echo_warmup_s),
+            )
+            # speech heard up to by_speech: a stop the detector has not confirmed
+            # yet (a 0.4 s cough) must not count as speech
+            if u.real or (u.speaking and u.voiced_end >= by_speech):
+                self._paused_at = now if u.real else by_speech
+                out.append(PausePlayout(self._paused_at))
+        if self._paused_at is not None and not (u is not None and u.real):
+            resume_at = self._paused_at + self._n(s.false_interruption_s)
+            if u is None or now >= resume_at:
+                out.append(ResumePlayout(min(now, resume_at) if u is not None else now))
+                self._paused_at = None
+        if u is not None and not u.speaking and u.end_at is not None:
+            out.extend(self._maybe_end(u))
+        return out
+
+    def _maybe_end(self, u: _Utterance) -> list[Decision]:
+        s, now = self.settings, self._now
+        assert u.end_at is not None and u.finalize_at is not None
+        text = " ".join(u.finals)
+        unfinished = self._words.sounds_unfinished(text or u.partial)
+        quiet_until = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
+        wait_until = u.finalize_at + self._n(s.final_wait_s)
+        cap = u.end_at + self._n(s.max_delay_s)
+        reason: EndReason
+        if u.final_at is not None and now >= quiet_until:
+            reason, at = "final", max(quiet_until, u.final_at)
+        elif now >= max(quiet_until, wait_until) and (text or not u.partial):
+            reason, at = "final_timeout", max(quiet_until, wait_until)
+        elif now >= cap:
+            reason, at = "max_delay", cap
+        else:
+            return []
+        return self._close(u, text, reason, min(at, cap))
+
+    def _close(self, u: _Utterance, text: str, reason: EndReason, at: int) -> list[Decision]:
+        self._u = None
+        out: list[Decision] = []
+        assert u.end_at is not None
+        if not u.accepted or (u.during_assistant and not self._words.is_real(text)):
+            self._closed = "dropped"  # echo, or a backchannel over the assistant
+        elif not text:
+            self._closed = "empty"
+        else:
+            self._closed = "turn"
+            if self._playing_since is not None and not u.interrupted:
+                self._playing_since = self._paused_at = None
+                out.append(Interrupt(text, at))
+            out.append(EndOfTurn(text, reason, at, u.end_at))
+        if self._paused_at is not None:
+            out.append(ResumePlayout(at))
+            self._paused_at = None
+        return out

@@ -1,0 +1,119 @@
+"""What every detector engine shares: any chunking in, whole windows to the
+model, the state machine, and the pre-roll ring that a ``SpeechStart`` hands
+the STT.
+
+Positions in events are samples of the *input* (at the rate the caller feeds),
+whatever rate the model runs at, so the caller can cut its own audio by them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ..vocab.audio import Samples
+from .resample import StreamResampler
+from .settings import VadSettings
+from .vad import SpeechEnd, SpeechStart, VadEvent, VadStateMachine, VadWindow, level_dbfs
+
+
+class VadFront(ABC):
+    """``feed(samples) -> events``, ``flush() -> events`` at the end of input,
+    ``reset()`` between sessions (never on a timer)."""
+
+    def __init__(
+        self, settings: VadSettings, sample_rate: int, model_rate: int, window: int
+    ) -> None:
+        if sample_rate < 8000 or sample_rate > 192_000:
+            raise ValueError(f"VAD input rate {sample_rate} Hz is outside 8000-192000")
+        self.settings = settings
+        self.sample_rate = sample_rate
+        self.model_rate = model_rate
+        self.window = window
+        self._machine = VadStateMachine(settings, model_rate, window)
+        self._resampler = StreamResampler(sample_rate, model_rate)
+        # the pre-roll, the confirmation run and a window of slack, at the input rate
+        span = settings.preroll_s + settings.min_speech_s + 2 * window / model_rate
+        self._capacity = int(span * sample_rate) + 1
+        self.reset()
+
+    def reset(self) -> None:
+        """A new session: the model's state, the machine and the counts start over."""
+        self._machine.reset()
+        self._resampler.reset()
+        self._pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a window
+        self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
+        self._fed = 0
+        self._reset_model()
+
+    @property
+    def speaking(self) -> bool:
+        return self._machine.speaking
+
+    @property
+    def samples_fed(self) -> int:
+        return self._fed
+
+    def feed(self, samples: Samples) -> list[VadEvent]:
+        """Mono int16 at ``sample_rate``; events for every window it completes."""
+        if samples.ndim != 1:
+            raise ValueError(f"VAD input must be mono (1-D), got shape {samples.shape}")
+        samples = samples.astype(np.int16, copy=False)
+        self._fed += len(samples)
+        self._history = np.concatenate([self._history, samples])
+        model = self._resampler.feed(samples)
+        buf = np.concatenate([self._pending, model]) if len(self._pending) else model
+        n = len(buf) // self.window
+        events: list[VadEvent] = []
+        for i in range(n):
+            w = buf[i * self.window : (i + 1) * self.window]
+            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
+        self._pending = buf[n * self.window :].copy()
+        out = [self._to_input(e) for e in events]
+        self._history = self._history[-self._capacity :]
+        return out
+
+    def flush(self) -> list[VadEvent]:
+        """End of input: the partial window is scored padded with silence and
+        speech still going ends."""
+        events: list[VadEvent] = []
+        if len(self._pending):
+            w = np.zeros(self.window, dtype=np.int16)
+            w[: len(self._pending)] = self._pending
+            self._pending = np.zeros(0, dtype=np.int16)
+            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
+        events.extend(self._machine.flush())
+        return [self._to_input(e, clamp=True) for e in events]
+
+    def _at(self, model_sample: int) -> int:
+        return min(self._fed, model_sample * self.sample_rate // self.model_rate)
+
+    def _to_input(self, event: VadEvent, clamp: bool = False) -> VadEvent:
+        if self.sample_rate == self.model_rate and not clamp:
+            if isinstance(event, SpeechStart):
+                return self._with_audio(event.at_sample, event.confirmed_at)
+            return event
+        if isinstance(event, VadWindow):
+            start, end = self._at(event.at_sample), self._at(event.at_sample + event.samples)
+            return VadWindow(
+                start, end - start, event.probability, event.level_dbfs, event.speaking
+            )
+        if isinstance(event, SpeechStart):
+            return self._with_audio(self._at(event.at_sample), self._at(event.confirmed_at))
+        return SpeechEnd(self._at(event.at_sample), self._at(event.confirmed_at))
+
+    def _with_audio(self, at: int, confirmed: int) -> SpeechStart:
+        audio_from = max(0, at - round(self.settings.preroll_s * self.sample_rate))
+        history_from = self._fed - len(self._history)
+        audio_from = max(audio_from, history_from)  # bounded ring: never more than it holds
+        audio = self._history[audio_from - history_from : confirmed - history_from].copy()
+        return SpeechStart(at, confirmed, audio_from, audio)
+
+    @abstractmethod
+    def _score(self, window: Samples) -> float:
+        """The speech probability of one window at ``model_rate``."""
+
+    @abstractmethod
+    def _reset_model(self) -> None:
+        """Forget the model's recurrent state."""

@@ -1,0 +1,69 @@
+"""The ``[vad]`` settings: what the detector and the endpointer are tuned by.
+
+Plain pydantic models with defaults and bounds; docs/listening.md says why each
+default is what it is (a measurement here or a peer's default).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+BACKCHANNELS = ("mm-hm", "mhm", "mm", "uh-huh", "okay", "ok", "yeah", "yep", "right", "sure")
+CONTINUATIONS = (
+    "and", "or", "but", "so", "because", "the", "a", "an", "to", "of", "with", "is", "my",
+    "your", "um", "uh", "er", "like", "then", "if", "than", "at", "in", "on", "for",
+)  # fmt: skip
+
+
+class VadSettings(BaseModel):
+    """Voice activity detection: when speech starts and stops (sample counts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["silero", "webrtc"] = "silero"
+    activate: float = Field(0.5, gt=0.0, lt=1.0)
+    deactivate: float = Field(0.35, gt=0.0, lt=1.0)
+    smoothing: float = Field(0.5, gt=0.0, le=1.0)  # weight of the newest window
+    min_speech_s: float = Field(0.2, ge=0.0, le=2.0)
+    min_silence_s: float = Field(0.2, ge=0.0, le=2.0)
+    min_level_dbfs: float = Field(-50.0, ge=-120.0, le=0.0)
+    preroll_s: float = Field(0.5, ge=0.0, le=2.0)
+    webrtc_aggressiveness: int = Field(3, ge=0, le=3)
+    webrtc_frame_ms: Literal[10, 20, 30] = 30
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> VadSettings:
+        if self.deactivate > self.activate:
+            raise ValueError(
+                f"vad.deactivate ({self.deactivate}) must not exceed vad.activate ({self.activate})"
+            )
+        return self
+
+
+class EndpointSettings(BaseModel):
+    """Turn-taking: when the user is done, and when speech over the assistant
+    pauses, interrupts or resumes it (seconds of input audio)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    end_silence_s: float = Field(0.6, ge=0.0, le=10.0)
+    unfinished_silence_s: float = Field(1.5, ge=0.0, le=10.0)
+    final_wait_s: float = Field(1.0, ge=0.0, le=10.0)
+    max_delay_s: float = Field(3.0, gt=0.0, le=30.0)
+    continuations: tuple[str, ...] = CONTINUATIONS
+    interrupt_min_speech_s: float = Field(0.5, ge=0.0, le=5.0)
+    false_interruption_s: float = Field(2.0, gt=0.0, le=10.0)
+    backchannels: tuple[str, ...] = BACKCHANNELS
+    echo: Literal["level", "aec", "half_duplex"] = "level"
+    echo_margin_db: float = Field(10.0, ge=0.0, le=60.0)
+    echo_warmup_s: float = Field(3.0, ge=0.0, le=30.0)
+
+    @model_validator(mode="after")
+    def _order(self) -> EndpointSettings:
+        if not self.end_silence_s <= self.unfinished_silence_s <= self.max_delay_s:
+            raise ValueError(
+                "endpoint: end_silence_s <= unfinished_silence_s <= max_delay_s must hold"
+            )
+        return self

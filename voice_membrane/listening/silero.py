@@ -1,0 +1,92 @@
+"""Silero VAD (its ONNX model) under onnxruntime, behind the shared front.
+
+The model file ships in the ``silero-vad`` wheel; the package is found with
+``importlib.util.find_spec`` and never imported (it imports torch). The model
+takes, per window, the previous window's last 64 samples (32 at 8 kHz) followed
+by 512 new ones (256 at 8 kHz) as float32 in [-1, 1], its recurrent state
+``(2, 1, 128)`` and the rate; it returns the speech probability and the next
+state. The session is loaded once per process and shared (``run`` is
+thread-safe); the state and context are per ``SileroVad``, i.e. per session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..vocab.audio import Samples
+from .front import VadFront
+from .settings import VadSettings
+
+_lock = threading.Lock()
+_sessions: dict[str, Any] = {}
+
+
+class VadError(RuntimeError):
+    """The detector's model cannot be loaded or run (one line)."""
+
+
+def model_path() -> Path:
+    """``silero_vad.onnx`` inside the installed silero-vad wheel."""
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise VadError("Silero VAD model not found: install silero-vad (pip install --no-deps)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
+    if not path.is_file():
+        raise VadError(f"Silero VAD model not found at {path}")
+    return path
+
+
+def shared_session(path: Path | None = None) -> Any:
+    """The process's onnxruntime session for the model (one intra-op thread:
+    a window costs well under a millisecond, and the LLM and the voice need the
+    cores)."""
+    path = path or model_path()
+    key = str(path.resolve())
+    with _lock:
+        session = _sessions.get(key)
+        if session is None:
+            import onnxruntime  # type: ignore[import-untyped]
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            try:
+                session = onnxruntime.InferenceSession(
+                    str(path), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # onnxruntime raises its own kinds
+                raise VadError(f"cannot load Silero VAD model {path}: {exc}") from exc
+            _sessions[key] = session
+    return session
+
+
+class SileroVad(VadFront):
+    """Silero at 16 kHz (512-sample, 32 ms windows) or natively at 8 kHz
+    (256 samples); any other input rate is resampled to 16 kHz."""
+
+    def __init__(
+        self, settings: VadSettings | None = None, sample_rate: int = 16_000, session: Any = None
+    ) -> None:
+        self._session = session if session is not None else shared_session()
+        model_rate = 8000 if sample_rate == 8000 else 16_000
+        self._context_size = 32 if model_rate == 8000 else 64
+        self._sr = np.array(model_rate, dtype=np.int64)
+        window = 256 if model_rate == 8000 else 512
+        super().__init__(settings or VadSettings(), sample_rate, model_rate, window)
+
+    def _reset_model(self) -> None:
+        self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._context = np.zeros((1, self._context_size), dtype=np.float32)
+
+    def _score(self, window: Samples) -> float:
+        x = np.concatenate([self._context, window.astype(np.float32)[None, :] / 32768.0], axis=1)
+        out, self._state = self._session.run(
+            None, {"input": x, "state": self._state, "sr": self._sr}
+        )
+        self._context = x[:, -self._context_size :]
+        return float(out[0, 0])
