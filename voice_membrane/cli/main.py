@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -58,7 +59,20 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--pipeline", type=Path, help="pipeline file, or a shipped pipeline's name (default local)"
     )
-    run.add_argument("--prompt", help="answer this prompt once and exit")
+    spoken = run.add_mutually_exclusive_group()
+    spoken.add_argument("--prompt", help="answer this prompt once and exit")
+    spoken.add_argument(
+        "--input",
+        type=Path,
+        metavar="FILE.wav",
+        help="listen to this recording, played in real time as if spoken, and answer it",
+    )
+    spoken.add_argument(
+        "--listen", action="store_true", help="listen to the microphone and answer by voice"
+    )
+    run.add_argument(
+        "--stt", help="speech to text when listening: pocketsphinx | deepgram:MODEL | openai:MODEL"
+    )
     run.add_argument(
         "--llm", help="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"
     )
@@ -375,10 +389,14 @@ def _run(args: argparse.Namespace) -> None:
             tts=args.tts,
             out=args.out,
             debug_dir=args.debug_dir,
+            stt=args.stt,
         )
     except Exception as exc:
         _exit_if_user_error("run", exc)
         raise
+    if args.input is not None or args.listen:
+        _run_listening(config, args)
+        return
     shutdown_tracing = _start_tracing("run", args)
     try:
         results = anyio.run(
@@ -403,6 +421,29 @@ def _run(args: argparse.Namespace) -> None:
         sys.exit(130)  # Ctrl-C cut the answer: the shell's code for it, as if killed
     if prompt is not None and any(map(said_nothing, results)):
         sys.exit(NO_SPEECH_EXIT)  # the answer said nothing (the line above says so)
+
+
+def _run_listening(config: Any, args: argparse.Namespace) -> None:
+    from .listen import run_listening
+
+    shutdown_tracing = _start_tracing("run", args)
+    try:
+        turns = anyio.run(
+            partial(
+                run_listening,
+                config,
+                input_path=args.input,
+                metrics_json=args.metrics_json,
+                events_jsonl=args.events_jsonl,
+            )
+        )
+    except Exception as exc:
+        _exit_if_user_error("run", exc)
+        raise
+    finally:
+        shutdown_tracing()
+    if any(turn.result.error for turn in turns):
+        sys.exit(1)
 
 
 def _exit_if_user_error(command: str, exc: Exception) -> None:

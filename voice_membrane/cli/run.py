@@ -45,6 +45,7 @@ def resolve_config(
     tts: str | None = None,
     out: str | None = None,
     debug_dir: str | Path | None = None,
+    stt: str | None = None,
 ) -> PipelineConfig:
     """The pipeline file with command-line flags applied (flags win)."""
     config = load_pipeline(pipeline or DEFAULT_PIPELINE)
@@ -58,6 +59,7 @@ def resolve_config(
             "tts": {"spec": tts},
             "sink": sink,
             "debug": debug,
+            "stt": {"spec": stt},
         }
     )
 
@@ -81,12 +83,12 @@ async def run_assistant(
     cannot be written (the turns have run and been spoken by then).
 
     Everything said through ``out`` is redacted there, whatever says it."""
-    out = _redacting(out)
+    out = redacting(out)
     for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
         problem = path and output_path_problem(path)
         if problem:
             raise ConfigError(f"{flag} {path}: {problem}")
-    _check_speaker(config)
+    check_speaker(config)
     pictures = [_read_image(path) for path in images]
     debug = None
     if config.debug.dir is not None:
@@ -141,7 +143,7 @@ async def run_assistant(
         async with session, anyio.create_task_group() as tg:
             settle_heap()  # the engines are loaded: keep them out of every full collection
             stop_loop = tg.cancel_scope
-            tg.start_soon(_interrupt_on_sigint, session, stop_loop)
+            tg.start_soon(interrupt_on_sigint, session, stop_loop)
             attached = tuple([await session.attach_image(*picture) for picture in pictures])
             if prompt is not None:
                 results.append(await _one_turn(session, prompt, out, attached))
@@ -187,7 +189,7 @@ async def run_assistant(
     return results
 
 
-def _check_speaker(config: PipelineConfig) -> None:
+def check_speaker(config: PipelineConfig) -> None:
     """A speaker sink with no output device: said now, not after loading the model.
     (A named device is checked when it is opened.)"""
     if config.sink.kind != "speaker":
@@ -200,7 +202,7 @@ def _check_speaker(config: PipelineConfig) -> None:
         )
 
 
-def _redacting(out: Callable[[str], None]) -> Callable[[str], None]:
+def redacting(out: Callable[[str], None]) -> Callable[[str], None]:
     return lambda text: out(redact(text))
 
 
@@ -242,6 +244,12 @@ async def _one_turn(
     attachments: tuple[ContentBlock, ...] = (),
 ) -> TurnResult:
     result = await session.turn(text, attachments=attachments)
+    say_result(result, out)
+    return result
+
+
+def say_result(result: TurnResult, out: Callable[[str], None]) -> None:
+    """What follows a turn's spoken text: how it ended, and its latency table."""
     if result.report.cut_off and not result.interrupted:
         out(" [cut off (max_tokens)]")  # the limit, not the model, ended the answer
     out(" [interrupted]\n" if result.interrupted else "\n")
@@ -256,7 +264,6 @@ async def _one_turn(
             else "no speech: nothing in the reply's text could be said aloud\n"
         )
     out(redact(result.report.table()) + "\n")
-    return result
 
 
 # ``run --prompt``'s exit code when the turn ended normally but said nothing.
@@ -294,7 +301,7 @@ def _read_raw_line() -> bytes:
     return str(sys.stdin.readline()).encode("utf-8", "surrogateescape")
 
 
-async def _interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -> None:
+async def interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -> None:
     """Ctrl-C interrupts the turn being spoken; with no turn running it quits."""
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
         async for _ in signals:

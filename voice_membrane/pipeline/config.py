@@ -41,10 +41,12 @@ from ..chunking.chunker import IDLE_FLUSH_S
 from ..chunking.cut_off import CUT_OFF_TEXT
 from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
+from ..listening.settings import EndpointSettings, VadSettings
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
 from ..tts.options import TtsOptions
 from ..vendors.credentials import BaseUrl
 from ..vocab.messages import LINE_BREAK
+from .listen_config import SttConfig
 
 # The pipeline files shipped beside the package (pipelines/ in the repository).
 SHIPPED_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
@@ -351,6 +353,10 @@ class PipelineConfig(_Section):
     images: ImagesConfig = ImagesConfig()
     blobs: BlobsConfig = BlobsConfig()
     debug: DebugConfig = DebugConfig()
+    # Listening (run --input / --listen): docs/stt.md, docs/listening.md.
+    stt: SttConfig = SttConfig()
+    vad: VadSettings = VadSettings()
+    endpoint: EndpointSettings = EndpointSettings()
 
     def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> PipelineConfig:
         """A copy with ``{section: {key: value}}`` applied (command-line flags), validated."""

@@ -79,8 +79,7 @@ class RetryingStream:
             self._keep(samples)
             attempt = self._attempt
             try:
-                assert self._inner is not None
-                await self._inner.push(samples)
+                await self._current().push(samples)
             except SttError as error:
                 await self._recover(error, attempt)  # the replay includes ``samples``
 
@@ -91,8 +90,7 @@ class RetryingStream:
             self._finalized = True
             attempt = self._attempt
             try:
-                assert self._inner is not None
-                await self._inner.finalize()
+                await self._current().finalize()
             except SttError as error:
                 await self._recover(error, attempt)
 
@@ -112,6 +110,13 @@ class RetryingStream:
             except SttError as error:
                 async with self._lock:
                     await self._recover(error, attempt)
+
+    def _current(self) -> SttStream:
+        """The attempt's stream; ``SttError`` once it failed for good (a push
+        that races the reader's report of the failure)."""
+        if self._inner is None:
+            raise SttError("the speech-to-text stream failed and was closed")
+        return self._inner
 
     def _keep(self, samples: Samples) -> None:
         if not self._replayable:

@@ -1,0 +1,151 @@
+"""A conversation by voice end to end: spoken questions (the Piper fixtures) in
+through Silero and pocketsphinx (or the fake Deepgram), answered by the embedded
+model or a recording, spoken by espeak-ng; voice-to-voice latency reported;
+speech over the reply interrupts it; silence is no turn; an STT fault is one
+line and no turn from half an utterance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+import soundfile as sf
+
+from voice_membrane.cli.listen import run_listening
+from voice_membrane.cli.main import main
+from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from voice_membrane.testing.fake_deepgram import FakeDeepgram
+from voice_membrane.testing.transcript_script import TranscriptFault, TranscriptScript
+
+pytest.importorskip("pocketsphinx")
+pytest.importorskip("llama_cpp")
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEECH = ROOT / "audio_fixtures" / "speech"
+GUARD_S = 90
+
+
+def voice_config(tmp_path: Path, **sections: dict[str, object]) -> PipelineConfig:
+    overrides: dict[str, dict[str, object]] = {
+        "llm": {"max_tokens": 24, "temperature": 0.0},
+        "tts": {"spec": "espeak"},
+        "sink": {"kind": "wav", "path": str(tmp_path / "reply.wav")},
+    }
+    overrides.update(sections)
+    return load_pipeline(ROOT / "pipelines" / "local-voice.toml").with_overrides(overrides)
+
+
+def listen(config: PipelineConfig, wav: Path, tmp_path: Path) -> tuple[list[object], str]:
+    printed: list[str] = []
+    metrics = tmp_path / "m.json"
+
+    async def go() -> list[object]:
+        with anyio.fail_after(GUARD_S):
+            turns = await run_listening(
+                config,
+                input_path=wav,
+                metrics_json=metrics,
+                out=printed.append,
+                terminal=False,
+            )
+        return list(turns)
+
+    turns = anyio.run(go)
+    records = json.loads(metrics.read_text())
+    assert len(records) == len(turns)
+    return records, "".join(printed)
+
+
+def test_a_spoken_question_is_answered_with_its_voice_to_voice_latency(tmp_path: Path) -> None:
+    records, printed = listen(
+        voice_config(tmp_path), SPEECH / "questions/weather_paris.wav", tmp_path
+    )
+    (record,) = records
+    assert "weather" in record["heard"]["text"] and "paris" in record["heard"]["text"]
+    assert f"> {record['heard']['text']}\n" in printed
+    latency = record["voice_to_voice"]
+    # The parts come in order: the turn ends after the speech did (the configured
+    # silence), the request after that, the first audio after the request.
+    assert 0 < latency["endpointing_ms"] <= latency["request_ms"] < latency["voice_to_voice_ms"]
+    first_audio = record["stamps_ms"]["first_audio"]
+    assert latency["voice_to_voice_ms"] == pytest.approx(latency["request_ms"] + first_audio)
+    assert "voice to voice " in printed
+    samples, rate = sf.read(tmp_path / "reply.wav", dtype="int16")
+    assert len(samples) / rate > 0.5  # the answer was spoken
+
+
+def test_two_questions_are_two_turns(tmp_path: Path) -> None:
+    records, _ = listen(voice_config(tmp_path), SPEECH / "two_utterances.wav", tmp_path)
+    assert len(records) == 2, [r["heard"] for r in records]
+
+
+def test_silence_is_no_turn_and_no_error(tmp_path: Path) -> None:
+    quiet = tmp_path / "quiet.wav"
+    sf.write(quiet, np.zeros(16000 * 2, dtype=np.int16), 16000)
+    records, printed = listen(voice_config(tmp_path), quiet, tmp_path)
+    assert records == []
+    assert "no turn: nothing was heard that could be answered" in printed
+    assert "error" not in printed
+
+
+def test_an_stt_fault_is_one_line_and_no_half_turn(tmp_path: Path) -> None:
+    key = "dg-" + "k" * 30
+    with FakeDeepgram(api_key=key) as fake:
+        said = TranscriptScript.of(
+            "what is the weather", fault=TranscriptFault(kind="drop", after_messages=1)
+        )
+        for _ in range(4):  # the first attempt and its one retry, twice over
+            fake.add(said)
+        stt = {
+            "spec": "deepgram:nova-3",
+            "base_url": fake.ws_url.replace("ws://", "http://"),
+            "api_key_env": "DG_TEST_KEY",
+        }
+        config = voice_config(tmp_path, stt=stt)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("DG_TEST_KEY", key)
+            records, printed = listen(config, SPEECH / "questions/weather_paris.wav", tmp_path)
+    assert records == []
+    (line,) = [line for line in printed.splitlines() if line.startswith("listening: ")]
+    assert line.startswith("listening: speech to text failed (") and "say it again" in line
+    assert key not in printed
+
+
+def test_speech_over_the_reply_interrupts_it(tmp_path: Path) -> None:
+    # A long recorded answer spoken in real time; the second question of the file
+    # comes 1.5 s after the first, while the answer is still playing.
+    recording = ROOT / "audio_fixtures" / "streams" / "weather_tool_turn.jsonl"
+    config = voice_config(
+        tmp_path,
+        llm={"spec": f"replay:{recording}"},
+        sink={"kind": "null", "realtime": True},
+    )
+    records, printed = listen(config, SPEECH / "two_utterances.wav", tmp_path)
+    assert len(records) == 2, printed
+    assert records[0]["interrupted"] is True
+    assert "[you spoke over the answer: " in printed
+
+
+def test_bad_listening_settings_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("[vad]\nactivate = 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"vad\.activate"):
+        load_pipeline(path)
+    path.write_text('[stt]\nspec = "nope"\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as excinfo:
+        main(["run", "--pipeline", str(path), "--input", str(SPEECH / "mid_pause.wav")])
+    assert "unknown STT engine 'nope'" in str(excinfo.value)
+
+
+def test_no_microphone_names_input(tmp_path: Path) -> None:
+    from voice_membrane.sources.microphone import input_available
+
+    if input_available() is None:
+        pytest.skip("this machine has a microphone")
+    with pytest.raises(SystemExit) as excinfo:
+        main(["run", "--listen"])
+    text = str(excinfo.value)
+    assert text.startswith("voice-membrane run: ") and "--input FILE.wav" in text

@@ -1,0 +1,144 @@
+"""``voice-membrane run --input FILE.wav`` / ``--listen``: a conversation by voice.
+
+The user's voice comes from a WAV file played in real time as if spoken
+(``--input``) or from the microphone (``--listen``); what they say is shown as
+it is recognized (partials dimmed on a terminal), each turn is answered out
+loud as ``run`` answers a typed line, and each turn's latency table ends with
+its voice-to-voice latency (end of speech → first audio).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..infra.heap import settle_heap
+from ..infra.redact import redact
+from ..listening.decisions import Interrupt
+from ..pipeline.build import build_parts, output_path_problem, session_for
+from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.event_log import JsonlEventLog, OutputFileError
+from ..pipeline.listen_build import listener_for, stt_for
+from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem, UserTurn
+from ..pipeline.turn import Turn
+from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
+from ..sources.base import AudioSource, SourceError
+from ..sources.microphone import MicrophoneSource, input_available
+from ..sources.wav_file import WavFileSource
+from ..stt.base import SttError
+from .run import check_speaker, interrupt_on_sigint, redacting, say_result
+
+_DIM, _PLAIN, _CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
+
+
+async def run_listening(
+    config: PipelineConfig,
+    *,
+    input_path: Path | None,
+    metrics_json: Path | None = None,
+    events_jsonl: Path | None = None,
+    out: Callable[[str], None] = lambda text: print(text, end="", flush=True),
+    terminal: bool | None = None,
+) -> list[VoiceTurn]:
+    """Listen to ``input_path`` (None: the microphone) until it ends (Ctrl-C
+    twice for the microphone) and answer each turn. ``ConfigError`` (one line)
+    before anything loads for a bad configuration, file, or no microphone."""
+    out = redacting(out)
+    terminal = sys.stdout.isatty() if terminal is None else terminal
+    for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
+        problem = path and output_path_problem(path)
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
+    check_speaker(config)
+    if input_path is not None and "echo" not in config.endpoint.model_fields_set:
+        # A recording cannot hear the speaker: no echo of the reply to guard against.
+        config = config.with_overrides({"endpoint": {"echo": "aec"}})
+    if input_path is None:
+        reason = input_available()
+        if reason is not None:
+            raise ConfigError(reason)
+    stt = stt_for(
+        config, on_retry=lambda e, d: out(f"speech to text: retrying in {d:.1f} s: {e}\n")
+    )
+    source: AudioSource
+    if input_path is not None:
+        source = WavFileSource(input_path, rate=stt.sample_rate, realtime=True)
+    else:
+        source = MicrophoneSource(rate=stt.sample_rate)
+    parts = build_parts(config)
+    jsonl = JsonlEventLog(events_jsonl) if events_jsonl else None
+
+    def on_turn_start(turn: Turn) -> None:
+        if jsonl:
+            jsonl.start_turn(turn.metrics.started_ns)
+
+    session = session_for(
+        config,
+        parts,
+        log=jsonl if jsonl else lambda record: None,
+        on_piece_start=out,
+        on_turn_start=on_turn_start,
+    )
+    out(f"loading {parts.membrane.provider.name}, {parts.engine.name} and {stt.name} …\n")
+    turns: list[VoiceTurn] = []
+    try:
+        await stt.start()
+    except SttError as exc:
+        raise ConfigError(f"stt {stt.name}: {exc}") from None
+    try:
+        listener = listener_for(config, stt)
+        async with session, source, anyio.create_task_group() as tg:
+            settle_heap()
+            tg.start_soon(interrupt_on_sigint, session, tg.cancel_scope)
+            heard_from = "the microphone" if input_path is None else str(input_path)
+            out(f"listening to {heard_from} (Ctrl-C interrupts the speech)\n")
+            turns = await converse(
+                session,
+                listener,
+                source.frames(),
+                on_item=lambda item: _show(item, out, terminal),
+                on_turn_start=lambda heard: out(f"{_CLEAR if terminal else ''}> {heard.text}\n"),
+                on_turn=lambda turn: _report(turn, out),
+            )
+            tg.cancel_scope.cancel()
+    except SourceError as exc:
+        out(f"{exc}\n")
+    finally:
+        await stt.aclose()
+        if jsonl:
+            jsonl.close()
+    if not turns:
+        out("no turn: nothing was heard that could be answered\n")
+    if parts.wav_path is not None and any(t.result.report.audio_seconds > 0 for t in turns):
+        out(f"audio written to {parts.wav_path}\n")
+    if metrics_json is not None:
+        _write(metrics_json, [turn_record(turn) for turn in turns])
+    return turns
+
+
+def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
+    if isinstance(item, Heard) and not item.transcript.final and terminal:
+        out(f"{_CLEAR}{_DIM}… {item.transcript.text}{_PLAIN}")  # replaced by the next
+    elif isinstance(item, ListenError):
+        out(f"{_CLEAR if terminal else ''}listening: {item.message}\n")
+    elif isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
+        out(f"\n[you spoke over the answer: {item.decision.text}]\n")
+    elif isinstance(item, UserTurn):
+        pass  # said by on_turn_start, when its turn begins
+
+
+def _report(turn: VoiceTurn, out: Callable[[str], None]) -> None:
+    say_result(turn.result, out)
+    out(turn.latency.line() + "\n")
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    try:
+        path.write_text(redact(json.dumps(records, indent=2)) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,45 @@
+"""A pipeline's listening parts: detector, speech-to-text engine and endpointer
+(``[vad]``, ``[stt]``, ``[endpoint]``), made into a ``Listener``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..listening.endpointer import Endpointer
+from ..listening.front import VadFront
+from ..stt.base import SttEngine, SttError
+from ..stt.registry import create_stt
+from ..stt.retrying import RetryingStt
+from .config import ConfigError, PipelineConfig
+from .listening import Listener
+
+
+def stt_for(
+    config: PipelineConfig, on_retry: Callable[[SttError, float], None] = lambda e, d: None
+) -> SttEngine:
+    """The engine ``[stt]`` names (not started); ``ConfigError`` in one line."""
+    stt = config.stt
+    options = {} if stt.phrases is None else {"phrases": stt.phrases}
+    try:
+        engine = create_stt(stt.spec, api_key_env=stt.api_key_env, base_url=stt.base_url, **options)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if stt.retry and not engine.local:
+        return RetryingStt(engine, on_retry=on_retry)
+    return engine
+
+
+def vad_for(config: PipelineConfig, sample_rate: int) -> VadFront:
+    if config.vad.engine == "webrtc":
+        from ..listening.webrtc import WebRtcVad
+
+        return WebRtcVad(config.vad, sample_rate)
+    from ..listening.silero import SileroVad
+
+    return SileroVad(config.vad, sample_rate)
+
+
+def listener_for(config: PipelineConfig, stt: SttEngine) -> Listener:
+    """The listener over a started ``stt``: the detector at the engine's rate."""
+    rate = stt.sample_rate
+    return Listener(vad_for(config, rate), stt, Endpointer(config.endpoint, rate))

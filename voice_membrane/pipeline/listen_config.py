@@ -1,0 +1,19 @@
+"""The ``[stt]`` section of a pipeline file (``[vad]`` and ``[endpoint]`` are
+``listening.settings``' models): which speech-to-text engine listens."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SttConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # pocketsphinx (embedded, no key) | deepgram:MODEL | openai:MODEL | whisper:PATH
+    spec: str = Field("pocketsphinx", min_length=1)
+    # pocketsphinx only: hear exactly these phrases (commands, known questions): far
+    # more accurate on them, deaf to anything else (docs/stt.md).
+    phrases: list[str] | None = None
+    base_url: str | None = None  # default: the engine's variable, then the vendor
+    api_key_env: str | None = None  # the variable holding the key (default: the vendor's)
+    retry: bool = True  # a cloud stream retried once before its first transcript

@@ -1,0 +1,324 @@
+"""The listening half: the user's voice in, user turns and barge-in out.
+
+Audio frames (``sources/``) go to the voice activity detector (``listening/``);
+a detected start opens a speech-to-text stream (``stt/``) given the detector's
+pre-roll first, so the first word is not clipped; the frames that follow are
+pushed while the user speaks, and the stream is asked to settle when the
+detector says the speech stopped. The endpointer (``listening/endpointer.py``,
+sans-I/O) hears all of it — detector events, transcripts, the assistant's
+playout — and decides: the user's turn is over (``UserTurn``), or speech over
+the assistant pauses it, resumes it, or interrupts it (``BargeIn``).
+
+Everything the endpointer is told happens in one task, in order, dated by
+samples of input (never the wall clock), so a file fed faster than real time
+decides exactly as a live microphone. Wall-clock stamps (when speech ended,
+when the final transcript came) are kept beside, for voice-to-voice latency:
+a sample's time is its frame's capture time less the samples after it.
+
+An STT failure is never a turn from half an utterance: the utterance it hit is
+dropped (the user is told, ``ListenError``) and listening goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+import numpy as np
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..listening.decisions import (
+    Decision,
+    EndOfTurn,
+    FinalizeStt,
+    Interrupt,
+    LateTranscript,
+    PausePlayout,
+    ResumePlayout,
+)
+from ..listening.endpointer import Endpointer
+from ..listening.front import VadFront
+from ..listening.vad import SpeechEnd, SpeechStart, samples_after
+from ..sources.base import Frame
+from ..stt.base import SttEngine, SttError, SttStream
+from ..vocab.audio import Samples
+from ..vocab.transcripts import Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """A transcript as it comes: a partial (shown dimmed) or a final."""
+
+    transcript: Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    """The user is done: ``text`` starts a turn. Wall-clock stamps
+    (``time.perf_counter_ns``): ``speech_end_ns`` when their speech stopped,
+    ``final_ns`` when the last final transcript came, ``decided_ns`` when the
+    endpointer ended the turn. ``reason``: see ``EndOfTurn`` (or ``late``: a
+    final that came after its utterance had closed empty)."""
+
+    text: str
+    reason: str
+    speech_start_ns: int | None
+    speech_end_ns: int
+    final_ns: int | None
+    decided_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class BargeIn:
+    """Speech over the assistant: pause its playout, resume it, or interrupt
+    the reply (``Interrupt.text``: what interrupted it)."""
+
+    decision: PausePlayout | ResumePlayout | Interrupt
+
+
+@dataclass(frozen=True, slots=True)
+class ListenError:
+    """Listening hit a fault (an STT error): the utterance is dropped, one line."""
+
+    message: str
+
+
+ListenItem = Heard | UserTurn | BargeIn | ListenError
+
+
+@dataclass(slots=True)
+class _Transcript:
+    stream: int
+    transcript: Transcript
+    at_ns: int
+
+
+@dataclass(slots=True)
+class _StreamEnded:
+    stream: int
+    error: SttError | None
+    at_ns: int
+
+
+_Input = Frame | _Transcript | _StreamEnded | bool  # bool: the assistant speaking or not
+_NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
+
+
+@dataclass(slots=True)
+class _Times:
+    """Wall-clock times of the utterance being heard (for voice-to-voice)."""
+
+    speech_start_ns: int | None = None
+    speech_end_ns: int | None = None
+    final_ns: int | None = None
+
+
+@dataclass
+class Listener:
+    """Run with ``run(frames, out)``; tell it when the assistant's audio plays
+    with ``assistant_speaking``."""
+
+    vad: VadFront
+    stt: SttEngine
+    endpointer: Endpointer
+    _inputs: tuple[MemoryObjectSendStream[_Input], MemoryObjectReceiveStream[_Input]] = field(
+        init=False
+    )
+    _open: SttStream | None = field(default=None, init=False)
+    _open_id: int = field(default=0, init=False)
+    _failed: set[int] = field(default_factory=set, init=False)
+    _running: int = field(default=0, init=False)  # streams whose transcripts are still read
+    _times: _Times = field(default_factory=_Times, init=False)
+    _last_frame: Frame | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.vad.sample_rate != self.stt.sample_rate:
+            raise ValueError(
+                f"the detector takes {self.vad.sample_rate} Hz, {self.stt.name} "
+                f"{self.stt.sample_rate} Hz: open the source at the STT's rate"
+            )
+        self._inputs = anyio.create_memory_object_stream[_Input](256)
+
+    def assistant_speaking(self, speaking: bool) -> None:
+        """The assistant's audio started or stopped playing (echo, barge-in)."""
+        # (After the input ended nobody listens: the news has nowhere to go.)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._inputs[0].send_nowait(speaking)
+
+    async def run(
+        self, frames: AsyncIterator[Frame], out: MemoryObjectSendStream[ListenItem]
+    ) -> None:
+        """Listen until the frames end (then settle what was heard and return)."""
+        send, receive = self._inputs
+        async with anyio.create_task_group() as tg, out:
+            tg.start_soon(self._pump, frames, send.clone())
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, Frame):
+                        if len(item.samples) == 0:
+                            break  # the end of input
+                        decisions = await self._frame(item, tg)
+                    else:
+                        await self._tell_failure(item, out)
+                        decisions = self._take(item)
+                    for decision in decisions:
+                        await self._decide(decision, out)
+            await self._settle(out)
+            tg.cancel_scope.cancel()
+
+    async def _pump(
+        self, frames: AsyncIterator[Frame], send: MemoryObjectSendStream[_Input]
+    ) -> None:
+        async with send:
+            last: Frame | None = None
+            async for frame in frames:
+                last = frame
+                await send.send(frame)
+            end = 0 if last is None else last.end
+            marker = Frame(_NO_SAMPLES, self.vad.sample_rate, end, time.perf_counter_ns())
+            await send.send(marker)  # the end of input
+
+    def _take(self, item: _Transcript | _StreamEnded | bool) -> list[Decision]:
+        endpointer = self.endpointer
+        now = self.vad.samples_fed
+        if isinstance(item, bool):
+            return endpointer.assistant_speaking(item, now)
+        if isinstance(item, _Transcript):
+            if item.stream in self._failed:
+                return []
+            if item.transcript.final and item.transcript.text.strip():
+                self._times.final_ns = item.at_ns
+            return endpointer.transcript(item.transcript, now)
+        if isinstance(item, _StreamEnded):
+            self._running -= 1
+            if item.error is not None:
+                self._failed.add(item.stream)
+                return []
+            return endpointer.transcripts_done(now)
+
+    async def _frame(self, frame: Frame, tg: TaskGroup) -> list[Decision]:
+        self._last_frame = frame
+        decisions: list[Decision] = []
+        pushed = False
+        for event in self.vad.feed(frame.samples):
+            if isinstance(event, SpeechStart):
+                self._times = _Times(speech_start_ns=_sample_ns(frame, event.at_sample))
+                await self._open_stream(tg)
+                if self._open is not None:
+                    await self._push(event.audio)
+                    await self._push(samples_after(frame.samples, frame.end, event.confirmed_at))
+                    pushed = True
+            elif isinstance(event, SpeechEnd):
+                self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
+            decisions += self.endpointer.vad(event)
+        if self._open is not None and not pushed:
+            await self._push(frame.samples)
+        return decisions + self.endpointer.advance(self.vad.samples_fed)
+
+    async def _open_stream(self, tg: TaskGroup) -> None:
+        if self._open is not None:  # speech resumed before the last one settled
+            await self._finalize()
+        self._open_id += 1
+        self._running += 1
+        self._open = await tg.start(self._read, self.stt.stream(), self._open_id)
+
+    async def _read(
+        self, stream: SttStream, number: int, *, task_status: TaskStatus[SttStream]
+    ) -> None:
+        send = self._inputs[0].clone()
+        error: SttError | None = None
+        async with send:
+            try:
+                async with stream:
+                    task_status.started(stream)
+                    async for transcript in stream.transcripts():
+                        await send.send(_Transcript(number, transcript, time.perf_counter_ns()))
+            except SttError as exc:
+                error = exc
+            await send.send(_StreamEnded(number, error, time.perf_counter_ns()))
+
+    async def _push(self, samples: Samples) -> None:
+        stream = self._open
+        if stream is None or len(samples) == 0:
+            return
+        try:
+            await stream.push(samples)
+        except SttError:
+            self._failed.add(self._open_id)  # its reader reports the error
+            self._open = None
+
+    async def _finalize(self) -> None:
+        stream, self._open = self._open, None
+        if stream is not None:
+            try:
+                await stream.finalize()
+            except SttError:
+                self._failed.add(self._open_id)
+
+    async def _decide(self, decision: Decision, out: MemoryObjectSendStream[ListenItem]) -> None:
+        if isinstance(decision, FinalizeStt):
+            await self._finalize()
+        elif isinstance(decision, EndOfTurn):
+            if self._open_id in self._failed:
+                return  # (said when the stream failed): never a turn from half of it
+            if decision.text.strip():
+                await out.send(self._user_turn(decision.text, decision.reason))
+        elif isinstance(decision, LateTranscript):
+            if not decision.after_turn and decision.text.strip():
+                await out.send(self._user_turn(decision.text, "late"))
+        else:
+            await out.send(BargeIn(decision))
+
+    async def _tell_failure(
+        self, item: _Transcript | _StreamEnded | bool, out: MemoryObjectSendStream[ListenItem]
+    ) -> None:
+        if isinstance(item, _StreamEnded) and item.error is not None:
+            await out.send(
+                ListenError(
+                    f"speech to text failed ({item.error}): what was said is dropped, say it again"
+                )
+            )
+
+    def _user_turn(self, text: str, reason: str) -> UserTurn:
+        times, now = self._times, time.perf_counter_ns()
+        return UserTurn(
+            text.strip(),
+            reason,
+            times.speech_start_ns,
+            times.speech_end_ns if times.speech_end_ns is not None else now,
+            times.final_ns,
+            now,
+        )
+
+    async def _settle(self, out: MemoryObjectSendStream[ListenItem]) -> None:
+        """The input ended: close the speech, let the STT settle, and give the
+        endpointer the time its timers need (in samples: the input stopped)."""
+        frame = self._last_frame
+        for event in self.vad.flush():
+            if isinstance(event, SpeechEnd) and frame is not None:
+                self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
+            for decision in self.endpointer.vad(event):
+                await self._decide(decision, out)
+        await self._finalize()
+        receive = self._inputs[1]
+        while self._running > 0:
+            item = await receive.receive()
+            if not isinstance(item, Frame):  # (none come after the end)
+                await self._tell_failure(item, out)
+                for decision in self._take(item):
+                    await self._decide(decision, out)
+        end = self.vad.samples_fed + round(
+            self.endpointer.settings.max_delay_s * self.vad.sample_rate
+        )
+        for decision in self.endpointer.advance(end):
+            await self._decide(decision, out)
+
+
+def _sample_ns(frame: Frame, at_sample: int) -> int:
+    """When sample ``at_sample`` was captured: the frame's time less the samples after it."""
+    after = max(0, frame.end - at_sample)
+    return frame.captured_ns - round(after * 1e9 / frame.sample_rate)

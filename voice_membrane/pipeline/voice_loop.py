@@ -1,0 +1,154 @@
+"""A conversation by voice: what the listener hears becomes the session's turns.
+
+``converse`` runs a ``Listener`` over the audio frames and, for each user turn
+it decides, a turn of the ``Session`` (the speaking half, unchanged). Speech
+over the assistant that the endpointer judges real interrupts the turn through
+the same path as Ctrl-C (``Session.interrupt``: LLM, voice and sink stop
+together; the history keeps what was heard). A new user turn while the last
+reply still plays interrupts it first. When the input ends, the reply being
+spoken is let finish.
+
+Each answered turn comes with its voice-to-voice latency — the end of the
+user's speech to the reply's first audio — split into its parts
+(``VoiceToVoice``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..listening.decisions import Interrupt
+from ..sources.base import Frame
+from .listening import BargeIn, Listener, ListenItem, UserTurn
+from .session import Session
+from .turn import Turn, TurnResult
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceToVoice:
+    """Milliseconds from the end of the user's speech (``speech_end``):
+
+    - ``endpointing_ms``: until the endpointer ended the turn (the silence it
+      waits for, and the final transcript's settling);
+    - ``transcript_final_ms``: until the last final transcript came (None: none
+      came, the turn ended on the wait);
+    - ``request_ms``: until the reply's request was sent;
+    - ``voice_to_voice_ms``: until the reply's first audio (None: no audio).
+    """
+
+    endpointing_ms: float
+    transcript_final_ms: float | None
+    request_ms: float
+    voice_to_voice_ms: float | None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "endpointing_ms": self.endpointing_ms,
+            "transcript_final_ms": self.transcript_final_ms,
+            "request_ms": self.request_ms,
+            "voice_to_voice_ms": self.voice_to_voice_ms,
+        }
+
+    def line(self) -> str:
+        """One line for the terminal, under the latency table."""
+        total = "—" if self.voice_to_voice_ms is None else f"{self.voice_to_voice_ms:.0f} ms"
+        final = (
+            ""
+            if self.transcript_final_ms is None
+            else f", final transcript {self.transcript_final_ms:.0f} ms"
+        )
+        return (
+            f"  voice to voice  {total} (end of speech → turn {self.endpointing_ms:.0f} ms"
+            f"{final}, → request {self.request_ms:.0f} ms)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceTurn:
+    """A turn the user spoke: what was heard, the reply, and the latency."""
+
+    heard: UserTurn
+    result: TurnResult
+    latency: VoiceToVoice
+
+
+def voice_to_voice(heard: UserTurn, request_ns: int, result: TurnResult) -> VoiceToVoice:
+    def ms(ns: int) -> float:
+        return round((ns - heard.speech_end_ns) / 1e6, 3)
+
+    first_audio = result.report.stamps_ms.get("first_audio")
+    return VoiceToVoice(
+        endpointing_ms=ms(heard.decided_ns),
+        transcript_final_ms=None if heard.final_ns is None else ms(heard.final_ns),
+        request_ms=ms(request_ns),
+        voice_to_voice_ms=None if first_audio is None else round(ms(request_ns) + first_audio, 3),
+    )
+
+
+async def converse(
+    session: Session,
+    listener: Listener,
+    frames: AsyncIterator[Frame],
+    *,
+    on_item: Callable[[ListenItem], None] = lambda item: None,
+    on_turn_start: Callable[[UserTurn], None] = lambda heard: None,
+    on_turn: Callable[[VoiceTurn], None] = lambda turn: None,
+) -> list[VoiceTurn]:
+    """Hold the conversation until the frames end; the turns answered, in order."""
+    turns: list[VoiceTurn] = []
+    started: list[int] = []  # the request time of the turn running
+    previous = session.on_turn_start
+
+    def note_start(turn: Turn) -> None:
+        started.append(turn.metrics.started_ns)
+        previous(turn)
+
+    session.on_turn_start = note_start
+    send, receive = anyio.create_memory_object_stream[ListenItem](64)
+    running: anyio.Event | None = None
+
+    async def answer(heard: UserTurn, done: anyio.Event) -> None:
+        listener.assistant_speaking(True)
+        try:
+            on_turn_start(heard)
+            started.clear()
+            result = await session.turn(heard.text)
+            request_ns = started[0] if started else time.perf_counter_ns()
+            voice = VoiceTurn(heard, result, voice_to_voice(heard, request_ns, result))
+            turns.append(voice)
+            on_turn(voice)
+        finally:
+            listener.assistant_speaking(False)
+            done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, frames, send)
+            async with receive:
+                async for item in receive:
+                    on_item(item)
+                    if isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
+                        session.interrupt()
+                    elif isinstance(item, UserTurn):
+                        if running is not None and not running.is_set():
+                            session.interrupt()  # the user moved on: stop the last reply
+                            await running.wait()
+                        running = anyio.Event()
+                        tg.start_soon(answer, item, running)
+            # The input ended: the reply being spoken is let finish.
+    finally:
+        session.on_turn_start = previous
+    return turns
+
+
+def turn_record(turn: VoiceTurn) -> dict[str, Any]:
+    """The turn's latency report with what was heard and voice-to-voice."""
+    record = turn.result.report.to_dict()
+    record["heard"] = {"text": turn.heard.text, "reason": turn.heard.reason}
+    record["voice_to_voice"] = turn.latency.to_dict()
+    return record
