@@ -121,7 +121,7 @@ NEAR_MIC = VadSettings(min_level_dbfs=-28.0)
 def test_tv_at_minus_35_dbfs_is_speech_to_silero_and_the_level_gate_decides() -> None:
     # measured: Silero gives TV speech at -35 dBFS p ~ 1.0 (it is speech), and
     # its 32 ms windows peak near -25 dBFS: the default floor (-50 dBFS) lets it
-    # through (17 segments a minute), -30 lets 2 through, -28 none
+    # through (32 segments a minute), -30 lets 2 through, -28 none
     tv = _tv(-35.0)
     assert len(segments(run(SileroVad(), tv))) > 10
     assert segments(run(SileroVad(NEAR_MIC), tv)) == []
