@@ -23,6 +23,7 @@ from listening_audio import (
     white_noise,
 )
 
+from voice_membrane.listening.engines import VadError, make_vad
 from voice_membrane.listening.front import VadFront
 from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.settings import VadSettings
@@ -276,3 +277,12 @@ def test_starts_and_ends_alternate_and_are_dated_before_they_are_confirmed(
         assert e.at_sample <= e.confirmed_at
     assert len(marks) % 2 == 0
     assert all(b.at_sample >= a.at_sample for a, b in pairwise(marks))
+
+
+def test_make_vad_builds_the_named_engine_and_says_bad_input_in_one_line() -> None:
+    assert isinstance(make_vad(VadSettings(), 16_000), SileroVad)
+    assert isinstance(make_vad(VadSettings(engine="webrtc"), 8000), WebRtcVad)
+    with pytest.raises(VadError, match="outside"):
+        make_vad(VadSettings(), 1000)
+    with pytest.raises(ValueError, match="int16"):
+        SileroVad().feed(np.zeros(512, dtype=np.float32))

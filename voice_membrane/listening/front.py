@@ -59,7 +59,8 @@ class VadFront(ABC):
         """Mono int16 at ``sample_rate``; events for every window it completes."""
         if samples.ndim != 1:
             raise ValueError(f"VAD input must be mono (1-D), got shape {samples.shape}")
-        samples = samples.astype(np.int16, copy=False)
+        if samples.dtype != np.int16:  # a float array cast would be silence
+            raise ValueError(f"VAD input must be int16 PCM, got {samples.dtype}")
         self._fed += len(samples)
         self._history = np.concatenate([self._history, samples])
         model = self._resampler.feed(samples)
