@@ -180,12 +180,23 @@ def test_samples_after_gives_the_rest_of_the_confirming_chunk() -> None:
     assert list(samples_after(chunk, 110, 90)) == list(range(10))
 
 
-@settings(max_examples=15, deadline=None)
-@given(st.lists(st.integers(1, 4000), min_size=1, max_size=40), st.sampled_from(ENGINES))
-def test_any_chunking_gives_identical_events(sizes: list[int], engine: type[VadFront]) -> None:
-    audio = conversation().audio
-    reference = run(engine(), audio)
-    vad, events, at = engine(), [], 0
+@cache
+def resampled(rate: int) -> np.ndarray:
+    return StreamResampler(RATE, rate).feed(conversation().audio)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(1, 4000), min_size=1, max_size=40),
+    st.sampled_from(ENGINES),
+    st.sampled_from([16_000, 8000, 44_100]),
+)
+def test_any_chunking_gives_identical_events(
+    sizes: list[int], engine: type[VadFront], rate: int
+) -> None:
+    audio = resampled(rate)
+    reference = run(engine(sample_rate=rate), audio)
+    vad, events, at = engine(sample_rate=rate), [], 0
     while at < len(audio):
         for size in sizes:
             events += vad.feed(audio[at : at + size])
