@@ -21,7 +21,7 @@ from voice_membrane.listening.decisions import (
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.listening.silero import SileroVad
-from voice_membrane.listening.vad import SpeechEnd, SpeechStart
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadWindow
 from voice_membrane.vocab.transcripts import Transcript, Word
 
 
@@ -326,3 +326,73 @@ def test_a_real_user_at_0_db_over_the_echo_pauses_within_0_6_s_and_interrupts() 
     assert [type(d).__name__ for d in out] == ["PausePlayout", "Interrupt", "EndOfTurn"]
     assert at(3.0) <= out[0].at_sample <= at(3.0 + 0.6)
     assert turns(out)[0].text == "my number is five five five"  # no echo word in the turn
+
+
+# Anything the detector, the STT and the playout may say, in any order
+
+
+_texts = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["mm-hm", "Stop.", "yeah yeah", "and", "555", "", "\ud800 okay", "wait, no"]),
+)
+_ops = st.lists(
+    st.tuples(
+        st.integers(0, at(1.5)),
+        st.one_of(
+            st.just(("speech",)),
+            st.tuples(st.just("window"), st.floats(0, 1), st.floats(-120, 0)),
+            st.tuples(st.just("heard"), _texts, st.booleans()),
+            st.just(("done",)),
+            st.tuples(st.just("assistant"), st.booleans()),
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int, tuple]]) -> None:
+    ep = Endpointer()
+    now, speaking, assistant, paused = 0, False, False, False
+    out: list[object] = []
+
+    def take(decisions: list[object]) -> None:
+        nonlocal assistant, paused
+        for d in decisions:
+            if isinstance(d, PausePlayout):
+                assert assistant and not paused
+                paused = True
+            elif isinstance(d, ResumePlayout):
+                assert paused
+                paused = False
+            elif isinstance(d, Interrupt):
+                assert assistant and d.text
+                assistant = paused = False  # the reply stops
+            elif isinstance(d, EndOfTurn):
+                assert d.text and d.text == d.text.strip() and d.at_sample >= d.speech_end
+            out.append(d)
+
+    for dt, op in ops:
+        now += dt
+        if op[0] == "speech":
+            empty = np.zeros(0, dtype=np.int16)
+            event = (
+                SpeechEnd(max(0, now - at(0.2)), now)
+                if speaking
+                else SpeechStart(max(0, now - at(0.2)), now, max(0, now - at(0.7)), empty)
+            )
+            speaking = not speaking
+            take(ep.vad(event))
+        elif op[0] == "window":
+            take(ep.vad(VadWindow(now, 512, op[1], op[2], speaking)))
+            now += 512
+        elif op[0] == "heard":
+            take(ep.transcript(Transcript(op[1], op[2]), now))
+        elif op[0] == "done":
+            take(ep.transcripts_done(now))
+        else:
+            assistant = op[1]
+            paused = paused and assistant
+            take(ep.assistant_speaking(op[1], now))
+    take(ep.advance(now + at(10)))

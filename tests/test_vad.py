@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from listening_audio import (
     RATE,
@@ -23,6 +23,7 @@ from listening_audio import (
     white_noise,
 )
 
+from voice_membrane.listening.engines import VadError, make_vad
 from voice_membrane.listening.front import VadFront
 from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.settings import VadSettings
@@ -121,7 +122,7 @@ NEAR_MIC = VadSettings(min_level_dbfs=-28.0)
 def test_tv_at_minus_35_dbfs_is_speech_to_silero_and_the_level_gate_decides() -> None:
     # measured: Silero gives TV speech at -35 dBFS p ~ 1.0 (it is speech), and
     # its 32 ms windows peak near -25 dBFS: the default floor (-50 dBFS) lets it
-    # through (17 segments a minute), -30 lets 2 through, -28 none
+    # through (32 segments a minute), -30 lets 2 through, -28 none
     tv = _tv(-35.0)
     assert len(segments(run(SileroVad(), tv))) > 10
     assert segments(run(SileroVad(NEAR_MIC), tv)) == []
@@ -179,12 +180,25 @@ def test_samples_after_gives_the_rest_of_the_confirming_chunk() -> None:
     assert list(samples_after(chunk, 110, 90)) == list(range(10))
 
 
-@settings(max_examples=15, deadline=None)
-@given(st.lists(st.integers(1, 4000), min_size=1, max_size=40), st.sampled_from(ENGINES))
-def test_any_chunking_gives_identical_events(sizes: list[int], engine: type[VadFront]) -> None:
-    audio = conversation().audio
-    reference = run(engine(), audio)
-    vad, events, at = engine(), [], 0
+@cache
+def resampled(rate: int) -> np.ndarray:
+    return StreamResampler(RATE, rate).feed(conversation().audio)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(1, 4000), min_size=1, max_size=40),
+    st.sampled_from(ENGINES),
+    st.sampled_from([16_000, 8000, 44_100]),
+)
+@example(sizes=[1], engine=SileroVad, rate=44_100)  # window ends once fell past the input
+@example(sizes=[7, 1], engine=WebRtcVad, rate=44_100)
+def test_any_chunking_gives_identical_events(
+    sizes: list[int], engine: type[VadFront], rate: int
+) -> None:
+    audio = resampled(rate)
+    reference = run(engine(sample_rate=rate), audio)
+    vad, events, at = engine(sample_rate=rate), [], 0
     while at < len(audio):
         for size in sizes:
             events += vad.feed(audio[at : at + size])
@@ -276,3 +290,12 @@ def test_starts_and_ends_alternate_and_are_dated_before_they_are_confirmed(
         assert e.at_sample <= e.confirmed_at
     assert len(marks) % 2 == 0
     assert all(b.at_sample >= a.at_sample for a, b in pairwise(marks))
+
+
+def test_make_vad_builds_the_named_engine_and_says_bad_input_in_one_line() -> None:
+    assert isinstance(make_vad(VadSettings(), 16_000), SileroVad)
+    assert isinstance(make_vad(VadSettings(engine="webrtc"), 8000), WebRtcVad)
+    with pytest.raises(VadError, match="outside"):
+        make_vad(VadSettings(), 1000)
+    with pytest.raises(ValueError, match="int16"):
+        SileroVad().feed(np.zeros(512, dtype=np.float32))

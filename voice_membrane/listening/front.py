@@ -59,7 +59,8 @@ class VadFront(ABC):
         """Mono int16 at ``sample_rate``; events for every window it completes."""
         if samples.ndim != 1:
             raise ValueError(f"VAD input must be mono (1-D), got shape {samples.shape}")
-        samples = samples.astype(np.int16, copy=False)
+        if samples.dtype != np.int16:  # a float array cast would be silence
+            raise ValueError(f"VAD input must be int16 PCM, got {samples.dtype}")
         self._fed += len(samples)
         self._history = np.concatenate([self._history, samples])
         model = self._resampler.feed(samples)
@@ -87,7 +88,13 @@ class VadFront(ABC):
         return [self._to_input(e, clamp=True) for e in events]
 
     def _at(self, model_sample: int) -> int:
-        return min(self._fed, model_sample * self.sample_rate // self.model_rate)
+        # just past the input sample the model's sample before it came from:
+        # never beyond what was fed when that sample was made (any chunking),
+        # except the silence flush() pads with
+        if model_sample <= 0:
+            return 0
+        at = (model_sample - 1) * self.sample_rate // self.model_rate + 1
+        return min(self._fed, at)
 
     def _to_input(self, event: VadEvent, clamp: bool = False) -> VadEvent:
         if self.sample_rate == self.model_rate and not clamp:
