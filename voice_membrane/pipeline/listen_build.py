@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..listening.endpointer import Endpointer
-from ..listening.front import VadFront
+from ..listening.engines import make_vad
 from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt
 from ..stt.retrying import RetryingStt
@@ -29,17 +29,7 @@ def stt_for(
     return engine
 
 
-def vad_for(config: PipelineConfig, sample_rate: int) -> VadFront:
-    if config.vad.engine == "webrtc":
-        from ..listening.webrtc import WebRtcVad
-
-        return WebRtcVad(config.vad, sample_rate)
-    from ..listening.silero import SileroVad
-
-    return SileroVad(config.vad, sample_rate)
-
-
 def listener_for(config: PipelineConfig, stt: SttEngine) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate."""
     rate = stt.sample_rate
-    return Listener(vad_for(config, rate), stt, Endpointer(config.endpoint, rate))
+    return Listener(make_vad(config.vad, rate), stt, Endpointer(config.endpoint, rate))
