@@ -186,11 +186,14 @@ async def test_the_voice_shows_and_its_level_moves_and_mute_and_volume_work(
         assert await tab.evaluate("window.voiceMembrane.gain") == 0.5
         assert await tab.get_attribute("#mute", "aria-pressed") == "false"
         await tab.wait_for_timeout(120)
-        await wait_for(tab, "window.voiceMembrane.voicePeak() > 0.05")
-        ratio = await tab.evaluate(
-            "window.voiceMembrane.outputPeak() / window.voiceMembrane.voicePeak()"
+        # The two analysers are read a moment apart: on a loaded machine one read
+        # can straddle a loud and a quiet block, so wait for a steady reading (a
+        # volume not applied reads 1.0 and never gets there).
+        await wait_for(
+            tab,
+            "window.voiceMembrane.voicePeak() > 0.05 && Math.abs(window.voiceMembrane"
+            ".outputPeak() / window.voiceMembrane.voicePeak() - 0.5) <= 0.02",
         )
-        assert ratio == pytest.approx(0.5, abs=0.02)
 
         # After the reply: the bar falls to rest, the indicator is off.
         await wait_for(
