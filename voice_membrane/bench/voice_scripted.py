@@ -74,7 +74,8 @@ def scripted_voice_target(
 def _pipeline(urls: dict[str, str]) -> dict[str, Any]:
     fake = {"api_key_env": KEY_ENV, "max_retries": 0}
     return {
-        "llm": {"spec": "openai:gpt-bench", "formatter": "native", "base_url": urls["chat"], **fake},
+        "llm": {"spec": "openai:gpt-bench", "formatter": "native",
+                "base_url": urls["chat"], **fake},
         "tts": {"spec": "openai:alloy", "base_url": urls["openai"], **fake},
         "stt": {"spec": "deepgram:nova-3", "base_url": urls["deepgram"],
                 "api_key_env": KEY_ENV, "retry": False},
