@@ -2,15 +2,15 @@
 
 One session per target, as a user's: the STT engine is started once and hears
 every file in turn (a recognizer adapts to the voice as it goes), the LLM and
-TTS too; the history is cleared before each file so each reply has the same
-short context. Each file is played by a ``WavFileSource`` in real time
-(``realtime=True``) into ``converse`` with a fresh listener: the wall-clock
-stamps (end of speech, final transcript, turn decided, request, first audio)
-are then what a user at a microphone would see. (Fed faster than real time the
-decisions would be the same — they count samples — but the end of speech would
-be stamped before it "happened", so the latencies would be wrong.) The
-reply's audio goes to the null sink, not paced: first audio is when the sink
-takes the first sample, as in the first-audio bench.
+TTS too (after one typed warm-up turn, not counted); the history is cleared
+before each file so each reply has the same short context. Each file is played
+by a ``WavFileSource`` in real time (``realtime=True``) into ``converse`` with
+a fresh listener: the wall-clock stamps (end of speech, final transcript, turn
+decided, request, first audio) are then what a user at a microphone would see.
+(Fed faster than real time the decisions would be the same — they count samples
+— but the end of speech would be stamped before it "happened", so the latencies
+would be wrong.) The reply's audio goes to the null sink, not paced: first
+audio is when the sink takes the first sample, as in the first-audio bench.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..pipeline.voice_loop import VoiceTurn, converse
 from ..sources.base import SourceError
 from ..sources.wav_file import WavFileSource
 from ..stt.base import SttError
+from .prompts import WARM_UP_PROMPT
 from .runner import STARTUP_ERRORS, _one_line
 from .stats import summarize
 from .voice_inputs import VoiceInput
@@ -148,6 +149,7 @@ async def run_voice_target(
         async with session:
             run.open_s = time.perf_counter() - started
             run.stt, run.llm, run.tts = stt.name, session.membrane.provider.name, parts.engine.name
+            await session.turn(WARM_UP_PROMPT)  # not counted: the model's first turn is slow
             settle_heap()
             for item in inputs:
                 session.history.clear()  # each file a fresh conversation
