@@ -2,10 +2,11 @@
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
-[--skip-long-session]`` (``make bench``).
+[--skip-long-session] [--skip-voice]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
 the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
-``--skip-long-session`` the embedded model's long session.
+``--skip-long-session`` the embedded model's long session, ``--skip-voice`` the
+voice-to-voice run over the spoken fixtures.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from benchmarks import (
     report_serve,
     report_stt,
     report_tts,
+    report_voice,
 )
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
@@ -31,12 +33,13 @@ from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_stt import run_stt_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
+from benchmarks.bench_voice import run_voice_bench
 from voice_membrane.bench.membrane_cost import MembraneResults
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 
-def build_report(*, first_audio: bool = True, long_session: bool = True) -> str:
+def build_report(*, first_audio: bool = True, long_session: bool = True, voice: bool = True) -> str:
     sections = [report.header()]
     try:
         sections.append(report.parser_section(run_parser_bench()))
@@ -68,6 +71,13 @@ def build_report(*, first_audio: bool = True, long_session: bool = True) -> str:
         sections.append(report_stt.stt_section(run_stt_bench()))
     except ImportError as error:
         sections.append(report.unavailable(report_stt.STT_TITLE, error))
+    if not voice:
+        sections.append(report.skipped(report_voice.VOICE_TITLE, "--skip-voice"))
+    else:
+        try:
+            sections.append(report_voice.voice_section(run_voice_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report_voice.VOICE_TITLE, error))
     membrane: MembraneResults | None = None
     try:
         membrane = run_membrane_bench()
@@ -103,11 +113,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="leave out the embedded model's long session, trimmed both ways (~2 minutes)",
     )
+    parser.add_argument(
+        "--skip-voice",
+        action="store_true",
+        help="leave out voice to voice over the spoken fixtures (~2 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     text = build_report(
-        first_audio=not args.skip_first_audio, long_session=not args.skip_long_session
+        first_audio=not args.skip_first_audio,
+        long_session=not args.skip_long_session,
+        voice=not args.skip_voice,
     )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

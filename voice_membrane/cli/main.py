@@ -247,12 +247,51 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument(
         "--scripted",
         action="store_true",
-        help="fake LLM and TTS servers with fixed timings: what voice_membrane itself adds",
+        help="fake LLM and TTS servers with fixed timings: what voice_membrane itself adds "
+        "(with --input: the fake Deepgram too)",
+    )
+    bench.add_argument(
+        "--input",
+        type=Path,
+        nargs="*",
+        metavar="FILE.wav",
+        help="measure voice-to-voice latency hearing these files or folders, played in real "
+        "time (none given: the shipped spoken questions); --pipeline default local-voice.toml",
     )
     _add_otel(bench)
 
 
+def _voice_bench(args: argparse.Namespace) -> None:
+    from ..bench.command import console
+    from ..bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
+    from ..pipeline.config import ConfigError
+
+    if args.url or args.llm or args.tts or args.prompts:
+        _exit_if_user_error(
+            "bench", ConfigError("--input measures pipelines: drop --url, --llm, --tts, --prompts")
+        )
+    options = VoiceBenchOptions(
+        inputs=args.input,
+        pipelines=args.pipeline,
+        scripted=args.scripted,
+        json=args.json,
+        settings={"input": [str(p) for p in args.input], "scripted": args.scripted},
+    )
+    try:
+        inputs = options.check()
+        with voice_targets(options, inputs) as targets:
+            runs = anyio.run(partial(run_voice_bench, options, inputs, targets, console()))
+    except Exception as exc:
+        _exit_if_user_error("bench", exc)
+        raise
+    if all(run.error is not None for run in runs):
+        sys.exit(1)
+
+
 def _bench(args: argparse.Namespace) -> None:
+    if args.input is not None:
+        _voice_bench(args)
+        return
     from ..bench.command import (
         BenchInterrupted,
         BenchOptions,

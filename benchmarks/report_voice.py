@@ -1,0 +1,68 @@
+"""The voice-to-voice section of the benchmark report (``benchmarks.bench_voice``)."""
+
+from __future__ import annotations
+
+from benchmarks.bench_voice import VoiceResults
+from benchmarks.markdown import table
+from voice_membrane.bench.voice_run import VoiceRun
+
+VOICE_TITLE = "Voice to voice: end of the user's speech → the reply's first audio"
+
+
+def _p50(run: VoiceRun, name: str) -> str:
+    row = run.summary()["figures_ms"].get(name)
+    return "—" if row is None else f"{row['p50']:.0f} / {row['p95']:.0f}"
+
+
+def _row(label: str, run: VoiceRun) -> list[object]:
+    s = run.summary()
+    split = ", ".join(s["split"]) or "none"
+    wer = "—" if s["wer_mean"] is None else f"{s['wer_mean']:.2f}"
+    return [
+        label,
+        f"{s['files']} / {s['turns']}",
+        split,
+        wer,
+        _p50(run, "endpointing_ms"),
+        _p50(run, "transcript_final_ms"),
+        _p50(run, "request_ms"),
+        _p50(run, "first_audio_ms"),
+        _p50(run, "voice_to_voice_ms"),
+        _p50(run, "stt_added_ms") if run.target.finalize_s is not None else "—",
+    ]
+
+
+def voice_section(results: VoiceResults) -> str:
+    method = (
+        "Each file of `audio_fixtures/speech/` played in real time (`WavFileSource`, "
+        "`realtime=True`) into `converse` — the loop `run --input` uses — one session per "
+        "row, the history cleared before each file. Milliseconds after the end of the "
+        "user's speech (p50 / p95): *endpointing* until the turn was decided, *final* the "
+        "last final transcript, *request* the LLM request; *first audio* is after the request; "
+        "*voice to voice* = request + first audio. *Scripted*: the fake Deepgram (finalize "
+        "answered after 150 ms, the fixture's text as transcript), fake LLM and TTS, with the "
+        "real silero detector and endpointer; *added* is the STT's finalize → final less "
+        "the fake's 150 ms (target ≤ 5 ms). *Split*: files heard as another number of turns "
+        "than they hold (`mid_pause.wav` is 1, `two_utterances.wav` 2). *local-voice*: "
+        "pocketsphinx → SmolLM2 → Piper on the 8 Piper questions at the shipped settings, "
+        f"after one warm-up turn. The run took {results.seconds:.0f} s."
+    )
+    headers = [
+        "Setup",
+        "files / turns",
+        "split",
+        "mean WER",
+        "endpointing",
+        "final",
+        "request",
+        "first audio",
+        "voice to voice",
+        "added",
+    ]
+    rows = [
+        _row(f"scripted, end_silence_s {seconds}", run)
+        for seconds, run in sorted(results.scripted.items())
+    ]
+    if results.local is not None:
+        rows.append(_row("local-voice (shipped settings)", results.local))
+    return "\n\n".join([f"## {VOICE_TITLE}", method, table(headers, rows)])
