@@ -45,7 +45,12 @@ def voice_section(results: VoiceResults) -> str:
         "the fake's 150 ms (target ≤ 5 ms). *Split*: files heard as another number of turns "
         "than they hold (`mid_pause.wav` is 1, `two_utterances.wav` 2). *local-voice*: "
         "pocketsphinx → SmolLM2 → Piper on the 8 Piper questions at the shipped settings, "
-        f"after one warm-up turn. The run took {results.seconds:.0f} s."
+        "after one warm-up turn. "
+        "In the scripted rows a split of `two_utterances.wav` is the fake's doing, not the "
+        "endpointer's: the fake answers each STT stream with the next script in its queue, "
+        "and the pause in `mid_pause.wav` opens a second stream, so the scripts after it are "
+        "one file late (with the real recognizer, tests/test_voice_loop.py hears "
+        f"`two_utterances.wav` as two turns). The run took {results.seconds:.0f} s."
     )
     headers = [
         "Setup",
