@@ -7,21 +7,26 @@ which raises OSError on a machine without it, and that must become a
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from ..infra.portaudio import (
+    BACKENDS,
+    SUGGESTED_LATENCY,
+    Backend,
+    PortAudioError,
+    first_that_opens,
+    formats_to_try,
+    import_backend,
+    pyaudio_device,
+    quiet_pyaudio,
+)
 from ..vocab.audio import Samples
 from .base import SinkError
-
-Backend = Literal["sounddevice", "pyaudio"]
-BACKENDS: tuple[Backend, ...] = ("sounddevice", "pyaudio")
 
 Fill = Callable[[Samples, float], None]
 """Called on the audio thread with a mono block to fill and the seconds until
@@ -29,23 +34,15 @@ its first sample is heard."""
 
 NO_DEVICE = "no audio output device (PortAudio found none)"
 
-# PortAudio's "low" suggested latency (~10-20 ms) underruns in bursts through
-# PulseAudio's ALSA plugin; 40 ms (its "high" there) is steady, and a stop
-# still reaches silence in ~70-80 ms, inside the 100 ms allowed.
-SUGGESTED_LATENCY = 0.04
-
 
 def load(backend: str) -> ModuleType:
     """The backend's module, or SinkError saying why it cannot be used."""
     if backend not in BACKENDS:
         raise SinkError(f"unknown speaker backend {backend!r} (choose from: {', '.join(BACKENDS)})")
     try:
-        return importlib.import_module(backend)
-    except ImportError as exc:
-        hint = " (pip install pyaudio)" if backend == "pyaudio" else ""
-        raise SinkError(f"speaker backend {backend} is not installed{hint}: {exc}") from exc
-    except OSError as exc:  # libportaudio itself is missing
-        raise SinkError(f"PortAudio cannot be loaded for {backend}: {exc}") from exc
+        return import_backend(backend, "speaker")
+    except PortAudioError as exc:
+        raise SinkError(str(exc)) from exc
 
 
 @dataclass
@@ -72,7 +69,7 @@ def default_output_problem(backend: str) -> str | None:
         except Exception:  # PortAudioError: no default output device
             return NO_DEVICE
         return None
-    pa = _new_pyaudio(module)
+    pa = quiet_pyaudio(module)
     try:
         pa.get_default_output_device_info()
     except OSError:
@@ -98,21 +95,12 @@ def open_stream(
 
 
 def _first_that_opens(
-    name: str, candidates: list[tuple[int, int]], attempt: Callable[[int, int], Stream]
+    name: str, formats: list[tuple[int, int]], attempt: Callable[[int, int], Stream]
 ) -> Stream:
-    """The stream from the first (rate, channels) the device accepts."""
-    errors: list[str] = []
-    for rate, channels in candidates:
-        try:
-            return attempt(rate, channels)
-        except Exception as exc:  # PortAudioError (a bare Exception), OSError, ValueError
-            errors.append(str(exc))
-    raise SinkError(f"cannot open audio output {name!r}: {errors[0]}")
-
-
-def _candidates(sample_rate: int, device_rate: int) -> list[tuple[int, int]]:
-    rates = [sample_rate] if device_rate == sample_rate else [sample_rate, device_rate]
-    return [(rate, channels) for channels in (1, 2) for rate in rates]
+    try:
+        return first_that_opens(formats, attempt)
+    except PortAudioError as exc:
+        raise SinkError(f"cannot open audio output {name!r}: {exc}") from None
 
 
 def _delay(dac_time: float, current_time: float, fallback: float) -> float:
@@ -161,7 +149,7 @@ def _open_sounddevice(
 
         return Stream(rate, channels, latency, stream.start, lambda: bool(stream.active), close)
 
-    candidates = _candidates(sample_rate, int(info["default_samplerate"]))
+    candidates = formats_to_try(sample_rate, int(info["default_samplerate"]))
     return _first_that_opens(str(info["name"]), candidates, attempt)
 
 
@@ -172,9 +160,9 @@ def _open_pyaudio(
     block_seconds: float,
     fill: Fill,
 ) -> Stream:
-    pa = _new_pyaudio(pyaudio)
+    pa = quiet_pyaudio(pyaudio)
     try:
-        index = _pyaudio_device(pa, device)
+        index = pyaudio_device(pa, device, "output")
         info: dict[str, Any] = pa.get_device_info_by_index(index)
     except (OSError, ValueError) as exc:
         pa.terminate()
@@ -218,35 +206,8 @@ def _open_pyaudio(
         )
 
     try:
-        candidates = _candidates(sample_rate, int(info["defaultSampleRate"]))
+        candidates = formats_to_try(sample_rate, int(info["defaultSampleRate"]))
         return _first_that_opens(str(info["name"]), candidates, attempt)
     except SinkError:
         pa.terminate()
         raise
-
-
-def _new_pyaudio(pyaudio: ModuleType) -> Any:
-    """``PyAudio()``, without the ALSA and JACK complaints PortAudio's device scan
-    prints to stderr (sounddevice hides them the same way)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try:
-        return pyaudio.PyAudio()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-def _pyaudio_device(pa: Any, device: str | int | None) -> int:
-    if device is None:
-        return int(pa.get_default_output_device_info()["index"])
-    if isinstance(device, int):
-        return device
-    for index in range(pa.get_device_count()):
-        info = pa.get_device_info_by_index(index)
-        if info["maxOutputChannels"] > 0 and device.lower() in str(info["name"]).lower():
-            return index
-    raise ValueError(f"no output device named like {device!r}")

@@ -35,8 +35,9 @@ import time
 import anyio
 import anyio.to_thread
 
+from ..infra.portaudio import BACKENDS, Backend
 from ..vocab.audio import AudioChunk, Samples, resample
-from ._portaudio import BACKENDS, Backend, Stream, default_output_problem, open_stream
+from ._portaudio import Stream, default_output_problem, open_stream
 from ._ring import PlaybackBuffer
 from .base import SinkError
 

@@ -1,30 +1,35 @@
 """Callback input streams on PortAudio, through sounddevice or PyAudio.
 
-The input twin of ``sinks/_portaudio.py`` (the layers keep sources and sinks
-apart, so the few lines they share are repeated rather than imported). Both
-libraries are imported lazily: importing either loads libportaudio, which
-raises OSError on a machine without it, and that must become a ``SourceError``
-(or a reason string), not a crash when voice_membrane is imported.
+The input twin of ``sinks/_portaudio.py``; what both directions need is in
+``infra/portaudio.py``. Both libraries are imported lazily: importing either
+loads libportaudio, which raises OSError on a machine without it, and that must
+become a ``SourceError`` (or a reason string), not a crash when voice_membrane
+is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from ..infra.portaudio import (
+    BACKENDS,
+    SUGGESTED_LATENCY,
+    Backend,
+    PortAudioError,
+    first_that_opens,
+    formats_to_try,
+    import_backend,
+    pyaudio_device,
+    quiet_pyaudio,
+)
 from ..vocab.audio import Samples
 from .base import SourceError
-
-Backend = Literal["sounddevice", "pyaudio"]
-BACKENDS: tuple[Backend, ...] = ("sounddevice", "pyaudio")
 
 Deliver = Callable[[Samples, bool], None]
 """Called on the audio thread with a mono block and whether PortAudio lost input
@@ -34,10 +39,6 @@ NO_INPUT = (
     "no microphone: PortAudio found no audio input device "
     "(to listen to a recording instead: --input FILE.wav)"
 )
-
-# As for output (sinks/_portaudio.py): PortAudio's "low" latency through
-# PulseAudio's ALSA plugin breaks up in bursts; 40 ms is steady.
-SUGGESTED_LATENCY = 0.04
 
 
 def resolve(backend: str) -> Backend:
@@ -56,12 +57,9 @@ def resolve(backend: str) -> Backend:
 def load(backend: Backend) -> ModuleType:
     """The backend's module, or SourceError saying why it cannot be used."""
     try:
-        return importlib.import_module(backend)
-    except ImportError as exc:
-        hint = " (pip install pyaudio)" if backend == "pyaudio" else " (pip install sounddevice)"
-        raise SourceError(f"microphone backend {backend} is not installed{hint}: {exc}") from exc
-    except OSError as exc:  # libportaudio itself is missing
-        raise SourceError(f"PortAudio cannot be loaded for {backend}: {exc}") from exc
+        return import_backend(backend, "microphone")
+    except PortAudioError as exc:
+        raise SourceError(str(exc)) from exc
 
 
 @dataclass
@@ -90,7 +88,7 @@ def default_input_problem(backend: str) -> str | None:
         except Exception:  # PortAudioError: no default input device
             return NO_INPUT
         return None
-    pa = _new_pyaudio(module)
+    pa = quiet_pyaudio(module)
     try:
         pa.get_default_input_device_info()
     except OSError:
@@ -116,20 +114,12 @@ def open_stream(
 
 
 def _first_that_opens(
-    name: str, candidates: list[tuple[int, int]], attempt: Callable[[int, int], Stream]
+    name: str, formats: list[tuple[int, int]], attempt: Callable[[int, int], Stream]
 ) -> Stream:
-    errors: list[str] = []
-    for rate, channels in candidates:
-        try:
-            return attempt(rate, channels)
-        except Exception as exc:  # PortAudioError (a bare Exception), OSError, ValueError
-            errors.append(" ".join(str(exc).split()))
-    raise SourceError(f"cannot open the microphone {name!r}: {errors[0]}")
-
-
-def _candidates(sample_rate: int, device_rate: int) -> list[tuple[int, int]]:
-    rates = [sample_rate] if device_rate == sample_rate else [sample_rate, device_rate]
-    return [(rate, channels) for channels in (1, 2) for rate in rates]
+    try:
+        return first_that_opens(formats, attempt)
+    except PortAudioError as exc:
+        raise SourceError(f"cannot open the microphone {name!r}: {exc}") from None
 
 
 def to_mono(data: Any, channels: int) -> Samples:
@@ -180,7 +170,7 @@ def _open_sounddevice(
             name, rate, channels, latency, stream.start, lambda: bool(stream.active), close
         )
 
-    candidates = _candidates(sample_rate, int(info["default_samplerate"]))
+    candidates = formats_to_try(sample_rate, int(info["default_samplerate"]))
     return _first_that_opens(name, candidates, attempt)
 
 
@@ -191,9 +181,9 @@ def _open_pyaudio(
     block_seconds: float,
     deliver: Deliver,
 ) -> Stream:
-    pa = _new_pyaudio(pyaudio)
+    pa = quiet_pyaudio(pyaudio)
     try:
-        index = _pyaudio_device(pa, device)
+        index = pyaudio_device(pa, device, "input")
         info: dict[str, Any] = pa.get_device_info_by_index(index)
     except (OSError, ValueError) as exc:
         pa.terminate()
@@ -234,37 +224,8 @@ def _open_pyaudio(
         return Stream(name, rate, channels, latency, stream.start_stream, active, close)
 
     try:
-        candidates = _candidates(sample_rate, int(info["defaultSampleRate"]))
+        candidates = formats_to_try(sample_rate, int(info["defaultSampleRate"]))
         return _first_that_opens(name, candidates, attempt)
     except SourceError:
         pa.terminate()
         raise
-
-
-def _new_pyaudio(pyaudio: ModuleType) -> Any:
-    """``PyAudio()``, without the ALSA and JACK complaints PortAudio's device scan
-    prints to stderr (sounddevice hides them the same way)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try:
-        return pyaudio.PyAudio()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-def _pyaudio_device(pa: Any, device: str | int | None) -> int:
-    if device is None:
-        return int(pa.get_default_input_device_info()["index"])
-    if isinstance(device, int):
-        if pa.get_device_info_by_index(device)["maxInputChannels"] <= 0:
-            raise ValueError(f"device {device} has no input channels")
-        return device
-    for index in range(pa.get_device_count()):
-        info = pa.get_device_info_by_index(index)
-        if info["maxInputChannels"] > 0 and device.lower() in str(info["name"]).lower():
-            return index
-    raise ValueError(f"no input device named like {device!r}")
