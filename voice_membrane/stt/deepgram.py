@@ -35,7 +35,13 @@ from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
 from .base import SttError
 from .deepgram_read import NAME, read_message
-from .socket_errors import handshake_status, status_error, transport_error
+from .socket_errors import (
+    closed_normally,
+    handshake_status,
+    socket_error,
+    status_error,
+    transport_error,
+)
 
 KEY_ENV = "DEEPGRAM_API_KEY"
 SAMPLE_RATE = 16000
@@ -147,7 +153,7 @@ class DeepgramStream:
         try:
             await self._socket.send_media(samples.astype("<i2", copy=False).tobytes())
         except Exception as exc:
-            raise _mapped(exc) from None
+            raise socket_error(NAME, exc) from None
 
     async def finalize(self) -> None:
         if self._finalized:
@@ -161,7 +167,7 @@ class DeepgramStream:
         try:
             await self._socket.send_finalize()
         except Exception as exc:
-            raise _mapped(exc) from None
+            raise socket_error(NAME, exc) from None
 
     async def transcripts(self) -> AsyncIterator[Transcript]:
         while not self._ended:
@@ -187,10 +193,10 @@ class DeepgramStream:
                     f"{NAME}: malformed message (not JSON) at character {exc.pos}"
                 ) from None
             except Exception as exc:
-                if _closed_normally(exc):
+                if closed_normally(exc):
                     self._ended = True
                     return None
-                raise _mapped(exc) from None
+                raise socket_error(NAME, exc) from None
             finally:
                 self._waiting = None
             if isinstance(raw, bytes):
@@ -218,16 +224,3 @@ class DeepgramStream:
             except Exception:
                 if exc is None:
                     raise
-
-
-def _mapped(exc: Exception) -> SttError:
-    error = transport_error(NAME, exc)
-    if error is not None:
-        return error
-    return SttError(f"{NAME}: {type(exc).__name__} on the socket")
-
-
-def _closed_normally(exc: BaseException) -> bool:
-    from websockets.exceptions import ConnectionClosedOK
-
-    return isinstance(exc, ConnectionClosedOK)

@@ -35,7 +35,7 @@ from ..vendors.openai_client import KEY_ENV, async_client
 from ..vocab.audio import Samples, resample
 from ..vocab.transcripts import Transcript
 from .base import SttError
-from .socket_errors import transport_error
+from .socket_errors import closed_normally, socket_error, transport_error
 
 NAME = "openai"
 SAMPLE_RATE = 16000
@@ -215,7 +215,7 @@ class OpenAIStream:
             try:
                 raw = await self._conn.recv_bytes()
             except Exception as exc:
-                if _closed_normally(exc):
+                if closed_normally(exc):
                     return None
                 raise _mapped(exc) from None
             finally:
@@ -243,17 +243,8 @@ class OpenAIStream:
 
 
 def _mapped(exc: BaseException) -> SttError:
-    error = transport_error(NAME, exc)
-    if error is not None:
-        return error
-    if isinstance(exc, openai.OpenAIError | openai.APIError):
+    if isinstance(exc, openai.OpenAIError | openai.APIError) and transport_error(NAME, exc) is None:
         cause = exc.__cause__ or exc.__context__
         error = transport_error(NAME, cause) if cause is not None else None
         return error or SttError(f"{NAME}: {quote(str(exc), 200)}")
-    return SttError(f"{NAME}: {type(exc).__name__} on the socket")
-
-
-def _closed_normally(exc: BaseException) -> bool:
-    from websockets.exceptions import ConnectionClosedOK
-
-    return isinstance(exc, ConnectionClosedOK)
+    return socket_error(NAME, exc)

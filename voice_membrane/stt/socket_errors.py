@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 
 from ..infra.redact import redact
 from ..vendors.errors import retry_after_seconds
@@ -66,3 +66,14 @@ def transport_error(name: str, exc: BaseException) -> SttError | None:
         detail = str(exc) or type(exc).__name__
         return SttError(redact(f"{name}: connection failed: {detail}"), retryable=True)
     return None
+
+
+def socket_error(name: str, exc: BaseException) -> SttError:
+    """``exc`` from a service's socket as an ``SttError``: the transport's own
+    mapping, else its type only (an SDK's message may quote our request)."""
+    return transport_error(name, exc) or SttError(f"{name}: {type(exc).__name__} on the socket")
+
+
+def closed_normally(exc: BaseException) -> bool:
+    """The service closed the socket as it should (the stream simply ended)."""
+    return isinstance(exc, ConnectionClosedOK)
