@@ -23,7 +23,6 @@ service does), then ``UtteranceEnd`` when ``utterance_end_ms`` was asked.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from .fake_server import pause
-from .fake_stt_socket import ScriptedSocket, SocketFinished, SttConnection, SttServer
+from .fake_stt_socket import ScriptedSocket, SttConnection, SttServer
 from .transcript_script import ScriptWord, TranscriptScript
 
 LISTEN_PATH = "/v1/listen"
@@ -55,17 +54,9 @@ class FakeDeepgram(SttServer):
         return {"DEEPGRAM_API_KEY": self.api_key}
 
     async def _listen(self, websocket: WebSocket) -> None:
-        conn = self.record_socket(websocket)
-        script = self.next_script()
-        refusal = self._refusal(conn, script)
-        if refusal is not None:
-            await self.deny(websocket, refusal)
-            return
-        await websocket.accept()
-        with contextlib.suppress(SocketFinished):
-            await _ListenSession(websocket, conn, script).run()
+        await self.serve(websocket, _ListenSession)
 
-    def _refusal(self, conn: SttConnection, script: TranscriptScript) -> JSONResponse | None:
+    def refusal(self, conn: SttConnection, script: TranscriptScript) -> JSONResponse | None:
         if conn.headers.get("authorization") != f"Token {self.api_key}":
             return _error(401, "Invalid credentials.")
         fault = script.fault

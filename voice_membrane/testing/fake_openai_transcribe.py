@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from .fake_server import pause
-from .fake_stt_socket import ScriptedSocket, SocketFinished, SttConnection, SttServer
+from .fake_stt_socket import ScriptedSocket, SttConnection, SttServer
 from .transcript_script import TranscriptScript
 
 RATE = 24000
@@ -60,17 +59,9 @@ class FakeOpenAITranscribe(SttServer):
         return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": self.api_key}
 
     async def _realtime(self, websocket: WebSocket) -> None:
-        conn = self.record_socket(websocket)
-        script = self.next_script()
-        refusal = self._refusal(conn, script)
-        if refusal is not None:
-            await self.deny(websocket, refusal)
-            return
-        await websocket.accept()
-        with contextlib.suppress(SocketFinished):
-            await _TranscriptionSession(websocket, conn, script).run()
+        await self.serve(websocket, _TranscriptionSession)
 
-    def _refusal(self, conn: SttConnection, script: TranscriptScript) -> JSONResponse | None:
+    def refusal(self, conn: SttConnection, script: TranscriptScript) -> JSONResponse | None:
         if conn.headers.get("authorization") != f"Bearer {self.api_key}":
             return _http_error(401, "Incorrect API key provided.", "invalid_api_key")
         fault = script.fault

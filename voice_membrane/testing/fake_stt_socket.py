@@ -3,10 +3,12 @@ each connection, and one accepted socket's sending with its scripted faults."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.responses import Response
@@ -75,9 +77,34 @@ class SttServer(FakeServer):
             self.connections.append(conn)
         return conn
 
+    async def serve(self, websocket: WebSocket, session: SessionFactory) -> None:
+        """One connection: recorded, refused as the key or the script says (an HTTP
+        answer to the upgrade), else accepted and played by ``session``."""
+        conn = self.record_socket(websocket)
+        script = self.next_script()
+        refusal = self.refusal(conn, script)
+        if refusal is not None:
+            await self.deny(websocket, refusal)
+            return
+        await websocket.accept()
+        with contextlib.suppress(SocketFinished):
+            await session(websocket, conn, script).run()
+
+    def refusal(self, conn: SttConnection, script: TranscriptScript) -> Response | None:
+        """The HTTP answer that refuses this upgrade, or None to accept it."""
+        raise NotImplementedError
+
     async def deny(self, websocket: WebSocket, response: Response) -> None:
         """Refuse the upgrade with an HTTP response (what a 401 / 429 looks like)."""
         await websocket.send_denial_response(response)
+
+
+class Session(Protocol):
+    async def run(self) -> None: ...
+
+
+SessionFactory = Callable[[WebSocket, SttConnection, TranscriptScript], Session]
+"""What plays one accepted connection (a fake's own protocol)."""
 
 
 class ScriptedSocket:
