@@ -15,7 +15,7 @@ silent: only the model is measured.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -28,8 +28,7 @@ from voice_membrane.providers.llama_kv import evaluated_tokens
 from voice_membrane.providers.local_llama import LocalLlama
 from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.sinks.null import NullSink
-from voice_membrane.tts.piece_stream import PieceEngine
-from voice_membrane.vocab.audio import AudioChunk
+from voice_membrane.testing.silent_engine import SilentEngine
 
 TURNS = 40
 REPLY_TOKENS = 32
@@ -41,22 +40,6 @@ SAID = (
     "park in the evening light, and I wondered about it. Tell me one short fact about "
     "{topic}, please, in a single sentence."
 )
-
-
-class _Silent(PieceEngine):
-    name = "silent"
-    sample_rate = 22050
-
-    async def start(self) -> None:
-        return None
-
-    async def synthesize(
-        self, text: str, previous_text: str = ""
-    ) -> AsyncGenerator[AudioChunk, None]:
-        yield AudioChunk(np.zeros(self.sample_rate // 100, dtype=np.int16), self.sample_rate)
-
-    async def aclose(self) -> None:
-        return None
 
 
 @dataclass
@@ -97,7 +80,7 @@ async def _session(in_place: bool, turns: int, log: Callable[[str], None]) -> Mo
     run = ModeRun(in_place)
     started = time.perf_counter()
     async with Session(
-        membrane, _Silent(), NullSink(), context=SourceTokens(source, membrane.formatter)
+        membrane, SilentEngine(), NullSink(), context=SourceTokens(source, membrane.formatter)
     ) as session:
         dropped = 0
         for n in range(turns):

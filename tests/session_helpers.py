@@ -8,12 +8,8 @@ import json
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.replay import ReplaySource
-from voice_membrane.tts.piece_stream import PieceEngine
-from voice_membrane.vocab.audio import AudioChunk
 
 REPLY = (
     "The weather stays mild and dry today, with a light breeze in the afternoon "
@@ -46,21 +42,3 @@ class AskedSource:
 
     async def aclose(self) -> None:
         await self.replay.aclose()
-
-
-class SilentEngine(PieceEngine):
-    """A TTS engine whose every piece is 10 ms of silence."""
-
-    name = "silent"
-    sample_rate = 22050
-
-    async def start(self) -> None:
-        return None
-
-    async def synthesize(
-        self, text: str, previous_text: str = ""
-    ) -> AsyncGenerator[AudioChunk, None]:
-        yield AudioChunk(np.zeros(self.sample_rate // 100, dtype=np.int16), self.sample_rate)
-
-    async def aclose(self) -> None:
-        return None

@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 import pytest
-from session_helpers import SilentEngine
 
 from voice_membrane.formats import get_formatter
 from voice_membrane.membrane.membrane import Membrane
@@ -37,6 +36,7 @@ from voice_membrane.storage.blobs import (
 )
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vocab.blob_source import BlobSource
 from voice_membrane.vocab.messages import (
     Base64Source,

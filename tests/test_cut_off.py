@@ -14,7 +14,6 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from session_helpers import SilentEngine
 
 from voice_membrane.chunking import SpeechChunk, SpeechChunker
 from voice_membrane.chunking.cut_off import CUT_OFF_TEXT, ends_sentence
@@ -24,6 +23,7 @@ from voice_membrane.pipeline.metrics import LatencyReport
 from voice_membrane.pipeline.session import Session
 from voice_membrane.providers.replay import RecordingError, ReplaySource, load_recording
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.testing.silent_engine import SilentEngine
 
 CUE = f" {CUT_OFF_TEXT}"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from session_helpers import AskedSource, SilentEngine, write_recording
+from session_helpers import AskedSource, write_recording
 
 from voice_membrane.formats import FORMATTERS, get_formatter
 from voice_membrane.formats.base import BuiltRequest
@@ -26,6 +26,7 @@ from voice_membrane.providers.gemini_request import request_contents
 from voice_membrane.providers.openai_request import chat_request, completion_request
 from voice_membrane.providers.text_source import chat_messages
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vendors.errors import ProviderError
 from voice_membrane.vocab.messages import Message, ModelConfig, Request, RequestOptions
 

@@ -12,7 +12,6 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from session_helpers import SilentEngine
 from test_chunker_properties import OPTIONS, TEXT, split
 from vendors import VENDORS, Vendor
 
@@ -27,6 +26,7 @@ from voice_membrane.pipeline.session import Session
 from voice_membrane.pipeline.stream_items import Piece, Visible
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.script import Pause, ScriptedReply
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vocab.events import Chunk
 
 GUARD_S = 20

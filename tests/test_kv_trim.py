@@ -124,8 +124,6 @@ def test_a_recurrent_model_is_read_again_in_full() -> None:
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
 
-from session_helpers import SilentEngine  # noqa: E402
-
 from voice_membrane.membrane.membrane import Membrane  # noqa: E402
 from voice_membrane.pipeline.history import SourceTokens  # noqa: E402
 from voice_membrane.pipeline.session import Session  # noqa: E402
@@ -133,6 +131,7 @@ from voice_membrane.providers.base import ChatMessage  # noqa: E402
 from voice_membrane.providers.local_llama import LocalLlama  # noqa: E402
 from voice_membrane.providers.text_source import TextSourceProvider  # noqa: E402
 from voice_membrane.sinks.null import NullSink  # noqa: E402
+from voice_membrane.testing.silent_engine import SilentEngine  # noqa: E402
 
 REPLY_TOKENS = 8
 

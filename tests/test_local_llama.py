@@ -21,7 +21,7 @@ pytest.importorskip(
     reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
 )
 
-from session_helpers import AskedSource, SilentEngine, write_recording
+from session_helpers import AskedSource, write_recording
 
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.history import SourceTokens
@@ -37,6 +37,7 @@ from voice_membrane.providers.local_llama import (
 )
 from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.sinks.null import NullSink
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vendors.errors import LlmError
 
 HELLO = [ChatMessage("user", "Hi! How are you today?")]

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from session_helpers import REPLY, AskedSource, SilentEngine, write_recording
+from session_helpers import REPLY, AskedSource, write_recording
 
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.build import CLOUD_CONTEXT_TOKENS, build_parts
@@ -26,6 +26,7 @@ from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vocab.messages import Message, ModelConfig, Request
 
 pytestmark = pytest.mark.anyio

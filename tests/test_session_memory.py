@@ -11,7 +11,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from session_helpers import REPLY, AskedSource, SilentEngine, write_recording
+from session_helpers import REPLY, AskedSource, write_recording
 
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.history import EstimatedTokens
@@ -24,6 +24,7 @@ from voice_membrane.storage.blobs import MemoryBlobStore
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.png import solid_png
 from voice_membrane.testing.script import ScriptedReply, image, text
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vocab.messages import Base64Source, ImageContent, RequestOptions
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 import pytest
-from session_helpers import SilentEngine
 from vendors import VENDORS, Vendor
 
 from tests.serve_helpers import next_event, read_turn, send, session
@@ -32,6 +31,7 @@ from voice_membrane.providers.text_source import TextSourceProvider
 from voice_membrane.server import Server
 from voice_membrane.sinks.null import NullSink
 from voice_membrane.testing.script import Pause, ScriptedReply, stall, text, thinking, tool_use
+from voice_membrane.testing.silent_engine import SilentEngine
 from voice_membrane.vendors.errors import ProviderError
 from voice_membrane.vendors.retry import StallDeadline
 from voice_membrane.vocab.events import Chunk
