@@ -2,6 +2,8 @@
 
 ``server`` / ``fake``: a module that sets ``FAKE`` (a fake server class from
 ``voice_membrane.testing``) gets one server for the module, reset before each test.
+``pulse``: a private PulseAudio server with a null sink, one per module (skipped
+where pulseaudio is not installed).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 
 from voice_membrane.infra.redact import KEY_VARIABLES, forget_all
 from voice_membrane.testing.fake_server import FakeServer
+from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
 
 
 @pytest.fixture(autouse=True)
@@ -45,3 +48,12 @@ def server(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
 def fake(server: FakeServer) -> FakeServer:
     server.reset()
     return server
+
+
+@pytest.fixture(scope="module")
+def pulse() -> Iterator[PulseServer]:
+    try:
+        with pulse_null_sink() as server:
+            yield server
+    except PulseUnavailable as exc:
+        pytest.skip(str(exc))

@@ -16,22 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+from voice_membrane.testing.pulse import PulseServer
 
 pytest.importorskip("pocketsphinx")
 pytest.importorskip("llama_cpp")
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = ROOT / "audio_fixtures" / "speech" / "questions" / "weather_paris.wav"
-
-
-@pytest.fixture(scope="module")
-def pulse() -> Iterator[PulseServer]:
-    try:
-        with pulse_null_sink() as server:
-            yield server
-    except PulseUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 def _lines(stream: object, into: queue.Queue[str]) -> None:

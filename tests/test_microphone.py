@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -37,15 +36,6 @@ BACKENDS = [
         ),
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def pulse() -> Iterator[PulseServer]:
-    try:
-        with pulse_null_sink() as server:
-            yield server
-    except PulseUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 def speech_like(seconds: float, rate: int) -> Samples:

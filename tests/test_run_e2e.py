@@ -21,7 +21,7 @@ from voice_membrane.cli.run import run_assistant
 from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
 from voice_membrane.pipeline.metrics import STAMPS
 from voice_membrane.testing.png import solid_png
-from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+from voice_membrane.testing.pulse import PulseServer
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,15 +81,6 @@ def test_local_model_answers_out_loud(tmp_path: Path, tts: str) -> None:
     assert spoken.split() == result.spoken_text.split()
     transcript = "".join(printed)
     assert result.spoken_text.split()[0] in transcript and "first audio" in transcript
-
-
-@pytest.fixture(scope="module")
-def pulse() -> PulseServer:
-    try:
-        with pulse_null_sink() as server:
-            yield server  # type: ignore[misc]
-    except PulseUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 def short_recording(folder: Path) -> Path:

@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 
 from voice_membrane.sinks.speaker import SpeakerSink, speaker_available
-from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+from voice_membrane.testing.pulse import PulseServer
 from voice_membrane.vocab.audio import AudioChunk, Samples
 
 RATE = 22050
@@ -35,15 +35,6 @@ BACKENDS = [
         ),
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def pulse() -> Iterator[PulseServer]:
-    try:
-        with pulse_null_sink() as server:
-            yield server
-    except PulseUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 def tone(seconds: float) -> Samples:
