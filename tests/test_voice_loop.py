@@ -38,7 +38,9 @@ def voice_config(tmp_path: Path, **sections: dict[str, object]) -> PipelineConfi
     return load_pipeline(ROOT / "pipelines" / "local-voice.toml").with_overrides(overrides)
 
 
-def listen(config: PipelineConfig, wav: Path, tmp_path: Path) -> tuple[list[object], str]:
+def listen(
+    config: PipelineConfig, wav: Path, tmp_path: Path, terminal: bool = False
+) -> tuple[list[object], str]:
     printed: list[str] = []
     metrics = tmp_path / "m.json"
 
@@ -49,7 +51,7 @@ def listen(config: PipelineConfig, wav: Path, tmp_path: Path) -> tuple[list[obje
                 input_path=wav,
                 metrics_json=metrics,
                 out=printed.append,
-                terminal=False,
+                terminal=terminal,
             )
         return list(turns)
 
@@ -78,8 +80,11 @@ def test_a_spoken_question_is_answered_with_its_voice_to_voice_latency(tmp_path:
 
 
 def test_two_questions_are_two_turns(tmp_path: Path) -> None:
-    records, _ = listen(voice_config(tmp_path), SPEECH / "two_utterances.wav", tmp_path)
+    wav = SPEECH / "two_utterances.wav"
+    records, printed = listen(voice_config(tmp_path), wav, tmp_path, terminal=True)
     assert len(records) == 2, [r["heard"] for r in records]
+    # On a terminal the words show, dimmed, as they are recognized.
+    assert "\r\x1b[K\x1b[2m… " in printed
 
 
 def test_silence_is_no_turn_and_no_error(tmp_path: Path) -> None:

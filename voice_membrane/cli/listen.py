@@ -20,18 +20,18 @@ import anyio
 from ..infra.heap import settle_heap
 from ..infra.redact import redact
 from ..listening.decisions import Interrupt
-from ..pipeline.build import build_parts, output_path_problem, session_for
+from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.event_log import JsonlEventLog, OutputFileError
 from ..pipeline.listen_build import listener_for, stt_for
-from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem, UserTurn
+from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sources.base import AudioSource, SourceError
 from ..sources.microphone import MicrophoneSource, input_available
 from ..sources.wav_file import WavFileSource
 from ..stt.base import SttError
-from .run import check_speaker, interrupt_on_sigint, redacting, say_result
+from .run import check_output_paths, check_speaker, interrupt_on_sigint, redacting, say_result
 
 _DIM, _PLAIN, _CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 
@@ -50,10 +50,7 @@ async def run_listening(
     before anything loads for a bad configuration, file, or no microphone."""
     out = redacting(out)
     terminal = sys.stdout.isatty() if terminal is None else terminal
-    for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
-        problem = path and output_path_problem(path)
-        if problem:
-            raise ConfigError(f"{flag} {path}: {problem}")
+    check_output_paths(metrics_json, events_jsonl)
     check_speaker(config)
     if input_path is not None and "echo" not in config.endpoint.model_fields_set:
         # A recording cannot hear the speaker: no echo of the reply to guard against.
@@ -128,8 +125,6 @@ def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
         out(f"{_CLEAR if terminal else ''}listening: {item.message}\n")
     elif isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
         out(f"\n[you spoke over the answer: {item.decision.text}]\n")
-    elif isinstance(item, UserTurn):
-        pass  # said by on_turn_start, when its turn begins
 
 
 def _report(turn: VoiceTurn, out: Callable[[str], None]) -> None:

@@ -84,10 +84,7 @@ async def run_assistant(
 
     Everything said through ``out`` is redacted there, whatever says it."""
     out = redacting(out)
-    for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
-        problem = path and output_path_problem(path)
-        if problem:
-            raise ConfigError(f"{flag} {path}: {problem}")
+    check_output_paths(metrics_json, events_jsonl)
     check_speaker(config)
     pictures = [_read_image(path) for path in images]
     debug = None
@@ -187,6 +184,14 @@ async def run_assistant(
     if failures:
         raise OutputFileError("; ".join(failures))
     return results
+
+
+def check_output_paths(metrics_json: Path | None, events_jsonl: Path | None) -> None:
+    """A metrics or events file that could not be written: said before anything runs."""
+    for flag, path in (("--metrics-json", metrics_json), ("--events-jsonl", events_jsonl)):
+        problem = path and output_path_problem(path)
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
 
 
 def check_speaker(config: PipelineConfig) -> None:

@@ -163,7 +163,7 @@ class Listener:
                             break  # the end of input
                         decisions = await self._frame(item, tg)
                     else:
-                        await self._tell_failure(item, out)
+                        await self._tell(item, out)
                         decisions = self._take(item)
                     for decision in decisions:
                         await self._decide(decision, out)
@@ -273,10 +273,13 @@ class Listener:
         else:
             await out.send(BargeIn(decision))
 
-    async def _tell_failure(
+    async def _tell(
         self, item: _Transcript | _StreamEnded | bool, out: MemoryObjectSendStream[ListenItem]
     ) -> None:
-        if isinstance(item, _StreamEnded) and item.error is not None:
+        """What the user should see as it happens: transcripts, and a failed stream."""
+        if isinstance(item, _Transcript) and item.stream not in self._failed:
+            await out.send(Heard(item.transcript))
+        elif isinstance(item, _StreamEnded) and item.error is not None:
             await out.send(
                 ListenError(
                     f"speech to text failed ({item.error}): what was said is dropped, say it again"
@@ -308,7 +311,7 @@ class Listener:
         while self._running > 0:
             item = await receive.receive()
             if not isinstance(item, Frame):  # (none come after the end)
-                await self._tell_failure(item, out)
+                await self._tell(item, out)
                 for decision in self._take(item):
                     await self._decide(decision, out)
         end = self.vad.samples_fed + round(
