@@ -61,6 +61,15 @@ def audible_span(path: Path) -> tuple[float, float, Samples]:
     return start / RATE, end / RATE, samples[start:end]
 
 
+def loud_seconds(path: Path) -> float:
+    """How much of the recording is the tone (windows above the silence floor)."""
+    samples, rate = sf.read(path, dtype="int16")
+    usable = len(samples) // WINDOW * WINDOW
+    frames = samples[:usable].reshape(-1, WINDOW).astype(np.float64)
+    rms = np.sqrt((frames**2).mean(axis=1))
+    return float(np.count_nonzero(rms > 1000) * WINDOW / rate)
+
+
 def dominant_hz(samples: Samples) -> float:
     spectrum = np.abs(np.fft.rfft(samples.astype(np.float64) * np.hanning(len(samples))))
     return float(np.fft.rfftfreq(len(samples), 1 / RATE)[np.argmax(spectrum)])
@@ -98,7 +107,10 @@ def test_plays_a_tone_and_drain_waits_until_it_was_heard(
     start, end, heard = audible_span(path)
     assert elapsed >= 1.2, f"drain returned after {elapsed:.2f} s of 1.5 s of audio"
     assert played == pytest.approx(1.5, abs=0.02)
-    assert end - start == pytest.approx(1.5, abs=0.15)
+    # All of the tone was heard, once; on a loaded machine the sound server may
+    # leave a gap in it (the span then stretches, the tone heard does not).
+    assert loud_seconds(path) == pytest.approx(1.5, abs=0.1)
+    assert 1.35 <= end - start <= 2.0
     assert dominant_hz(heard) == pytest.approx(TONE_HZ, abs=5)
 
 
