@@ -223,15 +223,20 @@ async def test_details_are_closed_at_first_and_the_choice_is_remembered(
         assert await tab.is_visible("#audio-info")
         assert "pcm16" in await tab.inner_text("#audio-info")
         assert "replay:page.jsonl" in await tab.inner_text("#session-info")
+        # The choice is stored on the toggle event, which the browser fires a task
+        # after the click: reload only once it is (a reload at once raced it).
+        await wait_for(tab, f"localStorage.getItem('{DETAILS_KEY}') === 'open'")
         await tab.reload()
         await wait_for(tab, "window.voiceMembrane.state === 'idle'")
         assert await tab.evaluate("document.getElementById('details').open") is True
         await tab.click("#details > summary")
+        await wait_for(tab, f"localStorage.getItem('{DETAILS_KEY}') === 'closed'")
         await tab.reload()
         await wait_for(tab, "window.voiceMembrane.state === 'idle'")
         assert await tab.evaluate("document.getElementById('details').open") is False
 
 
+DETAILS_KEY = "voice-membrane.details"  # where the page remembers the details toggle
 FITS = """() => {
   const width = window.innerWidth;
   const boxes = [...document.querySelectorAll('button, input, select')]
