@@ -192,6 +192,59 @@ def test_null_sink_in_real_time_buffers_like_a_speaker() -> None:
     assert 0.45 <= played < 1.0
 
 
+def test_null_sink_in_real_time_pause_holds_the_audio_and_resume_plays_it_all() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)
+
+    async def paused_midway() -> tuple[float, float, bool, float, float]:
+        await sink.open()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sink.write, AudioChunk(ramp(16000), 16000))  # 1 s
+            await anyio.sleep(0.2)
+            assert sink.pause() is True
+            held = sink.played_seconds
+            drained = False
+            with anyio.move_on_after(0.3):
+                await sink.drain()  # waits while paused
+                drained = True
+            still = sink.played_seconds
+            sink.resume()
+        started = time.monotonic()
+        await sink.drain()
+        return held, still, drained, sink.played_seconds, time.monotonic() - started
+
+    held, still, drained, played, rest = anyio.run(paused_midway)
+    assert 0.1 <= held < 0.5
+    assert still == held  # nothing played while paused
+    assert not drained
+    assert played == pytest.approx(1.0)  # all of it, once
+    assert rest >= 1.0 - held - 0.05  # the held rest played in real time after resume
+
+
+def test_stop_ends_a_pause_and_the_next_turn_plays() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)
+
+    async def stop_while_paused() -> tuple[float, float]:
+        await sink.open()
+        with anyio.move_on_after(0.1):
+            await sink.write(AudioChunk(ramp(16000), 16000))
+        sink.pause()
+        await sink.stop()  # the held audio is discarded
+        first = sink.played_seconds
+        await sink.write(AudioChunk(ramp(1600), 16000))
+        with anyio.fail_after(5):
+            await sink.drain()
+        return first, sink.played_seconds - first
+
+    first, second = anyio.run(stop_while_paused)
+    assert first < 0.5
+    assert second == pytest.approx(0.1)
+
+
+def test_sinks_that_are_not_real_time_cannot_pause(tmp_path: Path) -> None:
+    assert NullSink().pause() is False
+    assert WavSink(tmp_path / "x.wav").pause() is False
+
+
 # --- WAV: first audio ---------------------------------------------------------------
 
 
@@ -352,6 +405,20 @@ def test_playback_clock_counts_audio_once_the_device_latency_has_passed() -> Non
     assert buf.heard(1.3) == 20 and buf.in_flight(1.3) == 0
     buf.fill(block, now=1.3, delay=0.05)  # silence: nothing more to hear
     assert buf.heard(2.0) == 20
+
+
+def test_a_paused_playback_buffer_plays_silence_and_keeps_its_audio() -> None:
+    buf = PlaybackBuffer(capacity=100, sample_rate=100)
+    buf.push(ramp(20))
+    block = np.empty(10, dtype=np.int16)
+    buf.set_paused(True)
+    buf.fill(block, now=1.0, delay=0.0)
+    assert not block.any() and buf.buffered == 20 and buf.handed == 0
+    buf.set_paused(False)
+    buf.fill(block, now=1.1, delay=0.0)
+    assert np.array_equal(block, ramp(20)[:10])  # from the same sample
+    buf.set_paused(True)
+    assert buf.clear() == 10 and not buf.paused  # a stop ends the pause
 
 
 def test_playback_buffer_notes_when_the_device_first_takes_an_utterances_audio() -> None:

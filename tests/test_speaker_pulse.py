@@ -159,6 +159,47 @@ def test_stop_silences_within_200_ms_and_played_seconds_matches(
     assert dominant_hz(heard) == pytest.approx(TONE_HZ, abs=5)
 
 
+def test_pause_silences_the_tone_and_resume_plays_the_rest_once(
+    pulse: PulseServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "paused.wav"
+
+    async def play_pause_resume() -> tuple[float, float, float]:
+        sink = SpeakerSink(sample_rate=RATE)
+        await sink.open()
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def produce() -> None:
+                    for chunk in chunks(tone(1.2)):
+                        await sink.write(chunk)
+                    await sink.drain()
+
+                tg.start_soon(produce)
+                await anyio.sleep(0.4)
+                sink.pause()
+                await anyio.sleep(0.1)  # the device's latency plays out
+                held = sink.played_seconds
+                await anyio.sleep(0.6)
+                still = sink.played_seconds
+                sink.resume()
+            return held, still, sink.played_seconds
+        finally:
+            await sink.aclose()
+
+    with pulse.record(path) as recording:
+        held, still, played = anyio.run(play_pause_resume)
+        time.sleep(0.3)
+        recording.stop()
+
+    assert still == held  # nothing was heard while paused
+    assert played == pytest.approx(1.2, abs=0.02)
+    # all of the tone was heard once, with a silence of about the pause inside it
+    assert loud_seconds(path) == pytest.approx(1.2, abs=0.1)
+    start, end, _ = audible_span(path)
+    assert end - start >= 1.2 + 0.4
+
+
 def test_a_turn_after_a_stop_plays_normally(pulse: PulseServer, tmp_path: Path) -> None:
     path = tmp_path / "two_turns.wav"
 

@@ -8,6 +8,8 @@ ahead of a client that started playing each frame when it was sent. So, as on
 a speaker, ``played_seconds`` is what the client has heard (within the lead),
 ``first_played_ns`` is when the first frame went out, and ``stop()`` drops the
 frames still queued at once (the client drops those it holds, by turn).
+``pause()`` sends nothing more until ``resume()``: the client plays out what
+it holds (at most the lead) and waits.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class SocketSink:
         self._clock.open()
 
     async def write(self, chunk: AudioChunk) -> None:
+        await self._clock.wait_resumed()  # paused: nothing more goes out
         self._clock.begin_write()
         samples = chunk.samples
         if chunk.sample_rate != self.sample_rate:
@@ -88,6 +91,15 @@ class SocketSink:
         self._clock.stop()
         self._carry = np.zeros(0, dtype=np.int16)
         self._outbox.drop_audio(self.turn)
+
+    def pause(self) -> bool:
+        """Send no more audio until ``resume``: the client plays out what it
+        holds (at most the lead) and waits."""
+        self._clock.pause()
+        return True
+
+    def resume(self) -> None:
+        self._clock.resume()
 
     @property
     def played_seconds(self) -> float:

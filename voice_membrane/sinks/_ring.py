@@ -37,6 +37,7 @@ class PlaybackBuffer:
         self._pending: deque[tuple[float, int]] = deque()
         self._last_fill: float | None = None
         self._awaiting_first = False  # between mark_start and the next non-empty fill
+        self._paused = False  # the callback plays silence and takes nothing
         self._first_taken_ns: int | None = None
 
     @property
@@ -65,6 +66,16 @@ class PlaybackBuffer:
         with self._lock:
             return self._first_taken_ns
 
+    @property
+    def paused(self) -> bool:
+        with self._lock:
+            return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        """Hold what is buffered (the next callback plays silence) or play on."""
+        with self._lock:
+            self._paused = paused
+
     def mark_start(self) -> None:
         """The next sample the device takes begins an utterance: note when it does."""
         with self._lock:
@@ -92,7 +103,7 @@ class PlaybackBuffer:
         with self._lock:
             self._last_fill = now
             cap = len(self._buf)
-            n = min(len(out), self._size)
+            n = 0 if self._paused else min(len(out), self._size)
             first = min(n, cap - self._start)
             out[:first] = self._buf[self._start : self._start + first]
             out[first:n] = self._buf[: n - first]
@@ -109,11 +120,13 @@ class PlaybackBuffer:
             self._advance(now)
 
     def clear(self) -> int:
-        """Drop everything buffered (not yet handed to the device); return how much."""
+        """Drop everything buffered (not yet handed to the device), ending a
+        pause; return how much."""
         with self._lock:
             dropped = self._size
             self._start = 0
             self._size = 0
+            self._paused = False
             return dropped
 
     def heard(self, now: float) -> int:

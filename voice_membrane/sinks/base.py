@@ -27,6 +27,13 @@ class AudioSink(Protocol):
     The audio written since ``open`` or the last ``drain``/``stop`` is one
     *utterance* (a turn's speech); ``first_played_ns`` says when playback took
     its first sample.
+
+    ``pause()`` holds playback where it is (the user may be speaking over the
+    assistant): silence within one block, nothing discarded, ``played_seconds``
+    stands still, ``write`` waits once the buffer is full and ``drain`` until
+    ``resume()`` plays on from the same sample. ``stop()`` ends a pause (what
+    was held is discarded). A sink that is not real time has nothing to hold:
+    its ``pause`` returns False and changes nothing.
     """
 
     name: str
@@ -39,6 +46,14 @@ class AudioSink(Protocol):
     async def drain(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+    def pause(self) -> bool:
+        """Hold playback; False if this sink cannot (it is not real time)."""
+        ...
+
+    def resume(self) -> None:
+        """Play on after ``pause`` (nothing if not paused)."""
+        ...
 
     @property
     def played_seconds(self) -> float:

@@ -30,17 +30,50 @@ class PlaybackClock:
         self._played = 0.0  # latest played_seconds, so it never decreases
         self._utterance_open = False  # a write since open / the last drain or stop
         self._first_ns: int | None = None  # may lie ahead: the time its audio starts
+        self._paused_ns: int | None = None  # the timeline stands still from here
+        self._resumed = anyio.Event()
 
     @property
     def ends_ns(self) -> int:
         """When the audio written so far has finished playing."""
         return self._ends_ns
 
+    @property
+    def paused(self) -> bool:
+        return self._paused_ns is not None
+
+    def now(self) -> int:
+        """The timeline's present: the wall clock, or where a pause holds it."""
+        return self._paused_ns if self._paused_ns is not None else time.perf_counter_ns()
+
     def open(self) -> None:
         self._opened_ns = self._ends_ns = time.perf_counter_ns()
         self._written = self._played = 0.0
         self._utterance_open = False
         self._first_ns = None
+        self.resume()
+
+    def pause(self) -> None:
+        if self._paused_ns is None:
+            self._paused_ns = time.perf_counter_ns()
+            self._resumed = anyio.Event()
+
+    def resume(self) -> None:
+        """Play on from where the pause held the timeline."""
+        paused, self._paused_ns = self._paused_ns, None
+        if paused is None:
+            return
+        held = time.perf_counter_ns() - paused
+        if self._ends_ns > paused:
+            self._ends_ns += held
+        if self._first_ns is not None and self._first_ns > paused:
+            self._first_ns += held
+        self._resumed.set()
+
+    async def wait_resumed(self) -> None:
+        """Return at once unless paused; else when ``resume`` or ``stop`` ends it."""
+        while self._paused_ns is not None:
+            await self._resumed.wait()
 
     def begin_write(self) -> None:
         """A write begins: the first since ``open``, ``drain`` or ``stop`` starts a
@@ -51,6 +84,8 @@ class PlaybackClock:
 
     def play(self, seconds: float, now: int) -> None:
         """``seconds`` of audio written at ``now``, to play after what was written."""
+        if self._paused_ns is not None:
+            now = min(now, self._paused_ns)  # it queues behind what the pause holds
         start = self._ends_ns
         if start <= now:  # idle (a new utterance, or an underrun)
             start = now + (self._opened_ns - now) % self.block_ns if self.block_ns else now
@@ -67,15 +102,21 @@ class PlaybackClock:
         self._written += seconds
 
     async def wait_played(self) -> None:
-        """Wait until everything written has played; that ends the utterance."""
-        await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
+        """Wait until everything written has played (a pause waits for its
+        ``resume``); that ends the utterance."""
+        while True:
+            await self.wait_resumed()
+            await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
+            if self._paused_ns is None:
+                break
         self.end_utterance()
 
     def end_utterance(self) -> None:
         self._utterance_open = False
 
     def stop(self) -> None:
-        """Discard what has not played yet; that ends the utterance."""
+        """Discard what has not played yet; that ends the utterance (and a pause)."""
+        self.resume()
         now = time.perf_counter_ns()
         self._written = self.played_seconds
         self._ends_ns = min(self._ends_ns, now)
@@ -86,7 +127,7 @@ class PlaybackClock:
     @property
     def played_seconds(self) -> float:
         """Seconds whose playing time has passed, since ``open``; never decreases."""
-        pending = max(0, self._ends_ns - time.perf_counter_ns()) / 1e9
+        pending = max(0, self._ends_ns - self.now()) / 1e9
         self._played = max(self._played, self._written - pending)
         return self._played
 
@@ -94,4 +135,4 @@ class PlaybackClock:
     def first_played_ns(self) -> int | None:
         """When the current utterance's first sample played; None until then."""
         first = self._first_ns
-        return first if first is not None and first <= time.perf_counter_ns() else None
+        return first if first is not None and first <= self.now() else None

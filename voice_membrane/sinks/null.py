@@ -54,8 +54,14 @@ class NullSink:
             self._clock.play_at_once(chunk.seconds, now)
             return
         self._clock.play(chunk.seconds, now)
-        # Backpressure: wait until the end of this audio fits in the buffer.
-        await anyio.sleep(max(0.0, (self._clock.ends_ns - now) / 1e9 - self.buffer_seconds))
+        # Backpressure: wait until the end of this audio fits in the buffer
+        # (held while paused: a paused device takes nothing).
+        while True:
+            ahead_s = (self._clock.ends_ns - self._clock.now()) / 1e9
+            await anyio.sleep(max(0.0, ahead_s - self.buffer_seconds))
+            if not self._clock.paused:
+                break
+            await self._clock.wait_resumed()
 
     async def drain(self) -> None:
         if self.realtime:
@@ -65,6 +71,14 @@ class NullSink:
 
     async def stop(self) -> None:
         self._clock.stop()
+
+    def pause(self) -> bool:
+        if self.realtime:
+            self._clock.pause()
+        return self.realtime
+
+    def resume(self) -> None:
+        self._clock.resume()
 
     @property
     def played_seconds(self) -> float:

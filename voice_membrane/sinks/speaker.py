@@ -15,6 +15,10 @@ a bounded buffer this sink owns (``buffer_seconds``, 0.5 s by default):
   after the call with sounddevice, 30-40 ms with PyAudio), so ``played_seconds``
   is final when it returns.
 - ``drain`` waits until the buffer is empty and the device has played it all.
+- ``pause`` makes the next callback (within 10 ms) play silence and take
+  nothing; what the device already holds still plays (its output latency).
+  The buffer keeps its audio, ``write`` and ``drain`` wait, and ``resume``
+  plays on from the same sample. ``stop`` ends a pause.
 
 ``played_seconds``: the samples the callback has handed to the device whose
 block has reached the speaker by now (handed at + latency + block length <= now),
@@ -126,6 +130,14 @@ class SpeakerSink:
         while buffer.in_flight(time.monotonic()) > 0:
             await self._wait_for_device(buffer)
         self._utterance_open = False
+
+    def pause(self) -> bool:
+        self._require_open().set_paused(True)
+        return True
+
+    def resume(self) -> None:
+        if self._buffer is not None:
+            self._buffer.set_paused(False)
 
     async def stop(self) -> None:
         """Discard what is buffered and wait for silence. Cancel writers first (a

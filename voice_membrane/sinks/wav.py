@@ -76,6 +76,12 @@ class WavSink:
     async def stop(self) -> None:
         self._utterance_open = False  # everything written is already in the file
 
+    def pause(self) -> bool:
+        return False  # a file has no playback to hold
+
+    def resume(self) -> None:
+        pass
+
     @property
     def first_played_ns(self) -> int | None:
         return self._first_ns
