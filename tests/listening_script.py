@@ -41,14 +41,20 @@ class Script:
         """The user (or anything the VAD takes for speech) from start to end:
         windows at ``level`` dBFS, the confirmed start and end."""
         if windows:
-            for w0 in range(at(start) // WINDOW * WINDOW, at(end), WINDOW):
-                window = VadWindow(w0, WINDOW, 0.95, level, True)
-                self.add((w0 + WINDOW) / RATE, lambda ep, w=window: ep.vad(w))
+            self.windows(start, end, level)
         empty = np.zeros(0, dtype=np.int16)
         s = SpeechStart(at(start), at(start + CONFIRM_S), max(0, at(start - 0.5)), empty)
         e = SpeechEnd(at(end), at(end + CONFIRM_S))
         self.add(start + CONFIRM_S, lambda ep: ep.vad(s))
         return self.add(end + CONFIRM_S, lambda ep: ep.vad(e))
+
+    def windows(self, start: float, end: float, level: float = -20.0) -> Script:
+        """Speech windows alone: what the detector heard without (yet)
+        confirming a start."""
+        for w0 in range(at(start) // WINDOW * WINDOW, at(end), WINDOW):
+            window = VadWindow(w0, WINDOW, 0.95, level, True)
+            self.add((w0 + WINDOW) / RATE, lambda ep, w=window: ep.vad(w))
+        return self
 
     def heard(self, t: float, text: str, final: bool = True) -> Script:
         tr = Transcript(text, final)

@@ -48,6 +48,7 @@ from .words import WordJudge
 _SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
 _ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
 _LEARN_S = 0.5  # echo heard before its level is trusted
+_BLIP_QUIET_S = 0.25  # after a pause on speech the detector never confirmed: resume
 
 
 @dataclass(slots=True)
@@ -69,6 +70,7 @@ class _Utterance:
     partial: str = ""
     real: bool = False
     interrupted: bool = False
+    paused: bool = False  # its speech paused the playout once (a resume is final)
 
 
 class Endpointer:
@@ -92,6 +94,10 @@ class Endpointer:
         self._playing_since: int | None = None  # the assistant's audio plays (or is paused)
         self._paused_at: int | None = None
         self._loud: deque[tuple[int, int]] = deque()  # user-loud windows not yet in an utterance
+        # the current stretch of speech windows over the playout judged the user's
+        self._run: tuple[int, int] | None = None  # (start, end)
+        self._run_paused = False  # the current stretch has paused the playout once
+        self._run_end = 0  # the end of the last such window
         self._echo.reset()
 
     # inputs
@@ -183,23 +189,28 @@ class Endpointer:
 
     def _window(self, w: VadWindow) -> None:
         if w.probability < _SPEECH_P:
+            self._run = None
             return
         u = self._u
         if u is not None and u.speaking:
             u.voiced_end = w.at_sample + w.samples
-        if not self._playout():
+        if self._playing_since is None:
             return
         if u is not None and u.accepted:
+            self._note_run(w)
             return  # the user's own speech teaches nothing about the echo
-        assert self._playing_since is not None
-        if self.settings.echo == "aec":
+        if self._paused_at is not None:
+            loud = True  # the assistant is silent: what is heard is the user
+        elif self.settings.echo == "aec":
             loud = True
         elif self.settings.echo == "half_duplex":
             loud = False
         else:
             loud = self._echo.judge(w.level_dbfs, w.samples, w.at_sample - self._playing_since)
         if not loud:
+            self._run = None
             return
+        self._note_run(w)
         if u is None:
             self._loud.append((w.at_sample, w.samples))
             while self._loud and self._loud[0][0] < w.at_sample - self._n(2.0):
@@ -210,6 +221,14 @@ class Endpointer:
                 u.loud_from = w.at_sample
             if not u.accepted and u.loud >= self._n(_ACCEPT_S):
                 u.accepted, u.accepted_at = True, w.at_sample + w.samples
+
+    def _note_run(self, w: VadWindow) -> None:
+        end = w.at_sample + w.samples
+        run = self._run
+        if run is None or w.at_sample > run[1]:
+            run, self._run_paused = (w.at_sample, end), False
+        self._run = (run[0], end)
+        self._run_end = end
 
     def _speech_start(self, e: SpeechStart) -> None:
         u = self._u
@@ -229,33 +248,67 @@ class Endpointer:
             e.at_sample, during, accepted, e.confirmed_at, e.at_sample, e.confirmed_at, loud=loud
         )
         self._u.loud_from = loud_windows[0][0] if loud_windows else None
+        self._u.paused = self._paused_at is not None  # its start paused the playout
         self._u.stream_from = e.audio_from
 
     def _tick(self) -> list[Decision]:
         out: list[Decision] = []
-        u, s, now = self._u, self.settings, self._now
-        if u is not None and self._playout() and u.accepted and not u.interrupted:
-            assert self._playing_since is not None
-            # speech alone pauses only after the echo warm-up; real words at once.
-            # Dated where the evidence was complete, not when this call came.
-            by_speech = max(
-                u.run_start + self._n(s.interrupt_min_speech_s),
-                u.accepted_at,
-                self._playing_since + self._n(s.echo_warmup_s),
-            )
-            # speech heard up to by_speech: a stop the detector has not confirmed
-            # yet (a 0.4 s cough) must not count as speech
-            if u.real or (u.speaking and u.voiced_end >= by_speech):
-                self._paused_at = now if u.real else by_speech
-                out.append(PausePlayout(self._paused_at))
+        u = self._u
+        if self._playout() and not (u is not None and u.interrupted):
+            pause_at = self._pause_at(u)
+            if pause_at is not None:
+                self._paused_at = pause_at
+                self._run_paused = True
+                if u is not None:
+                    u.paused = True
+                out.append(PausePlayout(pause_at))
         if self._paused_at is not None and not (u is not None and u.real):
-            resume_at = self._paused_at + self._n(s.false_interruption_s)
-            if u is None or now >= resume_at:
-                out.append(ResumePlayout(min(now, resume_at) if u is not None else now))
+            resume_at = self._resume_at(u)
+            if resume_at is not None:
+                out.append(ResumePlayout(resume_at))
                 self._paused_at = None
         if u is not None and not u.speaking and u.end_at is not None:
             out.extend(self._maybe_end(u))
         return out
+
+    def _pause_at(self, u: _Utterance | None) -> int | None:
+        """Where the playout should pause, if it should: real words at once;
+        ``pause_min_speech_s`` of speech windows judged the user's, after the
+        echo warm-up, dated where that much had been heard (not when this call
+        came), whether or not the detector has confirmed a start yet."""
+        s, now = self.settings, self._now
+        assert self._playing_since is not None
+        if u is not None and u.accepted and u.real:
+            return now
+        warm = self._playing_since + self._n(s.echo_warmup_s)
+        need = self._n(s.pause_min_speech_s)
+        if self._run is not None and not self._run_paused and not (u is not None and u.paused):
+            start, end = self._run
+            at = max(start + need, warm)
+            if end >= at:
+                return at
+        if u is not None and u.accepted and u.speaking and not u.paused:
+            # speech heard up to the mark: a stop the detector has not confirmed
+            # yet must not count as speech
+            at = max(u.run_start + need, u.accepted_at, warm)
+            if u.voiced_end >= at:
+                return at
+        return None
+
+    def _resume_at(self, u: _Utterance | None) -> int | None:
+        """Where a pause that found nothing real ends: the speech it paused for
+        was never confirmed and ``_BLIP_QUIET_S`` passed; or its utterance is
+        over and settled with no real words (a cough, "mm-hm"); or
+        ``false_interruption_s`` passed (noise that goes on)."""
+        s, now = self.settings, self._now
+        assert self._paused_at is not None
+        if u is None:
+            quiet = max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S))
+            return min(now, quiet) if now >= quiet else None
+        if not u.speaking and u.final_at is not None:
+            return now
+        resume_at = self._paused_at + self._n(s.false_interruption_s)
+        return min(now, resume_at) if now >= resume_at else None
 
     def _maybe_end(self, u: _Utterance) -> list[Decision]:
         s, now = self.settings, self._now

@@ -53,7 +53,7 @@ class EndpointSettings(BaseModel):
     final_wait_s: float = Field(1.0, ge=0.0, le=10.0)
     max_delay_s: float = Field(3.0, gt=0.0, le=30.0)
     continuations: tuple[str, ...] = CONTINUATIONS
-    interrupt_min_speech_s: float = Field(0.5, ge=0.0, le=5.0)
+    pause_min_speech_s: float = Field(0.06, ge=0.0, le=5.0)
     false_interruption_s: float = Field(2.0, gt=0.0, le=10.0)
     backchannels: tuple[str, ...] = BACKCHANNELS
     echo: Literal["level", "aec", "half_duplex"] = "level"

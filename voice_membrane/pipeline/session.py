@@ -364,6 +364,15 @@ class Session:
         self.current.interrupt()
         return True
 
+    def pause_playout(self) -> bool:
+        """Hold the running turn's audio where it is (the user may be speaking
+        over it); True if it is held. The LLM and TTS go on until the sink's
+        buffer is full; ``resume_playout`` plays on, ``interrupt`` discards."""
+        return self.current is not None and self.sink.pause()
+
+    def resume_playout(self) -> None:
+        self.sink.resume()
+
 
 def _inline_size(block: ContentBlock) -> int:
     if isinstance(block, ImageContent) and isinstance(block.source, Base64Source):

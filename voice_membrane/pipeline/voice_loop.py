@@ -2,9 +2,11 @@
 
 ``converse`` runs a ``Listener`` over the audio frames and, for each user turn
 it decides, a turn of the ``Session`` (the speaking half, unchanged). Speech
-over the assistant that the endpointer judges real interrupts the turn through
+over the assistant pauses its audio at once (``Session.pause_playout``: nothing
+discarded); when the endpointer judges it real, it interrupts the turn through
 the same path as Ctrl-C (``Session.interrupt``: LLM, voice and sink stop
-together; the history keeps what was heard). A new user turn while the last
+together; the history keeps what was heard), and noise, a cough or "mm-hm"
+resumes it from the same sample. A new user turn while the last
 reply still plays interrupts it first. When the input ends, the reply being
 spoken is let finish.
 
@@ -22,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from ..listening.decisions import Interrupt
+from ..listening.decisions import Interrupt, PausePlayout
 from ..sources.base import Frame
 from .listening import BargeIn, Listener, ListenItem, UserTurn
 from .session import Session
@@ -69,12 +71,36 @@ class VoiceToVoice:
 
 
 @dataclass(frozen=True, slots=True)
+class PlayoutPause:
+    """The reply's audio held while the user seemed to speak over it, from
+    ``paused_ns`` to ``ended_ns`` (``time.perf_counter_ns``; None: the turn
+    ended first). ``outcome``: ``resumed`` (it was nothing real) or
+    ``interrupted``."""
+
+    paused_ns: int
+    ended_ns: int | None
+    outcome: str | None
+
+    def to_dict(self, origin_ns: int) -> dict[str, float | str | None]:
+        def ms(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - origin_ns) / 1e6, 3)
+
+        return {
+            "paused_ms": ms(self.paused_ns),
+            "ended_ms": ms(self.ended_ns),
+            "outcome": self.outcome,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class VoiceTurn:
-    """A turn the user spoke: what was heard, the reply, and the latency."""
+    """A turn the user spoke: what was heard, the reply, the latency, and the
+    pauses of its audio (speech over it)."""
 
     heard: UserTurn
     result: TurnResult
     latency: VoiceToVoice
+    pauses: tuple[PlayoutPause, ...] = ()
 
 
 def voice_to_voice(heard: UserTurn, request_ns: int, result: TurnResult) -> VoiceToVoice:
@@ -111,15 +137,22 @@ async def converse(
     session.on_turn_start = note_start
     send, receive = anyio.create_memory_object_stream[ListenItem](64)
     running: anyio.Event | None = None
+    pauses: list[PlayoutPause] = []  # the running turn's
+
+    def end_pause(outcome: str) -> None:
+        if pauses and pauses[-1].ended_ns is None:
+            pauses[-1] = PlayoutPause(pauses[-1].paused_ns, time.perf_counter_ns(), outcome)
 
     async def answer(heard: UserTurn, done: anyio.Event) -> None:
         listener.assistant_speaking(True)
+        pauses.clear()
         try:
             on_turn_start(heard)
             started.clear()
             result = await session.turn(heard.text)
             request_ns = started[0] if started else time.perf_counter_ns()
-            voice = VoiceTurn(heard, result, voice_to_voice(heard, request_ns, result))
+            latency = voice_to_voice(heard, request_ns, result)
+            voice = VoiceTurn(heard, result, latency, tuple(pauses))
             turns.append(voice)
             on_turn(voice)
         finally:
@@ -132,8 +165,17 @@ async def converse(
             async with receive:
                 async for item in receive:
                     on_item(item)
-                    if isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
-                        session.interrupt()
+                    if isinstance(item, BargeIn):
+                        decision = item.decision
+                        if isinstance(decision, Interrupt):
+                            end_pause("interrupted")
+                            session.interrupt()
+                        elif isinstance(decision, PausePlayout):
+                            if session.pause_playout():
+                                pauses.append(PlayoutPause(time.perf_counter_ns(), None, None))
+                        else:
+                            session.resume_playout()
+                            end_pause("resumed")
                     elif isinstance(item, UserTurn):
                         if running is not None and not running.is_set():
                             session.interrupt()  # the user moved on: stop the last reply
@@ -151,4 +193,6 @@ def turn_record(turn: VoiceTurn) -> dict[str, Any]:
     record = turn.result.report.to_dict()
     record["heard"] = {"text": turn.heard.text, "reason": turn.heard.reason}
     record["voice_to_voice"] = turn.latency.to_dict()
+    # Times from the end of the user's speech, as voice_to_voice's.
+    record["playout_pauses"] = [p.to_dict(turn.heard.speech_end_ns) for p in turn.pauses]
     return record
