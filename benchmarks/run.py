@@ -2,11 +2,12 @@
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
-[--skip-long-session] [--skip-voice]`` (``make bench``).
+[--skip-long-session] [--skip-voice] [--skip-bargein]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
 the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
 ``--skip-long-session`` the embedded model's long session, ``--skip-voice`` the
-voice-to-voice run over the spoken fixtures.
+voice-to-voice run over the spoken fixtures, ``--skip-bargein`` the live
+speaker-over-the-reply run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from benchmarks import (
     report,
+    report_bargein,
     report_first_audio,
     report_long_session,
     report_membrane,
@@ -25,6 +27,7 @@ from benchmarks import (
     report_tts,
     report_voice,
 )
+from benchmarks.bench_bargein import run_bargein_bench
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_long_session import run_long_session_bench
@@ -39,7 +42,9 @@ from voice_membrane.bench.membrane_cost import MembraneResults
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 
-def build_report(*, first_audio: bool = True, long_session: bool = True, voice: bool = True) -> str:
+def build_report(
+    *, first_audio: bool = True, long_session: bool = True, voice: bool = True, bargein: bool = True
+) -> str:
     sections = [report.header()]
     try:
         sections.append(report.parser_section(run_parser_bench()))
@@ -78,6 +83,13 @@ def build_report(*, first_audio: bool = True, long_session: bool = True, voice: 
             sections.append(report_voice.voice_section(run_voice_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_voice.VOICE_TITLE, error))
+    if not bargein:
+        sections.append(report.skipped(report_bargein.BARGEIN_TITLE, "--skip-bargein"))
+    else:
+        try:
+            sections.append(report_bargein.bargein_section(run_bargein_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report_bargein.BARGEIN_TITLE, error))
     membrane: MembraneResults | None = None
     try:
         membrane = run_membrane_bench()
@@ -118,6 +130,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="leave out voice to voice over the spoken fixtures (~2 minutes)",
     )
+    parser.add_argument(
+        "--skip-bargein",
+        action="store_true",
+        help="leave out barge-in by voice, a live user over the reply (~1.5 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -125,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         first_audio=not args.skip_first_audio,
         long_session=not args.skip_long_session,
         voice=not args.skip_voice,
+        bargein=not args.skip_bargein,
     )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,10 @@ from voice_membrane.listening.decisions import (
     ResumePlayout,
 )
 from voice_membrane.listening.endpointer import Endpointer
-from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.listening.settings import BACKCHANNELS, EndpointSettings
 from voice_membrane.listening.silero import SileroVad
 from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadWindow
+from voice_membrane.listening.words import WordJudge
 from voice_membrane.vocab.transcripts import Transcript, Word
 
 
@@ -421,3 +422,25 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int
             paused = paused and assistant
             take(ep.assistant_speaking(op[1], now))
     take(ep.advance(now + at(10)))
+
+
+# How words are judged
+
+
+@pytest.mark.parametrize(
+    ("said", "real"),
+    [
+        ("m m h m", False),  # pocketsphinx's "mm-hm"
+        ("M. M. H. M.", False),
+        ("uh huh", False),
+        ("a b c", True),
+        ("stop", True),
+        ("I", True),
+        ("m m h m stop", True),
+    ],
+)
+def test_backchannels_spelled_out_letter_by_letter_are_still_backchannels(
+    said: str, real: bool
+) -> None:
+    judge = WordJudge(BACKCHANNELS, ())
+    assert judge.is_real(said) is real

@@ -41,8 +41,13 @@ class WordJudge:
         self._continuations = frozenset(w for c in continuations for w in words(c, False))
 
     def is_real(self, text: str) -> bool:
-        """Has a word that is not a backchannel ("stop", "wait no", "yes please")."""
-        return any(w not in self._backchannels for w in words(text))
+        """Has a word that is not a backchannel ("stop", "wait no", "yes please").
+        A backchannel split into pieces is one too: STTs write "uh huh", and
+        pocketsphinx hears "mm-hm" as "m m h m"."""
+        ws = words(text)
+        if len(ws) > 1 and normalise("".join(ws)) in self._backchannels:
+            return False
+        return any(w not in self._backchannels for w in ws)
 
     def sounds_unfinished(self, text: str) -> bool:
         """Ends on a continuation word, a number (digits are read in groups:
