@@ -28,7 +28,7 @@ from listening_audio import (
     white_noise,
 )
 
-from voice_membrane.listening.background import BackgroundLevel
+from voice_membrane.listening.background import BackgroundLevel, _Sorted
 from voice_membrane.listening.engines import VadError, make_vad
 from voice_membrane.listening.front import VadFront
 from voice_membrane.listening.resample import StreamResampler
@@ -529,3 +529,19 @@ def test_a_minute_of_tv_makes_no_user_turn_but_the_user_over_it_does() -> None:
     question = load_speech("questions/weather_paris.wav")
     (turn,) = _user_turns(_over(_tv(-35.0, 14), question, 6 * RATE), VadSettings())
     assert "weather" in turn
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-120.0, 0.0), min_size=1, max_size=50), st.data())
+def test_the_sorted_levels_give_numpys_percentile(levels: list[float], data: st.DataObject) -> None:
+    kept = _Sorted()
+    for level in levels:
+        kept.add(level)
+    gone = data.draw(st.lists(st.sampled_from(levels), max_size=len(levels) - 1, unique=True))
+    for level in gone:
+        kept.remove(level)
+    left = sorted(levels)
+    for level in gone:
+        left.remove(level)
+    assert kept.items == left
+    assert kept.percentile(90.0) == pytest.approx(float(np.percentile(left, 90.0)), abs=1e-9)

@@ -27,10 +27,10 @@ Speech already confirmed goes on at the floor.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import deque
 from dataclasses import dataclass
-
-import numpy as np
 
 _LEARN_S = 3.0  # how long speech must persist before it can be background
 _DENSE = 0.75  # the share of its windows the model must call speech
@@ -47,6 +47,27 @@ class Gate:
 
     start: float
     go_on: float
+
+
+class _Sorted:
+    """Levels kept sorted (add, remove, percentile in O(n) memmove, no numpy
+    call per window: this runs for every 32 ms window)."""
+
+    def __init__(self) -> None:
+        self.items: list[float] = []
+
+    def add(self, level: float) -> None:
+        bisect.insort(self.items, level)
+
+    def remove(self, level: float) -> None:
+        del self.items[bisect.bisect_left(self.items, level)]
+
+    def percentile(self, q: float) -> float:
+        """As ``numpy.percentile`` (linear) of a non-empty list."""
+        at = (len(self.items) - 1) * q / 100.0
+        lo = math.floor(at)
+        hi = min(lo + 1, len(self.items) - 1)
+        return self.items[lo] + (self.items[hi] - self.items[lo]) * (at - lo)
 
 
 class BackgroundLevel:
@@ -68,7 +89,9 @@ class BackgroundLevel:
         self._index = 0
         self._recent: deque[float | None] = deque(maxlen=self._learn)  # level if speech
         self._speech_count = 0
+        self._recent_sorted = _Sorted()  # the speech levels in _recent
         self._learned: deque[tuple[int, float]] = deque()  # (window index, level)
+        self._learned_sorted = _Sorted()
         self._first_speech: int | None = None  # the session's first speech window
         self.background: float | None = None
 
@@ -87,10 +110,13 @@ class BackgroundLevel:
         gate = self.gate()
         # density counts the model's verdict at any level (a TV's soft
         # syllables are speech too); only levels above the floor are learned
-        if len(self._recent) == self._learn and self._recent[0] is not None:
+        if len(self._recent) == self._learn and (oldest := self._recent[0]) is not None:
             self._speech_count -= 1
+            self._recent_sorted.remove(oldest)
         self._recent.append(level if speech else None)
-        self._speech_count += speech
+        if speech:
+            self._speech_count += 1
+            self._recent_sorted.add(level)
         if speech and self._first_speech is None:
             self._first_speech = self._index
         elif self._speech_count == 0 and len(self._recent) == self._learn:
@@ -98,12 +124,12 @@ class BackgroundLevel:
         dense = len(self._recent) == self._learn and self._speech_count >= _DENSE * self._learn
         if speech and level >= self.floor and dense and self._learnable(level, gate, speaking):
             self._learned.append((self._index, level))
+            self._learned_sorted.add(level)
         while self._learned and self._learned[0][0] <= self._index - self._horizon:
-            self._learned.popleft()
+            self._learned_sorted.remove(self._learned.popleft()[1])
         self._index += 1
         if len(self._learned) >= self._min_learned:
-            levels = np.fromiter((lv for _, lv in self._learned), dtype=np.float64)
-            self.background = float(np.percentile(levels, _PERCENTILE))
+            self.background = self._learned_sorted.percentile(_PERCENTILE)
         else:
             self.background = None
         return gate
@@ -122,5 +148,5 @@ class BackgroundLevel:
 
     def _far(self) -> bool:
         # the recent speech's loud end is under a near talker's
-        levels = [lv for lv in self._recent if lv is not None]
-        return bool(levels) and float(np.percentile(levels, _PERCENTILE)) < _NEAR_DBFS
+        levels = self._recent_sorted
+        return bool(levels.items) and levels.percentile(_PERCENTILE) < _NEAR_DBFS
