@@ -277,7 +277,7 @@ def _listen(
     the endpointer in seconds of the STT stream (opened at the start's pre-roll)."""
     # the detector's fixed floor: these test the endpointer's echo judgement
     # (the adaptive gate would keep the far echo from being speech at all:
-    # test_vad.py's test_the_assistants_echo_is_background_and_the_user_over_it_is_found)
+    # test_vad_gate.py's test_the_assistants_echo_is_background_and_the_user_over_it_is_found)
     vad, ep = SileroVad(VadSettings(gate="fixed")), Endpointer()
     out: list[object] = ep.assistant_speaking(True, 0)
     ends, stream_from = 0, 0
