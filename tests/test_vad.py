@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from listening_audio import (
     RATE,
     Layout,
-    at_level,
     cough,
     layout,
     load,
@@ -103,40 +102,12 @@ def test_noise_bursts_and_a_cough_start_no_speech_with_silero(noise: np.ndarray)
     assert segments(run(SileroVad(), _bursts(noise, noise))) == []
 
 
-def test_webrtc_hears_noise_as_speech_and_a_cough_is_too_short_to_pause() -> None:
-    # measured: aggressiveness 3 still calls every noise frame speech; the
-    # endpointer's 0.5 s before a pause is what keeps a 300 ms cough harmless
+def test_webrtc_hears_a_cough_as_speech_shorter_than_half_a_second() -> None:
+    # measured: aggressiveness 3 still calls every noise frame speech, so with
+    # WebRTC a cough pauses the reply (and it resumes): docs/listening.md says
+    # to raise endpoint.pause_min_speech_s to 0.3-0.5 with it
     found = segments(run(WebRtcVad(), _bursts(cough(-15))))
     assert len(found) == 1 and found[0][1] - found[0][0] < round(0.5 * RATE)
-
-
-def _tv(level: float) -> np.ndarray:
-    speech = layout("weather", 0.3, "number_start", 0.3, "number_end", 0.3).audio
-    minute = np.tile(speech, -(-60 * RATE // len(speech)))[: 60 * RATE]
-    return at_level(minute, level)
-
-
-NEAR_MIC = VadSettings(min_level_dbfs=-28.0)
-
-
-def test_tv_at_minus_35_dbfs_is_speech_to_silero_and_the_level_gate_decides() -> None:
-    # measured: Silero gives TV speech at -35 dBFS p ~ 1.0 (it is speech), and
-    # its 32 ms windows peak near -25 dBFS: the default floor (-50 dBFS) lets it
-    # through (32 segments a minute), -30 lets 2 through, -28 none
-    tv = _tv(-35.0)
-    assert len(segments(run(SileroVad(), tv))) > 10
-    assert segments(run(SileroVad(NEAR_MIC), tv)) == []
-
-
-def test_a_near_user_is_found_through_the_near_mic_gate() -> None:
-    # the user at -18 dBFS: starts within 64 ms (dated by the ungated run),
-    # ends up to 150 ms early where a word fades under the gate
-    c = layout(1.0, "weather", 1.0, "number_start", 1.0, "stop", 1.0)
-    found = segments(run(SileroVad(NEAR_MIC), c.audio))
-    assert len(found) == len(c.spans)
-    for (s, e), (ts, te) in zip(found, c.spans, strict=True):
-        assert abs(s - ts) <= TOLERANCE
-        assert te - round(0.15 * RATE) <= e <= te + TOLERANCE
 
 
 def test_telephone_audio_at_8_khz_gives_the_same_segments_within_64_ms() -> None:
@@ -196,7 +167,12 @@ def resampled(rate: int) -> np.ndarray:
 def test_any_chunking_gives_identical_events(
     sizes: list[int], engine: type[VadFront], rate: int
 ) -> None:
-    audio = resampled(rate)
+    assert_chunking_changes_nothing(resampled(rate), sizes, engine, rate)
+
+
+def assert_chunking_changes_nothing(
+    audio: np.ndarray, sizes: list[int], engine: type[VadFront], rate: int
+) -> None:
     reference = run(engine(sample_rate=rate), audio)
     vad, events, at = engine(sample_rate=rate), [], 0
     while at < len(audio):

@@ -144,10 +144,10 @@ async def run_bench(
     runs: list[TargetRun] = []
     partial_run: list[TargetRun] = []  # the target being measured, once a turn is done
     stopped = anyio.Event()
-    with _interrupts() as signals:
+    with interrupts() as signals:
         async with anyio.create_task_group() as tg:
             if signals is not None:
-                tg.start_soon(_stop_on_sigint, signals, tg.cancel_scope, stopped)
+                tg.start_soon(stop_on_sigint, signals, tg.cancel_scope, stopped)
             await _measure(options, prompts, targets, console, runs, partial_run)
             tg.cancel_scope.cancel()
     settings = options.settings
@@ -173,7 +173,7 @@ async def run_bench(
 
 
 @contextlib.contextmanager
-def _interrupts() -> Iterator[Any]:
+def interrupts() -> Iterator[Any]:
     """SIGINT as a stream, or None off the main thread (an embedding app's worker
     thread: Python delivers signals only to the main one, and will not listen
     elsewhere)."""
@@ -184,7 +184,7 @@ def _interrupts() -> Iterator[Any]:
         yield signals
 
 
-async def _stop_on_sigint(signals: Any, scope: anyio.CancelScope, stopped: anyio.Event) -> None:
+async def stop_on_sigint(signals: Any, scope: anyio.CancelScope, stopped: anyio.Event) -> None:
     async for _ in signals:
         stopped.set()
         scope.cancel()  # the running turn is cancelled; its session closes cleanly

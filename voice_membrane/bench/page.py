@@ -29,17 +29,23 @@ td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def bench_page(runs: Sequence[TargetRun], settings: dict[str, Any]) -> str:
-    """The whole page as text."""
-    measured = [run for run in runs if run.error is None]
-    parts = [
+def page_start(heading: str, settings: dict[str, Any]) -> list[str]:
+    """The page's head, its heading and the run's settings (``bench --input``'s
+    page shares it)."""
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>voice-membrane bench</title>",
         f"<style>{STYLE}</style></head><body>",
-        "<h1>voice-membrane bench: first audio</h1>",
-        f'<p class="note">{_text(_settings_line(settings))}</p>',
+        f"<h1>voice-membrane bench: {page_text(heading)}</h1>",
+        f'<p class="note">{page_text(_settings_line(settings))}</p>',
     ]
+
+
+def bench_page(runs: Sequence[TargetRun], settings: dict[str, Any]) -> str:
+    """The whole page as text."""
+    measured = [run for run in runs if run.error is None]
+    parts = page_start("first audio", settings)
     if any(first_audios(run) for run in measured):
         parts += [
             "<h2>First audio of every counted turn</h2>",
@@ -53,17 +59,17 @@ def bench_page(runs: Sequence[TargetRun], settings: dict[str, Any]) -> str:
     ]
     x_max = max(ends, default=1.0)
     for index, run in enumerate(runs):
-        parts.append(f"<h2>{_text(run.target.label)}</h2>")
+        parts.append(f"<h2>{page_text(run.target.label)}</h2>")
         if run.error is not None:
-            parts.append(f'<p class="error">not measured: {_text(run.error)}</p>')
+            parts.append(f'<p class="error">not measured: {page_text(run.error)}</p>')
             continue
-        parts.append(f'<p class="note">{_text(target_heading(run))}</p>')
+        parts.append(f'<p class="note">{page_text(target_heading(run))}</p>')
         turn = medians[id(run)]
         if turn is not None and turn.report is not None:
             first = turn.report.first_audio_ms
             parts += [
                 f"<p>The median turn (first audio {first:.1f} ms), asked "
-                f"“{_text(turn.prompt)}”:</p>",
+                f"“{page_text(turn.prompt)}”:</p>",
                 waterfall_svg(turn, x_max, salt=f"waterfall-{index}"),
             ]
         parts.append(_table(run))
@@ -71,33 +77,43 @@ def bench_page(runs: Sequence[TargetRun], settings: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _text(text: str) -> str:
+def page_text(text: str) -> str:
     """Outside text, inert in the page (and no key in it, as in every output)."""
     return escape(redact(text))
 
 
 def _settings_line(settings: dict[str, Any]) -> str:
     shown = {True: "yes", False: "no"}
+
+    def value_of(value: Any) -> Any:
+        if isinstance(value, bool):
+            return shown[value]
+        return " ".join(str(v) for v in value) if isinstance(value, list) else value
+
     return ", ".join(
-        f"{name} {shown.get(value, value) if isinstance(value, bool) else value}"
-        for name, value in settings.items()
-        if value is not None
+        f"{name} {value_of(value)}" for name, value in settings.items() if value is not None
     )
 
 
 def _table(run: TargetRun) -> str:
     """The terminal's table: p50 / p95 / p99 / max of every figure, in ms."""
-    figures = run.summary()["figures_ms"]
-    head = "".join(f'<th class="n">{q}</th>' for q in QUANTILES)
-    rows = [f"<table><thead><tr><th>ms</th>{head}</tr></thead><tbody>"]
-    for key, label in ROWS:
+    return figures_table(run.summary()["figures_ms"], ROWS, QUANTILES)
+
+
+def figures_table(
+    figures: dict[str, Any], rows: Sequence[tuple[str, str]], quantiles: Sequence[str]
+) -> str:
+    """A row per figure (``data-figure`` its key), a column per quantile, in ms."""
+    head = "".join(f'<th class="n">{q}</th>' for q in quantiles)
+    out = [f"<table><thead><tr><th>ms</th>{head}</tr></thead><tbody>"]
+    for key, label in rows:
         row = figures.get(key)
         cells = "".join(
-            f'<td class="n">{"—" if row is None else f"{row[q]:.1f}"}</td>' for q in QUANTILES
+            f'<td class="n">{"—" if row is None else f"{row[q]:.1f}"}</td>' for q in quantiles
         )
-        rows.append(f'<tr data-figure="{key}"><td>{_text(label)}</td>{cells}</tr>')
-    rows.append("</tbody></table>")
-    return "\n".join(rows)
+        out.append(f'<tr data-figure="{key}"><td>{page_text(label)}</td>{cells}</tr>')
+    out.append("</tbody></table>")
+    return "\n".join(out)
 
 
 def write_html(path: Path, text: str) -> None:

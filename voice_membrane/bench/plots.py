@@ -92,7 +92,7 @@ def waterfall_svg(turn: TurnSample, x_max: float, salt: str) -> str:
     axes.set_xlim(0, x_max * 1.2)  # room for the last bar's label
     axes.set_xlabel("ms since the LLM request was sent")
     axes.grid(axis="x", alpha=0.3)
-    return _svg(figure, salt)
+    return figure_svg(figure, salt)
 
 
 def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
@@ -110,12 +110,12 @@ def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
         # A fixed spread (no randomness) so that equal values stay visible.
         offsets = [((i % 7) - 3) * 0.04 for i in range(len(values))]
         axes.scatter(values, [position + o for o in offsets], s=12, color=colour, alpha=0.7)
-    axes.set_yticks(positions, [_plain(run.target.label) for run in shown])
+    axes.set_yticks(positions, [plain_label(run.target.label) for run in shown])
     axes.invert_yaxis()
     axes.set_xlim(left=0)
     axes.set_xlabel("first audio, ms since the LLM request was sent")
     axes.grid(axis="x", alpha=0.3)
-    return _svg(figure, salt)
+    return figure_svg(figure, salt)
 
 
 def _horizontal() -> dict[str, Any]:
@@ -127,12 +127,12 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-def _plain(label: str) -> str:
+def plain_label(label: str) -> str:
     """A label shown as written: ``$`` would start matplotlib's math text."""
     return label.replace("$", r"\$")
 
 
-def _svg(figure: Figure, salt: str) -> str:
+def figure_svg(figure: Figure, salt: str) -> str:
     """The figure as an ``<svg>`` element to inline: no XML prologue, ids salted so
     that two figures in one page never share one (a clip path would cross over)."""
     import matplotlib

@@ -25,7 +25,15 @@ def voice_heading(run: VoiceRun) -> str:
     )
     if s["split"]:
         heading += f"; heard as the wrong number of turns: {', '.join(s['split'])}"
+    if run.interrupted:
+        heading += "; interrupted (Ctrl-C): the files finished before it"
     return heading
+
+
+def figure_rows(run: VoiceRun) -> tuple[tuple[str, str], ...]:
+    """The table's rows: the figures, the STT's settling (and, scripted, what
+    our code adds over the fake's own finalization)."""
+    return FIGURES + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
 
 
 def voice_table(run: VoiceRun) -> Table:
@@ -35,8 +43,7 @@ def voice_table(run: VoiceRun) -> Table:
     table.add_column("ms", justify="left")
     for name in ("p50", "p95", "max"):
         table.add_column(name, justify="right")
-    rows = FIGURES + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
-    for key, label in rows:
+    for key, label in figure_rows(run):
         row = figures.get(key)
         cells = ["—"] * 3 if row is None else [f"{row[q]:.1f}" for q in ("p50", "p95", "max")]
         table.add_row(label, *cells)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from ..infra.heap import settle_heap
 from ..infra.redact import redact
 from ..listening.wer import word_errors
@@ -84,6 +86,7 @@ class VoiceRun:
     files: list[FileSample] = field(default_factory=list)
     error: str | None = None
     open_s: float | None = None
+    interrupted: bool = False  # Ctrl-C: the files heard before it
 
     def figures(self) -> dict[str, list[float]]:
         rows: dict[str, list[float]] = {}
@@ -109,6 +112,7 @@ class VoiceRun:
             "llm": self.llm,
             "tts": self.tts,
             "error": self.error,
+            "interrupted": self.interrupted,
             "open_s": None if self.open_s is None else round(self.open_s, 3),
             "files": len(self.files),
             "turns": sum(len(s.turns) for s in self.files),
@@ -160,7 +164,8 @@ async def run_voice_target(
     except STARTUP_ERRORS as exc:
         run.error = _one_line(exc)
     finally:
-        await stt.aclose()
+        with anyio.CancelScope(shield=True):  # Ctrl-C: the recognizer still closes
+            await stt.aclose()
     return run
 
 

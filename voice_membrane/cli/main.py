@@ -262,7 +262,7 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _voice_bench(args: argparse.Namespace) -> None:
-    from ..bench.command import console
+    from ..bench.command import BenchInterrupted, console
     from ..bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
     from ..pipeline.config import ConfigError
 
@@ -275,12 +275,16 @@ def _voice_bench(args: argparse.Namespace) -> None:
         pipelines=args.pipeline,
         scripted=args.scripted,
         json=args.json,
+        html=args.html,
         settings={"input": [str(p) for p in args.input], "scripted": args.scripted},
     )
     try:
         inputs = options.check()
         with voice_targets(options, inputs) as targets:
             runs = anyio.run(partial(run_voice_bench, options, inputs, targets, console()))
+    except BenchInterrupted as exc:  # Ctrl-C: the files heard are printed and written
+        print(f"voice-membrane bench: {exc}", file=sys.stderr, flush=True)
+        sys.exit(130)
     except Exception as exc:
         _exit_if_user_error("bench", exc)
         raise

@@ -29,6 +29,8 @@ class VadSettings(BaseModel):
     min_speech_s: float = Field(0.2, ge=0.0, le=2.0)
     min_silence_s: float = Field(0.2, ge=0.0, le=2.0)
     min_level_dbfs: float = Field(-50.0, ge=-120.0, le=0.0)
+    gate: Literal["adaptive", "fixed"] = "adaptive"  # fixed: min_level_dbfs alone
+    gate_margin_db: float = Field(6.0, ge=0.0, le=40.0)  # above the background's speech
     preroll_s: float = Field(0.5, ge=0.0, le=2.0)
     webrtc_aggressiveness: int = Field(3, ge=0, le=3)
     webrtc_frame_ms: Literal[10, 20, 30] = 30

@@ -12,8 +12,10 @@ Four states, as Pipecat's analyser has, with LiveKit's hysteresis:
   (``SpeechEnd`` dated where the silence began); reaching ``activate`` first:
   speaking again, no event.
 
-A window quieter than ``min_level_dbfs`` counts as probability 0 whatever the
-model says (the loudness gate: far-off TV, a fan).
+A window quieter than the loudness gate counts as probability 0 whatever the
+model says: ``min_level_dbfs`` (silence, a fan), raised by ``gate =
+"adaptive"`` to ``gate_margin_db`` above the room's background speech (a TV;
+background.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from enum import Enum
 import numpy as np
 
 from ..vocab.audio import Samples
+from .background import BackgroundLevel
 from .settings import VadSettings
 
 SILENT_DBFS = -120.0
@@ -109,6 +112,13 @@ class VadStateMachine:
         self._min_speech = round(settings.min_speech_s * sample_rate)
         self._min_silence = round(settings.min_silence_s * sample_rate)
         self._backdate = round(_BACKDATE_S * sample_rate)
+        self._gate = (
+            BackgroundLevel(
+                settings.min_level_dbfs, settings.gate_margin_db, window_samples / sample_rate
+            )
+            if settings.gate == "adaptive"
+            else None
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -125,6 +135,8 @@ class VadStateMachine:
         # back. Ends are not: the model's probability lags the sound's end.
         self._above_since = self._below_since = 0
         self._raw_above_since = self._raw_below_since = 0
+        if self._gate is not None:
+            self._gate.reset()
 
     @property
     def speaking(self) -> bool:
@@ -133,7 +145,14 @@ class VadStateMachine:
     def window(self, probability: float, level: float) -> list[VadEvent]:
         s = self.settings
         raw = probability if math.isfinite(probability) else 0.0
-        p = raw if level >= s.min_level_dbfs else 0.0
+        threshold, soft = s.min_level_dbfs, raw
+        if self._gate is not None:
+            background = self._gate.background
+            gate = self._gate.window(raw >= s.deactivate, level, self.speaking)
+            threshold = gate.go_on if self.speaking else gate.start
+            if background is not None and level < background + s.gate_margin_db / 2:
+                soft = 0.0  # the background's own speech does not date a start
+        p = raw if level >= threshold else 0.0
         a = s.smoothing
         self._smoothed = a * p + (1.0 - a) * self._smoothed
         at, n = self._position, self.window_samples
@@ -142,7 +161,7 @@ class VadStateMachine:
             self._below_since = self._position
         else:
             self._above_since = self._position
-        if raw >= s.deactivate:
+        if soft >= s.deactivate:
             self._raw_below_since = self._position
         else:
             self._raw_above_since = self._position
