@@ -257,17 +257,13 @@ def _user_turns(audio: np.ndarray, vad_settings: VadSettings) -> list[str]:
     from voice_membrane.sources.base import Frame
     from voice_membrane.stt.pocketsphinx import PocketsphinxStt
 
-    # 4 s of quiet at the end, and time for the recognizer before the input
-    # ends: Listener.run closes its inputs before _settle reads the streams
-    # still running (ClosedResourceError; pipeline/listening.py, reported)
-    audio = np.concatenate([audio, np.zeros(4 * RATE, dtype=np.int16)])
+    audio = np.concatenate([audio, np.zeros(4 * RATE, dtype=np.int16)])  # 4 s of quiet
 
     async def frames() -> AsyncIterator[Frame]:
         for i in range(0, len(audio), 320):  # 20 ms frames, as fast as they go
             yield Frame(audio[i : i + 320], RATE, i, time.perf_counter_ns())
             if i % (RATE // 2) == 0:
                 await anyio.sleep(0.02)  # the decoder's thread keeps up
-        await anyio.sleep(3.0)
 
     async def go() -> list[str]:
         stt = PocketsphinxStt()

@@ -167,7 +167,8 @@ class Listener:
                         decisions = self._take(item)
                     for decision in decisions:
                         await self._decide(decision, out)
-            await self._settle(out)
+                # still open: the STT streams' readers send what they settle here
+                await self._settle(out)
             tg.cancel_scope.cancel()
 
     async def _pump(
