@@ -67,15 +67,26 @@ def _key(kind: str, where: str, api_key_env: str | None) -> str:
 
 
 def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
+    # faster-whisper (and CTranslate2) are imported only here and on the engine's
+    # worker thread: other specs never load them.
+    from .base import SttError
+    from .whisper_decoding import check_folder
+
     model = Path(path)
     if not model.is_dir() or not (model / "model.bin").is_file():
         raise ValueError(
             f"{where}: no faster-whisper model at {path} (a folder with model.bin; "
             "models are not downloaded at run time)"
         )
+    try:
+        check_folder(str(model))
+    except SttError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if importlib.util.find_spec("faster_whisper") is None:
         raise ValueError(f"{where}: faster-whisper is not installed: pip install faster-whisper")
-    from .whisper import WhisperStt  # type: ignore[import-not-found,unused-ignore]
+    from .whisper import WhisperStt
 
-    engine: SttEngine = WhisperStt(str(model), **options)
-    return engine
+    try:
+        return WhisperStt(str(model), **options)
+    except (TypeError, ValueError) as exc:  # an option it does not take, or a bad value
+        raise ValueError(f"{where}: {exc}") from None
