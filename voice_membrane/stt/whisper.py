@@ -19,10 +19,12 @@ Threads: each engine has one worker thread that loads the model and runs every
 decode, its streams' in order; ``cpu_threads`` (default 2) are CTranslate2's
 threads inside a decode.
 
-``phrases`` go to faster-whisper's ``hotwords``: they are put before every 30 s
-window as text "heard before", which biases whisper towards their spelling and
-vocabulary; ``initial_prompt`` reaches only the first window and reads as a
-style to imitate.
+``phrases`` (names, terms, expected questions) go to faster-whisper's
+``hotwords``, as one sentence: they are put before every 30 s window as text
+"heard before", which biases whisper towards their words and spelling.
+``initial_prompt`` is the same prompt for the first window only (identical on an
+utterance under 30 s, which is nearly all of them); ``hotwords`` keeps the bias
+on longer ones. Unlike pocketsphinx's grammar they do not close the vocabulary.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class WhisperStt:
         self.options = DecodeOptions(
             language=language,
             beam_size=beam_size,
-            hotwords=", ".join(self.phrases) or None,
+            hotwords=_prompt(self.phrases),
             no_speech_threshold=no_speech_threshold,
             log_prob_threshold=log_prob_threshold,
             compression_ratio_threshold=compression_ratio_threshold,
@@ -131,6 +133,16 @@ class WhisperStt:
 
     def _unload(self) -> None:
         self._model = None
+
+
+def _prompt(phrases: tuple[str, ...]) -> str | None:
+    """The phrases as one finished sentence: whisper continues an unfinished
+    prompt ("the moon" made "how far is the moon" "half are the moon"); with the
+    full stop it hears the question and spells "moon" as asked."""
+    if not phrases:
+        return None
+    text = ", ".join(phrases)
+    return text if text[-1] in ".?!" else text + "."
 
 
 class WhisperStream:
