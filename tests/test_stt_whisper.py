@@ -348,3 +348,39 @@ def test_a_whole_voice_loop_hears_with_whisper(tmp_path: Path) -> None:
     records = json.loads((tmp_path / "m.json").read_text())
     assert len(turns) == len(records) == 2, "".join(printed)
     assert [r["heard"]["text"] for r in records] == ["What time is it?", "How far is the moon?"]
+
+
+def test_the_guard_keeps_only_believable_segments() -> None:
+    # Each signal alone drops a segment (whisper's own rule needs two together):
+    # "Thank you." on a pause, a fluent sentence it is unsure of, a repetition loop.
+    from types import SimpleNamespace
+
+    from voice_membrane.stt.whisper_decoding import DecodeOptions, decode
+
+    def segment(text: str, no_speech: float, logprob: float, ratio: float = 1.2) -> object:
+        word = SimpleNamespace(word=f" {text}", start=0.1, end=0.5, probability=0.9)
+        return SimpleNamespace(
+            text=f" {text}",
+            no_speech_prob=no_speech,
+            avg_logprob=logprob,
+            compression_ratio=ratio,
+            words=[word],
+        )
+
+    class FakeModel:
+        def transcribe(self, audio: object, **options: object) -> tuple[list[object], None]:
+            return [
+                segment("Call my mother.", 0.2, -0.6),
+                segment("Thank you.", 0.65, -0.3),
+                segment("And then make sure that you have the same.", 0.1, -1.3),
+                segment("no no no no no no no no", 0.1, -0.2, ratio=3.1),
+                segment(".", 0.1, -0.2),
+            ], None
+
+    options = DecodeOptions("en", 1, None, 0.6, -1.0, 2.4)
+    audio = np.zeros(16000, dtype=np.int16)
+    final = decode(FakeModel(), audio, options, final=True)
+    assert final is not None and final.text == "Call my mother."
+    assert [w.text for w in final.words] == ["Call my mother."]
+    partial = decode(FakeModel(), audio, options, final=False)
+    assert partial is not None and partial.text == "Call my mother." and not partial.final
