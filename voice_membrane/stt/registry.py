@@ -13,7 +13,8 @@ from typing import Any
 
 from ..infra.redact import quote
 from ..vendors.credentials import BASE_URL_VARS, KEY_VARS, api_key, check_base_url
-from .base import SttEngine
+from .base import SttEngine, SttError
+from .whisper_decoding import check_folder
 
 SPECS = "'pocketsphinx', 'deepgram:MODEL', 'openai:MODEL' or 'whisper:PATH'"
 DEFAULT_SPEC = "pocketsphinx"
@@ -67,11 +68,8 @@ def _key(kind: str, where: str, api_key_env: str | None) -> str:
 
 
 def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
-    # faster-whisper (and CTranslate2) are imported only here and on the engine's
-    # worker thread: other specs never load them.
-    from .base import SttError
-    from .whisper_decoding import check_folder
-
+    # faster-whisper (and CTranslate2) are imported only on the engine's worker
+    # thread at start(): other specs never load them (whisper_decoding is numpy).
     model = Path(path)
     if not model.is_dir() or not (model / "model.bin").is_file():
         raise ValueError(
