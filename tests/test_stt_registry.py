@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,13 +51,49 @@ def test_bad_base_url_is_one_line_and_shows_no_key(monkeypatch: pytest.MonkeyPat
         create_stt("deepgram:nova-3")
 
 
-def test_whisper_needs_a_model_folder(tmp_path: Path) -> None:
+def test_whisper_needs_a_model_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="no faster-whisper model at") as info:
         create_stt(f"whisper:{tmp_path / 'missing'}")
     assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="no faster-whisper model at"):
+        create_stt(f"whisper:{tmp_path}")  # a folder without model.bin
     (tmp_path / "model.bin").write_bytes(b"not a model")
-    with pytest.raises(ValueError, match="faster-whisper is not installed"):
+    # Without tokenizer.json faster-whisper would fetch one from the Hub.
+    with pytest.raises(ValueError, match=r"has no tokenizer\.json") as info:
         create_stt(f"whisper:{tmp_path}")
+    assert str(info.value).startswith("stt 'whisper:") and "\n" not in str(info.value)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "faster_whisper" else real_find_spec(name, *a),
+    )
+    with pytest.raises(ValueError, match="faster-whisper is not installed: pip install"):
+        create_stt(f"whisper:{tmp_path}")
+
+
+def test_only_a_started_whisper_engine_imports_faster_whisper(tmp_path: Path) -> None:
+    # The cloud and embedded specs never load it (nor CTranslate2); even a whisper
+    # engine loads it on its worker thread at start(), not when made.
+    (tmp_path / "model.bin").write_bytes(b"x")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    code = (
+        "import sys\n"
+        "from voice_membrane.stt.registry import create_stt\n"
+        "create_stt('pocketsphinx')\n"
+        "create_stt('deepgram:nova-3', api_key_env='K')\n"
+        "create_stt('openai:gpt-4o-mini-transcribe', api_key_env='K')\n"
+        f"create_stt('whisper:{tmp_path}')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('faster_whisper', 'ctranslate2')))\n"
+    )
+    env = {**os.environ, "K": "k-" + "x" * 30}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

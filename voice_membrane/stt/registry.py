@@ -13,7 +13,8 @@ from typing import Any
 
 from ..infra.redact import quote
 from ..vendors.credentials import BASE_URL_VARS, KEY_VARS, api_key, check_base_url
-from .base import SttEngine
+from .base import SttEngine, SttError
+from .whisper_decoding import check_folder
 
 SPECS = "'pocketsphinx', 'deepgram:MODEL', 'openai:MODEL' or 'whisper:PATH'"
 DEFAULT_SPEC = "pocketsphinx"
@@ -67,15 +68,23 @@ def _key(kind: str, where: str, api_key_env: str | None) -> str:
 
 
 def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
+    # faster-whisper (and CTranslate2) are imported only on the engine's worker
+    # thread at start(): other specs never load them (whisper_decoding is numpy).
     model = Path(path)
     if not model.is_dir() or not (model / "model.bin").is_file():
         raise ValueError(
             f"{where}: no faster-whisper model at {path} (a folder with model.bin; "
             "models are not downloaded at run time)"
         )
+    try:
+        check_folder(str(model))
+    except SttError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if importlib.util.find_spec("faster_whisper") is None:
         raise ValueError(f"{where}: faster-whisper is not installed: pip install faster-whisper")
-    from .whisper import WhisperStt  # type: ignore[import-not-found,unused-ignore]
+    from .whisper import WhisperStt
 
-    engine: SttEngine = WhisperStt(str(model), **options)
-    return engine
+    try:
+        return WhisperStt(str(model), **options)
+    except (TypeError, ValueError) as exc:  # an option it does not take, or a bad value
+        raise ValueError(f"{where}: {exc}") from None

@@ -1,0 +1,292 @@
+"""whisper: a local CTranslate2 Whisper model (``whisper:PATH``) over faster-whisper.
+
+Far more accurate than pocketsphinx on open speech (docs/stt.md), but not a
+streaming recognizer: it hears a whole stretch of audio at once. So a stream
+keeps the utterance's audio, and:
+
+- the final is one decode of the whole utterance, started by ``finalize()``
+  (which returns at once; the final comes through ``transcripts()``), with word
+  times and the hallucination guard of ``whisper_decoding``;
+- partials (``partial_interval_s``, default 1 s; None for none) re-decode the
+  audio so far, cut at a whole multiple of the interval, each time that much
+  more audio arrived *and the worker is idle* — never two decodes at once, never
+  a queue: on a busy CPU partials are fewer, not late. They matter to barge-in:
+  a partial with real words pauses the assistant at once, while without one the
+  endpointer waits for ``interrupt_min_speech_s`` of speech (and the final for
+  the words). Not beyond the first 30 s window (each would cost a window more).
+
+Threads: each engine has one worker thread that loads the model and runs every
+decode, its streams' in order; ``cpu_threads`` (default 2) are CTranslate2's
+threads inside a decode.
+
+``phrases`` (names, terms, expected questions) go to faster-whisper's
+``hotwords``, as one sentence: they are put before every 30 s window as text
+"heard before", which biases whisper towards their words and spelling.
+``initial_prompt`` is the same prompt for the first window only (identical on an
+utterance under 30 s, which is nearly all of them); ``hotwords`` keeps the bias
+on longer ones. Unlike pocketsphinx's grammar they do not close the vocabulary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import numpy as np
+
+from ..vocab.audio import Samples
+from ..vocab.transcripts import Transcript
+from .base import SttError
+from .whisper_decoding import RATE, WINDOW_S, DecodeOptions, decode, load_model
+
+T = TypeVar("T")
+_END = None  # marks the end of a stream's transcripts
+
+
+class WhisperStt:
+    """The local whisper ``SttEngine``: ``start()`` loads the model from
+    ``model_path`` (a CTranslate2 Whisper folder); ``stream()`` opens an utterance."""
+
+    sample_rate = RATE
+    local = True
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        language: str = "en",
+        beam_size: int = 1,
+        cpu_threads: int = 2,
+        phrases: Sequence[str] | None = None,
+        partial_interval_s: float | None = 1.0,
+        no_speech_threshold: float = 0.6,
+        log_prob_threshold: float = -1.0,
+        compression_ratio_threshold: float = 2.4,
+    ) -> None:
+        if beam_size < 1 or cpu_threads < 1:
+            raise ValueError("beam_size and cpu_threads must be at least 1")
+        if partial_interval_s is not None and partial_interval_s <= 0:
+            raise ValueError("partial_interval_s must be positive (or None: no partials)")
+        if isinstance(phrases, str):
+            phrases = [phrases]  # one phrase, not its characters
+        self.model_path = str(model_path)
+        self.name = f"whisper:{self.model_path}"
+        self.cpu_threads = cpu_threads
+        self.phrases = tuple(p.strip() for p in phrases if p.strip()) if phrases else ()
+        self.options = DecodeOptions(
+            language=language,
+            beam_size=beam_size,
+            hotwords=_prompt(self.phrases),
+            no_speech_threshold=no_speech_threshold,
+            log_prob_threshold=log_prob_threshold,
+            compression_ratio_threshold=compression_ratio_threshold,
+        )
+        self.partial_block = (
+            None if partial_interval_s is None else round(partial_interval_s * RATE)
+        )
+        self._executor: ThreadPoolExecutor | None = None
+        self._model: Any = None  # touched on the worker thread only
+
+    async def start(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
+        try:
+            await self.run(self._load)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def stream(self) -> WhisperStream:
+        if self._executor is None:
+            raise SttError("whisper: stream() before start() or after close")
+        return WhisperStream(self)
+
+    async def aclose(self) -> None:
+        """Let the thread finish what it was given, drop the model and end it."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.submit(self._unload)
+            executor.shutdown(wait=False, cancel_futures=False)
+
+    def submit(self, func: Callable[[], T]) -> Future[T]:
+        if self._executor is None:
+            raise SttError("whisper: the engine is closed")
+        return self._executor.submit(func)
+
+    async def run(self, func: Callable[[], T]) -> T:
+        return await asyncio.wrap_future(self.submit(func))
+
+    def decode(self, samples: Samples, *, final: bool) -> Transcript | None:
+        """(worker thread)"""
+        if self._model is None:
+            raise SttError("whisper: the engine is closed")
+        return decode(self._model, samples, self.options, final=final)
+
+    def _load(self) -> None:
+        self._model = load_model(self.model_path, self.cpu_threads, self.options.language)
+
+    def _unload(self) -> None:
+        self._model = None
+
+
+def _prompt(phrases: tuple[str, ...]) -> str | None:
+    """The phrases as one finished sentence: whisper continues an unfinished
+    prompt ("the moon" made "how far is the moon" "half are the moon"); with the
+    full stop it hears the question and spells "moon" as asked."""
+    if not phrases:
+        return None
+    text = ", ".join(phrases)
+    return text if text[-1] in ".?!" else text + "."
+
+
+class WhisperStream:
+    """One utterance on a ``WhisperStt`` (see ``SttStream`` and the module)."""
+
+    def __init__(self, engine: WhisperStt) -> None:
+        self._engine = engine
+        self._loop = asyncio.get_running_loop()
+        self._chunks: list[Samples] = []
+        self._pushed = 0  # samples
+        self._next_partial = engine.partial_block
+        self._decoding = False  # a partial decode is submitted and not done
+        self._out: deque[Transcript | None] = deque()
+        self._ready = asyncio.Event()
+        self._error: SttError | None = None
+        self._finalized = False
+        self._closed = False
+
+    async def push(self, samples: Samples) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._finalized or self._closed:
+            raise SttError("whisper: push() after finalize() or close")
+        if len(samples) == 0:
+            return
+        self._chunks.append(samples.astype(np.int16, copy=True))
+        self._pushed += len(samples)
+        block, due = self._engine.partial_block, self._next_partial
+        if block is None or due is None or self._pushed < due or self._decoding:
+            return
+        cut = self._pushed - self._pushed % block  # the last whole interval
+        self._next_partial = cut + block
+        if cut > WINDOW_S * RATE:
+            self._next_partial = None  # see the module: partials stop at 30 s
+            return
+        audio = self._audio()[:cut]
+        self._decoding = True
+        self._engine.submit(lambda: self._partial(audio))
+
+    async def finalize(self) -> None:
+        """Start the final decode and return; the final comes via ``transcripts()``."""
+        if self._finalized or self._closed:
+            return
+        self._finalized = True
+        if self._pushed == 0:
+            self._deliver([_END])
+            return
+        audio = self._audio()
+        try:
+            self._engine.submit(lambda: self._final(audio))
+        except SttError as exc:
+            self._set_error(exc)
+
+    async def transcripts(self) -> AsyncIterator[Transcript]:
+        while True:
+            while not self._out:
+                if self._error is not None:
+                    raise self._error
+                self._ready.clear()
+                await self._ready.wait()
+            item = self._out.popleft()
+            if item is _END:
+                return
+            yield item
+
+    async def aclose(self) -> None:
+        """Abandon the utterance: decodes not started yet are skipped."""
+        if self._closed:
+            return
+        self._closed = True
+        self._chunks = []
+        self._deliver([_END])
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _audio(self) -> Samples:
+        if len(self._chunks) > 1:
+            self._chunks = [np.concatenate(self._chunks)]
+        return self._chunks[0]
+
+    # The worker thread's side.
+
+    def _partial(self, audio: Samples) -> None:
+        try:
+            if self._closed or self._finalized or self._error is not None:
+                return
+            partial = self._engine.decode(audio, final=False)
+        except SttError as exc:
+            self._post(error=exc)
+            return
+        finally:
+            self._post(done=True)
+        if partial is not None:
+            self._post([partial])
+
+    def _final(self, audio: Samples) -> None:
+        if self._closed or self._error is not None:
+            return
+        try:
+            final = self._engine.decode(audio, final=True)
+        except SttError as exc:
+            self._post(error=exc)
+            return
+        self._post([final, _END] if final is not None else [_END])
+
+    def _post(
+        self,
+        items: list[Transcript | None] | None = None,
+        *,
+        error: SttError | None = None,
+        done: bool = False,
+    ) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
+            self._loop.call_soon_threadsafe(self._arrive, items, error, done)
+
+    # The loop's side.
+
+    def _arrive(
+        self, items: list[Transcript | None] | None, error: SttError | None, done: bool
+    ) -> None:
+        if done:
+            self._decoding = False
+        if error is not None:
+            self._set_error(error)
+        if items:
+            self._deliver(items)
+
+    def _deliver(self, items: list[Transcript | None]) -> None:
+        if self._out and self._out[-1] is _END:
+            return  # closed or settled: nothing after the end
+        if self._finalized and items and items[0] is not None and not items[0].final:
+            return  # a partial that finished after finalize(): the final supersedes it
+        self._out.extend(items)
+        self._ready.set()
+
+    def _set_error(self, error: SttError) -> None:
+        self._error = error
+        self._ready.set()

@@ -1,0 +1,150 @@
+"""The blocking half of the whisper engine: what runs on its worker thread.
+
+``load_model`` opens a CTranslate2 Whisper folder with faster-whisper (CPU,
+int8) and never downloads anything; ``decode`` transcribes a whole stretch of
+audio and drops the segments whisper made up. Whisper's known failure is text
+on silence or noise ("Thank you.", " ."), or a fluent sentence over a hum: a
+segment is kept only when whisper itself thinks it is speech
+(``no_speech_prob``), is confident in its tokens (``avg_logprob``), is not a
+repetition loop (``compression_ratio``) and has a word in it. On the shipped
+fixtures the real speech scored ``no_speech_prob`` ≤ 0.30 and ``avg_logprob`` ≥
+-0.81, silence and noise ≥ 0.82 and ≤ -0.99, a hallucinated sentence over
+"mm-hm" -1.29: the defaults (0.6, -1.0) sit between (docs/stt.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..vocab.audio import Samples
+from ..vocab.transcripts import Transcript, Word
+from .base import SttError
+
+RATE = 16000
+WINDOW_S = 30.0  # whisper hears 30 s at a time; longer audio is several windows
+_HAS_WORD = re.compile(r"[^\W_]")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    language: str
+    beam_size: int
+    hotwords: str | None
+    no_speech_threshold: float
+    log_prob_threshold: float
+    compression_ratio_threshold: float
+
+
+def check_folder(path: str) -> None:
+    """``SttError`` (one line) unless ``path`` holds a converted model: without
+    ``tokenizer.json`` faster-whisper would fetch one from the Hub."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise SttError(f"whisper: no model folder at {path}")
+    for name in ("model.bin", "tokenizer.json"):
+        if not (folder / name).is_file():
+            raise SttError(
+                f"whisper: {path} has no {name} (a CTranslate2 Whisper folder, "
+                "as faster-whisper's models are)"
+            )
+
+
+def load_model(path: str, cpu_threads: int, language: str) -> Any:
+    """A ``faster_whisper.WhisperModel``; ``SttError`` (one line) when the folder
+    is not a loadable model or the model cannot hear ``language``."""
+    check_folder(path)
+    from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+
+    try:
+        model = WhisperModel(
+            path,
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=cpu_threads,
+            local_files_only=True,
+        )
+    except Exception as exc:  # (CTranslate2 raises bare RuntimeErrors and more)
+        raise SttError(f"whisper: cannot load the model at {path}: {_first_line(exc)}") from None
+    languages = model.supported_languages
+    if language not in languages:
+        only = "English only" if languages == ["en"] else f"not {language!r}"
+        raise SttError(f"whisper: the model at {path} hears {only} (language {language!r})")
+    return model
+
+
+def decode(
+    model: Any, samples: Samples, options: DecodeOptions, *, final: bool
+) -> Transcript | None:
+    """The transcript of ``samples`` (one utterance so far), or None when nothing
+    believable was said. A final carries word times; a partial skips that pass
+    (it is the cheaper decode, repeated while the user speaks)."""
+    audio = samples.astype(np.float32) / 32768.0
+    try:
+        segments, _ = model.transcribe(
+            audio,
+            language=options.language,
+            beam_size=options.beam_size,
+            temperature=0.0,  # no fallback re-decodes: latency, and no random text
+            word_timestamps=final,
+            without_timestamps=not final,
+            vad_filter=False,  # our VAD already cut the utterance
+            condition_on_previous_text=False,
+            hotwords=options.hotwords,
+            # whisper's own skip needs both signals; ours (below) takes either
+            no_speech_threshold=None,
+            log_prob_threshold=None,
+            compression_ratio_threshold=None,
+        )
+        kept = [s for s in segments if _believable(s, options)]
+    except SttError:
+        raise
+    except Exception as exc:  # (anything the native decoder raises)
+        raise SttError(f"whisper: decoding failed: {_first_line(exc)}") from None
+    text = " ".join(s.text.strip() for s in kept).strip()
+    if not text:
+        return None
+    duration = len(samples) / RATE
+    if not final:
+        return Transcript(text, final=False, start_s=0.0, end_s=duration)
+    words = tuple(_words(kept, duration))
+    confidence = sum(w.confidence or 0.0 for w in words) / len(words) if words else None
+    return Transcript(
+        text,
+        final=True,
+        words=words,
+        start_s=words[0].start_s if words else 0.0,
+        end_s=words[-1].end_s if words else duration,
+        confidence=confidence,
+    )
+
+
+def _believable(segment: Any, options: DecodeOptions) -> bool:
+    return bool(
+        segment.no_speech_prob <= options.no_speech_threshold
+        and segment.avg_logprob >= options.log_prob_threshold
+        and segment.compression_ratio <= options.compression_ratio_threshold
+        and _HAS_WORD.search(segment.text)
+    )
+
+
+def _words(segments: list[Any], duration: float) -> list[Word]:
+    out: list[Word] = []
+    for segment in segments:
+        for w in segment.words or ():
+            text = w.word.strip()
+            if not text:
+                continue
+            start = min(max(float(w.start), 0.0), duration)
+            end = min(max(float(w.end), start), duration)
+            out.append(Word(text, start, end, min(max(float(w.probability), 0.0), 1.0)))
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
