@@ -40,7 +40,8 @@ def test_input_that_ends_mid_settling_still_gives_the_turn() -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(listener.run, frames(), send)
                     async with receive:
-                        return [item async for item in receive]
+                        items = [item async for item in receive]
+            return items
         finally:
             await stt.aclose()
 

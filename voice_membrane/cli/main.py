@@ -71,7 +71,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--listen", action="store_true", help="listen to the microphone and answer by voice"
     )
     run.add_argument(
-        "--stt", help="speech to text when listening: pocketsphinx | deepgram:MODEL | openai:MODEL"
+        "--stt",
+        help="speech to text when listening: pocketsphinx | deepgram:MODEL | openai:MODEL "
+        "| whisper:PATH",
     )
     run.add_argument(
         "--llm", help="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"

@@ -11,8 +11,8 @@ class SttConfig(BaseModel):
 
     # pocketsphinx (embedded, no key) | deepgram:MODEL | openai:MODEL | whisper:PATH
     spec: str = Field("pocketsphinx", min_length=1)
-    # pocketsphinx only: hear exactly these phrases (commands, known questions): far
-    # more accurate on them, deaf to anything else (docs/stt.md).
+    # pocketsphinx: hear exactly these phrases (commands, known questions): far more
+    # accurate on them, deaf to anything else; whisper: a hint toward them (docs/stt.md).
     phrases: list[str] | None = None
     base_url: str | None = None  # default: the engine's variable, then the vendor
     api_key_env: str | None = None  # the variable holding the key (default: the vendor's)

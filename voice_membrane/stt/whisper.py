@@ -10,10 +10,10 @@ keeps the utterance's audio, and:
 - partials (``partial_interval_s``, default 1 s; None for none) re-decode the
   audio so far, cut at a whole multiple of the interval, each time that much
   more audio arrived *and the worker is idle* — never two decodes at once, never
-  a queue: on a busy CPU partials are fewer, not late. They matter to barge-in:
-  a partial with real words pauses the assistant at once, while without one the
-  endpointer waits for ``interrupt_min_speech_s`` of speech (and the final for
-  the words). Not beyond the first 30 s window (each would cost a window more).
+  a queue: on a busy CPU partials are fewer, not late. In barge-in the
+  detector's windows pause the assistant; the words that decide whether it
+  resumes or stops come from the final (a real partial only pauses it sooner
+  in the echo warm-up). Not beyond the first 30 s window (each would cost a window more).
 
 Threads: each engine has one worker thread that loads the model and runs every
 decode, its streams' in order; ``cpu_threads`` (default 2) are CTranslate2's
