@@ -228,7 +228,7 @@ def test_a_pause_mid_number_throws_the_held_reply_away_and_keeps_one_turn(
     (turn,) = turns
     # The first half made a tentative end; the user went on: its reply was
     # started, held, and thrown away unheard.
-    assert turn.discarded.replies == 1 and turn.discarded.tokens > 0
+    assert turn.discarded.replies == 1
     assert played == [0.0]
     text = turn.heard.text.lower()
     assert "number" in text and text.split()[-1] in ("three", "tree", "free")
