@@ -8,7 +8,10 @@ loop (``voice_membrane/bench/voice_run.py``), played in real time.
   stay 1 turn, ``two_utterances.wav`` 2) and the endpointing are what the
   settings give, and "our code over the fake's finalize" is what we add;
 - *local-voice* (pocketsphinx → SmolLM2 → Piper) on the Piper questions, at the
-  shipped settings, unless ``local=False``.
+  shipped settings, unless ``local=False`` (its null sink is not real time, so it
+  cannot hold a reply: no preemptive start);
+- *preemptive replies* (``bench_preemptive``): local-voice with a real-time null
+  sink, ``[endpoint] preemptive`` on and off, unless ``local=False``.
 
 ``python -m benchmarks.bench_voice [--no-local]`` runs it alone and prints it.
 """
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from benchmarks.bench_preemptive import PreemptRun, run_preemptive_bench
 from voice_membrane.bench.voice_command import LOCAL_VOICE, NULL_SINK, with_endpoint
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
 from voice_membrane.bench.voice_run import VoiceRun, VoiceTarget, run_voice_target
@@ -36,6 +40,7 @@ class VoiceResults:
     scripted: dict[float, VoiceRun]  # by end_silence_s
     local: VoiceRun | None
     seconds: float
+    preemptive: dict[bool, PreemptRun] | None = None
 
 
 def _inputs() -> list[VoiceInput]:
@@ -54,11 +59,12 @@ def run_voice_bench(
     for seconds in end_silences:
         with scripted_voice_target(inputs, with_endpoint(base, end_silence_s=seconds)) as target:
             scripted[seconds] = anyio.run(run_voice_target, target, inputs)
-    run = None
+    run = preempt = None
     if local:
         config = base.with_overrides({"sink": NULL_SINK, "llm": {"max_tokens": LOCAL_MAX_TOKENS}})
         run = anyio.run(run_voice_target, VoiceTarget("local-voice", config), default_inputs())
-    return VoiceResults(scripted, run, time.perf_counter() - started)
+        preempt = run_preemptive_bench()
+    return VoiceResults(scripted, run, time.perf_counter() - started, preempt)
 
 
 if __name__ == "__main__":

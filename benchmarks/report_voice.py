@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks.bench_preemptive import preemptive_section
 from benchmarks.bench_voice import VoiceResults
 from benchmarks.markdown import table
 from voice_membrane.bench.voice_run import VoiceRun
@@ -70,4 +71,15 @@ def voice_section(results: VoiceResults) -> str:
     ]
     if results.local is not None:
         rows.append(_row("local-voice (shipped settings)", results.local))
-    return "\n\n".join([f"## {VOICE_TITLE}", method, table(headers, rows)])
+    parts = [f"## {VOICE_TITLE}", method, table(headers, rows)]
+    if results.preemptive is not None:
+        parts += [
+            "### Preemptive replies (local-voice, real-time null sink)",
+            "The 8 Piper questions and `mid_pause.wav`, `[endpoint] preemptive` on and off "
+            "(`benchmarks/bench_preemptive.py`): p50 / p95 ms after the end of speech. "
+            "*Held and kept*: turns whose reply began at the tentative end and was heard; "
+            "*thrown away*: held replies the user never heard (the user went on), with the "
+            "LLM deltas they cost.",
+            preemptive_section(results.preemptive),
+        ]
+    return "\n\n".join(parts)

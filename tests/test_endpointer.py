@@ -17,6 +17,8 @@ from voice_membrane.listening.decisions import (
     LateTranscript,
     PausePlayout,
     ResumePlayout,
+    TentativeCancelled,
+    TentativeEnd,
 )
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.settings import BACKCHANNELS, EndpointSettings, VadSettings
@@ -26,8 +28,10 @@ from voice_membrane.listening.words import WordJudge
 from voice_membrane.vocab.transcripts import Transcript, Word
 
 
-def kinds(decisions: list[object]) -> list[str]:
-    return [type(d).__name__ for d in decisions]
+def kinds(decisions: list[object], tentative: bool = False) -> list[str]:
+    """The decisions' kinds; the preemptive ones (tested apart) only if asked."""
+    skip = () if tentative else (TentativeEnd, TentativeCancelled)
+    return [type(d).__name__ for d in decisions if not isinstance(d, skip)]
 
 
 def turns(decisions: list[object]) -> list[EndOfTurn]:
@@ -91,6 +95,73 @@ def test_the_turn_never_ends_while_the_user_speaks() -> None:
     (turn,) = turns(out)
     assert turn.at_sample >= at(6.6)
     assert turn.text == "So I was thinking about it."
+
+
+# Preemptive replies: a tentative end while the end silence runs
+
+
+def tentatives(decisions: list[object]) -> list[TentativeEnd]:
+    return [d for d in decisions if isinstance(d, TentativeEnd)]
+
+
+def test_a_final_before_the_end_silence_is_a_tentative_end_then_the_same_turn() -> None:
+    out = Script().speech(0.5, 2.0).heard(2.3, "What is the weather in Paris?").run(5.0)
+    assert kinds(out, tentative=True) == ["FinalizeStt", "TentativeEnd", "EndOfTurn"]
+    (early,), (turn,) = tentatives(out), turns(out)
+    assert early.text == turn.text == "What is the weather in Paris?"
+    assert (early.at_sample, early.speech_end) == (at(2.3), at(2.0))  # when the final came
+    assert turn.at_sample == at(2.6) and turn.tentative  # the held reply stands
+
+
+def test_speech_that_resumes_cancels_the_tentative_end() -> None:
+    out = _number(Script()).run(8.0)
+    assert kinds(out, tentative=True) == [
+        "FinalizeStt",
+        "TentativeEnd",  # "My number is 555": the reply may start, held
+        "TentativeCancelled",  # the user went on at 3.2 s (confirmed 3.4 s)
+        "FinalizeStt",
+        "TentativeEnd",
+        "EndOfTurn",
+    ]
+    first, second = tentatives(out)
+    assert first.text == "My number is 555"
+    cancel = next(d for d in out if isinstance(d, TentativeCancelled))
+    assert cancel.at_sample == at(3.4)
+    (turn,) = turns(out)
+    assert second.text == turn.text == "My number is 555 0123." and turn.tentative
+
+
+def test_a_final_that_changes_the_text_after_the_tentative_end_says_so() -> None:
+    script = Script().speech(0.5, 2.0).heard(2.3, "What is the weather").heard(2.5, "in Paris?")
+    out = script.run(5.0)
+    (early,), (turn,) = tentatives(out), turns(out)
+    assert early.text == "What is the weather"  # one per stretch of speech
+    assert turn.text == "What is the weather in Paris?" and not turn.tentative
+
+
+def test_preemptive_off_by_key_gives_no_tentative_end() -> None:
+    off = EndpointSettings(preemptive=False)
+    out = _number(Script()).speech(6.0, 7.0).heard(7.3, "Thanks.").run(10.0, off)
+    expected = ["FinalizeStt", "FinalizeStt", "EndOfTurn", "FinalizeStt", "EndOfTurn"]
+    assert kinds(out, tentative=True) == expected
+    assert not any(t.tentative for t in turns(out))
+
+
+def test_no_tentative_end_over_the_assistant_nor_for_an_utterance_begun_over_it() -> None:
+    # real words over the reply: the barge-in path (interrupt, then the turn), no held reply
+    out = _talking(Script(), 20.0).speech(5.0, 6.0).heard(6.3, "What about Rome?").run(10.0, AEC)
+    assert "Interrupt" in kinds(out) and turns(out) and not tentatives(out)
+    # the reply ended while the user spoke over it: the utterance is still over it
+    over = Script().assistant(0.0, True).speech(5.0, 6.0).assistant(5.5, False)
+    out = over.heard(6.3, "What about Rome?").run(10.0, AEC)
+    assert turns(out) and not tentatives(out)
+
+
+def test_the_assistant_starting_to_speak_cancels_a_pending_tentative_end() -> None:
+    script = Script().speech(0.5, 2.0).heard(2.3, "What is the weather in Paris?")
+    out = script.assistant(2.4, True).run(5.0, AEC)
+    assert kinds(out, tentative=True)[:3] == ["FinalizeStt", "TentativeEnd", "TentativeCancelled"]
+    assert not any(t.tentative for t in turns(out))
 
 
 # 7. An STT that never finalizes
@@ -273,6 +344,8 @@ def test_decisions_do_not_depend_on_how_often_time_is_advanced(tick: float) -> N
     reference = script().run(20.0, AEC, tick_s=0.001)
     assert script().run(20.0, AEC, tick_s=tick) == reference
     assert {type(d) for d in reference} >= {
+        TentativeEnd,
+        TentativeCancelled,
         FinalizeStt,
         PausePlayout,
         ResumePlayout,
@@ -384,11 +457,21 @@ _ops = st.lists(
 def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int, tuple]]) -> None:
     ep = Endpointer()
     now, speaking, assistant, paused = 0, False, False, False
+    held: str | None = None  # the pending tentative end's text
     out: list[object] = []
 
     def take(decisions: list[object]) -> None:
-        nonlocal assistant, paused
+        nonlocal assistant, paused, held
         for d in decisions:
+            if isinstance(d, TentativeEnd):
+                assert held is None and not assistant and d.text == d.text.strip() and d.text
+                held = d.text
+            elif isinstance(d, TentativeCancelled):
+                assert held is not None
+                held = None
+            elif isinstance(d, EndOfTurn):
+                assert d.tentative == (held is not None and held == d.text)
+                held = None
             if isinstance(d, PausePlayout):
                 assert assistant and not paused
                 paused = True
@@ -425,6 +508,7 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int
             paused = paused and assistant
             take(ep.assistant_speaking(op[1], now))
     take(ep.advance(now + at(10)))
+    assert held is None  # every held reply is decided, one way or the other
 
 
 # How words are judged

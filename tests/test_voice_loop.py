@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -17,6 +18,7 @@ import soundfile as sf
 from voice_membrane.cli.listen import run_listening
 from voice_membrane.cli.main import main
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from voice_membrane.pipeline.session import Session
 from voice_membrane.testing.fake_deepgram import FakeDeepgram
 from voice_membrane.testing.transcript_script import TranscriptFault, TranscriptScript
 
@@ -154,3 +156,86 @@ def test_no_microphone_names_input(tmp_path: Path) -> None:
         main(["run", "--listen"])
     text = str(excinfo.value)
     assert text.startswith("voice-membrane run: ") and "--input FILE.wav" in text
+
+
+# Preemptive replies: started at the tentative end, held unheard until the turn
+# is decided (docs/listening.md, "Preemptive replies")
+
+
+def converse_with_sink(config: PipelineConfig, wav: Path) -> tuple[list[Any], Session, list[float]]:
+    """``converse`` over ``wav`` as ``run --input`` has it, with the session at
+    hand; and what the sink had played when each user turn was decided."""
+    from voice_membrane.pipeline.build import build_parts, session_for
+    from voice_membrane.pipeline.listen_build import listener_for, stt_for
+    from voice_membrane.pipeline.listening import UserTurn
+    from voice_membrane.pipeline.voice_loop import converse
+    from voice_membrane.sources.wav_file import WavFileSource
+
+    config = config.with_overrides({"endpoint": {"echo": "aec"}})  # a file hears no echo
+    played_at_turn: list[float] = []
+
+    async def go() -> tuple[list[Any], Session]:
+        stt = stt_for(config)
+        await stt.start()
+        try:
+            session = session_for(config, build_parts(config), log=lambda record: None)
+            listener = listener_for(config, stt)
+
+            def on_item(item: object) -> None:
+                if isinstance(item, UserTurn):
+                    played_at_turn.append(session.sink.played_seconds)
+
+            with anyio.fail_after(GUARD_S):
+                async with session, WavFileSource(wav, rate=stt.sample_rate, realtime=True) as src:
+                    turns = await converse(session, listener, src.frames(), on_item=on_item)
+            return list(turns), session
+        finally:
+            await stt.aclose()
+
+    turns, session = anyio.run(go)
+    return turns, session, played_at_turn
+
+
+REALTIME = {"kind": "null", "realtime": True}
+
+
+@pytest.mark.parametrize("preemptive", [True, False])
+def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
+    tmp_path: Path, preemptive: bool
+) -> None:
+    config = voice_config(tmp_path, sink=REALTIME, endpoint={"preemptive": preemptive})
+    turns, session, played = converse_with_sink(config, SPEECH / "questions/weather_paris.wav")
+    (turn,) = turns
+    assert turn.latency.preemptive is preemptive
+    # With the feature, the request went before the turn was decided; never without.
+    assert (turn.latency.request_ms < turn.latency.endpointing_ms) is preemptive
+    # Nothing was heard early: the sink had played nothing when the turn was
+    # decided, and its first sample played after the decision.
+    assert played == [0.0]
+    first = session.sink.first_played_ns
+    assert first is not None and first >= turn.heard.decided_ns
+    assert turn.result.report.first_audio_ms is not None
+    assert turn.latency.voice_to_voice_ms >= turn.latency.endpointing_ms
+    assert turn.result.spoken_text and not turn.result.interrupted
+    assert turn.discarded.replies == 0
+
+
+def test_a_pause_mid_number_throws_the_held_reply_away_and_keeps_one_turn(
+    tmp_path: Path,
+) -> None:
+    config = voice_config(tmp_path, sink=REALTIME)
+    turns, session, played = converse_with_sink(config, SPEECH / "mid_pause.wav")
+    (turn,) = turns
+    # The first half made a tentative end; the user went on: its reply was
+    # started, held, and thrown away unheard.
+    assert turn.discarded.replies == 1
+    assert played == [0.0]
+    text = turn.heard.text.lower()
+    assert "number" in text and text.split()[-1] in ("three", "tree", "free")
+    assert turn.latency.preemptive  # the whole utterance's reply was held and committed
+    # The history holds one user turn (all of it) and one reply, as if the
+    # thrown-away one had never been asked.
+    (record,) = session.history
+    assert record.user_text == turn.heard.text
+    assert record.heard == turn.result.spoken_text and record.heard
+    assert list(session.recent) == [turn.result]

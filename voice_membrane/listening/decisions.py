@@ -26,6 +26,27 @@ class EndOfTurn:
     reason: EndReason
     at_sample: int
     speech_end: int
+    tentative: bool = False  # its text is the pending ``TentativeEnd``'s: the held reply stands
+
+
+@dataclass(frozen=True, slots=True)
+class TentativeEnd:
+    """The user's speech stopped and a final transcript with words came, but the
+    end silence still runs: a reply may start now, held unheard until an
+    ``EndOfTurn`` with ``tentative`` set (or thrown away on ``TentativeCancelled``
+    or an ``EndOfTurn`` with other text). At most one per stretch of speech."""
+
+    text: str
+    at_sample: int
+    speech_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class TentativeCancelled:
+    """The user went on (speech resumed into the same utterance), or the
+    utterance made no turn: throw the held reply away."""
+
+    at_sample: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,4 +85,13 @@ class Interrupt:
     at_sample: int
 
 
-Decision = FinalizeStt | EndOfTurn | LateTranscript | PausePlayout | ResumePlayout | Interrupt
+Decision = (
+    FinalizeStt
+    | EndOfTurn
+    | TentativeEnd
+    | TentativeCancelled
+    | LateTranscript
+    | PausePlayout
+    | ResumePlayout
+    | Interrupt
+)

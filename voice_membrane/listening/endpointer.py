@@ -22,6 +22,14 @@ the STT was asked to settle (or the STT stream ended); or, when the STT is slow,
 ``final_wait_s`` after asking it, with the finals so far; at the latest
 ``max_delay_s`` after the speech end. A final that comes after the turn closed
 is a ``LateTranscript``.
+
+Before that, once the speech stopped and a final with words came after the
+STT was asked to settle, a ``TentativeEnd`` (``preemptive``): the reply may
+start, held unheard, while the end silence runs. At most one per stretch of
+speech; speech that resumes into the utterance cancels it
+(``TentativeCancelled``), and the ``EndOfTurn`` says whether its text is the
+tentative one. Never while the assistant's audio plays, nor for an utterance
+that began over it (barge-in has its own path).
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from .decisions import (
     LateTranscript,
     PausePlayout,
     ResumePlayout,
+    TentativeCancelled,
+    TentativeEnd,
 )
 from .echo import EchoLevel
 from .settings import EndpointSettings
@@ -71,6 +81,8 @@ class _Utterance:
     real: bool = False
     interrupted: bool = False
     paused: bool = False  # its speech paused the playout once (a resume is final)
+    tentative: str | None = None  # the text of the pending TentativeEnd
+    tentative_sent: bool = False  # one per stretch of speech
 
 
 class Endpointer:
@@ -104,11 +116,14 @@ class Endpointer:
 
     def assistant_speaking(self, speaking: bool, at_sample: int) -> list[Decision]:
         self._now = max(self._now, at_sample)
+        out: list[Decision] = []
         if speaking and self._playing_since is None:
             self._playing_since = self._now
+            if self._u is not None:  # now over the assistant: no reply held for it
+                out.extend(self._cancel_tentative(self._u))
         elif not speaking:
             self._playing_since = self._paused_at = None
-        return self._tick()
+        return out + self._tick()
 
     def advance(self, at_sample: int) -> list[Decision]:
         self._now = max(self._now, at_sample)
@@ -122,6 +137,8 @@ class Endpointer:
         self._now = max(self._now, event.confirmed_at)
         out: list[Decision] = []
         if isinstance(event, SpeechStart):
+            if self._u is not None:  # the user went on: the held reply is not theirs
+                out.extend(self._cancel_tentative(self._u))
             self._speech_start(event)
         elif isinstance(event, SpeechEnd) and self._u is not None and self._u.speaking:
             u = self._u
@@ -234,6 +251,7 @@ class Endpointer:
         u = self._u
         if u is not None:  # speech resumed before the turn was decided: one utterance
             u.speaking, u.end_at, u.finalize_at, u.final_at = True, None, None, None
+            u.tentative_sent = False
             u.run_start = u.voiced_end = e.at_sample
             u.stream_from = e.audio_from
             return
@@ -268,8 +286,35 @@ class Endpointer:
                 out.append(ResumePlayout(resume_at))
                 self._paused_at = None
         if u is not None and not u.speaking and u.end_at is not None:
-            out.extend(self._maybe_end(u))
+            ended = self._maybe_end(u)
+            out.extend(ended if ended else self._maybe_tentative(u))
         return out
+
+    def _maybe_tentative(self, u: _Utterance) -> list[Decision]:
+        """A tentative end: the speech stopped, a final with words came after the
+        STT was asked to settle, nothing of the assistant's plays or played under
+        this utterance. Every condition changes only on an input, never as time
+        passes, so it is dated by that input whatever the advance rate."""
+        text = " ".join(u.finals)
+        if (
+            not self.settings.preemptive
+            or u.tentative_sent
+            or u.final_at is None
+            or not text
+            or u.during_assistant
+            or not u.accepted
+            or self._playing_since is not None
+        ):
+            return []
+        assert u.end_at is not None
+        u.tentative, u.tentative_sent = text, True
+        return [TentativeEnd(text, self._now, u.end_at)]
+
+    def _cancel_tentative(self, u: _Utterance) -> list[Decision]:
+        if u.tentative is None:
+            return []
+        u.tentative = None
+        return [TentativeCancelled(self._now)]
 
     def _pause_at(self, u: _Utterance | None) -> int | None:
         """Where the playout should pause, if it should: real words at once;
@@ -333,6 +378,7 @@ class Endpointer:
         self._u = None
         out: list[Decision] = []
         assert u.end_at is not None
+        tentative, u.tentative = u.tentative, None
         if not u.accepted or (u.during_assistant and not self._words.is_real(text)):
             self._closed = "dropped"  # echo, or a backchannel over the assistant
         elif not text:
@@ -342,7 +388,10 @@ class Endpointer:
             if self._playing_since is not None and not u.interrupted:
                 self._playing_since = self._paused_at = None
                 out.append(Interrupt(text, at))
-            out.append(EndOfTurn(text, reason, at, u.end_at))
+            out.append(EndOfTurn(text, reason, at, u.end_at, tentative == text))
+            tentative = None
+        if tentative is not None:  # no turn: the held reply is nobody's
+            out.append(TentativeCancelled(at))
         if self._paused_at is not None:
             out.append(ResumePlayout(at))
             self._paused_at = None

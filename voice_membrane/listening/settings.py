@@ -54,6 +54,9 @@ class EndpointSettings(BaseModel):
     unfinished_silence_s: float = Field(1.5, ge=0.0, le=10.0)
     final_wait_s: float = Field(1.0, ge=0.0, le=10.0)
     max_delay_s: float = Field(3.0, gt=0.0, le=30.0)
+    # Start the reply at a tentative end, held unheard until the turn is decided
+    # (docs/listening.md, "Preemptive replies").
+    preemptive: bool = True
     continuations: tuple[str, ...] = CONTINUATIONS
     pause_min_speech_s: float = Field(0.06, ge=0.0, le=5.0)
     false_interruption_s: float = Field(2.0, gt=0.0, le=10.0)

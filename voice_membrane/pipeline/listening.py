@@ -7,7 +7,10 @@ pushed while the user speaks, and the stream is asked to settle when the
 detector says the speech stopped. The endpointer (``listening/endpointer.py``,
 sans-I/O) hears all of it — detector events, transcripts, the assistant's
 playout — and decides: the user's turn is over (``UserTurn``), or speech over
-the assistant pauses it, resumes it, or interrupts it (``BargeIn``).
+the assistant pauses it, resumes it, or interrupts it (``BargeIn``). Before a
+turn is decided it may say the user has probably finished (``TentativeTurn``):
+a reply may start, held unheard, until the ``UserTurn`` (``tentative`` set: the
+same words) or a ``TentativeDropped``; every tentative turn gets one or the other.
 
 Everything the endpointer is told happens in one task, in order, dated by
 samples of input (never the wall clock), so a file fed faster than real time
@@ -39,6 +42,8 @@ from ..listening.decisions import (
     LateTranscript,
     PausePlayout,
     ResumePlayout,
+    TentativeCancelled,
+    TentativeEnd,
 )
 from ..listening.endpointer import Endpointer
 from ..listening.front import VadFront
@@ -62,7 +67,9 @@ class UserTurn:
     (``time.perf_counter_ns``): ``speech_end_ns`` when their speech stopped,
     ``final_ns`` when the last final transcript came, ``decided_ns`` when the
     endpointer ended the turn. ``reason``: see ``EndOfTurn`` (or ``late``: a
-    final that came after its utterance had closed empty)."""
+    final that came after its utterance had closed empty; ``tentative``: a
+    ``TentativeTurn``'s). ``tentative``: the words are the pending
+    ``TentativeTurn``'s (a reply held for it stands)."""
 
     text: str
     reason: str
@@ -70,6 +77,20 @@ class UserTurn:
     speech_end_ns: int
     final_ns: int | None
     decided_ns: int
+    tentative: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TentativeTurn:
+    """The user has probably finished (``TentativeEnd``): ``turn`` may be answered
+    now if its audio is held until the ``UserTurn`` with ``tentative`` set."""
+
+    turn: UserTurn
+
+
+@dataclass(frozen=True, slots=True)
+class TentativeDropped:
+    """The pending ``TentativeTurn`` is not the user's turn: throw its reply away."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +108,7 @@ class ListenError:
     message: str
 
 
-ListenItem = Heard | UserTurn | BargeIn | ListenError
+ListenItem = Heard | UserTurn | TentativeTurn | TentativeDropped | BargeIn | ListenError
 
 
 @dataclass(slots=True)
@@ -134,6 +155,7 @@ class Listener:
     _running: int = field(default=0, init=False)  # streams whose transcripts are still read
     _times: _Times = field(default_factory=_Times, init=False)
     _last_frame: Frame | None = field(default=None, init=False)
+    _tentative: bool = field(default=False, init=False)  # a TentativeTurn awaits its outcome
 
     def __post_init__(self) -> None:
         if self.vad.sample_rate != self.stt.sample_rate:
@@ -263,11 +285,22 @@ class Listener:
     async def _decide(self, decision: Decision, out: MemoryObjectSendStream[ListenItem]) -> None:
         if isinstance(decision, FinalizeStt):
             await self._finalize()
+        elif isinstance(decision, TentativeEnd):
+            if self._open_id not in self._failed and not self._tentative:
+                self._tentative = True
+                await out.send(TentativeTurn(self._user_turn(decision.text, "tentative")))
+        elif isinstance(decision, TentativeCancelled):
+            await self._drop_tentative(out)
         elif isinstance(decision, EndOfTurn):
-            if self._open_id in self._failed:
+            if self._open_id in self._failed or not decision.text.strip():
+                await self._drop_tentative(out)
                 return  # (said when the stream failed): never a turn from half of it
-            if decision.text.strip():
-                await out.send(self._user_turn(decision.text, decision.reason))
+            tentative = self._tentative and decision.tentative
+            if tentative:
+                self._tentative = False
+            else:  # other words: the held reply was for something the user did not say
+                await self._drop_tentative(out)
+            await out.send(self._user_turn(decision.text, decision.reason, tentative))
         elif isinstance(decision, LateTranscript):
             if not decision.after_turn and decision.text.strip():
                 await out.send(self._user_turn(decision.text, "late"))
@@ -287,7 +320,12 @@ class Listener:
                 )
             )
 
-    def _user_turn(self, text: str, reason: str) -> UserTurn:
+    async def _drop_tentative(self, out: MemoryObjectSendStream[ListenItem]) -> None:
+        if self._tentative:
+            self._tentative = False
+            await out.send(TentativeDropped())
+
+    def _user_turn(self, text: str, reason: str, tentative: bool = False) -> UserTurn:
         times, now = self._times, time.perf_counter_ns()
         return UserTurn(
             text.strip(),
@@ -296,6 +334,7 @@ class Listener:
             times.speech_end_ns if times.speech_end_ns is not None else now,
             times.final_ns,
             now,
+            tentative,
         )
 
     async def _settle(self, out: MemoryObjectSendStream[ListenItem]) -> None:
@@ -320,6 +359,7 @@ class Listener:
         )
         for decision in self.endpointer.advance(end):
             await self._decide(decision, out)
+        await self._drop_tentative(out)  # (the endpointer decides every one; belt and braces)
 
 
 def _sample_ns(frame: Frame, at_sample: int) -> int:

@@ -373,6 +373,22 @@ class Session:
     def resume_playout(self) -> None:
         self.sink.resume()
 
+    def hold_playout(self) -> bool:
+        """Hold the audio of the next turn before it starts (a reply begun before
+        the user is surely done): its first write finds the sink paused, nothing
+        is heard until ``resume_playout``; ``interrupt`` throws it away. False (and
+        nothing held) while a turn runs or when the sink cannot hold (not real time)."""
+        return self.current is None and self.sink.pause()
+
+    def forget_turn(self, result: TurnResult) -> None:
+        """Take back the last turn, ``result``'s, as if it never happened: a held
+        reply thrown away unheard leaves neither its user text nor its reply."""
+        if self.recent and self.recent[-1] is result:
+            self.recent.pop()
+        if not result.request_refused and self.history:
+            self.history.pop()
+        self._release_blobs()
+
 
 def _inline_size(block: ContentBlock) -> int:
     if isinstance(block, ImageContent) and isinstance(block.source, Base64Source):

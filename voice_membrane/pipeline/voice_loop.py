@@ -10,6 +10,13 @@ resumes it from the same sample. A new user turn while the last
 reply still plays interrupts it first. When the input ends, the reply being
 spoken is let finish.
 
+Preemptive replies: when the listener says the user has probably finished
+(``TentativeTurn``, while the end silence still runs) and the sink can hold
+(``Session.hold_playout``: real time), the turn starts at once with its audio
+held; the ``UserTurn`` with the same words resumes it (heard at once), other
+words or a ``TentativeDropped`` throw it away unheard and take it out of the
+history (``Session.forget_turn``), and the new words get a fresh turn.
+
 Each answered turn comes with its voice-to-voice latency — the end of the
 user's speech to the reply's first audio — split into its parts
 (``VoiceToVoice``).
@@ -19,14 +26,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from ..listening.decisions import Interrupt, PausePlayout
 from ..sources.base import Frame
-from .listening import BargeIn, Listener, ListenItem, UserTurn
+from .listening import BargeIn, Listener, ListenItem, TentativeDropped, TentativeTurn, UserTurn
 from .session import Session
 from .turn import Turn, TurnResult
 
@@ -41,19 +48,24 @@ class VoiceToVoice:
       came, the turn ended on the wait);
     - ``request_ms``: until the reply's request was sent;
     - ``voice_to_voice_ms``: until the reply's first audio (None: no audio).
+
+    ``preemptive``: the reply started at a tentative end, held until the turn
+    was decided (then ``request_ms`` < ``endpointing_ms``).
     """
 
     endpointing_ms: float
     transcript_final_ms: float | None
     request_ms: float
     voice_to_voice_ms: float | None
+    preemptive: bool = False
 
-    def to_dict(self) -> dict[str, float | None]:
+    def to_dict(self) -> dict[str, float | bool | None]:
         return {
             "endpointing_ms": self.endpointing_ms,
             "transcript_final_ms": self.transcript_final_ms,
             "request_ms": self.request_ms,
             "voice_to_voice_ms": self.voice_to_voice_ms,
+            "preemptive": self.preemptive,
         }
 
     def line(self) -> str:
@@ -64,9 +76,10 @@ class VoiceToVoice:
             if self.transcript_final_ms is None
             else f", final transcript {self.transcript_final_ms:.0f} ms"
         )
+        held = ", held from a tentative end" if self.preemptive else ""
         return (
             f"  voice to voice  {total} (end of speech → turn {self.endpointing_ms:.0f} ms"
-            f"{final}, → request {self.request_ms:.0f} ms)"
+            f"{final}, → request {self.request_ms:.0f} ms{held})"
         )
 
 
@@ -95,15 +108,37 @@ class PlayoutPause:
 @dataclass(frozen=True, slots=True)
 class VoiceTurn:
     """A turn the user spoke: what was heard, the reply, the latency, and the
-    pauses of its audio (speech over it)."""
+    pauses of its audio (speech over it). ``discarded``: held replies thrown
+    away in the conversation so far, and their LLM deltas (the cost of
+    preemptive replies)."""
 
     heard: UserTurn
     result: TurnResult
     latency: VoiceToVoice
     pauses: tuple[PlayoutPause, ...] = ()
+    discarded: Discarded = field(default_factory=lambda: Discarded())
 
 
-def voice_to_voice(heard: UserTurn, request_ns: int, result: TurnResult) -> VoiceToVoice:
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    replies: int = 0
+    tokens: int = 0
+
+
+@dataclass(slots=True)
+class _Held:
+    """A reply started at a tentative end, its audio held until it is decided."""
+
+    heard: UserTurn
+    done: anyio.Event = field(default_factory=anyio.Event)  # its task ended
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    committed: UserTurn | None = None  # the turn it is the reply to, once decided
+    turn: Turn | None = None
+
+
+def voice_to_voice(
+    heard: UserTurn, request_ns: int, result: TurnResult, preemptive: bool = False
+) -> VoiceToVoice:
     def ms(ns: int) -> float:
         return round((ns - heard.speech_end_ns) / 1e6, 3)
 
@@ -113,6 +148,7 @@ def voice_to_voice(heard: UserTurn, request_ns: int, result: TurnResult) -> Voic
         transcript_final_ms=None if heard.final_ns is None else ms(heard.final_ns),
         request_ms=ms(request_ns),
         voice_to_voice_ms=None if first_audio is None else round(ms(request_ns) + first_audio, 3),
+        preemptive=preemptive,
     )
 
 
@@ -129,9 +165,18 @@ async def converse(
     turns: list[VoiceTurn] = []
     started: list[int] = []  # the request time of the turn running
     previous = session.on_turn_start
+    held: _Held | None = None  # a reply held for a tentative end, not yet decided
+    starting: _Held | None = None  # the held reply whose turn is being set up
+    discarded = Discarded()
 
     def note_start(turn: Turn) -> None:
+        nonlocal starting
         started.append(turn.metrics.started_ns)
+        if starting is not None:
+            hold, starting = starting, None
+            hold.turn = turn
+            if hold.decided.is_set() and hold.committed is None:  # thrown away meanwhile
+                turn.interrupt()
         previous(turn)
 
     session.on_turn_start = note_start
@@ -143,21 +188,56 @@ async def converse(
         if pauses and pauses[-1].ended_ns is None:
             pauses[-1] = PlayoutPause(pauses[-1].paused_ns, time.perf_counter_ns(), outcome)
 
-    async def answer(heard: UserTurn, done: anyio.Event) -> None:
-        listener.assistant_speaking(True)
+    async def answer(heard: UserTurn, done: anyio.Event, hold: _Held | None = None) -> None:
+        nonlocal starting, discarded
+        if hold is None:
+            listener.assistant_speaking(True)
         pauses.clear()
         try:
-            on_turn_start(heard)
+            if hold is None:
+                on_turn_start(heard)
+            elif hold.decided.is_set() and hold.committed is None:
+                return  # thrown away before it began
             started.clear()
+            starting = hold
             result = await session.turn(heard.text)
+            if hold is not None:
+                await hold.decided.wait()
+                if hold.committed is None:  # never heard: as if never asked
+                    session.forget_turn(result)
+                    discarded = Discarded(
+                        discarded.replies + 1, discarded.tokens + result.report.tokens
+                    )
+                    return
+                heard = hold.committed
             request_ns = started[0] if started else time.perf_counter_ns()
-            latency = voice_to_voice(heard, request_ns, result)
-            voice = VoiceTurn(heard, result, latency, tuple(pauses))
+            latency = voice_to_voice(heard, request_ns, result, preemptive=hold is not None)
+            voice = VoiceTurn(heard, result, latency, tuple(pauses), discarded)
             turns.append(voice)
             on_turn(voice)
         finally:
+            if hold is not None and hold.committed is None:
+                session.resume_playout()  # (a stop already ended the hold: nothing then)
             listener.assistant_speaking(False)
             done.set()
+
+    def throw_away() -> None:
+        nonlocal held
+        if held is not None:
+            hold, held = held, None
+            if hold.turn is not None:
+                hold.turn.interrupt()  # silences a sink that played nothing
+            hold.decided.set()
+
+    def commit(heard: UserTurn) -> None:
+        nonlocal held
+        assert held is not None
+        hold, held = held, None
+        hold.committed = heard
+        listener.assistant_speaking(True)
+        session.resume_playout()  # heard from now on
+        on_turn_start(heard)
+        hold.decided.set()
 
     try:
         async with anyio.create_task_group() as tg:
@@ -176,12 +256,25 @@ async def converse(
                         else:
                             session.resume_playout()
                             end_pause("resumed")
+                    elif isinstance(item, TentativeTurn):
+                        idle = running is None or running.is_set()
+                        if held is None and idle and session.hold_playout():
+                            held = _Held(item.turn)
+                            running = held.done
+                            tg.start_soon(answer, item.turn, held.done, held)
+                    elif isinstance(item, TentativeDropped):
+                        throw_away()
                     elif isinstance(item, UserTurn):
+                        if held is not None and item.tentative:
+                            commit(item)
+                            continue
+                        throw_away()
                         if running is not None and not running.is_set():
                             session.interrupt()  # the user moved on: stop the last reply
                             await running.wait()
                         running = anyio.Event()
                         tg.start_soon(answer, item, running)
+                throw_away()  # (the listener decides every tentative turn)
             # The input ended: the reply being spoken is let finish.
     finally:
         session.on_turn_start = previous
@@ -195,4 +288,10 @@ def turn_record(turn: VoiceTurn) -> dict[str, Any]:
     record["voice_to_voice"] = turn.latency.to_dict()
     # Times from the end of the user's speech, as voice_to_voice's.
     record["playout_pauses"] = [p.to_dict(turn.heard.speech_end_ns) for p in turn.pauses]
+    record["preemptive"] = turn.latency.preemptive
+    # Held replies thrown away in the session so far: what preemption cost.
+    record["held_discarded"] = {
+        "replies": turn.discarded.replies,
+        "llm_tokens": turn.discarded.tokens,
+    }
     return record
