@@ -471,3 +471,22 @@ def test_speaker_first_played_is_the_callback_that_takes_the_first_sample(
             await sink.aclose()
 
     anyio.run(two_utterances)
+
+
+def test_audio_written_to_a_paused_sink_is_first_played_at_the_resume() -> None:
+    sink = NullSink(sample_rate=16000, realtime=True)
+
+    async def held_from_the_start() -> tuple[int | None, int, int | None]:
+        await sink.open()
+        sink.pause()  # a held reply: paused before its first write
+        await sink.write(AudioChunk(ramp(160), 16000))
+        await anyio.sleep(0.1)
+        during = sink.first_played_ns
+        resumed = time.perf_counter_ns()
+        sink.resume()
+        await sink.drain()
+        return during, resumed, sink.first_played_ns
+
+    during, resumed, first = anyio.run(held_from_the_start)
+    assert during is None  # nothing has played while held
+    assert first is not None and first >= resumed

@@ -66,7 +66,7 @@ class PlaybackClock:
         held = time.perf_counter_ns() - paused
         if self._ends_ns > paused:
             self._ends_ns += held
-        if self._first_ns is not None and self._first_ns > paused:
+        if self._first_ns is not None and self._first_ns >= paused:  # not played yet
             self._first_ns += held
         self._resumed.set()
 
@@ -135,4 +135,8 @@ class PlaybackClock:
     def first_played_ns(self) -> int | None:
         """When the current utterance's first sample played; None until then."""
         first = self._first_ns
-        return first if first is not None and first <= self.now() else None
+        if first is None:
+            return None
+        if self._paused_ns is not None:  # a sample due at the pause did not play
+            return first if first < self._paused_ns else None
+        return first if first <= time.perf_counter_ns() else None
