@@ -207,8 +207,8 @@ def test_null_sink_in_real_time_pause_holds_the_audio_and_resume_plays_it_all() 
                 await sink.drain()  # waits while paused
                 drained = True
             still = sink.played_seconds
+            started = time.monotonic()
             sink.resume()
-        started = time.monotonic()
         await sink.drain()
         return held, still, drained, sink.played_seconds, time.monotonic() - started
 

@@ -54,14 +54,14 @@ class NullSink:
             self._clock.play_at_once(chunk.seconds, now)
             return
         self._clock.play(chunk.seconds, now)
-        # Backpressure: wait until the end of this audio fits in the buffer
-        # (held while paused: a paused device takes nothing).
-        while True:
-            ahead_s = (self._clock.ends_ns - self._clock.now()) / 1e9
-            await anyio.sleep(max(0.0, ahead_s - self.buffer_seconds))
-            if not self._clock.paused:
-                break
-            await self._clock.wait_resumed()
+        # Backpressure: wait until the end of this audio fits in the buffer (a
+        # paused device takes nothing: a full buffer then waits for the resume).
+        clock = self._clock
+        while (ahead_s := (clock.ends_ns - clock.now()) / 1e9 - self.buffer_seconds) > 0:
+            if clock.paused:
+                await clock.wait_resumed()
+            else:
+                await anyio.sleep(ahead_s)
 
     async def drain(self) -> None:
         if self.realtime:
