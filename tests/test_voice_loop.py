@@ -162,13 +162,16 @@ def test_no_microphone_names_input(tmp_path: Path) -> None:
 # is decided (docs/listening.md, "Preemptive replies")
 
 
-def converse_with_sink(config: PipelineConfig, wav: Path) -> tuple[list[Any], Session, list[float]]:
+def converse_with_sink(
+    config: PipelineConfig, wav: Path, llm: Any = None
+) -> tuple[list[Any], Session, list[float]]:
     """``converse`` over ``wav`` as ``run --input`` has it, with the session at
     hand; and what the sink had played when each user turn was decided."""
     from voice_membrane.pipeline.build import build_parts, session_for
     from voice_membrane.pipeline.listen_build import listener_for, stt_for
     from voice_membrane.pipeline.listening import UserTurn
     from voice_membrane.pipeline.voice_loop import converse
+    from voice_membrane.providers.text_source import TextSourceProvider
     from voice_membrane.sources.wav_file import WavFileSource
 
     config = config.with_overrides({"endpoint": {"echo": "aec"}})  # a file hears no echo
@@ -178,7 +181,10 @@ def converse_with_sink(config: PipelineConfig, wav: Path) -> tuple[list[Any], Se
         stt = stt_for(config)
         await stt.start()
         try:
-            session = session_for(config, build_parts(config), log=lambda record: None)
+            parts = build_parts(config)
+            if llm is not None:  # another source in the pipeline's membrane
+                parts.membrane.provider = TextSourceProvider(llm)
+            session = session_for(config, parts, log=lambda record: None)
             listener = listener_for(config, stt)
 
             def on_item(item: object) -> None:
@@ -239,3 +245,46 @@ def test_a_pause_mid_number_throws_the_held_reply_away_and_keeps_one_turn(
     assert record.user_text == turn.heard.text
     assert record.heard == turn.result.spoken_text and record.heard
     assert list(session.recent) == [turn.result]
+
+
+class SlowToStop:
+    """Reads its prompt as llama.cpp does, on a thread that a cancel cannot
+    stop: a reply thrown away goes on until the prompt is read (2.5 s here).
+    Then it answers in words."""
+
+    name = "slow-to-stop"
+    mode = "chat"
+    local = False
+
+    async def start(self) -> None:
+        return None
+
+    async def stream(self, messages: Any) -> Any:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(2.5)
+        for piece in ("Your number ", "is noted. ", "I will call ", "you back soon."):
+            await anyio.sleep(0.02)
+            yield piece
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_tentative_end_while_the_thrown_away_reply_winds_down_is_still_held(
+    tmp_path: Path,
+) -> None:
+    # mid_pause.wav: the first half's held reply is thrown away when the user
+    # goes on, but it cannot stop before its prompt is read; the second
+    # half's tentative end comes meanwhile: its reply starts once the first
+    # has ended, held, and is the one heard.
+    config = voice_config(tmp_path, sink=REALTIME)
+    turns, session, played = converse_with_sink(config, SPEECH / "mid_pause.wav", SlowToStop())
+    (turn,) = turns
+    assert turn.discarded.replies == 1
+    assert played == [0.0]
+    assert turn.latency.preemptive
+    assert turn.result.spoken_text.startswith("Your number is noted.")
+    first = session.sink.first_played_ns
+    assert first is not None and first >= turn.heard.decided_ns
+    (record,) = session.history
+    assert record.user_text == turn.heard.text

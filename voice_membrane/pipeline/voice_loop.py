@@ -221,6 +221,15 @@ async def converse(
             listener.assistant_speaking(False)
             done.set()
 
+    async def answer_after(before: anyio.Event, hold: _Held) -> None:
+        """The held reply of a tentative end that came while the last reply (a
+        thrown-away one, still winding down: llama.cpp finishes reading its
+        prompt) had not ended: started once it has."""
+        await before.wait()
+        if not hold.decided.is_set() and not session.hold_playout():
+            await hold.decided.wait()  # cannot hold after all: start once decided
+        await answer(hold.heard, hold.done, hold)
+
     def throw_away() -> None:
         nonlocal held
         if held is not None:
@@ -256,12 +265,16 @@ async def converse(
                         else:
                             session.resume_playout()
                             end_pause("resumed")
-                    elif isinstance(item, TentativeTurn):
-                        idle = running is None or running.is_set()
-                        if held is None and idle and session.hold_playout():
+                    elif isinstance(item, TentativeTurn) and held is None:
+                        if running is None or running.is_set():
+                            if session.hold_playout():
+                                held = _Held(item.turn)
+                                running = held.done
+                                tg.start_soon(answer, item.turn, held.done, held)
+                        else:  # (never over a reply being heard: the endpointer)
                             held = _Held(item.turn)
-                            running = held.done
-                            tg.start_soon(answer, item.turn, held.done, held)
+                            previous_done, running = running, held.done
+                            tg.start_soon(answer_after, previous_done, held)
                     elif isinstance(item, TentativeDropped):
                         throw_away()
                     elif isinstance(item, UserTurn):
