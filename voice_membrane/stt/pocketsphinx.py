@@ -33,6 +33,7 @@ from typing import Any, Self, TypeVar
 
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
+from ._results import END, Results, call_in_loop
 from .base import SttError
 from .sphinx_decoding import (
     RATE,
@@ -45,7 +46,6 @@ from .sphinx_decoding import (
 )
 
 T = TypeVar("T")
-_END = None  # marks the end of a stream's transcripts
 
 
 class PocketsphinxStt:
@@ -162,15 +162,13 @@ class PocketsphinxStream:
         self._utterance: Utterance | None = None
         self._pending: deque[tuple[Future[None], int]] = deque()
         self._backlog = 0  # samples pushed, not yet decoded
-        self._out: deque[Transcript | None] = deque()
-        self._ready = asyncio.Event()
-        self._error: SttError | None = None
+        self._results = Results()
         self._finalized = False
         self._closed = False
 
     async def push(self, samples: Samples) -> None:
-        if self._error is not None:
-            raise self._error
+        if self._results.error is not None:
+            raise self._results.error
         if self._finalized or self._closed:
             raise SttError("pocketsphinx: push() after finalize() or close")
         if len(samples) == 0:
@@ -193,17 +191,8 @@ class PocketsphinxStream:
         self._pending.clear()  # the thread runs them in order before the end
         await asyncio.wrap_future(self._engine.submit(self._finish))
 
-    async def transcripts(self) -> AsyncIterator[Transcript]:
-        while True:
-            while not self._out:
-                if self._error is not None:
-                    raise self._error
-                self._ready.clear()
-                await self._ready.wait()
-            item = self._out.popleft()
-            if item is _END:
-                return
-            yield item
+    def transcripts(self) -> AsyncIterator[Transcript]:
+        return self._results.read()
 
     async def aclose(self) -> None:
         """Abandon the utterance (if not finalized) and give its decoder back."""
@@ -212,7 +201,7 @@ class PocketsphinxStream:
         self._closed = True
         with contextlib.suppress(SttError):  # a closed engine's thread drops them itself
             self._engine.submit(self._release)
-        self._deliver([_END])
+        self._results.deliver([END])
 
     async def __aenter__(self) -> Self:
         return self
@@ -228,7 +217,7 @@ class PocketsphinxStream:
     # The worker thread's side.
 
     def _process(self, data: bytes) -> None:
-        if self._closed or self._error is not None:
+        if self._closed or self._results.error is not None:
             return
         try:
             if self._utterance is None:
@@ -244,7 +233,7 @@ class PocketsphinxStream:
             self._post(list(partials))
 
     def _finish(self) -> None:
-        if self._closed or self._error is not None:
+        if self._closed or self._results.error is not None:
             return
         final: Transcript | None = None
         try:
@@ -256,7 +245,7 @@ class PocketsphinxStream:
         if final is not None and self._engine.adapt and self._utterance is not None:
             self._engine.learn_cmn(self._utterance.decoder.get_cmn())
         self._release()
-        self._post([final, _END] if final is not None else [_END])
+        self._post([final, END] if final is not None else [END])
 
     def _release(self) -> None:
         utterance, self._utterance = self._utterance, None
@@ -266,21 +255,7 @@ class PocketsphinxStream:
 
     def _fail(self, error: SttError) -> None:
         self._release()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
-            self._loop.call_soon_threadsafe(self._set_error, error)
+        call_in_loop(self._loop, self._results.fail, error)
 
     def _post(self, items: list[Transcript | None]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
-            self._loop.call_soon_threadsafe(self._deliver, items)
-
-    # The loop's side.
-
-    def _deliver(self, items: list[Transcript | None]) -> None:
-        if self._out and self._out[-1] is _END:
-            return  # closed: nothing after the end
-        self._out.extend(items)
-        self._ready.set()
-
-    def _set_error(self, error: SttError) -> None:
-        self._error = error
-        self._ready.set()
+        call_in_loop(self._loop, self._results.deliver, items)

@@ -30,8 +30,6 @@ on longer ones. Unlike pocketsphinx's grammar they do not close the vocabulary.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
@@ -41,11 +39,11 @@ import numpy as np
 
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
+from ._results import END, Results, call_in_loop
 from .base import SttError
 from .whisper_decoding import RATE, WINDOW_S, DecodeOptions, decode, load_model
 
 T = TypeVar("T")
-_END = None  # marks the end of a stream's transcripts
 
 
 class WhisperStt:
@@ -155,15 +153,13 @@ class WhisperStream:
         self._pushed = 0  # samples
         self._next_partial = engine.partial_block
         self._decoding = False  # a partial decode is submitted and not done
-        self._out: deque[Transcript | None] = deque()
-        self._ready = asyncio.Event()
-        self._error: SttError | None = None
+        self._results = Results()
         self._finalized = False
         self._closed = False
 
     async def push(self, samples: Samples) -> None:
-        if self._error is not None:
-            raise self._error
+        if self._results.error is not None:
+            raise self._results.error
         if self._finalized or self._closed:
             raise SttError("whisper: push() after finalize() or close")
         if len(samples) == 0:
@@ -188,25 +184,16 @@ class WhisperStream:
             return
         self._finalized = True
         if self._pushed == 0:
-            self._deliver([_END])
+            self._deliver([END])
             return
         audio = self._audio()
         try:
             self._engine.submit(lambda: self._final(audio))
         except SttError as exc:
-            self._set_error(exc)
+            self._results.fail(exc)
 
-    async def transcripts(self) -> AsyncIterator[Transcript]:
-        while True:
-            while not self._out:
-                if self._error is not None:
-                    raise self._error
-                self._ready.clear()
-                await self._ready.wait()
-            item = self._out.popleft()
-            if item is _END:
-                return
-            yield item
+    def transcripts(self) -> AsyncIterator[Transcript]:
+        return self._results.read()
 
     async def aclose(self) -> None:
         """Abandon the utterance: decodes not started yet are skipped."""
@@ -214,7 +201,7 @@ class WhisperStream:
             return
         self._closed = True
         self._chunks = []
-        self._deliver([_END])
+        self._deliver([END])
 
     async def __aenter__(self) -> Self:
         return self
@@ -236,7 +223,7 @@ class WhisperStream:
 
     def _partial(self, audio: Samples) -> None:
         try:
-            if self._closed or self._finalized or self._error is not None:
+            if self._closed or self._finalized or self._results.error is not None:
                 return
             partial = self._engine.decode(audio, final=False)
         except SttError as exc:
@@ -248,14 +235,14 @@ class WhisperStream:
             self._post([partial])
 
     def _final(self, audio: Samples) -> None:
-        if self._closed or self._error is not None:
+        if self._closed or self._results.error is not None:
             return
         try:
             final = self._engine.decode(audio, final=True)
         except SttError as exc:
             self._post(error=exc)
             return
-        self._post([final, _END] if final is not None else [_END])
+        self._post([final, END] if final is not None else [END])
 
     def _post(
         self,
@@ -264,8 +251,7 @@ class WhisperStream:
         error: SttError | None = None,
         done: bool = False,
     ) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
-            self._loop.call_soon_threadsafe(self._arrive, items, error, done)
+        call_in_loop(self._loop, self._arrive, items, error, done)
 
     # The loop's side.
 
@@ -275,18 +261,11 @@ class WhisperStream:
         if done:
             self._decoding = False
         if error is not None:
-            self._set_error(error)
+            self._results.fail(error)
         if items:
             self._deliver(items)
 
     def _deliver(self, items: list[Transcript | None]) -> None:
-        if self._out and self._out[-1] is _END:
-            return  # closed or settled: nothing after the end
         if self._finalized and items and items[0] is not None and not items[0].final:
             return  # a partial that finished after finalize(): the final supersedes it
-        self._out.extend(items)
-        self._ready.set()
-
-    def _set_error(self, error: SttError) -> None:
-        self._error = error
-        self._ready.set()
+        self._results.deliver(items)
