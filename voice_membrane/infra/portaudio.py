@@ -60,6 +60,27 @@ def quiet_pyaudio(pyaudio: ModuleType) -> Any:
         os.close(devnull)
 
 
+def has_default_device(module: ModuleType, backend: str, direction: Direction) -> bool:
+    """Whether the loaded ``backend`` module has a default ``direction`` device."""
+    if backend == "sounddevice":
+        try:
+            module.query_devices(kind=direction)
+        except Exception:  # PortAudioError: no default device
+            return False
+        return True
+    pa = quiet_pyaudio(module)
+    try:
+        if direction == "input":
+            pa.get_default_input_device_info()
+        else:
+            pa.get_default_output_device_info()
+    except OSError:
+        return False
+    finally:
+        pa.terminate()
+    return True
+
+
 def formats_to_try(sample_rate: int, device_rate: int) -> list[tuple[int, int]]:
     """(rate, channels) in the order to try: the rate asked for, then the
     device's own; mono, then two channels."""

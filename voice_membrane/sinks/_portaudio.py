@@ -21,6 +21,7 @@ from ..infra.portaudio import (
     PortAudioError,
     first_that_opens,
     formats_to_try,
+    has_default_device,
     import_backend,
     pyaudio_device,
     quiet_pyaudio,
@@ -63,20 +64,7 @@ def default_output_problem(backend: str) -> str | None:
         module = load(backend)
     except SinkError as exc:
         return str(exc)
-    if backend == "sounddevice":
-        try:
-            module.query_devices(kind="output")
-        except Exception:  # PortAudioError: no default output device
-            return NO_DEVICE
-        return None
-    pa = quiet_pyaudio(module)
-    try:
-        pa.get_default_output_device_info()
-    except OSError:
-        return NO_DEVICE
-    finally:
-        pa.terminate()
-    return None
+    return None if has_default_device(module, backend, "output") else NO_DEVICE
 
 
 def open_stream(

@@ -24,6 +24,7 @@ from ..infra.portaudio import (
     PortAudioError,
     first_that_opens,
     formats_to_try,
+    has_default_device,
     import_backend,
     pyaudio_device,
     quiet_pyaudio,
@@ -82,20 +83,7 @@ def default_input_problem(backend: str) -> str | None:
         module = load(name)
     except SourceError as exc:
         return str(exc)
-    if name == "sounddevice":
-        try:
-            module.query_devices(kind="input")
-        except Exception:  # PortAudioError: no default input device
-            return NO_INPUT
-        return None
-    pa = quiet_pyaudio(module)
-    try:
-        pa.get_default_input_device_info()
-    except OSError:
-        return NO_INPUT
-    finally:
-        pa.terminate()
-    return None
+    return None if has_default_device(module, name, "input") else NO_INPUT
 
 
 def open_stream(
