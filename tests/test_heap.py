@@ -19,7 +19,9 @@ def test_settle_heap_freezes_what_survives_and_collects_the_rest() -> None:
     del garbage
     try:
         frozen = settle_heap()
-        assert frozen == gc.get_freeze_count() > 0
+        # other threads (a test's engine workers) may free frozen objects
+        # meanwhile: the count can only have dropped, never grown
+        assert 0 < gc.get_freeze_count() <= frozen
         assert not any(o is kept for o in gc.get_objects())  # frozen: never walked again
         assert garbage_ref() is None  # collected before the freeze, not kept forever
     finally:
