@@ -59,7 +59,7 @@ BAD_FRAMES: list[tuple[str | bytes, str]] = [
     ('{"type": "user.message", "text": "' + "x" * 4001 + '"}', "text"),
     ('{"type": "user.message", "text": "hi", "participant": "a\\nb"}', "participant"),
     ('{"type": "session.start"}', "started already"),
-    (b"\x00\x01binary", "binary"),
+    (b"\x00\x01binary", "takes no audio"),  # (a session without input_audio)
 ]
 
 

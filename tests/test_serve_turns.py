@@ -56,7 +56,12 @@ async def test_a_full_turn(tmp_path: Path) -> None:
         log = await read_turn(ws)
         kinds = [e["type"] for e in log.events]
         assert kinds[0] == "turn.started" and kinds[-2:] == ["metrics", "turn.end"]
-        assert log.of("turn.started")[0] == {"type": "turn.started", "turn": 1, "text": "Hi!"}
+        assert log.of("turn.started")[0] == {
+            "type": "turn.started",
+            "turn": 1,
+            "text": "Hi!",
+            "source": "text",
+        }
         seconds = check_frames(log, 1, 24000)
         samples = np.concatenate([pcm16_from_bytes(a) for _, _, a in log.frames])
         assert np.abs(samples).max() > 1000  # speech, not silence

@@ -9,6 +9,7 @@ whatever rate the model runs at, so the caller can cut its own audio by them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Protocol
 
 import numpy as np
 
@@ -16,6 +17,20 @@ from ..vocab.audio import Samples
 from .resample import StreamResampler
 from .settings import VadSettings
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadStateMachine, VadWindow, level_dbfs
+
+
+class SpeechFront(Protocol):
+    """What the listener needs of whatever says where speech is: a detector
+    (``VadFront``) or a push-to-talk button (``PushToTalk``)."""
+
+    sample_rate: int
+
+    @property
+    def samples_fed(self) -> int: ...
+
+    def feed(self, samples: Samples) -> list[VadEvent]: ...
+
+    def flush(self) -> list[VadEvent]: ...
 
 
 class VadFront(ABC):

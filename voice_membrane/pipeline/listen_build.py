@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ..listening.endpointer import Endpointer
 from ..listening.engines import make_vad
+from ..listening.push_to_talk import PushToTalk
 from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt
 from ..stt.retrying import RetryingStt
@@ -33,3 +34,21 @@ def listener_for(config: PipelineConfig, stt: SttEngine) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate."""
     rate = stt.sample_rate
     return Listener(make_vad(config.vad, rate), stt, Endpointer(config.endpoint, rate))
+
+
+def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Listener, PushToTalk]:
+    """A listener whose speech is what the user holds a button for (and the
+    button, to press and release). The release ends the utterance: the turn
+    starts on its final transcript, with no end silence to wait for; all that is
+    heard while pressed is the user's (no echo guard), and no reply starts early."""
+    rate = stt.sample_rate
+    button = PushToTalk(rate)
+    settings = config.endpoint.model_copy(
+        update={
+            "end_silence_s": 0.0,
+            "unfinished_silence_s": 0.0,
+            "preemptive": False,
+            "echo": "aec",
+        }
+    )
+    return Listener(button, stt, Endpointer(settings, rate)), button

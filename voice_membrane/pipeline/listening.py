@@ -46,7 +46,7 @@ from ..listening.decisions import (
     TentativeEnd,
 )
 from ..listening.endpointer import Endpointer
-from ..listening.front import VadFront
+from ..listening.front import SpeechFront
 from ..listening.vad import SpeechEnd, SpeechStart, samples_after
 from ..sources.base import Frame
 from ..stt.base import SttEngine, SttError, SttStream
@@ -56,9 +56,12 @@ from ..vocab.transcripts import Transcript
 
 @dataclass(frozen=True, slots=True)
 class Heard:
-    """A transcript as it comes: a partial (shown dimmed) or a final."""
+    """A transcript as it comes: a partial (shown dimmed) or a final.
+    ``stream_from_s``: where its stream's audio begins in the input (its
+    times are from there)."""
 
     transcript: Transcript
+    stream_from_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +105,36 @@ class BargeIn:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechBegan:
+    """The detector heard speech start ``at_s`` seconds into the input."""
+
+    at_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechEnded:
+    """The detector heard speech stop ``at_s`` seconds into the input."""
+
+    at_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class ListenError:
     """Listening hit a fault (an STT error): the utterance is dropped, one line."""
 
     message: str
 
 
-ListenItem = Heard | UserTurn | TentativeTurn | TentativeDropped | BargeIn | ListenError
+ListenItem = (
+    Heard
+    | SpeechBegan
+    | SpeechEnded
+    | UserTurn
+    | TentativeTurn
+    | TentativeDropped
+    | BargeIn
+    | ListenError
+)
 
 
 @dataclass(slots=True)
@@ -143,7 +169,7 @@ class Listener:
     """Run with ``run(frames, out)``; tell it when the assistant's audio plays
     with ``assistant_speaking``."""
 
-    vad: VadFront
+    vad: SpeechFront
     stt: SttEngine
     endpointer: Endpointer
     _inputs: tuple[MemoryObjectSendStream[_Input], MemoryObjectReceiveStream[_Input]] = field(
@@ -152,6 +178,7 @@ class Listener:
     _open: SttStream | None = field(default=None, init=False)
     _open_id: int = field(default=0, init=False)
     _failed: set[int] = field(default_factory=set, init=False)
+    _stream_from: dict[int, float] = field(default_factory=dict, init=False)  # by stream
     _running: int = field(default=0, init=False)  # streams whose transcripts are still read
     _times: _Times = field(default_factory=_Times, init=False)
     _last_frame: Frame | None = field(default=None, init=False)
@@ -183,7 +210,7 @@ class Listener:
                     if isinstance(item, Frame):
                         if len(item.samples) == 0:
                             break  # the end of input
-                        decisions = await self._frame(item, tg)
+                        decisions = await self._frame(item, tg, out)
                     else:
                         await self._tell(item, out)
                         decisions = self._take(item)
@@ -218,24 +245,30 @@ class Listener:
             return endpointer.transcript(item.transcript, now)
         if isinstance(item, _StreamEnded):
             self._running -= 1
+            self._stream_from.pop(item.stream, None)
             if item.error is not None:
                 self._failed.add(item.stream)
                 return []
             return endpointer.transcripts_done(now)
 
-    async def _frame(self, frame: Frame, tg: TaskGroup) -> list[Decision]:
+    async def _frame(
+        self, frame: Frame, tg: TaskGroup, out: MemoryObjectSendStream[ListenItem]
+    ) -> list[Decision]:
         self._last_frame = frame
         decisions: list[Decision] = []
         pushed = False
         for event in self.vad.feed(frame.samples):
             if isinstance(event, SpeechStart):
+                await out.send(SpeechBegan(event.at_sample / frame.sample_rate))
                 self._times = _Times(speech_start_ns=_sample_ns(frame, event.at_sample))
                 await self._open_stream(tg)
+                self._stream_from[self._open_id] = event.audio_from / frame.sample_rate
                 if self._open is not None:
                     await self._push(event.audio)
                     await self._push(samples_after(frame.samples, frame.end, event.confirmed_at))
                     pushed = True
             elif isinstance(event, SpeechEnd):
+                await out.send(SpeechEnded(event.at_sample / frame.sample_rate))
                 self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
             decisions += self.endpointer.vad(event)
         if self._open is not None and not pushed:
@@ -312,7 +345,7 @@ class Listener:
     ) -> None:
         """What the user should see as it happens: transcripts, and a failed stream."""
         if isinstance(item, _Transcript) and item.stream not in self._failed:
-            await out.send(Heard(item.transcript))
+            await out.send(Heard(item.transcript, self._stream_from.get(item.stream, 0.0)))
         elif isinstance(item, _StreamEnded) and item.error is not None:
             await out.send(
                 ListenError(
@@ -343,6 +376,7 @@ class Listener:
         frame = self._last_frame
         for event in self.vad.flush():
             if isinstance(event, SpeechEnd) and frame is not None:
+                await out.send(SpeechEnded(event.at_sample / frame.sample_rate))
                 self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
             for decision in self.endpointer.vad(event):
                 await self._decide(decision, out)

@@ -25,7 +25,7 @@ user's speech to the reply's first audio — split into its parts
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,8 +160,14 @@ async def converse(
     on_item: Callable[[ListenItem], None] = lambda item: None,
     on_turn_start: Callable[[UserTurn], None] = lambda heard: None,
     on_turn: Callable[[VoiceTurn], None] = lambda turn: None,
+    on_discarded: Callable[[], None] = lambda: None,
+    wait_idle: Callable[[], Awaitable[None]] | None = None,
 ) -> list[VoiceTurn]:
-    """Hold the conversation until the frames end; the turns answered, in order."""
+    """Hold the conversation until the frames end; the turns answered, in order.
+    ``on_turn_start``: a turn the user spoke begins its reply (for a held reply:
+    when it is decided theirs); ``on_discarded``: a held reply that had started
+    was thrown away unheard; ``wait_idle``: awaited before a spoken turn starts,
+    while the session may run turns of its own (a server's typed turns)."""
     turns: list[VoiceTurn] = []
     started: list[int] = []  # the request time of the turn running
     previous = session.on_turn_start
@@ -191,6 +197,8 @@ async def converse(
     async def answer(heard: UserTurn, done: anyio.Event, hold: _Held | None = None) -> None:
         nonlocal starting, discarded
         if hold is None:
+            if wait_idle is not None:
+                await wait_idle()
             listener.assistant_speaking(True)
         pauses.clear()
         try:
@@ -208,6 +216,7 @@ async def converse(
                     discarded = Discarded(
                         discarded.replies + 1, discarded.tokens + result.report.tokens
                     )
+                    on_discarded()
                     return
                 heard = hold.committed
             request_ns = started[0] if started else time.perf_counter_ns()

@@ -1,8 +1,12 @@
 """One WebSocket connection: authentication, the session, its turns, its limits.
 
 The connection's task group owns everything the session does — the sender,
-the watchdogs and the running turn — so a client that disconnects cancels its
-turn (LLM, TTS, audio) at once and nothing outlives the connection.
+the watchdogs, the running turn and, when the client sends its voice, the
+listening (``voice_session.VoiceInput``) — so a client that disconnects cancels
+its turn (LLM, TTS, audio) at once and nothing outlives the connection. Typed
+and spoken turns are numbered and reported alike; a reply started early for a
+spoken turn (held, unheard) keeps its events until it is the user's turn, and
+is never announced if it is thrown away.
 """
 
 from __future__ import annotations
@@ -21,18 +25,24 @@ from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
 from ..pipeline.images import inline_url
+from ..pipeline.listening import UserTurn
 from ..pipeline.session import Session
+from ..pipeline.turn import Turn, TurnResult
+from ..pipeline.voice_loop import VoiceTurn, turn_record
 from ..sinks.base import SinkError
 from ..tts.base import TtsError
 from ..vendors.errors import LlmError
 from ..vocab.messages import participant_problem
 from . import protocol as p
+from .listening_setup import ListeningFailed, listens, voice_input_for
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
 from .socket_sink import SocketSink
 from .state import ServerState
 from .turn_events import log_event
+from .voice_input import AudioBudget, BadAudio
+from .voice_session import VoiceInput
 
 __all__ = ["Connection"]
 
@@ -51,6 +61,11 @@ class Connection:
         self.outbox: Outbox | None = None
         self.session: Session | None = None
         self.sink: SocketSink | None = None
+        self.voice: VoiceInput | None = None  # the client sends its voice (1.1)
+        self.audio_budget = AudioBudget()
+        self._audio_told_at = -1.0  # when the client was last told its audio is refused
+        self._starting_turn = False  # the next session turn is announced (not a held reply)
+        self._held_events: list[str] | None = None  # a held reply's, until it is the user's
 
     # Setup
 
@@ -176,6 +191,7 @@ class Connection:
             log=self._on_log,
             images=inline_url,  # the page shows a generated image from its log event
             on_piece_start=self._on_piece_start,
+            on_turn_start=self._session_turn_started,
             conversation_id=self.id,  # on each turn's trace
         )
         async with AsyncExitStack() as stack:
@@ -188,6 +204,14 @@ class Connection:
                 code: p.ErrorCode = "llm_error" if isinstance(exc, LlmError) else "tts_error"
                 await self._fail_start(code, str(exc))
                 return
+            if start.input_audio is not None and listens(config):
+                try:
+                    self.voice = await voice_input_for(
+                        stack, config, start.input_audio, start.turn_taking, session, self
+                    )
+                except ListeningFailed as exc:
+                    await self._fail_start("stt_error", f"pipeline {name}: {exc}")
+                    return
             await self._session(start, name, parts.membrane.provider.name, parts.engine.name)
 
     async def _fail_start(self, code: p.ErrorCode, message: str) -> None:
@@ -211,9 +235,15 @@ class Connection:
                     llm=llm,
                     tts=tts,
                     audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
+                    protocol_version=p.PROTOCOL_MINOR,
+                    input_audio=None if self.voice is None else self.voice.declared.model_dump(),
+                    turn_taking=None if self.voice is None else start.turn_taking,
+                    listening={n: listens(c) for n, c in state.pipelines.items()},
                 )
             )
             async with anyio.create_task_group() as tg:
+                if self.voice is not None:
+                    tg.start_soon(self.voice.run)
                 tg.start_soon(self._sender)
                 tg.start_soon(self._idle_watchdog)
                 tg.start_soon(self._drain_watch)
@@ -238,6 +268,9 @@ class Connection:
                 data = await self.ws.recv()
             except ConnectionClosed:
                 return
+            if isinstance(data, bytes):  # the client's voice: not activity by itself
+                self._on_audio(data)
+                continue
             self.last_activity = anyio.current_time()
             verdict = self.limit.check(self.last_activity)
             if verdict is Verdict.DISCONNECT:
@@ -264,25 +297,54 @@ class Connection:
                 elif self.state.draining.is_set():
                     self._error("draining", _DRAINING)
                 else:
-                    self.turn += 1
-                    self.turn_done = anyio.Event()
+                    self._begin_turn(message.text, "text")
                     tg.start_soon(self._run_turn, message, self.turn)
             elif isinstance(message, p.Interrupt):
                 if self.session is not None and self.session.interrupt():
                     self.state.log("interrupt", session=self.id, turn=self.turn)
+            elif isinstance(message, p.InputStart | p.InputEnd):
+                self._push_to_talk(message)
             elif isinstance(message, p.SessionEnd):
                 self._close(p.CLOSE_NORMAL, "session.end")
             else:
                 self._error("bad_message", "the session has started already")
 
-    async def _run_turn(self, message: p.UserMessage, n: int) -> None:
-        assert self.session is not None and self.sink is not None
-        state, session = self.state, self.session
-        self.sink.turn = n
+    # Turns, typed or spoken
+
+    def _begin_turn(self, text: str, source: str, held: bool = False) -> None:
+        """Number the next turn and count it as running; announce it unless it is
+        a held reply (``_commit_held`` announces it once it is the user's)."""
+        assert self.sink is not None
+        state = self.state
+        self.turn += 1
+        self.turn_done = anyio.Event()
+        self.sink.turn = self.turn
         state.turns_running += 1
-        state.metrics.turns.inc()
-        state.log("turn_start", session=self.id, turn=n, chars=len(message.text))
-        self._put(p.event("turn.started", turn=n, text=message.text))
+        self._starting_turn = not held
+        if held:
+            self._held_events = []
+            return
+        self._announce(text, source)
+
+    def _announce(self, text: str, source: str) -> None:
+        self.state.metrics.turns.inc()
+        self.state.log(
+            "turn_start", session=self.id, turn=self.turn, chars=len(text), source=source
+        )
+        self._put(p.event("turn.started", turn=self.turn, text=text, source=source))
+
+    def _end_turn(self) -> None:
+        self._starting_turn = False
+        self.turn_scope = None
+        self.state.turns_running -= 1
+        self.last_activity = anyio.current_time()
+        self.turn_done.set()
+
+    async def _run_turn(self, message: p.UserMessage, n: int) -> None:
+        assert self.session is not None
+        state, session = self.state, self.session
+        if self.voice is not None:  # its echo and barge-in, as a spoken turn's
+            self.voice.listener.assistant_speaking(True)
         try:
             with anyio.CancelScope() as scope:
                 self.turn_scope = scope
@@ -292,50 +354,157 @@ class Connection:
                     state.log("turn_failed", session=self.id, turn=n, error=repr(exc))
                     self._error("internal", "the turn failed inside the server", n)
                     return
-                report = result.report
-                self._put(p.event("metrics", turn=n, report=report.to_dict()))
-                self._put(
-                    p.event(
-                        "turn.end",
-                        turn=n,
-                        heard=result.spoken_text,
-                        visible=result.visible_text,
-                        interrupted=result.interrupted,
-                        error=result.error,
-                        terminated=result.terminated,
-                    )
-                )
-                if result.error:
-                    llm_failed = result.reply is None or result.reply.error is not None
-                    kind = report.llm_error if llm_failed else None  # ("stalled", …)
-                    self._error("llm_error" if llm_failed else "tts_error", result.error, n, kind)
-                first_audio = report.first_audio_ms
-                if first_audio is not None:
-                    state.metrics.first_audio.observe(first_audio / 1000)
-                state.log(
-                    "turn_end",
-                    session=self.id,
-                    turn=n,
-                    first_audio_ms=None if first_audio is None else round(first_audio, 1),
-                    audio_seconds=round(report.audio_seconds, 3),
-                    interrupted=result.interrupted,
-                    error=result.error,
-                )
+                self._report_turn(n, result, result.report.to_dict())
         finally:
-            self.turn_scope = None
-            state.turns_running -= 1
-            self.last_activity = anyio.current_time()
-            self.turn_done.set()
+            if self.voice is not None:
+                self.voice.listener.assistant_speaking(False)
+            self._end_turn()
+
+    async def wait_idle(self) -> None:
+        """Before a spoken turn: a typed one still running is interrupted (the
+        user spoke over it) and its end awaited."""
+        while not self.turn_done.is_set():
+            if self.session is not None:
+                self.session.interrupt()
+            await self.turn_done.wait()
+
+    def _report_turn(self, n: int, result: TurnResult, report_dict: dict[str, Any]) -> None:
+        state, report = self.state, result.report
+        self._put(p.event("metrics", turn=n, report=report_dict))
+        self._put(
+            p.event(
+                "turn.end",
+                turn=n,
+                heard=result.spoken_text,
+                visible=result.visible_text,
+                interrupted=result.interrupted,
+                error=result.error,
+                terminated=result.terminated,
+            )
+        )
+        if result.error:
+            llm_failed = result.reply is None or result.reply.error is not None
+            kind = report.llm_error if llm_failed else None  # ("stalled", …)
+            self._error("llm_error" if llm_failed else "tts_error", result.error, n, kind)
+        first_audio = report.first_audio_ms
+        if first_audio is not None:
+            state.metrics.first_audio.observe(first_audio / 1000)
+        state.log(
+            "turn_end",
+            session=self.id,
+            turn=n,
+            first_audio_ms=None if first_audio is None else round(first_audio, 1),
+            audio_seconds=round(report.audio_seconds, 3),
+            interrupted=result.interrupted,
+            error=result.error,
+        )
+
+    def _session_turn_started(self, turn: Turn) -> None:
+        """Every turn of the session, as it starts: one not announced before is a
+        reply held for a tentative end of the user's speech."""
+        if self._starting_turn:
+            self._starting_turn = False
+        else:
+            self._begin_turn("", "voice", held=True)
+
+    # What the listening half reports (voice_session.VoiceHooks)
+
+    def event(self, text: str) -> None:
+        self._put(text)
+
+    def speech_started(self) -> None:
+        self.last_activity = anyio.current_time()
+
+    def voice_turn_started(self, heard: UserTurn) -> None:
+        if self._held_events is not None:  # the held reply is the user's: heard from now
+            held, self._held_events = self._held_events, None
+            self._announce(heard.text, "voice")
+            for text in held:
+                self._put(text)
+            return
+        self._begin_turn(heard.text, "voice")
+
+    def voice_turn_ended(self, turn: VoiceTurn) -> None:
+        self._report_turn(self.turn, turn.result, turn_record(turn))
+        self._end_turn()
+
+    def held_reply_discarded(self) -> None:
+        if self._held_events is not None:  # never announced: its number is reused
+            self._held_events = None
+            self.turn -= 1
+            self._end_turn()
+
+    def barge_in(self, action: str, text: str | None) -> None:
+        if self.turn_done.is_set() or self._held_events is not None:
+            return  # nothing of the assistant's is heard
+        fields: dict[str, Any] = {"turn": self.turn, "action": action}
+        if text is not None:
+            fields["text"] = text
+        self.state.log("barge_in", session=self.id, turn=self.turn, action=action)
+        self._put(p.event("barge_in", **fields))
+
+    # The client's voice
+
+    def _on_audio(self, data: bytes) -> None:
+        voice, now = self.voice, anyio.current_time()
+        if voice is None:
+            self._refuse_audio(
+                now,
+                "bad_message",
+                "this session takes no audio: start it with input_audio on a pipeline that listens",
+            )
+            return
+        try:
+            voice.decoder.check(data)
+        except BadAudio as exc:
+            self._refuse_audio(now, "bad_message", f"audio frame: {exc}")
+            return
+        verdict = self.audio_budget.take(voice.decoder.seconds(data), now)
+        if verdict is Verdict.ACCEPT:
+            voice.feed(data)
+        elif verdict is Verdict.DISCONNECT:
+            self._close(p.CLOSE_POLICY, "rate_limited")
+        elif verdict is Verdict.REFUSE:
+            self._error(
+                "rate_limited",
+                "audio faster than real time: at most 1 s ahead; the audio over it is dropped",
+            )
+
+    def _refuse_audio(self, now: float, code: p.ErrorCode, message: str) -> None:
+        """Frames come 50 a second: a client that sends bad ones is told once a second."""
+        if now - self._audio_told_at >= 1.0:
+            self._audio_told_at = now
+            self._error(code, message)
+
+    def _push_to_talk(self, message: p.InputStart | p.InputEnd) -> None:
+        voice = self.voice
+        if voice is None or voice.button is None:
+            self._error("bad_message", f"{message.type}: this session does not push to talk")
+        elif isinstance(message, p.InputStart):
+            if not voice.press():
+                self._error("bad_message", "input.start: the input has started already")
+            elif not self.turn_done.is_set() and self.session is not None:
+                # The user pressed to speak: the reply stops now, not after their words.
+                self.barge_in("interrupt", None)
+                self.session.interrupt()
+        elif not voice.release():
+            self._error("bad_message", "input.end without input.start")
 
     # What the pipeline reports, as events
 
     def _on_piece_start(self, text: str) -> None:
-        self._put(p.event("transcript.delta", turn=self.turn, text=text))
+        self._put_turn_event(p.event("transcript.delta", turn=self.turn, text=text))
 
     def _on_log(self, record: dict[str, Any]) -> None:
         event = log_event(self.turn, record)
         if event is not None:
-            self._put(event)
+            self._put_turn_event(event)
+
+    def _put_turn_event(self, text: str) -> None:
+        if self._held_events is not None:
+            self._held_events.append(text)  # (bounded by the outbox once released)
+        else:
+            self._put(text)
 
     # Sending
 

@@ -1,8 +1,10 @@
-"""The WebSocket protocol, version 1 (docs/websocket-protocol.md), sans-I/O.
+"""The WebSocket protocol, version 1.1 (docs/websocket-protocol.md), sans-I/O.
 
 Client messages are pydantic models discriminated on ``type``, with unknown
 fields refused; server events are plain dicts built here so every field name
-lives in one place; audio frames carry an ``<II`` header (turn, sequence).
+lives in one place; the server's audio frames carry an ``<II`` header (turn,
+sequence), the client's (its voice, 1.1) are raw audio: a WebSocket is ordered
+and reliable, so a sequence number would tell the server nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    model_validator,
 )
 
 from ..infra.redact import quote, redact
 
 PROTOCOL_VERSION: Final = 1
+PROTOCOL_MINOR: Final = "1.1"  # 1.1: the client's voice (input_audio), listening events
 SESSION_PATH: Final = "/v1/session"
 FRAME_MS: Final = 20
 MAX_MESSAGE_BYTES: Final = 64 * 1024
@@ -34,6 +38,7 @@ MAX_TEXT_CHARS: Final = 4000
 MESSAGES_PER_SECOND: Final = 20
 START_TIMEOUT_S: Final = 10.0
 PCM16_RATES: Final = (16000, 22050, 24000, 48000)
+MAX_INPUT_FRAME_S: Final = 0.2  # the most audio one binary frame from the client may hold
 
 HEADER: Final = struct.Struct("<II")
 
@@ -58,6 +63,7 @@ ErrorCode = Literal[
     "full",
     "llm_error",
     "tts_error",
+    "stt_error",
     "internal",
 ]
 
@@ -88,12 +94,35 @@ AudioFormat = Annotated[
 ]
 
 
+class InputAudio(_Message):
+    """The client's voice, as it will send it in binary frames (1.1)."""
+
+    encoding: Literal["pcm16", "mulaw"] = "pcm16"
+    sample_rate: Literal[8000, 16000, 24000, 48000] = 16000
+    frame_ms: int = Field(20, ge=10, le=100, multiple_of=10)
+
+    @model_validator(mode="after")
+    def _mulaw_is_8k(self) -> InputAudio:
+        if self.encoding == "mulaw" and self.sample_rate != 8000:
+            raise ValueError("mulaw input is 8000 Hz")
+        return self
+
+    @property
+    def bytes_per_sample(self) -> int:
+        return 1 if self.encoding == "mulaw" else 2
+
+
+TurnTaking = Literal["vad", "push_to_talk"]
+
+
 class SessionStart(_Message):
     type: Literal["session.start"]
     v: Literal[1] = 1
     pipeline: str | None = Field(None, min_length=1, max_length=100)
     audio: AudioFormat = Field(default_factory=Pcm16Format)
     token: str | None = Field(None, max_length=1000)
+    input_audio: InputAudio | None = None
+    turn_taking: TurnTaking = "vad"
 
 
 class UserMessage(_Message):
@@ -112,8 +141,21 @@ class SessionEnd(_Message):
     type: Literal["session.end"]
 
 
+class InputStart(_Message):
+    """Push to talk: the user pressed (the audio from now on is theirs)."""
+
+    type: Literal["input.start"]
+
+
+class InputEnd(_Message):
+    """Push to talk: the user released (their utterance is over)."""
+
+    type: Literal["input.end"]
+
+
 ClientMessage = Annotated[
-    SessionStart | UserMessage | Interrupt | SessionEnd, Field(discriminator="type")
+    SessionStart | UserMessage | Interrupt | SessionEnd | InputStart | InputEnd,
+    Field(discriminator="type"),
 ]
 _CLIENT: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
 
@@ -125,7 +167,9 @@ class BadMessage(ValueError):
 def parse_client_message(data: str | bytes) -> ClientMessage:
     """One client frame as a message, or ``BadMessage`` saying why not."""
     if isinstance(data, bytes):
-        raise BadMessage("binary frames are not accepted: send JSON text")
+        raise BadMessage(
+            "binary frames are audio: send them after a session.start with input_audio"
+        )
     try:
         raw = json.loads(data)
     except (json.JSONDecodeError, RecursionError):
@@ -151,7 +195,7 @@ def _describe(exc: ValidationError) -> str:
     return redact(f"{quote(where)}: {message}")
 
 
-_TYPES = ("session.start", "user.message", "interrupt", "session.end")
+_TYPES = ("session.start", "user.message", "interrupt", "session.end", "input.start", "input.end")
 
 
 # Server events.

@@ -1,0 +1,47 @@
+"""A served session's listening parts, built when its client sends its voice:
+the pipeline's STT engine (started now, closed with the session), its detector
+or a push-to-talk button, and the endpointer, as a ``VoiceInput``."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from ..listening.engines import VadError
+from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.listen_build import listener_for, push_to_talk_listener, stt_for
+from ..pipeline.session import Session
+from ..stt.base import SttError
+from . import protocol as p
+from .voice_session import VoiceHooks, VoiceInput
+
+
+class ListeningFailed(RuntimeError):
+    """The pipeline's listening parts would not start (one line)."""
+
+
+def listens(config: PipelineConfig) -> bool:
+    """The pipeline hears its users: it has an ``[stt]`` section."""
+    return "stt" in config.model_fields_set
+
+
+async def voice_input_for(
+    stack: AsyncExitStack,
+    config: PipelineConfig,
+    declared: p.InputAudio,
+    turn_taking: p.TurnTaking,
+    session: Session,
+    hooks: VoiceHooks,
+) -> VoiceInput:
+    try:
+        stt = stt_for(config)
+        await stt.start()
+    except (ConfigError, SttError) as exc:
+        raise ListeningFailed(f"speech to text: {exc}") from None
+    stack.push_async_callback(stt.aclose)
+    try:
+        if turn_taking == "push_to_talk":
+            listener, button = push_to_talk_listener(config, stt)
+            return VoiceInput(declared, session, listener, hooks, button)
+        return VoiceInput(declared, session, listener_for(config, stt), hooks)
+    except (VadError, ValueError) as exc:
+        raise ListeningFailed(f"voice activity detector: {exc}") from None

@@ -1,0 +1,171 @@
+"""The listening half of a served session (protocol 1.1): the client's voice
+in, its user turns and the listening events out.
+
+``VoiceInput`` takes the client's binary frames (``feed``), and ``run`` holds
+the conversation over them (``pipeline.voice_loop.converse``: detector, STT,
+endpointer, barge-in, preemptive replies) until the input closes. What the
+client should see is given to ``VoiceHooks``: events to send, and the turns it
+starts and ends — the connection numbers and reports them like typed turns.
+Push to talk: ``press`` / ``release`` place the button at the audio received
+so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import anyio
+import numpy as np
+
+from ..listening.decisions import Interrupt, PausePlayout
+from ..listening.push_to_talk import PushToTalk
+from ..pipeline.listening import (
+    BargeIn,
+    Heard,
+    Listener,
+    ListenError,
+    ListenItem,
+    SpeechBegan,
+    SpeechEnded,
+    UserTurn,
+)
+from ..pipeline.session import Session
+from ..pipeline.voice_loop import VoiceTurn, converse
+from ..sources.base import Frame
+from . import protocol as p
+from .voice_input import InputDecoder
+
+# Frames waiting for the listener: ~5 s of 20 ms frames. The client is at most
+# a second ahead of real time, so only a listener far behind (an overloaded
+# process) fills it; its frames are dropped then, rather than block the socket.
+MAX_BACKLOG_FRAMES = 256
+# Pushed after a push-to-talk release, so the release is heard even if the
+# client sends nothing more (outside a press it need not send audio).
+_RELEASE_PAD_S = 0.01
+
+
+class VoiceHooks(Protocol):
+    def event(self, text: str) -> None:
+        """Send a listening event (``protocol.event`` text)."""
+
+    def voice_turn_started(self, heard: UserTurn) -> None:
+        """The user's turn starts a reply (or a held one is now theirs)."""
+
+    def voice_turn_ended(self, turn: VoiceTurn) -> None:
+        """The reply ended (finished, interrupted or failed)."""
+
+    def held_reply_discarded(self) -> None:
+        """A reply started early was thrown away unheard."""
+
+    def barge_in(self, action: str, text: str | None) -> None:
+        """Speech over the assistant paused, resumed or interrupted its reply."""
+
+    def speech_started(self) -> None:
+        """The user began to speak (activity: the session is not idle)."""
+
+    async def wait_idle(self) -> None:
+        """Return once no other turn runs (a typed one is interrupted)."""
+
+
+class VoiceInput:
+    def __init__(
+        self,
+        declared: p.InputAudio,
+        session: Session,
+        listener: Listener,
+        hooks: VoiceHooks,
+        button: PushToTalk | None = None,
+    ) -> None:
+        self.session, self.listener, self.hooks, self.button = session, listener, hooks, button
+        self.declared = declared
+        self.decoder = InputDecoder(declared, listener.vad.sample_rate)
+        self._send, self._receive = anyio.create_memory_object_stream[Frame](MAX_BACKLOG_FRAMES)
+        self.frames_dropped = 0  # the listener fell behind
+
+    def feed(self, data: bytes) -> None:
+        """One binary frame (``decoder.check``ed) of the client's voice."""
+        self._put(self.decoder.decode(data))
+
+    def _put(self, frame: Frame) -> None:
+        try:
+            self._send.send_nowait(frame)
+        except anyio.WouldBlock:
+            self.frames_dropped += 1
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the conversation is over
+
+    def press(self) -> bool:
+        """Push to talk: the button went down now; False if it was down already."""
+        assert self.button is not None
+        return self.button.press(self.decoder.position)
+
+    def release(self) -> bool:
+        """Push to talk: the button came up now; False if it was not down."""
+        assert self.button is not None
+        if not self.button.release(self.decoder.position):
+            return False
+        rate = self.decoder.rate
+        pad = np.zeros(math.ceil(_RELEASE_PAD_S * rate), dtype=np.int16)
+        self._put(Frame(pad, rate, self.decoder.position, time.perf_counter_ns()))
+        self.decoder.position += len(pad)
+        return True
+
+    def close(self) -> None:
+        """No more input: what was heard settles, the reply playing may finish."""
+        self._send.close()
+
+    async def run(self) -> None:
+        """Hold the conversation until the input closes."""
+        await converse(
+            self.session,
+            self.listener,
+            self._frames(),
+            on_item=self._on_item,
+            on_turn_start=self.hooks.voice_turn_started,
+            on_turn=self.hooks.voice_turn_ended,
+            on_discarded=self.hooks.held_reply_discarded,
+            wait_idle=self.hooks.wait_idle,
+        )
+
+    async def _frames(self) -> AsyncIterator[Frame]:
+        async with self._receive:
+            async for frame in self._receive:
+                yield frame
+
+    def _on_item(self, item: ListenItem) -> None:
+        hooks = self.hooks
+        if isinstance(item, SpeechBegan):
+            hooks.speech_started()
+            hooks.event(p.event("vad.speech_start", at_ms=_ms(item.at_s)))
+        elif isinstance(item, SpeechEnded):
+            hooks.event(p.event("vad.speech_end", at_ms=_ms(item.at_s)))
+        elif isinstance(item, Heard):
+            t = item.transcript
+            if not t.final:
+                hooks.event(p.event("transcript.partial", text=t.text))
+            elif t.text.strip():
+                hooks.event(
+                    p.event(
+                        "transcript.final",
+                        text=t.text.strip(),
+                        start_ms=None if t.start_s is None else _ms(item.stream_from_s + t.start_s),
+                        end_ms=None if t.end_s is None else _ms(item.stream_from_s + t.end_s),
+                    )
+                )
+        elif isinstance(item, BargeIn):
+            decision = item.decision
+            if isinstance(decision, Interrupt):
+                hooks.barge_in("interrupt", decision.text)
+            elif isinstance(decision, PausePlayout):
+                hooks.barge_in("pause", None)
+            else:
+                hooks.barge_in("resume", None)
+        elif isinstance(item, ListenError):
+            hooks.event(p.error_event("stt_error", item.message))
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
