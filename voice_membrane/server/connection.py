@@ -11,7 +11,6 @@ is never announced if it is thrown away.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -34,6 +33,7 @@ from ..tts.base import TtsError
 from ..vendors.errors import LlmError
 from ..vocab.messages import participant_problem
 from . import protocol as p
+from .admission import DRAINING, Admission, refuse, send_error_now
 from .listening_setup import ListeningFailed, listens, voice_input_for
 from .outbox import Audio, Close, Outbox
 from .rate_limit import RateLimit, Verdict
@@ -71,29 +71,8 @@ class Connection:
 
     async def run(self) -> None:
         state = self.state
-        header_token = _bearer(self.ws)
-        if header_token is not None and not state.check_token(header_token):
-            await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
-            return
-        if state.draining.is_set():
-            state.metrics.errors.labels("draining").inc()
-            # An event only to a client that has authenticated: the others get the close.
-            told = header_token is not None or state.token is None
-            events = (p.error_event("draining", _DRAINING),) if told else ()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", *events)
-            return
-        start = await self._await_start(authenticated=header_token is not None)
+        start = await Admission(self.ws, state, self.id, self.limit).admit()
         if start is None:
-            return
-        # Every limit before anything is built: a refused session starts no MCP
-        # server, loads no model, opens no voice.
-        if state.draining.is_set():  # (it may have begun while we waited for the start)
-            state.metrics.errors.labels("draining").inc()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "draining", p.error_event("draining", _DRAINING))
-            return
-        if not state.take_slot():
-            state.metrics.errors.labels("full").inc()
-            await self._refuse(p.CLOSE_TRY_AGAIN, "full", p.error_event("full", _FULL))
             return
         try:
             await self._serve(start)
@@ -101,61 +80,11 @@ class Connection:
             state.release_slot()
 
     async def _refuse(self, code: int, reason: str, *events: str) -> None:
-        try:
-            for text in events:
-                await self.ws.send(text)
-            await self.ws.close(code, reason)
-        except ConnectionClosed:
-            pass
-        self.state.log("refused", session=self.id, code=code, reason=reason)
-
-    async def _await_start(self, authenticated: bool) -> p.SessionStart | None:
-        """The client's ``session.start``, or None once the socket is closed."""
-        state = self.state
-        needs_token = state.token is not None and not authenticated
-        with anyio.move_on_after(state.start_timeout_s):
-            while True:
-                try:
-                    data = await self.ws.recv()
-                except ConnectionClosed:
-                    return None
-                verdict = self.limit.check(anyio.current_time())
-                if verdict is Verdict.DISCONNECT:
-                    await self._refuse(p.CLOSE_POLICY, "rate_limited")
-                    return None
-                if verdict is not Verdict.ACCEPT:
-                    continue  # dropped unanswered: no session yet
-                try:
-                    message = p.parse_client_message(data)
-                except p.BadMessage as exc:
-                    message, problem = None, str(exc)
-                if needs_token and not (
-                    isinstance(message, p.SessionStart) and state.check_token(message.token)
-                ):
-                    await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
-                    return None
-                if message is None:
-                    await self._send_error_now("bad_message", problem)
-                elif not isinstance(message, p.SessionStart):
-                    await self._send_error_now(
-                        "bad_message", "the first message must be session.start"
-                    )
-                elif (message.pipeline or state.default_pipeline) not in state.pipelines:
-                    names = ", ".join(state.pipelines)
-                    await self._send_error_now("pipeline_not_allowed", f"pipelines here: {names}")
-                else:
-                    return message
-        # Nothing is said to a socket that has not authenticated: the close alone.
-        late = "no session.start within the time allowed"
-        events = () if needs_token else (p.error_event("idle_timeout", late),)
-        await self._refuse(p.CLOSE_IDLE, "idle_timeout", *events)
-        return None
+        await refuse(self.ws, self.state, self.id, code, reason, *events)
 
     async def _send_error_now(self, code: p.ErrorCode, message: str) -> None:
         """Before the session's sender runs: send an error directly."""
-        self.state.metrics.errors.labels(code).inc()
-        with contextlib.suppress(ConnectionClosed):
-            await self.ws.send(p.error_event(code, message))
+        await send_error_now(self.ws, self.state, code, message)
 
     async def _serve(self, start: p.SessionStart) -> None:
         state = self.state
@@ -252,6 +181,8 @@ class Connection:
                 await self._receive(tg)
                 tg.cancel_scope.cancel()
         finally:
+            if not self.turn_done.is_set():  # a spoken turn, cancelled with the session
+                self._end_turn()
             state.log(
                 "session_end",
                 session=self.id,
@@ -295,7 +226,7 @@ class Connection:
                 elif not self.turn_done.is_set():
                     self._error("busy", "a turn is running: send interrupt first", self.turn)
                 elif self.state.draining.is_set():
-                    self._error("draining", _DRAINING)
+                    self._error("draining", DRAINING)
                 else:
                     self._begin_turn(message.text, "text")
                     tg.start_soon(self._run_turn, message, self.turn)
@@ -598,18 +529,3 @@ class Connection:
             with anyio.move_on_after(state.close_timeout_s):
                 await self.turn_done.wait()
         self._close(p.CLOSE_GOING_AWAY, "server shutting down")
-
-
-_DRAINING = "this server is shutting down: connect again (another replica)"
-_FULL = "this server has as many sessions as it takes: connect again (another replica)"
-
-
-def _bearer(ws: ServerConnection) -> str | None:
-    request = ws.request
-    if request is None:
-        return None
-    value = request.headers.get("Authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""

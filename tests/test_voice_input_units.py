@@ -1,0 +1,125 @@
+"""The sans-I/O pieces of a served session's input audio: the push-to-talk
+button as a detector, the decoder of the client's frames, the audio budget."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voice_membrane.listening.push_to_talk import PushToTalk
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadEvent
+from voice_membrane.server.protocol import InputAudio
+from voice_membrane.server.rate_limit import Verdict
+from voice_membrane.server.voice_input import AudioBudget, BadAudio, InputDecoder
+from voice_membrane.vocab.audio import ulaw_from_pcm16
+
+
+def _where(events: list[VadEvent]) -> list[tuple[str, int]]:
+    return [
+        ("start" if isinstance(e, SpeechStart) else "end", e.at_sample)
+        for e in events
+        if isinstance(e, SpeechStart | SpeechEnd)
+    ]
+
+
+def _cuts(total: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, total), max_size=12).map(sorted)
+
+
+@given(
+    presses=st.lists(st.integers(0, 4000), min_size=1, max_size=6).map(sorted),
+    cuts=_cuts(5000),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_button_falls_where_pressed_however_the_audio_is_chunked(
+    presses: list[int], cuts: list[int]
+) -> None:
+    """Marks given before the audio reaches them (as a message overtakes frames
+    still queued for the listener) come out at their samples, in any chunking."""
+    audio = np.zeros(5000, dtype=np.int16)
+    button = PushToTalk(16000)
+    for i, at in enumerate(presses):
+        (button.press if i % 2 == 0 else button.release)(at)
+    events: list[VadEvent] = []
+    edges = [0, *cuts, len(audio)]
+    for a, b in itertools.pairwise(edges):
+        events += button.feed(audio[a:b])
+    events += button.flush()
+    expected = [("start" if i % 2 == 0 else "end", at) for i, at in enumerate(presses)]
+    if len(presses) % 2:  # held at the end of input: it ends there
+        expected.append(("end", len(audio)))
+    assert _where(events) == expected
+    assert not button.speaking
+
+
+def test_a_second_press_or_a_release_without_press_is_refused() -> None:
+    button = PushToTalk(16000)
+    assert not button.release(0)
+    assert button.press(10) and not button.press(20)
+    assert button.release(30) and not button.release(40)
+
+
+def test_a_mark_in_the_past_is_placed_at_the_audio_fed() -> None:
+    button = PushToTalk(16000)
+    button.feed(np.zeros(100, dtype=np.int16))
+    button.press(50)  # (the audio before it was fed already)
+    assert _where(button.feed(np.zeros(10, dtype=np.int16))) == [("start", 100)]
+
+
+@given(cuts=_cuts(4000))
+@settings(max_examples=100, deadline=None)
+def test_decoded_frames_do_not_depend_on_the_chunking(cuts: list[int]) -> None:
+    rng = np.random.default_rng(1)
+    audio = (rng.standard_normal(4000) * 3000).astype(np.int16)
+    data = ulaw_from_pcm16(audio)
+    whole = InputDecoder(InputAudio(encoding="mulaw", sample_rate=8000), 16000)
+    reference = whole.decode(data).samples
+    parts = InputDecoder(InputAudio(encoding="mulaw", sample_rate=8000), 16000)
+    edges = [0, *cuts, len(data)]
+    frames = [parts.decode(data[a:b]) for a, b in itertools.pairwise(edges) if b > a]
+    assert [f.position for f in frames] == list(
+        np.cumsum([0] + [len(f.samples) for f in frames])[:-1]
+    )
+    np.testing.assert_array_equal(np.concatenate([f.samples for f in frames]), reference)
+    assert frames[-1].sample_rate == 16000
+
+
+def test_pcm16_at_the_listeners_rate_passes_unchanged() -> None:
+    audio = np.arange(-160, 160, dtype=np.int16)
+    decoder = InputDecoder(InputAudio(), 16000)
+    np.testing.assert_array_equal(decoder.decode(audio.tobytes()).samples, audio)
+
+
+@pytest.mark.parametrize(
+    ("declared", "data", "says"),
+    [
+        (InputAudio(), b"", "empty"),
+        (InputAudio(), b"\x00" * 3, "even number"),
+        (InputAudio(), b"\x00" * (3200 * 2 + 2), "at most 200 ms"),
+        (InputAudio(encoding="mulaw", sample_rate=8000), b"\xff" * 1601, "at most 200 ms"),
+    ],
+)
+def test_frames_that_cannot_be_audio(declared: InputAudio, data: bytes, says: str) -> None:
+    with pytest.raises(BadAudio, match=says):
+        InputDecoder(declared, 16000).check(data)
+    frame_20ms = b"\x00" * (declared.sample_rate // 50 * declared.bytes_per_sample)
+    InputDecoder(declared, 16000).check(frame_20ms)  # a frame of the right kind is fine
+
+
+def test_the_budget_allows_a_second_ahead_then_refuses_then_disconnects() -> None:
+    budget = AudioBudget(burst_s=1.0, patience_s=2.0)
+    assert all(budget.take(0.1, 0.0) is Verdict.ACCEPT for _ in range(10))
+    assert budget.take(0.1, 0.0) is Verdict.REFUSE  # told once
+    assert budget.take(0.1, 0.0) is Verdict.REFUSE_QUIETLY
+    assert budget.take(0.1, 0.15) is Verdict.ACCEPT  # real time gave it room again
+    verdicts = [budget.take(0.1, 0.15) for _ in range(22)]
+    assert verdicts[0] is Verdict.REFUSE and verdicts[-1] is Verdict.DISCONNECT
+
+
+def test_a_real_time_client_is_never_refused() -> None:
+    budget = AudioBudget()
+    assert all(budget.take(0.02, i * 0.02 + 0.001) is Verdict.ACCEPT for i in range(5000))
