@@ -65,6 +65,8 @@ async def test_a_spoken_question_is_answered_and_stop_interrupts_it(tmp_path: Pa
         assert [p["outcome"] for p in metrics["playout_pauses"]] == ["interrupted"]
         second = next(e for e in got.of("turn.started") if e["turn"] == 2)
         assert second["source"] == "voice" and second["text"]
+    metrics_text = server.state.metrics.render().decode()  # type: ignore[union-attr]
+    assert "voice_membrane_voice_to_voice_seconds_count 2.0" in metrics_text
 
 
 async def test_typed_turns_still_work_in_a_listening_session(tmp_path: Path) -> None:

@@ -357,6 +357,8 @@ class Connection:
 
     def voice_turn_ended(self, turn: VoiceTurn) -> None:
         self._report_turn(self.turn, turn.result, turn_record(turn))
+        if turn.latency.voice_to_voice_ms is not None:
+            self.state.metrics.voice_to_voice.observe(turn.latency.voice_to_voice_ms / 1000)
         self._end_turn()
 
     def held_reply_discarded(self) -> None:

@@ -22,6 +22,12 @@ class ServerMetrics:
             buckets=FIRST_AUDIO_BUCKETS,
             registry=r,
         )
+        self.voice_to_voice = Histogram(
+            "voice_membrane_voice_to_voice_seconds",
+            "Time from the end of the user's speech to the reply's first audio",
+            buckets=FIRST_AUDIO_BUCKETS,
+            registry=r,
+        )
         self.errors = Counter(
             "voice_membrane_errors", "Error events sent, by code", ["kind"], registry=r
         )
