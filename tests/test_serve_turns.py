@@ -116,16 +116,28 @@ async def test_the_audio_format_asked_for(
         assert total == pytest.approx(report["counts"]["audio_seconds"], abs=0.05)
 
 
-async def test_a_cloud_voice_is_asked_for_the_sessions_rate(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("audio", "rate", "width", "asked"),
+    [
+        ({"encoding": "pcm16", "sample_rate": 16000}, 16000, 2, "pcm_16000"),
+        ({"encoding": "mulaw", "sample_rate": 8000}, 8000, 1, "ulaw_8000"),  # a phone call
+    ],
+)
+async def test_a_cloud_voice_is_asked_for_the_sessions_format(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    audio: dict[str, object],
+    rate: int,
+    width: int,
+    asked: str,
 ) -> None:
-    # Asked for 16 kHz, the ElevenLabs socket speaks pcm_16000: nothing is resampled
-    # (the engine used to be made for the speaker's 22.05 kHz and resampled per session).
+    # Asked for 16 kHz, the ElevenLabs socket speaks pcm_16000, and for μ-law 8 kHz
+    # ulaw_8000: nothing is resampled (the engine used to be made for the speaker's
+    # 22.05 kHz and resampled per session), and the report says so.
     with FakeElevenLabs() as fake:
         for name, value in fake.env().items():
             monkeypatch.setenv(name, value)
         path = write_pipeline(tmp_path, "cloud", SHORT_REPLY, tts="elevenlabs:fake-voice")
-        audio = {"encoding": "pcm16", "sample_rate": 16000}
         async with (
             Server([path], port=0, log=lambda *args, **fields: None) as server,
             session(server, audio=audio) as ws,
@@ -133,8 +145,18 @@ async def test_a_cloud_voice_is_asked_for_the_sessions_rate(
             await send(ws, type="user.message", text="Hi!")
             log = await read_turn(ws)
         assert log.end["error"] is None and log.end["heard"] == SHORT_SPOKEN
-        check_frames(log, 1, 16000)
-        assert [c.query["output_format"] for c in fake.connections] == ["pcm_16000"]
+        assert all(len(a) == rate * FRAME_MS // 1000 * width for _, _, a in log.frames[:-1])
+        assert [c.query["output_format"] for c in fake.connections] == [asked]
+        counts = log.of("metrics")[0]["report"]["counts"]
+        assert counts["audio_seconds"] > 0.5 and counts["audio_resampled_seconds"] == 0
+
+
+async def test_the_report_counts_the_audio_resampled(tmp_path: Path) -> None:
+    # espeak-ng speaks 22.05 kHz: a 24 kHz session resamples all of it.
+    async with running_server(tmp_path) as server, session(server, pipeline="short") as ws:
+        await send(ws, type="user.message", text="Hi!")
+        counts = (await read_turn(ws)).of("metrics")[0]["report"]["counts"]
+    assert counts["audio_resampled_seconds"] == pytest.approx(counts["audio_seconds"], abs=0.01)
 
 
 async def test_session_started_names_the_format(tmp_path: Path) -> None:

@@ -195,7 +195,8 @@ def test_the_format_follows_the_sink() -> None:
     assert format_for_sink(16000) == "pcm_16000"
     assert format_for_sink(44100) == "pcm_44100"
     assert format_for_sink(48000) == "pcm_24000"
-    assert format_for_sink(8000) == "pcm_22050"
+    assert format_for_sink(8000) == "ulaw_8000"  # a phone call: μ-law end to end
+    assert format_for_sink(11025) == "pcm_22050"
     assert format_for_sink(None) == "pcm_24000"
 
 

@@ -207,6 +207,8 @@ class SinkStage:
                 if item.alignment is not None:
                     self._place_chars(item.alignment, piece_start)
                 started = time.perf_counter_ns()
+                if self.sink.sample_rate and item.audio.sample_rate != self.sink.sample_rate:
+                    self.m.resampled_seconds += item.audio.seconds
                 for frame in _frames(item.audio, self.sink.sample_rate):
                     # A write may queue audio before its first checkpoint: once the
                     # turn is interrupted (and the sink silenced), write nothing more.

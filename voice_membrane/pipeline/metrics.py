@@ -116,6 +116,7 @@ class TurnMetrics:
     chunks: int = 0
     chars_spoken: int = 0
     audio_seconds: float = 0.0  # audio the TTS engine produced
+    resampled_seconds: float = 0.0  # of it, resampled to the sink's rate
     pieces: list[PieceMetrics] = field(default_factory=list)  # as sent to the TTS engine
     tts_stats: StreamStats = field(default_factory=StreamStats)  # the engine's, for the turn
     first_chunk_token_ns: int | None = None  # arrival of the delta that released piece 1
@@ -207,6 +208,7 @@ class TurnMetrics:
             chunks=self.chunks,
             chars_spoken=self.chars_spoken,
             audio_seconds=round(self.audio_seconds, 3),
+            audio_resampled_seconds=round(self.resampled_seconds, 3),
             tts_rtf=rtf,
             tts_first_byte_ms_median=round(statistics.median(ttfb), 3) if ttfb else None,
             first_chunk_token_ms=ms(self.first_chunk_token_ns),
@@ -263,6 +265,9 @@ class LatencyReport:
     # Silences while the reply waited on a tool round (not counted as gaps).
     tool_pauses: int = 0
     tool_pause_ms: float = 0.0
+    # The engine's audio resampled to the sink's rate (0: it spoke the sink's own
+    # format, e.g. ElevenLabs' ulaw_8000 on a phone call).
+    audio_resampled_seconds: float = 0.0
     llm_held_ms: float | None = None  # first-audio priority held the LLM (None: off)
     retries: tuple[str, ...] = ()  # LLM calls that failed before any output and were retried
     usage: dict[str, int] = field(default_factory=dict)  # provider-reported tokens (cloud)
@@ -312,6 +317,7 @@ class LatencyReport:
                 "chunks": self.chunks,
                 "chars_spoken": self.chars_spoken,
                 "audio_seconds": self.audio_seconds,
+                "audio_resampled_seconds": self.audio_resampled_seconds,
             },
             "tts_rtf": self.tts_rtf,
             "tts_first_byte_ms_median": self.tts_first_byte_ms_median,
@@ -352,6 +358,7 @@ class LatencyReport:
             chunks=int(counts["chunks"]),
             chars_spoken=int(counts["chars_spoken"]),
             audio_seconds=float(counts["audio_seconds"]),
+            audio_resampled_seconds=float(counts.get("audio_resampled_seconds", 0.0)),
             tts_rtf=data["tts_rtf"],
             tts_first_byte_ms_median=data["tts_first_byte_ms_median"],
             first_chunk_token_ms=data["first_chunk_token_ms"],

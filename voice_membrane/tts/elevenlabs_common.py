@@ -37,9 +37,10 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "https://api.elevenlabs.io"
 DEFAULT_MODEL = "eleven_flash_v2_5"
 KEY_VARIABLE = "ELEVENLABS_API_KEY"
-# The PCM rates the service speaks; ulaw_8000 is only chosen explicitly
-# (telephony), as it is 8-bit audio.
+# The formats the service speaks, by rate: μ-law at 8 kHz for a phone call's
+# sink (what the call carries: nothing to resample), PCM at the others.
 PCM_RATES = {16000: "pcm_16000", 22050: "pcm_22050", 24000: "pcm_24000", 44100: "pcm_44100"}
+SINK_FORMATS = {8000: "ulaw_8000", **PCM_RATES}
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -51,10 +52,11 @@ def format_rate(output_format: str) -> int:
 
 
 def format_for_sink(sink_rate: int | None) -> str:
-    """The PCM format the sink plays without resampling, else the nearest of
-    24 kHz and 22.05 kHz (what voices are natively made at)."""
-    if sink_rate in PCM_RATES:
-        return PCM_RATES[sink_rate]
+    """The format the sink plays without resampling (μ-law for an 8 kHz sink: a
+    phone call), else the nearest of 24 kHz and 22.05 kHz PCM (what voices are
+    natively made at)."""
+    if sink_rate in SINK_FORMATS:
+        return SINK_FORMATS[sink_rate]
     if sink_rate is None:
         return "pcm_24000"
     return "pcm_24000" if abs(sink_rate - 24000) <= abs(sink_rate - 22050) else "pcm_22050"
