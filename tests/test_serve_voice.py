@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+import soundfile as sf
 from serve_helpers import LONG_REPLY, SHORT_SPOKEN, next_event, send, start
 from serve_voice_helpers import clip, listening_pipelines, silence, speak
 from websockets.asyncio.client import connect
@@ -210,3 +211,19 @@ async def test_a_silent_caller_times_out(tmp_path: Path) -> None:
                 while True:
                     await ws.recv()
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
+
+
+async def test_the_voice_is_written_only_to_a_debug_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "heard"
+    audio = np.concatenate([silence(0.3), clip("weather"), silence(0.5)])
+    async with _server(tmp_path, debug_audio_dir=folder) as server:
+        async with connect(server.ws_url) as ws:
+            started = await start(ws, pipeline="brief", input_audio=VOICE_IN)
+            await speak(ws, audio)
+        with anyio.fail_after(10):
+            while server.state is not None and server.state.sessions:
+                await anyio.sleep(0.05)
+    written, rate = sf.read(folder / f"{started['session']}.wav", dtype="int16")
+    assert rate == 16000
+    np.testing.assert_array_equal(written, audio[: len(written)])
+    assert len(written) >= len(audio) - 320  # all of it (the last frame may be in flight)

@@ -164,6 +164,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "(50: what one process sustains on 2 cores, docs/benchmarks.md; 0: no limit)",
     )
     serve.add_argument(
+        "--debug-audio-dir",
+        type=Path,
+        metavar="DIR",
+        help="write each listening session's input audio to DIR/SESSION.wav, as the "
+        "recognizer heard it (for debugging recognition; off: the voice is never stored)",
+    )
+    serve.add_argument(
         "--log-format",
         choices=("auto", "json", "text"),  # server.log.LOG_FORMATS, not imported: --help stays fast
         default="auto",
@@ -386,6 +393,7 @@ def _serve(args: argparse.Namespace) -> None:
                 drain_timeout_s=args.drain_timeout,
                 idle_timeout_s=args.idle_timeout,
                 max_sessions=args.max_sessions or None,  # 0: no limit
+                debug_audio_dir=args.debug_audio_dir,
                 log=make_log(args.log_format),
             )
         )

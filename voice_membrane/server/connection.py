@@ -42,7 +42,7 @@ from .socket_sink import SocketSink
 from .state import ServerState
 from .turn_events import log_event
 from .voice_input import AudioBudget, BadAudio
-from .voice_session import VoiceInput
+from .voice_session import VoiceInput, input_recording
 
 __all__ = ["Connection"]
 
@@ -138,6 +138,9 @@ class Connection:
                     self.voice = await voice_input_for(
                         stack, config, start.input_audio, start.turn_taking, session, self
                     )
+                    if state.debug_audio_dir is not None:
+                        path = state.debug_audio_dir / f"{self.id}.wav"
+                        self.voice.record_to(stack.enter_context(input_recording(path, self.voice)))
                 except ListeningFailed as exc:
                     await self._fail_start("stt_error", f"pipeline {name}: {exc}")
                     return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -41,6 +42,8 @@ class ServerState:
     # The kernel's send buffer of a session's socket, in seconds of its audio (the
     # lead's worth), not the MBs it autotunes to: it bounds what a stalled client pins.
     send_buffer_s: float = LEAD_S
+    # Where each listening session's input audio is written (None: never stored).
+    debug_audio_dir: Path | None = None
     log: Log = field(default_factory=JsonLog)
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     draining: anyio.Event = field(default_factory=anyio.Event)

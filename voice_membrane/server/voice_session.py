@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator
-from typing import Protocol
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import numpy as np
+import soundfile as sf  # type: ignore[import-untyped]
 
 from ..listening.decisions import Interrupt, PausePlayout
 from ..listening.push_to_talk import PushToTalk
@@ -84,12 +87,19 @@ class VoiceInput:
         self.decoder = InputDecoder(declared, listener.vad.sample_rate)
         self._send, self._receive = anyio.create_memory_object_stream[Frame](MAX_BACKLOG_FRAMES)
         self.frames_dropped = 0  # the listener fell behind
+        self._recording: Any = None  # a soundfile.SoundFile
+
+    def record_to(self, recording: Any) -> None:
+        """Write the input, as the listener hears it, to ``recording`` (a debug folder)."""
+        self._recording = recording
 
     def feed(self, data: bytes) -> None:
         """One binary frame (``decoder.check``ed) of the client's voice."""
         self._put(self.decoder.decode(data))
 
     def _put(self, frame: Frame) -> None:
+        if self._recording is not None:
+            self._recording.write(frame.samples)
         try:
             self._send.send_nowait(frame)
         except anyio.WouldBlock:
@@ -165,6 +175,14 @@ class VoiceInput:
                 hooks.barge_in("resume", None)
         elif isinstance(item, ListenError):
             hooks.event(p.error_event("stt_error", item.message))
+
+
+@contextmanager
+def input_recording(path: Path, voice: VoiceInput) -> Iterator[Any]:
+    """A WAV file for ``voice``'s input at the listener's rate, closed on exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sf.SoundFile(path, "w", voice.decoder.rate, 1, "PCM_16") as recording:
+        yield recording
 
 
 def _ms(seconds: float) -> float:
