@@ -9,18 +9,25 @@ from ..listening.endpointer import Endpointer
 from ..listening.engines import make_vad
 from ..listening.push_to_talk import PushToTalk
 from ..stt.base import SttEngine, SttError
-from ..stt.registry import create_stt
+from ..stt.registry import create_stt, rate_options
 from ..stt.retrying import RetryingStt
 from .config import ConfigError, PipelineConfig
 from .listening import Listener
 
 
 def stt_for(
-    config: PipelineConfig, on_retry: Callable[[SttError, float], None] = lambda e, d: None
+    config: PipelineConfig,
+    on_retry: Callable[[SttError, float], None] = lambda e, d: None,
+    *,
+    input_rate: int | None = None,
 ) -> SttEngine:
-    """The engine ``[stt]`` names (not started); ``ConfigError`` in one line."""
+    """The engine ``[stt]`` names (not started); ``ConfigError`` in one line.
+    ``input_rate``: the rate the audio arrives at (8000 on a call): an engine that
+    takes it as it is is opened at it, so the listener runs at that rate and the
+    engine converts for its model (check the engine's ``sample_rate``)."""
     stt = config.stt
-    options = {} if stt.phrases is None else {"phrases": stt.phrases}
+    options: dict[str, object] = {} if stt.phrases is None else {"phrases": stt.phrases}
+    options.update(rate_options(stt.spec, input_rate))
     try:
         engine = create_stt(stt.spec, api_key_env=stt.api_key_env, base_url=stt.base_url, **options)
     except ValueError as exc:

@@ -59,6 +59,21 @@ def create_stt(
     raise ValueError(f"unknown STT engine {quote(spec)}: use {SPECS}")
 
 
+# Engines that take these input rates as they are (telephone audio at 8 kHz: the
+# engine converts it for its model the way that suits it; docs/stt.md).
+NATIVE_RATES = {"pocketsphinx": (8000, 16000), "whisper": (8000, 16000)}
+
+
+def rate_options(spec: str, input_rate: int | None) -> dict[str, int]:
+    """``{"sample_rate": input_rate}`` when the engine ``spec`` names takes audio at
+    ``input_rate`` itself (pocketsphinx and whisper at 8 kHz), else ``{}`` (the
+    engine takes 16 kHz and the caller converts)."""
+    kind = spec.strip().partition(":")[0]
+    if input_rate is not None and input_rate in NATIVE_RATES.get(kind, ()):
+        return {"sample_rate": input_rate}
+    return {}
+
+
 def _key(kind: str, where: str, api_key_env: str | None) -> str:
     """The key itself (the engines take it explicitly), checked as the LLM's is."""
     key = api_key(kind, where, api_key_env, section="stt")
