@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import wave
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -161,3 +162,41 @@ def test_whisper_at_8k_hears_the_phone_better_than_linear_upsampling() -> None:
     # Measured (tiny.en, beam 1): 5 errors of 61 words; upsampled linearly to
     # 16 kHz, as the listener's resampler does, 9 (docs/stt.md).
     assert total.edits <= 7, total
+
+
+def test_a_call_is_heard_end_to_end_at_8k() -> None:
+    """The call's 8 kHz frames through the local pipeline's listener opened for
+    them: Silero at 8 kHz, pocketsphinx at 8 kHz, one turn with the words."""
+    from voice_membrane.pipeline.config import load_pipeline
+    from voice_membrane.pipeline.listen_build import listener_for
+    from voice_membrane.pipeline.listening import ListenItem, UserTurn
+    from voice_membrane.sources.base import Frame
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_pipeline(root / "pipelines" / "local-voice.toml")
+    name = "phone/weather_paris.wav"
+    audio = call_audio(name)
+
+    async def frames() -> AsyncIterator[Frame]:
+        for i in range(0, len(audio), 160):  # 20 ms frames, as fast as they go
+            yield Frame(audio[i : i + 160], 8000, i, 0)
+
+    async def go() -> list[ListenItem]:
+        stt = stt_for(config, input_rate=8000)
+        await stt.start()
+        try:
+            listener = listener_for(config, stt)
+            assert listener.vad.sample_rate == 8000
+            send, receive = anyio.create_memory_object_stream[ListenItem](1000)
+            with anyio.fail_after(GUARD_S):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(listener.run, frames(), send)
+                    async with receive:
+                        items = [item async for item in receive]
+            return items
+        finally:
+            await stt.aclose()
+
+    (turn,) = [item for item in anyio.run(go) if isinstance(item, UserTurn)]
+    # Measured: "what if the weather in paris today" (1 error of 7).
+    assert word_errors(str(INDEX[name]["text"]), turn.text).edits <= 3, turn.text

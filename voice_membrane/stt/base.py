@@ -72,7 +72,7 @@ class SttEngine(Protocol):
     """A speech-to-text engine, opened once per session (models load here)."""
 
     name: str  # e.g. "pocketsphinx", "deepgram:nova-3", "openai:gpt-4o-mini-transcribe"
-    sample_rate: int  # what ``push`` takes: 16000 for every engine here
+    sample_rate: int  # what ``push`` takes: 16000, or 8000 for a local engine opened for a call
     local: bool  # computes on this machine (competes for the CPU with the LLM and TTS)
 
     async def start(self) -> None:
