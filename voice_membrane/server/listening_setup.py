@@ -33,7 +33,7 @@ async def voice_input_for(
     hooks: VoiceHooks,
 ) -> VoiceInput:
     try:
-        stt = stt_for(config)
+        stt = stt_for(config, input_rate=declared.sample_rate)  # a call: 8 kHz as it is
         await stt.start()
     except (ConfigError, SttError) as exc:
         raise ListeningFailed(f"speech to text: {exc}") from None
