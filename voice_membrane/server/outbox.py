@@ -21,7 +21,9 @@ import anyio
 @dataclass(frozen=True, slots=True)
 class Audio:
     turn: int
-    data: bytes  # the whole binary frame, header included
+    # The whole binary frame, header included; or a text message that travels as
+    # audio (a Twilio call's media and marks, dropped with it on an interruption).
+    data: bytes | str
 
 
 @dataclass(frozen=True, slots=True)

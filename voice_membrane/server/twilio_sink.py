@@ -1,0 +1,305 @@
+"""The audio sink of a phone call: Twilio Media Streams ``media``, ``mark`` and ``clear``.
+
+Audio is converted to μ-law 8 kHz (a low-pass resampler that keeps its state
+across chunks) and sent as 20 ms ``media`` messages on the call's outbox,
+paced at real time with a small lead as the WebSocket sink does, with a
+``mark`` after every ``MARK_EVERY_S`` of audio and at the end of each
+utterance (``drain``).
+
+What the caller has heard comes from the marks Twilio echoes once the audio
+before them has played (``on_mark``): ``played_seconds`` is the audio up to
+the last echoed mark, so it lags the caller's ear by at most one mark interval
+plus the trip back, never runs ahead of it.
+
+``pause()`` (the caller speaks over the answer) sends ``clear`` at once: Twilio
+empties its buffer and echoes the marks still pending — those did not play and
+are ignored. The audio sent but not confirmed by a mark is kept, and
+``resume()`` sends it again from the last confirmed mark, so nothing the caller
+did not hear is lost (what played between that mark and the clear is heard
+twice: at most a mark interval and a round trip). ``stop()`` sends ``clear``
+too and drops it all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+import numpy as np
+
+from ..sources._resample import StreamResampler, to_int16
+from ..vocab.audio import AudioChunk, Samples, ulaw_from_pcm16
+from .outbox import Audio, Item
+from .twilio_wire import FRAME_BYTES, SAMPLE_RATE, clear_message, mark_message, media_message
+
+LEAD_S = 0.2
+MARK_EVERY_S = 0.1
+# How long drain waits for Twilio to echo the last mark once the audio should have
+# played: past it, the audio counts as heard (a stream that never echoes marks).
+ECHO_TIMEOUT_S = 2.0
+MARK_PREFIX = "vm"
+
+
+class CallOutbox(Protocol):
+    """What the sink needs of ``outbox.Outbox``."""
+
+    def put(self, item: Item) -> bool: ...
+
+    def drop_audio(self, turn: int) -> int: ...
+
+
+class TwilioSink:
+    def __init__(
+        self,
+        outbox: CallOutbox,
+        stream_sid: str,
+        *,
+        lead_s: float = LEAD_S,
+        mark_every_s: float = MARK_EVERY_S,
+        echo_timeout_s: float = ECHO_TIMEOUT_S,
+        on_overflow: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = "twilio"
+        self.sample_rate = SAMPLE_RATE
+        self.stream_sid = stream_sid
+        self.lead_s = lead_s
+        self.echo_timeout_s = echo_timeout_s
+        self.turn = 0  # set by the session before each turn: queued media carry it
+        self._outbox = outbox
+        self._on_overflow = on_overflow
+        self._mark_every = max(FRAME_BYTES, round(mark_every_s * SAMPLE_RATE))
+        self._resampler: StreamResampler | None = None
+        self._resampler_rate = 0
+        self._carry: Samples = np.zeros(0, dtype=np.int16)
+        # Pacing: when the audio sent so far will have played at Twilio (an estimate:
+        # marks say what actually did).
+        self._ends_ns = 0
+        self._resumed: anyio.Event | None = None  # set while paused
+        self._utterance_open = False
+        self._first_ns: int | None = None
+        self._utterance_start = 0  # the confirmed position when the utterance began
+        # The timeline, in samples (one μ-law byte each) of distinct audio since open:
+        # a re-sent sample keeps its place.
+        self._position = 0  # sent (or queued) up to here
+        self._confirmed = 0  # Twilio echoed a mark here: heard
+        self._unconfirmed = bytearray()  # the μ-law of [confirmed, position)
+        self._last_mark_at = 0
+        self._next_mark = 0
+        self._pending: list[tuple[int, int]] = []  # (mark number, position), in order
+        self._ignore_below = 0  # marks numbered below this were cleared
+        self._progress = anyio.Event()
+        self.marks_sent = 0
+        self.clears_sent = 0
+
+    async def open(self) -> None:
+        self._ends_ns = time.perf_counter_ns()
+        self._reset_utterance()
+        self._position = self._confirmed = self._last_mark_at = 0
+        self._unconfirmed.clear()
+        self._pending.clear()
+        self._first_ns = None
+        self._utterance_open = False
+        self.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self._resumed is not None
+
+    async def _wait_resumed(self) -> None:
+        while self._resumed is not None:
+            await self._resumed.wait()
+
+    # Writing
+
+    async def write(self, chunk: AudioChunk) -> None:
+        await self._wait_resumed()  # paused: nothing more goes out
+        if not self._utterance_open:
+            self._utterance_open, self._first_ns = True, None
+        samples = self._convert(chunk)
+        if len(self._carry):
+            samples = np.concatenate([self._carry, samples])
+        whole = len(samples) - len(samples) % FRAME_BYTES
+        for start in range(0, whole, FRAME_BYTES):
+            self._send_frame(ulaw_from_pcm16(samples[start : start + FRAME_BYTES]))
+        self._carry = samples[whole:]
+        ahead_s = (self._ends_ns - time.perf_counter_ns()) / 1e9 - self.lead_s
+        if ahead_s > 0:
+            await anyio.sleep(ahead_s)
+
+    def _convert(self, chunk: AudioChunk) -> Samples:
+        if chunk.sample_rate == SAMPLE_RATE:
+            return chunk.samples
+        if self._resampler is None or self._resampler_rate != chunk.sample_rate:
+            self._flush_resampler()
+            self._resampler = StreamResampler(chunk.sample_rate, SAMPLE_RATE)
+            self._resampler_rate = chunk.sample_rate
+        return to_int16(self._resampler.feed(chunk.samples.astype(np.float64)))
+
+    def _flush_resampler(self) -> None:
+        if self._resampler is not None:
+            tail = to_int16(self._resampler.flush())
+            self._carry = np.concatenate([self._carry, tail])
+            self._resampler = None
+
+    def _send_frame(self, ulaw: bytes, *, marks: bool = True) -> None:
+        now = time.perf_counter_ns()
+        if self._first_ns is None:
+            self._first_ns = now
+        self._ends_ns = max(self._ends_ns, now) + len(ulaw) * 1_000_000_000 // SAMPLE_RATE
+        self._put(media_message(self.stream_sid, ulaw))
+        self._unconfirmed += ulaw
+        self._position += len(ulaw)
+        if marks and self._position - self._last_mark_at >= self._mark_every:
+            self._send_mark()
+
+    def _send_mark(self) -> None:
+        number = self._next_mark
+        self._next_mark += 1
+        self._pending.append((number, self._position))
+        self._last_mark_at = self._position
+        self._put(mark_message(self.stream_sid, f"{MARK_PREFIX}{number}"))
+        self.marks_sent += 1
+
+    def _put(self, message: str) -> None:
+        # Media and marks go as the turn's audio: an interruption drops them together.
+        if not self._outbox.put(Audio(self.turn, message)):
+            self._on_overflow()
+
+    # Twilio's echoes
+
+    def on_mark(self, name: str) -> None:
+        """Twilio echoed the mark ``name``: the audio before it has played (unless a
+        ``clear`` sent it back unplayed)."""
+        number = _mark_number(name)
+        if number is None or number < self._ignore_below:
+            return
+        positions = [p for n, p in self._pending if n == number]
+        if not positions:
+            return  # not ours, or echoed already
+        # Twilio plays in order: the marks before it have played too.
+        self._pending = [(n, p) for n, p in self._pending if n > number]
+        position = positions[0]
+        if position > self._confirmed:
+            del self._unconfirmed[: position - self._confirmed]
+            self._confirmed = position
+        self._wake()
+
+    def _wake(self) -> None:
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    # Ending, pausing
+
+    async def drain(self) -> None:
+        await self._wait_resumed()  # a held answer's tail waits for the resume
+        self._flush_resampler()
+        if len(self._carry):
+            self._send_frame(ulaw_from_pcm16(self._carry), marks=False)
+            self._carry = np.zeros(0, dtype=np.int16)
+        last = self._pending[-1][1] if self._pending else self._confirmed
+        if self._position > last:
+            self._send_mark()  # the end of the utterance
+        while True:  # until our estimate of Twilio's playback has ended
+            await self._wait_resumed()
+            await anyio.sleep(max(0.0, (self._ends_ns - time.perf_counter_ns()) / 1e9))
+            if not self.paused:
+                break
+        await self._wait_echoes()
+        self._reset_utterance()
+        self._utterance_open = False
+
+    async def _wait_echoes(self) -> None:
+        """Until Twilio has echoed every mark (a pause waits for its resume); a
+        Twilio silent for ``echo_timeout_s`` is taken to have played it all."""
+        while self._confirmed < self._position:
+            await self._wait_resumed()
+            progress = self._progress
+            with anyio.move_on_after(self.echo_timeout_s) as waited:
+                await progress.wait()
+            if waited.cancelled_caught and not self.paused:
+                self._confirmed = self._position
+                self._forget_pending()
+
+    def pause(self) -> bool:
+        """``clear`` at once; what was not confirmed heard is sent again on ``resume``."""
+        if self._resumed is None:
+            self._resumed = anyio.Event()
+            self._clear()
+        return True
+
+    def resume(self) -> None:
+        resumed, self._resumed = self._resumed, None
+        if resumed is None:
+            return
+        resumed.set()
+        # Twilio's buffer is empty since the clear. Again from the last confirmed
+        # mark, with marks where they were (new names: echoes of the old ones are
+        # the clear's).
+        self._ends_ns = time.perf_counter_ns()
+        base = self._confirmed
+        audio, self._unconfirmed = bytes(self._unconfirmed), bytearray()
+        marks = {p - base for _, p in self._pending}
+        self._pending = []
+        self._position = self._last_mark_at = base
+        start = 0
+        for cut in sorted(m for m in marks | {len(audio)} if 0 < m <= len(audio)):
+            for frame in range(start, cut, FRAME_BYTES):
+                self._send_frame(audio[frame : min(frame + FRAME_BYTES, cut)], marks=False)
+            if cut in marks:
+                self._send_mark()
+            start = cut
+
+    async def stop(self) -> None:
+        """Interruption: ``clear``, and everything not yet heard is dropped."""
+        if self._resumed is None:
+            if self._position > self._confirmed or len(self._carry):
+                self._clear()
+        else:  # paused: cleared already; the writers waiting for a resume go on
+            resumed, self._resumed = self._resumed, None
+            resumed.set()
+        if self._first_ns is not None and self._confirmed == self._utterance_start:
+            self._first_ns = None  # nothing of it was heard
+        self._position = self._last_mark_at = self._confirmed
+        self._unconfirmed.clear()
+        self._ends_ns = time.perf_counter_ns()
+        self._forget_pending()
+        self._reset_utterance()
+        self._utterance_open = False
+
+    def _clear(self) -> None:
+        self._outbox.drop_audio(self.turn)  # queued media never go out after the clear
+        if not self._outbox.put(clear_message(self.stream_sid)):
+            self._on_overflow()
+        self.clears_sent += 1
+        self._ignore_below = self._next_mark  # echoes of marks sent so far: the clear's
+
+    def _forget_pending(self) -> None:
+        self._unconfirmed.clear()
+        self._pending.clear()
+        self._ignore_below = self._next_mark
+        self._wake()
+
+    def _reset_utterance(self) -> None:
+        self._resampler = None
+        self._carry = np.zeros(0, dtype=np.int16)
+        self._utterance_start = self._confirmed
+
+    @property
+    def played_seconds(self) -> float:
+        return self._confirmed / SAMPLE_RATE
+
+    @property
+    def first_played_ns(self) -> int | None:
+        return self._first_ns
+
+    async def aclose(self) -> None:
+        await self.stop()
+
+
+def _mark_number(name: str) -> int | None:
+    digits = name.removeprefix(MARK_PREFIX)
+    if digits == name or not digits.isdigit() or len(digits) > 18:
+        return None
+    return int(digits)
