@@ -15,6 +15,7 @@ import anyio
 
 from ..infra.exception_groups import leaves
 from ..providers.replay import RecordingError, load_recording
+from .twiml import add_twiml, run_twiml
 
 # The repository's recorded streams (an editable install runs from the repository).
 FIXTURES = Path(__file__).resolve().parents[2] / "audio_fixtures" / "streams"
@@ -178,6 +179,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_otel(serve)
     _add_bench(commands)
+    add_twiml(commands)
     return parser
 
 
@@ -587,6 +589,8 @@ def _main(argv: Sequence[str] | None) -> None:
         _serve(args)
     elif args.command == "bench":
         _bench(args)
+    elif args.command == "twiml":
+        run_twiml(args)
     elif args.command == "demo":
         from .demo import run_demo
 
