@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from voice_membrane.server.outbox import Audio, Item
 from voice_membrane.server.twilio_sink import TwilioSink
-from voice_membrane.vocab.audio import AudioChunk, Samples, ulaw_from_pcm16
+from voice_membrane.vocab.audio import AudioChunk, Samples, pcm16_from_ulaw, ulaw_from_pcm16
 
 SID = "MZ00000000000000000000000000000001"
 NO_WAIT = 1000.0  # a lead no write ever reaches: the tests do not pace
@@ -263,3 +263,15 @@ def test_resampled_media_do_not_depend_on_how_the_audio_was_cut(rate: int, cuts:
     whole = anyio.run(send, [samples])
     assert len(whole) == round(len(samples) * 8000 / rate)
     assert anyio.run(send, _chunks(samples, cuts)) == whole
+
+
+@pytest.mark.anyio
+async def test_mulaw_8k_from_the_engine_passes_through_unchanged() -> None:
+    # ElevenLabs' ulaw_8000, decoded by the engine to PCM: no resampling, and the same
+    # μ-law codes go to Twilio (but μ-law's "negative zero", also silence).
+    codes = bytes(c for c in range(256) if c != 0x7F) * 4
+    outbox = FakeOutbox()
+    sink = await opened(outbox, lead_s=0.0, echo_timeout_s=0.01)
+    await sink.write(AudioChunk(pcm16_from_ulaw(codes), 8000))
+    await sink.drain()
+    assert media_bytes(outbox.flush()) == codes
