@@ -275,3 +275,20 @@ async def test_mulaw_8k_from_the_engine_passes_through_unchanged() -> None:
     await sink.write(AudioChunk(pcm16_from_ulaw(codes), 8000))
     await sink.drain()
     assert media_bytes(outbox.flush()) == codes
+
+
+@pytest.mark.anyio
+async def test_a_pause_with_everything_heard_sends_nothing_until_the_resume() -> None:
+    # A reply held before it starts (Session.hold_playout), or speech after the
+    # audio so far has played: Twilio holds nothing to clear.
+    outbox = FakeOutbox()
+    sink = await opened(outbox)
+    await sink.write(AudioChunk(speech(0.1), 8000))
+    sink.on_mark(marks(outbox.flush())[0])
+    sink.pause()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sink.write, AudioChunk(speech(0.1, seed=3), 8000))
+        await anyio.sleep(0.05)
+        assert outbox.flush() == []
+        sink.resume()
+    assert media_bytes(outbox.flush()) == ulaw_from_pcm16(speech(0.1, seed=3))

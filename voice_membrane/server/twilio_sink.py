@@ -223,10 +223,13 @@ class TwilioSink:
                 self._forget_pending()
 
     def pause(self) -> bool:
-        """``clear`` at once; what was not confirmed heard is sent again on ``resume``."""
+        """``clear`` at once (if Twilio may hold audio not yet heard); what was not
+        confirmed heard is sent again on ``resume``. A reply held before it starts
+        (``Session.hold_playout``) sends nothing."""
         if self._resumed is None:
             self._resumed = anyio.Event()
-            self._clear()
+            if self._position > self._confirmed:
+                self._clear()
         return True
 
     def resume(self) -> None:
