@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.metadata
+import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -21,6 +22,7 @@ from .twiml import add_twiml, run_twiml
 FIXTURES = Path(__file__).resolve().parents[2] / "audio_fixtures" / "streams"
 DEFAULT_RECORDING = FIXTURES / "weather_tool_turn.jsonl"
 TOKEN_VARIABLE = "VOICE_MEMBRANE_TOKEN"
+TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -176,6 +178,13 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=("auto", "json", "text"),  # server.log.LOG_FORMATS, not imported: --help stays fast
         default="auto",
         help="stderr's log lines: text on a terminal, JSON otherwise (auto)",
+    )
+    serve.add_argument(
+        "--twilio-url",
+        metavar="URL",
+        help="the public wss:// URL Twilio calls for /v1/twilio, as in the TwiML (the "
+        "signature covers it; default: wss:// + the request's Host); the account's auth "
+        f"token comes from env {TWILIO_TOKEN_VARIABLE} (docs/telephony.md)",
     )
     _add_otel(serve)
     _add_bench(commands)
@@ -397,6 +406,8 @@ def _serve(args: argparse.Namespace) -> None:
                 max_sessions=args.max_sessions or None,  # 0: no limit
                 debug_audio_dir=args.debug_audio_dir,
                 log=make_log(args.log_format),
+                twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE) or None,
+                twilio_url=args.twilio_url,
             )
         )
     except Exception as exc:

@@ -37,6 +37,10 @@ from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .log import JsonLog, Log
 from .state import ServerState
+from .twilio_call import TwilioCall
+from .twilio_gate import twilio_refusal
+from .twilio_wire import TWILIO_PATH
+from .twiml import url_problem
 
 DEFAULT_PORT = 8765
 # Off loopback a token is all that stands between the port and anyone: one this
@@ -64,6 +68,8 @@ class Server:
         log: Log | None = None,
         static_dir: Path = STATIC_DIR,
         preload: bool = True,
+        twilio_auth_token: str | None = None,
+        twilio_url: str | None = None,
         **limits: Any,
     ) -> None:
         if not pipelines:
@@ -91,6 +97,14 @@ class Server:
             raise ConfigError(str(exc)) from None
         self.host, self.port, self.token = host, port, token
         remember(token)  # masked in every event, log line and message from now on
+        # Phone calls (/v1/twilio): signed with the Twilio account's auth token, for
+        # the public URL Twilio calls (docs/telephony.md).
+        if twilio_auth_token == "":
+            raise ConfigError("the Twilio auth token is empty")
+        if twilio_url is not None and (problem := url_problem(twilio_url)):
+            raise ConfigError(f"--twilio-url: {problem}")
+        self.twilio_auth_token, self.twilio_url = twilio_auth_token, twilio_url
+        remember(twilio_auth_token)
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.drain_timeout_s, self.idle_timeout_s = drain_timeout_s, idle_timeout_s
         self.log = log or JsonLog()
@@ -182,6 +196,20 @@ class Server:
         if not self.hosts.allows_host(host, local_ip):
             self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
             return response(421, "this server does not answer to that host name\n")
+        if request.path.partition("?")[0] == TWILIO_PATH:
+            # Before any work: a call that is not Twilio's gets a 403 and nothing else.
+            peer = connection.remote_address
+            peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
+            refusal = twilio_refusal(
+                request,
+                auth_token=self.twilio_auth_token,
+                public_url=self.twilio_url,
+                local=peer_ip is not None and _is_loopback(self.host) and _is_loopback(peer_ip),
+            )
+            if refusal is not None:
+                self.log("http_refused", status=403, path=TWILIO_PATH, reason=refusal)
+                return response(403, refusal + "\n")
+            return None  # the WebSocket handshake
         return route(
             request,
             allowed_origins=self.allow_origins,
@@ -193,6 +221,10 @@ class Server:
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert self.state is not None
+        request = ws.request
+        if request is not None and request.path.partition("?")[0] == TWILIO_PATH:
+            await TwilioCall(ws, self.state).run()
+            return
         await Connection(ws, self.state).run()
 
     async def serve_forever(self) -> None:

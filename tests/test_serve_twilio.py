@@ -1,0 +1,191 @@
+"""``serve``'s phone route with the fake Twilio caller: the signature at the
+upgrade, a spoken question answered as μ-law media, speech over the answer
+answered by ``clear``, a caller who hangs up mid-answer, bad starts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from serve_helpers import LONG_REPLY, write_pipeline
+
+from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.server import Server
+from voice_membrane.testing.fake_twilio import CallRefused, FakeTwilioCall, twilio_call
+from voice_membrane.testing.speech_check import analyze_speech
+
+pytest.importorskip("pocketsphinx")
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEECH = ROOT / "audio_fixtures" / "speech"
+QUESTION = SPEECH / "phone" / "weather_paris.wav"
+STOP = SPEECH / "backchannels" / "stop.wav"
+TOKEN = "twilio-auth-token-for-the-tests"
+GUARD_S = 120  # against a hang only: the machine is shared and loaded
+WARMUP_S = EndpointSettings().echo_warmup_s
+
+
+def listening_pipeline(folder: Path, name: str, reply: str) -> Path:
+    """A recorded reply (spoken by espeak), with the embedded recognizer listening."""
+    path = write_pipeline(folder, name, reply)
+    path.write_text(
+        path.read_text() + '\n[stt]\nspec = "pocketsphinx"\n\n[vad]\nengine = "silero"\n'
+    )
+    return path
+
+
+@asynccontextmanager
+async def phone_server(folder: Path, **options: Any) -> AsyncIterator[tuple[Server, list[Any]]]:
+    lines: list[Any] = []
+    paths = [
+        listening_pipeline(folder, "long", LONG_REPLY),
+        write_pipeline(folder, "deaf", "Hello."),  # no [stt]: it cannot take a call
+    ]
+    log = lambda event, **fields: lines.append((event, fields))  # noqa: E731
+    async with Server(paths, port=0, log=log, **options) as server:
+        yield server, lines
+
+
+def call_url(server: Server) -> str:
+    return server.ws_url.replace("/v1/session", "/v1/twilio")
+
+
+def events(lines: list[Any], name: str) -> list[dict[str, Any]]:
+    return [fields for event, fields in lines if event == name]
+
+
+async def answer_heard(call: FakeTwilioCall, after: float, seconds: float) -> float:
+    """When the first answer media came after ``after``, once ``seconds`` of it came."""
+    await call.wait_for(
+        lambda: sum(len(m.samples) for m in call.media_after(after)) >= seconds * 8000, GUARD_S
+    )
+    first = call.first_media_after(after)
+    assert first is not None, f"no answer (call closed {call.close_code} {call.close_reason})"
+    return first
+
+
+@pytest.mark.anyio
+async def test_the_signature_is_checked_before_any_work(tmp_path: Path) -> None:
+    async with phone_server(tmp_path, twilio_auth_token=TOKEN) as (server, lines):
+        url = call_url(server)
+        for options in [{}, {"auth_token": "another token"}, {"signature": "AAAA"}]:
+            with pytest.raises(CallRefused) as refused:
+                async with twilio_call(url, **options):
+                    pass
+            assert refused.value.status == 403
+        assert server.state is not None and server.state.sessions == 0
+        assert not events(lines, "session_start")
+        # Signed for the URL Twilio called: wss:// + the Host it connected to.
+        public = url.replace("ws://", "wss://")
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(
+                url, auth_token=TOKEN, signed_url=public, parameters={"pipeline": "deaf"}
+            ) as call:
+                await call.wait_for(lambda: False, GUARD_S)  # until the server closes
+        # Past the gate: refused by the pipeline, which does not listen.
+        assert (call.close_code, call.close_reason) == (1008, "pipeline_does_not_listen")
+    assert "another token" not in repr(lines) and TOKEN not in repr(lines)
+
+
+@pytest.mark.anyio
+async def test_a_configured_public_url_is_what_the_signature_covers(tmp_path: Path) -> None:
+    public = "wss://voice.example.com/v1/twilio"
+    async with phone_server(tmp_path, twilio_auth_token=TOKEN, twilio_url=public) as (
+        server,
+        lines,
+    ):
+        url = call_url(server)
+        with pytest.raises(CallRefused):  # signed for the address the server sees
+            async with twilio_call(url, auth_token=TOKEN):
+                pass
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(url, auth_token=TOKEN, signed_url=public) as call:
+                while not events(lines, "session_start"):
+                    await anyio.sleep(0.05)
+        assert call.close_code == 1000  # the caller hung up: the call was taken
+
+
+@pytest.mark.anyio
+async def test_bad_starts_close_the_call_in_one_line(tmp_path: Path) -> None:
+    async with phone_server(tmp_path) as (server, lines):
+        url = call_url(server)
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(
+                url, media_format={"encoding": "audio/x-l16", "sampleRate": 16000, "channels": 1}
+            ) as call:
+                await call.wait_for(lambda: False, GUARD_S)
+            assert (call.close_code, call.close_reason) == (1008, "unsupported media format")
+            assert any(
+                f["message"].startswith("unsupported media format 'audio/x-l16' 16000 Hz")
+                for f in events(lines, "call_failed")
+            )
+            async with twilio_call(url, parameters={"pipeline": "nope"}) as call:
+                await call.wait_for(lambda: False, GUARD_S)
+            assert (call.close_code, call.close_reason) == (1008, "pipeline_not_allowed")
+        # A browser may not open the phone route.
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus
+
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(url, origin="http://127.0.0.1"):  # type: ignore[arg-type]
+                pass
+        assert refused.value.response.status_code == 403
+
+
+@pytest.mark.anyio
+async def test_a_spoken_question_is_answered_and_speaking_over_it_clears(tmp_path: Path) -> None:
+    async with phone_server(tmp_path) as (server, lines):
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(call_url(server), parameters={"pipeline": "long"}) as call:
+                await anyio.sleep(0.5)
+                question = await call.say(QUESTION, silence_after_s=0.3)
+                # Speech over the assistant counts once its echo warm-up has passed.
+                first = await answer_heard(call, question.ended, WARMUP_S + 0.8)
+                assert first > question.ended
+                # The caller speaks over the answer.
+                onset = time.perf_counter()
+                stop = await call.say(STOP)
+                await call.wait_for(lambda: call.first_clear_after(onset) is not None, GUARD_S)
+                cleared = call.first_clear_after(onset)
+                assert cleared is not None and cleared >= stop.started
+                await call.wait_for(lambda: bool(events(lines, "barge_in")), GUARD_S)
+        heard = call.heard_audio()
+        report = analyze_speech(heard, 8000)
+        assert report.span_s > 0.5 and report.nuclei >= 2  # the answer was heard as speech
+        assert len(heard) < len(call.received_audio()) or call.clears
+        starts = events(lines, "turn_start")
+        assert starts and starts[0]["source"] == "voice"
+        assert {b["action"] for b in events(lines, "barge_in")} & {"pause", "interrupt"}
+        # Marks came back for what was played: heard audio is what the caller heard.
+        assert call.marks_echoed
+    assert server.state is not None
+    assert (server.state.sessions, server.state.turns_running) == (0, 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["hang_up", "drop"])
+async def test_a_caller_who_hangs_up_mid_answer_leaves_nothing_running(
+    tmp_path: Path, how: str
+) -> None:
+    async with phone_server(tmp_path) as (server, lines):
+        assert server.state is not None
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(call_url(server), parameters={"pipeline": "long"}) as call:
+                question = await call.say(QUESTION, silence_after_s=0.3)
+                await answer_heard(call, question.ended, 0.5)
+                assert server.state.turns_running == 1
+                if how == "hang_up":
+                    await call.hang_up()
+                else:
+                    call.drop()
+            while server.state.sessions or server.state.turns_running:
+                await anyio.sleep(0.05)
+        ends = events(lines, "session_end")
+        assert len(ends) == 1
+        if how == "hang_up":
+            assert events(lines, "hang_up")
