@@ -284,3 +284,23 @@ def test_media_payloads_decode_back_to_what_was_sent() -> None:
     )
     assert isinstance(message, Media)
     assert base64.b64encode(message.media.payload) == base64.b64encode(frame)
+
+
+@pytest.mark.anyio
+async def test_without_a_clear_everything_received_is_heard() -> None:
+    async def script(ws: ServerConnection, received: list[Any]) -> None:
+        while not of_type(received, Start):
+            await anyio.sleep(0.01)
+        sid = of_type(received, Start)[0].stream_sid
+        for frame in tone_frames(0.1, 4):
+            await ws.send(media_message(sid, frame))
+        await ws.wait_closed()
+
+    with anyio.fail_after(GUARD_S):
+        async with (
+            scripted_server(script) as (url, _),
+            twilio_call(url, auth_token=TOKEN) as call,
+        ):
+            await call.wait_for(lambda: len(call.media) == 5, GUARD_S)
+    assert np.array_equal(call.heard_audio(), call.received_audio())
+    assert len(call.heard_audio()) == 800

@@ -179,7 +179,10 @@ class FakeTwilioCall:
         before it played."""
         heard = []
         for m in self.media:
-            cut = min((c for c in self._cleared_at if c >= m.arrived), default=math.inf)
+            cut = next((c for c in self._cleared_at if c >= m.arrived), None)
+            if cut is None:
+                heard.append(m.samples)
+                continue
             playable = max(0, min(len(m.samples), math.floor((cut - m.starts) * RATE)))
             heard.append(m.samples[:playable])
         return _join(heard)
