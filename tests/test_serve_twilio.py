@@ -4,6 +4,7 @@ answered by ``clear``, a caller who hangs up mid-answer, bad starts."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 from serve_helpers import LONG_REPLY, write_pipeline
 
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.server import Server
-from voice_membrane.testing.fake_twilio import CallRefused, FakeTwilioCall, twilio_call
+from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, FakeTwilioCall, twilio_call
 from voice_membrane.testing.speech_check import analyze_speech
 
 pytest.importorskip("pocketsphinx")
@@ -189,3 +191,28 @@ async def test_a_caller_who_hangs_up_mid_answer_leaves_nothing_running(
         assert len(ends) == 1
         if how == "hang_up":
             assert events(lines, "hang_up")
+
+
+@pytest.mark.anyio
+async def test_a_silent_caller_is_closed_by_the_idle_timeout(tmp_path: Path) -> None:
+    async with phone_server(tmp_path, idle_timeout_s=1.0) as (server, lines):
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(call_url(server), parameters={"pipeline": "long"}) as call:
+                await call.wait_for(lambda: False, GUARD_S)  # silence, 50 frames a second
+    assert (call.close_code, call.close_reason) == (4408, "idle_timeout")
+    assert events(lines, "idle_timeout")
+
+
+@pytest.mark.anyio
+async def test_audio_far_faster_than_real_time_is_refused_then_closed(tmp_path: Path) -> None:
+    tone = (np.sin(np.arange(8000 * 5) / 5) * 8000).astype(np.int16)  # 5 s, sent at once
+    async with phone_server(tmp_path) as (server, lines):
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(
+                call_url(server), parameters={"pipeline": "long"}, speed=0
+            ) as call:
+                with contextlib.suppress(CallEnded):
+                    await call.say(tone)
+                await call.wait_for(lambda: False, GUARD_S)
+    assert (call.close_code, call.close_reason) == (1008, "rate_limited")
+    assert [f for f in events(lines, "error") if f.get("code") == "rate_limited"]
