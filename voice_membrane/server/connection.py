@@ -11,9 +11,7 @@ is never announced if it is thrown away.
 
 from __future__ import annotations
 
-import time
 from contextlib import AsyncExitStack
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,48 +22,35 @@ from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
 from ..pipeline.images import inline_url
-from ..pipeline.listening import UserTurn
-from ..pipeline.session import Session
-from ..pipeline.turn import Turn, TurnResult
-from ..pipeline.voice_loop import VoiceTurn, turn_record
 from ..sinks.base import SinkError
 from ..tts.base import TtsError
 from ..vendors.errors import LlmError
 from ..vocab.messages import participant_problem
 from . import protocol as p
 from .admission import DRAINING, Admission, refuse, send_error_now
-from .listening_setup import ListeningFailed, listens, voice_input_for
-from .outbox import Audio, Close, Outbox
+from .listening_setup import ListeningFailed, listens
+from .outbox import Outbox
 from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
+from .served_session import ServedSession
 from .socket_sink import SocketSink
 from .state import ServerState
-from .turn_events import log_event
-from .voice_input import AudioBudget, BadAudio
-from .voice_session import VoiceInput, input_recording
 
 __all__ = ["Connection"]
 
 
-class Connection:
+class Connection(ServedSession):
+    """A protocol client's session (``/v1/session``): the JSON messages, typed
+    turns, push to talk, and the socket sink's audio frames."""
+
     def __init__(self, ws: ServerConnection, state: ServerState) -> None:
-        self.ws, self.state = ws, state
-        self.id = state.session_id()
-        self.turn = 0
-        self.turn_scope: anyio.CancelScope | None = None
-        self.turn_done = anyio.Event()
-        self.turn_done.set()
-        self.last_activity = anyio.current_time()
-        self.dropped = anyio.Event()
+        super().__init__(ws, state)
         self.limit = RateLimit(state.messages_per_second)
-        self.outbox: Outbox | None = None
-        self.session: Session | None = None
         self.sink: SocketSink | None = None
-        self.voice: VoiceInput | None = None  # the client sends its voice (1.1)
-        self.audio_budget = AudioBudget()
-        self._audio_told_at = -1.0  # when the client was last told its audio is refused
-        self._starting_turn = False  # the next session turn is announced (not a held reply)
-        self._held_events: list[str] | None = None  # a held reply's, until it is the user's
+
+    def _set_sink_turn(self, n: int) -> None:
+        assert self.sink is not None
+        self.sink.turn = n
 
     # Setup
 
@@ -135,12 +120,7 @@ class Connection:
                 return
             if start.input_audio is not None and listens(config):
                 try:
-                    self.voice = await voice_input_for(
-                        stack, config, start.input_audio, start.turn_taking, session, self
-                    )
-                    if state.debug_audio_dir is not None:
-                        path = state.debug_audio_dir / f"{self.id}.wav"
-                        self.voice.record_to(stack.enter_context(input_recording(path, self.voice)))
+                    await self._listen(stack, config, start.input_audio, start.turn_taking, session)
                 except ListeningFailed as exc:
                     await self._fail_start("stt_error", f"pipeline {name}: {exc}")
                     return
@@ -153,46 +133,25 @@ class Connection:
 
     async def _session(self, start: p.SessionStart, name: str, llm: str, tts: str) -> None:
         state = self.state  # (its slot was taken in ``run``, before the session was built)
-        started = time.monotonic()
         state.log("session_start", session=self.id, pipeline=name, audio=start.audio.model_dump())
-        try:
-            self._put(
-                p.event(
-                    "session.started",
-                    session=self.id,
-                    protocol=p.PROTOCOL_VERSION,
-                    pipeline=name,
-                    pipelines=list(state.pipelines),
-                    descriptions={n: c.description for n, c in state.pipelines.items()},
-                    llm=llm,
-                    tts=tts,
-                    audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
-                    protocol_version=p.PROTOCOL_MINOR,
-                    input_audio=None if self.voice is None else self.voice.declared.model_dump(),
-                    turn_taking=None if self.voice is None else start.turn_taking,
-                    listening={n: listens(c) for n, c in state.pipelines.items()},
-                )
-            )
-            async with anyio.create_task_group() as tg:
-                if self.voice is not None:
-                    tg.start_soon(self.voice.run)
-                tg.start_soon(self._sender)
-                tg.start_soon(self._idle_watchdog)
-                tg.start_soon(self._drain_watch)
-                tg.start_soon(self._enforce_drop)
-                tg.start_soon(self._watch_reading)
-                await self._receive(tg)
-                tg.cancel_scope.cancel()
-        finally:
-            if not self.turn_done.is_set():  # a spoken turn, cancelled with the session
-                self._end_turn()
-            state.log(
-                "session_end",
+        self._put(
+            p.event(
+                "session.started",
                 session=self.id,
-                turns=self.turn,
-                seconds=round(time.monotonic() - started, 3),
-                close_code=self.ws.close_code,
+                protocol=p.PROTOCOL_VERSION,
+                pipeline=name,
+                pipelines=list(state.pipelines),
+                descriptions={n: c.description for n, c in state.pipelines.items()},
+                llm=llm,
+                tts=tts,
+                audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
+                protocol_version=p.PROTOCOL_MINOR,
+                input_audio=None if self.voice is None else self.voice.declared.model_dump(),
+                turn_taking=None if self.voice is None else start.turn_taking,
+                listening={n: listens(c) for n, c in state.pipelines.items()},
             )
+        )
+        await self._hold(self._receive, self._watch_reading)
 
     # The message loop
 
@@ -245,35 +204,6 @@ class Connection:
 
     # Turns, typed or spoken
 
-    def _begin_turn(self, text: str, source: str, held: bool = False) -> None:
-        """Number the next turn and count it as running; announce it unless it is
-        a held reply (``_commit_held`` announces it once it is the user's)."""
-        assert self.sink is not None
-        state = self.state
-        self.turn += 1
-        self.turn_done = anyio.Event()
-        self.sink.turn = self.turn
-        state.turns_running += 1
-        self._starting_turn = not held
-        if held:
-            self._held_events = []
-            return
-        self._announce(text, source)
-
-    def _announce(self, text: str, source: str) -> None:
-        self.state.metrics.turns.inc()
-        self.state.log(
-            "turn_start", session=self.id, turn=self.turn, chars=len(text), source=source
-        )
-        self._put(p.event("turn.started", turn=self.turn, text=text, source=source))
-
-    def _end_turn(self) -> None:
-        self._starting_turn = False
-        self.turn_scope = None
-        self.state.turns_running -= 1
-        self.last_activity = anyio.current_time()
-        self.turn_done.set()
-
     async def _run_turn(self, message: p.UserMessage, n: int) -> None:
         assert self.session is not None
         state, session = self.state, self.session
@@ -294,91 +224,6 @@ class Connection:
                 self.voice.listener.assistant_speaking(False)
             self._end_turn()
 
-    async def wait_idle(self) -> None:
-        """Before a spoken turn: a typed one still running is interrupted (the
-        user spoke over it) and its end awaited."""
-        while not self.turn_done.is_set():
-            if self.session is not None:
-                self.session.interrupt()
-            await self.turn_done.wait()
-
-    def _report_turn(self, n: int, result: TurnResult, report_dict: dict[str, Any]) -> None:
-        state, report = self.state, result.report
-        self._put(p.event("metrics", turn=n, report=report_dict))
-        self._put(
-            p.event(
-                "turn.end",
-                turn=n,
-                heard=result.spoken_text,
-                visible=result.visible_text,
-                interrupted=result.interrupted,
-                error=result.error,
-                terminated=result.terminated,
-            )
-        )
-        if result.error:
-            llm_failed = result.reply is None or result.reply.error is not None
-            kind = report.llm_error if llm_failed else None  # ("stalled", …)
-            self._error("llm_error" if llm_failed else "tts_error", result.error, n, kind)
-        first_audio = report.first_audio_ms
-        if first_audio is not None:
-            state.metrics.first_audio.observe(first_audio / 1000)
-        state.log(
-            "turn_end",
-            session=self.id,
-            turn=n,
-            first_audio_ms=None if first_audio is None else round(first_audio, 1),
-            audio_seconds=round(report.audio_seconds, 3),
-            interrupted=result.interrupted,
-            error=result.error,
-        )
-
-    def _session_turn_started(self, turn: Turn) -> None:
-        """Every turn of the session, as it starts: one not announced before is a
-        reply held for a tentative end of the user's speech."""
-        if self._starting_turn:
-            self._starting_turn = False
-        else:
-            self._begin_turn("", "voice", held=True)
-
-    # What the listening half reports (voice_session.VoiceHooks)
-
-    def event(self, text: str) -> None:
-        self._put(text)
-
-    def speech_started(self) -> None:
-        self.last_activity = anyio.current_time()
-
-    def voice_turn_started(self, heard: UserTurn) -> None:
-        if self._held_events is not None:  # the held reply is the user's: heard from now
-            held, self._held_events = self._held_events, None
-            self._announce(heard.text, "voice")
-            for text in held:
-                self._put(text)
-            return
-        self._begin_turn(heard.text, "voice")
-
-    def voice_turn_ended(self, turn: VoiceTurn) -> None:
-        self._report_turn(self.turn, turn.result, turn_record(turn))
-        if turn.latency.voice_to_voice_ms is not None:
-            self.state.metrics.voice_to_voice.observe(turn.latency.voice_to_voice_ms / 1000)
-        self._end_turn()
-
-    def held_reply_discarded(self) -> None:
-        if self._held_events is not None:  # never announced: its number is reused
-            self._held_events = None
-            self.turn -= 1
-            self._end_turn()
-
-    def barge_in(self, action: str, text: str | None) -> None:
-        if self.turn_done.is_set() or self._held_events is not None:
-            return  # nothing of the assistant's is heard
-        fields: dict[str, Any] = {"turn": self.turn, "action": action}
-        if text is not None:
-            fields["text"] = text
-        self.state.log("barge_in", session=self.id, turn=self.turn, action=action)
-        self._put(p.event("barge_in", **fields))
-
     # The client's voice
 
     def _on_audio(self, data: bytes) -> None:
@@ -390,27 +235,7 @@ class Connection:
                 "this session takes no audio: start it with input_audio on a pipeline that listens",
             )
             return
-        try:
-            voice.decoder.check(data)
-        except BadAudio as exc:
-            self._refuse_audio(now, "bad_message", f"audio frame: {exc}")
-            return
-        verdict = self.audio_budget.take(voice.decoder.seconds(data), now)
-        if verdict is Verdict.ACCEPT:
-            voice.feed(data)
-        elif verdict is Verdict.DISCONNECT:
-            self._close(p.CLOSE_POLICY, "rate_limited")
-        elif verdict is Verdict.REFUSE:
-            self._error(
-                "rate_limited",
-                "audio faster than real time: at most 1 s ahead; the audio over it is dropped",
-            )
-
-    def _refuse_audio(self, now: float, code: p.ErrorCode, message: str) -> None:
-        """Frames come 50 a second: a client that sends bad ones is told once a second."""
-        if now - self._audio_told_at >= 1.0:
-            self._audio_told_at = now
-            self._error(code, message)
+        self._take_audio(voice, data)
 
     def _push_to_talk(self, message: p.InputStart | p.InputEnd) -> None:
         voice = self.voice
@@ -426,76 +251,6 @@ class Connection:
         elif not voice.release():
             self._error("bad_message", "input.end without input.start")
 
-    # What the pipeline reports, as events
-
-    def _on_piece_start(self, text: str) -> None:
-        self._put_turn_event(p.event("transcript.delta", turn=self.turn, text=text))
-
-    def _on_log(self, record: dict[str, Any]) -> None:
-        event = log_event(self.turn, record)
-        if event is not None:
-            self._put_turn_event(event)
-
-    def _put_turn_event(self, text: str) -> None:
-        if self._held_events is not None:
-            self._held_events.append(text)  # (bounded by the outbox once released)
-        else:
-            self._put(text)
-
-    # Sending
-
-    def _put(self, item: str | Audio | Close) -> None:
-        assert self.outbox is not None
-        if not self.outbox.put(item):
-            self._drop_slow_client()
-
-    def _error(
-        self, code: p.ErrorCode, message: str, turn: int | None = None, kind: str | None = None
-    ) -> None:
-        self.state.metrics.errors.labels(code).inc()
-        self.state.log("error", session=self.id, code=code, message=message, turn=turn)
-        self._put(p.error_event(code, message, turn, kind))
-
-    def _close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
-        assert self.outbox is not None
-        self._cancel_turn()
-        self.outbox.close(code, reason, *events, discard=discard)
-
-    def _cancel_turn(self) -> None:
-        if self.turn_scope is not None:
-            self.turn_scope.cancel()
-
-    async def _sender(self) -> None:
-        assert self.outbox is not None
-        while True:
-            item = await self.outbox.get()
-            try:
-                if isinstance(item, Close):
-                    await self.ws.close(item.code, item.reason)
-                    return
-                await self.ws.send(item.data if isinstance(item, Audio) else item)
-            except ConnectionClosed:
-                return
-
-    def _drop_slow_client(self) -> None:
-        if self.dropped.is_set():
-            return
-        self.dropped.set()
-        self.state.metrics.dropped.inc()
-        self.state.metrics.errors.labels("slow_client").inc()
-        self.state.log("dropped", session=self.id, turn=self.turn, reason="slow_client")
-        message = "the client did not take its audio in time"
-        self._close(
-            p.CLOSE_POLICY, "slow_client", p.error_event("slow_client", message), discard=True
-        )
-
-    async def _enforce_drop(self) -> None:
-        """A dropped client that never reads again cannot be sent its close frame:
-        after the close timeout the connection is cut."""
-        await self.dropped.wait()
-        await anyio.sleep(self.state.close_timeout_s)
-        self.ws.transport.abort()
-
     # Watchdogs
 
     async def _watch_reading(self) -> None:
@@ -507,30 +262,3 @@ class Connection:
             turn_running=lambda: not self.turn_done.is_set(),
             on_stalled=self._drop_slow_client,
         )
-
-    async def _idle_watchdog(self) -> None:
-        timeout = self.state.idle_timeout_s
-        while True:
-            await self.turn_done.wait()
-            remaining = self.last_activity + timeout - anyio.current_time()
-            if remaining <= 0 and self.turn_done.is_set():
-                self.state.metrics.errors.labels("idle_timeout").inc()
-                self.state.log("idle_timeout", session=self.id)
-                message = f"no message for {timeout:g} s"
-                self._close(p.CLOSE_IDLE, "idle_timeout", p.error_event("idle_timeout", message))
-                return
-            await anyio.sleep(max(remaining, 0.01))
-
-    async def _drain_watch(self) -> None:
-        """On drain: let the running turn finish (up to the deadline), then close 1001."""
-        state = self.state
-        await state.draining.wait()
-        with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
-            await self.turn_done.wait()
-        if not self.turn_done.is_set() and self.session is not None:
-            # Cut as an interruption, so the client still gets the turn's end and
-            # what was heard of it.
-            self.session.interrupt()
-            with anyio.move_on_after(state.close_timeout_s):
-                await self.turn_done.wait()
-        self._close(p.CLOSE_GOING_AWAY, "server shutting down")
