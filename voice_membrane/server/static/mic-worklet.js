@@ -9,10 +9,10 @@ import { Framer, Resampler } from "./resample.js";
 class VoiceMembraneMic extends AudioWorkletProcessor {
   constructor(options) {
     super();
-    const { encoding, rate, frameMs } = options.processorOptions;
+    const { encoding, rate, frameMs, open } = options.processorOptions;
     this.resampler = new Resampler(sampleRate, rate);
     this.framer = new Framer(Math.round((rate * frameMs) / 1000), encoding);
-    this.open = true;
+    this.open = open !== false; // given at creation: a muted mic never sends a first word
     this.port.onmessage = (event) => {
       if (event.data.type === "gate") this.open = event.data.open;
     };

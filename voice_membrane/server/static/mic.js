@@ -69,7 +69,12 @@ export class Microphone {
       outputChannelCount: [1],
       channelCount: 1,
       channelCountMode: "explicit", // a stereo device is mixed down to one channel
-      processorOptions: { encoding: format.encoding, rate: format.sample_rate, frameMs: format.frame_ms },
+      processorOptions: {
+        encoding: format.encoding,
+        rate: format.sample_rate,
+        frameMs: format.frame_ms,
+        open: this.open,
+      },
     });
     node.port.onmessage = (event) => this.onFrame(event.data);
     const analyser = new AnalyserNode(ctx, { fftSize: 1024 });
