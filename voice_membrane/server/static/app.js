@@ -1,36 +1,21 @@
 // The browser page of `voice-membrane serve`: one WebSocket session
 // (docs/websocket-protocol.md, version 1.1), its audio played gaplessly, its
-// transcript, hidden blocks and latency waterfall; the microphone (listen.js). Plain ES modules, no build
-// step. Server text is only ever set with textContent (model output is untrusted).
+// transcript, hidden blocks and latency waterfall; the microphone (listen.js).
+// Plain ES modules, no build step. Server text is only ever set with
+// textContent (model output is untrusted).
 import { BufferPlayer, LevelMeter, OutputChain, WorkletPlayer, decodeFrame } from "./audio.js";
 import { HiddenBlocks } from "./blocks.js";
+import { CLOSE_REASONS, STATE_LABELS } from "./labels.js";
 import { Listening } from "./listen.js";
 import { showPipelines } from "./picker.js";
 import { stored } from "./stored.js";
 import { exposeStatus } from "./status.js";
 import { Transcript } from "./transcript.js";
-import { SLOW_FIRST_AUDIO_MS, describeCause, dominantStage, waterfallFigure } from "./waterfall.js";
+import { showReport } from "./waterfall.js";
 
 const PROTOCOL = 1;
 const PCM_RATES = [16000, 22050, 24000, 48000];
 const DEFAULT_RATE = 24000;
-const CLOSE_REASONS = {
-  1001: "The server is shutting down.",
-  1008: "The server closed the session (too many messages, or audio not taken fast enough).",
-  1009: "The server refused a message that was too large.",
-  1011: "The server hit an internal error.",
-  1013: "The server is draining or full: try again in a moment.",
-  4401: "The server refused this token: check it and press Connect.",
-  4408: "The session was idle too long and was closed.",
-};
-const STATE_LABELS = {
-  connecting: "connecting…",
-  token: "token needed",
-  idle: "ready",
-  responding: "replying…",
-  interrupting: "stopping…",
-  closed: "disconnected",
-};
 // The token is kept for this tab only (sessionStorage): never in the address or localStorage.
 const TOKEN_KEY = "voice-membrane.token";
 const DETAILS_KEY = "voice-membrane.details";
@@ -332,23 +317,14 @@ function onError(message) {
     app.interruptPending = false;
     setState("idle");
   }
+  if (message.code === "stt_error") listening.clearHeard(); // that utterance is dropped
   showError(`${message.code}: ${message.message}`);
 }
 
-// What the turn's report says of the reply: cut by the token budget, and why
-// its first audio was slow.
 function onMetrics(message) {
-  const report = message.report || {};
   const record = turnRecord(message.turn);
-  record.report = report;
-  if (report.stop_reason === "max_tokens") transcript.badge(record, "cut-off", "cut off (max_tokens)");
-  const cause = dominantStage(report.stamps_ms || {});
-  if (cause && cause.total > SLOW_FIRST_AUDIO_MS) {
-    transcript.badge(record, "slow", `first audio after ${(cause.total / 1000).toFixed(1)} s — ${describeCause(cause)}`);
-  }
-  if (!ui.waterfalls.querySelector("figure")) ui.waterfalls.replaceChildren();
-  ui.waterfalls.prepend(waterfallFigure(message.turn, report));
-  while (ui.waterfalls.children.length > 5) ui.waterfalls.lastElementChild.remove();
+  record.report = message.report || {};
+  showReport(ui.waterfalls, transcript, record, message.turn, record.report);
 }
 
 // --- transcript ------------------------------------------------------------------

@@ -55,15 +55,15 @@ export class Listening {
 
   /** A new session: listen at once when it accepted input audio. */
   onSessionStarted(message, ctx) {
+    this.held = false; // a hold of the last session ends with it
     this.stopMic();
     this.accepted = message.input_audio || null;
     this.turnTaking = message.turn_taking || null;
     this.framesSent = 0;
     this.bargeIns = [];
     this.partials = 0;
-    this.finals = [];
     this.speech = this.paused = false;
-    this.transcript.clearLive();
+    this.clearHeard();
     const listens = Boolean(message.listening && message.listening[message.pipeline]);
     const why = micUnavailable();
     if (!this.accepted) {
@@ -152,7 +152,11 @@ export class Listening {
 
   /** A turn started: a voice turn takes the words heard so far off the live line. */
   onTurnStarted(message) {
-    if (message.source !== "voice") return;
+    if (message.source === "voice") this.clearHeard();
+  }
+
+  /** The words on the live line are no turn (or are one now): off the screen. */
+  clearHeard() {
     this.finals = [];
     this.transcript.clearLive();
   }
@@ -165,8 +169,10 @@ export class Listening {
       this.paused = true;
       if (player) player.pause();
     } else if (message.action === "resume") {
+      // Nothing real was said (a cough, "mm-hm"): its words go.
       this.paused = false;
       if (player) player.resume();
+      this.clearHeard();
     } else if (message.action === "interrupt") {
       this.paused = false;
       this.hooks.dropTurn(message.turn);
