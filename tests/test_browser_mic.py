@@ -220,6 +220,13 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                     f'#transcript li.reply[data-turn="{turn["turn"]}"] .note'
                 )
                 assert "interrupted" in note
+                # The interrupted answer's held audio was dropped, not left in the
+                # player (paused, it would hold up the next answer): the second
+                # question's answer plays.
+                await wait_for(tab, f"window.voiceMembrane.turn({second['turn']})?.frames > 0")
+                played = await tab.evaluate("window.voiceMembrane.samplesPlayed")
+                await wait_for(tab, f"window.voiceMembrane.samplesPlayed > {played + 16000}")
+                assert await tab.evaluate("window.voiceMembrane.paused") is False
 
                 # The controls fit beside the mic's on a phone.
                 await tab.set_viewport_size({"width": 375, "height": 700})
@@ -285,6 +292,18 @@ async def test_push_to_talk_only_the_words_held_are_a_turn(server: Server, tmp_p
                 assert [e["turn"] for e in of_type(tab, "turn.started")] == [turn["turn"]]
                 assert not [e for e in of_type(tab, "transcript.final") if "moon" in e["text"]]
                 assert not of_type(tab, "turn.end")
+                # Only the hold carried sound: before it and after it (the second
+                # question), frames of silence.
+                kinds = [p if isinstance(p, bytes) else json.loads(p)["type"] for p in tab.sent]
+                pressed, released = kinds.index("input.start"), kinds.index("input.end")
+                frames = [(i, p) for i, p in enumerate(kinds) if isinstance(p, bytes)]
+                in_flight = 5  # frames made before the gate's message reached the worklet
+                before = [p for i, p in frames if i < pressed]
+                held = [p for i, p in frames if pressed < i < released]
+                after = [p for i, p in frames if i > released][in_flight:]
+                assert before and not any(any(p) for p in before)
+                assert sum(1 for p in held if any(p)) > 50  # the question
+                assert len(after) > 300 and not any(any(p) for p in after)
             await check(tab)
         finally:
             await context.close()
@@ -296,7 +315,10 @@ NO_DEVICE = """
 navigator.mediaDevices.getUserMedia = () =>
   Promise.reject(new DOMException('Requested device not found', 'NotFoundError'));
 """
-NO_WORKLET = "delete window.AudioWorkletNode;"
+NO_WORKLET = """
+delete window.AudioWorkletNode;
+Object.defineProperty(BaseAudioContext.prototype, 'audioWorklet', { get: () => undefined });
+"""
 
 
 @pytest.mark.parametrize(
