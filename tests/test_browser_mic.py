@@ -5,7 +5,9 @@ pocketsphinx, answers with a long recorded reply and speaks with espeak-ng.
 
 Hands-free: the question's words show as they are recognized (partial, then final),
 a voice turn starts and its answer is played, the second question interrupts it.
-Push-to-talk: the words held between press and release are the turn. Without a
+The shipped local-voice pipeline (the embedded model; espeak-ng and a short answer
+for speed) answers a spoken question. Push-to-talk: the words held between press
+and release are the turn. Without a
 microphone (denied, none, no AudioWorklet): one clear line, and typing still works.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -54,14 +57,17 @@ ANSWER = " ".join(
 GUARD_S = 120  # a guard against a hang on a loaded machine, not a timing check
 
 
-def fake_mic_wav(folder: Path, lead_s: float = LEAD_S) -> Path:
+def fake_mic_wav(folder: Path, lead_s: float = LEAD_S, second: bool = True) -> Path:
     """What chromium's fake device plays (16-bit PCM WAV; it resamples it to the
     capture rate), once (%noloop): lead, question, gap, second question, silence."""
     question, rate = sf.read(QUESTION, dtype="int16")
-    second, rate2 = sf.read(SECOND, dtype="int16")
+    the_second, rate2 = sf.read(SECOND, dtype="int16")
     assert rate == rate2 == 16000
     silence = lambda seconds: np.zeros(int(seconds * rate), dtype=np.int16)  # noqa: E731
-    audio = np.concatenate([silence(lead_s), question, silence(GAP_S), second, silence(40)])
+    parts = [silence(lead_s), question, silence(GAP_S)]
+    if second:
+        parts.append(the_second)
+    audio = np.concatenate([*parts, silence(40)])
     path = folder / "fake-mic.wav"
     sf.write(path, audio, rate, subtype="PCM_16")
     return path
@@ -78,6 +84,20 @@ def write_pipeline(folder: Path) -> Path:
         f'[llm]\nspec = "replay:{recording.name}"\n\n[tts]\nspec = "espeak"\n\n'
         '[sink]\nkind = "null"\n\n[stt]\nspec = "pocketsphinx"\n\n[vad]\nengine = "silero"\n'
     )
+    return pipeline
+
+
+def write_embedded_pipeline(folder: Path) -> Path:
+    """pipelines/local-voice.toml as it ships (pocketsphinx, Silero, the embedded
+    model), but spoken by espeak-ng and with a short answer: fast enough for a test."""
+    text = (ROOT / "pipelines" / "local-voice.toml").read_text()
+    text = text.replace('spec = "piper"', 'spec = "espeak"').replace(
+        "max_tokens = 200", "max_tokens = 24"
+    )
+    text = re.sub(r"\[sink\][^\[]*", '[sink]\nkind = "null"\n\n', text)
+    assert 'spec = "espeak"' in text and "max_tokens = 24" in text and 'kind = "null"' in text
+    pipeline = folder / "local-voice.toml"
+    pipeline.write_text(text)
     return pipeline
 
 
@@ -242,6 +262,44 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                 await tab.click("#mic-mute")
                 assert await tab.evaluate("window.voiceMembrane.mic.open") is False
                 await wait_for(tab, f"window.voiceMembrane.mic.framesSent > {sent + 10}")
+            await check(tab)
+        finally:
+            await context.close()
+
+
+async def test_the_embedded_pipeline_answers_a_spoken_question(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from playwright.async_api import async_playwright
+
+    wav = fake_mic_wav(tmp_path, second=False)
+    async with (
+        Server([write_embedded_pipeline(tmp_path)], port=0) as server,
+        async_playwright() as playwright,
+    ):
+        context = await launch(
+            playwright,
+            tmp_path,
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop",
+        )
+        try:
+            tab = await open_tab(context)
+            with anyio.fail_after(GUARD_S):
+                await tab.goto(server.url + "/")
+                turn = await until_event(tab, lambda e: e["type"] == "turn.started")
+                assert turn["source"] == "voice" and "weather" in turn["text"]
+                end = await until_event(tab, lambda e: e["type"] == "turn.end")
+                assert end["interrupted"] is False and end["heard"]
+                await wait_for(
+                    tab,
+                    "window.voiceMembrane.samplesPlayed === window.voiceMembrane.samplesScheduled"
+                    " && window.voiceMembrane.samplesPlayed > 8000",
+                )
+                reply = await tab.inner_text(
+                    f'#transcript li.reply[data-turn="{turn["turn"]}"] .text'
+                )
+                assert reply.strip() == end["heard"].strip()
             await check(tab)
         finally:
             await context.close()
