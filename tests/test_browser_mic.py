@@ -7,8 +7,8 @@ Hands-free: the question's words show as they are recognized (partial, then fina
 a voice turn starts and its answer is played, the second question interrupts it.
 The shipped local-voice pipeline (the embedded model; espeak-ng and a short answer
 for speed) answers a spoken question. Push-to-talk: the words held between press
-and release are the turn. Without a
-microphone (denied, none, no AudioWorklet): one clear line, and typing still works.
+and release are the turn. Without a microphone (denied, none, no AudioWorklet): one
+clear line, and typing still works.
 """
 
 from __future__ import annotations
