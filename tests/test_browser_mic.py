@@ -33,12 +33,22 @@ pytest.importorskip("pocketsphinx")
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
-QUESTION = (
-    ROOT / "audio_fixtures" / "listening" / "weather.wav"
-)  # "What is the weather like in Paris today?"
-SECOND = (
-    ROOT / "audio_fixtures" / "speech" / "questions" / "moon_distance.wav"
-)  # "How far is the moon"
+# "What is the weather like in Paris today?", "How far is the moon"
+QUESTION = ROOT / "audio_fixtures" / "listening" / "weather.wav"
+SECOND = ROOT / "audio_fixtures" / "speech" / "questions" / "moon_distance.wav"
+
+
+def breaths() -> np.ndarray:
+    """Three times the question's first 150 ms, faded out, 1.5 s apart: speech the
+    detector hears (a pause) but never confirms (0.2 s), like a breath — no words,
+    no turn. Three: the browser's noise suppression may swallow one."""
+    question, _ = sf.read(QUESTION, dtype="int16")
+    burst = question[: int(0.15 * 16000)].astype(np.float64)
+    burst[-480:] *= np.linspace(1, 0, 480)
+    gap = np.zeros(int(1.5 * 16000))
+    return np.concatenate([burst, gap, burst, gap, burst]).astype(np.int16)
+
+
 LEAD_S = 1.0
 # From the question's end to the second one: the end of the turn (~0.6 s), the
 # transcript, the first audio, then past the first 3 s of the answer (the echo
@@ -57,16 +67,21 @@ ANSWER = " ".join(
 GUARD_S = 120  # a guard against a hang on a loaded machine, not a timing check
 
 
-def fake_mic_wav(folder: Path, lead_s: float = LEAD_S, second: bool = True) -> Path:
+def fake_mic_wav(
+    folder: Path, lead_s: float = LEAD_S, second: Path | np.ndarray | None = SECOND
+) -> Path:
     """What chromium's fake device plays (16-bit PCM WAV; it resamples it to the
     capture rate), once (%noloop): lead, question, gap, second question, silence."""
     question, rate = sf.read(QUESTION, dtype="int16")
-    the_second, rate2 = sf.read(SECOND, dtype="int16")
-    assert rate == rate2 == 16000
+    assert rate == 16000
     silence = lambda seconds: np.zeros(int(seconds * rate), dtype=np.int16)  # noqa: E731
     parts = [silence(lead_s), question, silence(GAP_S)]
-    if second:
+    if isinstance(second, Path):
+        the_second, rate2 = sf.read(second, dtype="int16")
+        assert rate2 == rate
         parts.append(the_second)
+    elif second is not None:
+        parts.append(second)
     audio = np.concatenate([*parts, silence(40)])
     path = folder / "fake-mic.wav"
     sf.write(path, audio, rate, subtype="PCM_16")
@@ -267,11 +282,52 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
             await context.close()
 
 
+async def test_a_breath_over_the_answer_pauses_it_where_it_is_then_it_plays_on(
+    server: Server, tmp_path: Path
+) -> None:
+    from playwright.async_api import async_playwright
+
+    wav = fake_mic_wav(tmp_path, second=breaths())
+    async with async_playwright() as playwright:
+        context = await launch(
+            playwright,
+            tmp_path,
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop",
+        )
+        try:
+            tab = await open_tab(context)
+            with anyio.fail_after(GUARD_S):
+                await tab.goto(server.url + "/")
+                turn = await until_event(tab, lambda e: e["type"] == "turn.started")
+                # Paused, the player holds its audio where it is: from the pause to
+                # the resume (at least 0.25 s later) it plays nothing (the player
+                # reports what it played every ~43 ms); then it plays on. No words,
+                # no turn.
+                await until_event(
+                    tab, lambda e: e["type"] == "barge_in" and e["action"] == "resume"
+                )
+                await wait_for(tab, "window.voiceMembrane.mic.bargeIns.length >= 2")
+                pause, resume = (await tab.evaluate("window.voiceMembrane.mic.bargeIns"))[:2]
+                assert (pause["action"], resume["action"]) == ("pause", "resume")
+                rate = await tab.evaluate("window.voiceMembrane.sampleRate")
+                assert resume["played"] - pause["played"] < 0.1 * rate
+                held = resume["played"]
+                await wait_for(tab, f"window.voiceMembrane.samplesPlayed > {held + 16000}")
+                assert not of_type(tab, "turn.end")
+                assert [e["turn"] for e in of_type(tab, "turn.started")] == [turn["turn"]]
+                assert await tab.evaluate("window.voiceMembrane.turn(1).interrupted") is False
+            await check(tab)
+        finally:
+            await context.close()
+
+
 async def test_the_embedded_pipeline_answers_a_spoken_question(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     from playwright.async_api import async_playwright
 
-    wav = fake_mic_wav(tmp_path, second=False)
+    wav = fake_mic_wav(tmp_path, second=None)
     async with (
         Server([write_embedded_pipeline(tmp_path)], port=0) as server,
         async_playwright() as playwright,

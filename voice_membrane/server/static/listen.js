@@ -162,8 +162,9 @@ export class Listening {
   }
 
   onBargeIn(message) {
-    this.bargeIns.push(message.action);
     const player = this.hooks.player();
+    // What had been played when it came: a pause holds that still until the resume.
+    this.bargeIns.push({ action: message.action, played: player ? player.playedSamples : 0 });
     if (message.action === "pause") {
       // Held where it is: a cough resumes it, words interrupt it.
       this.paused = true;
@@ -282,7 +283,7 @@ export class Listening {
       level: this.meter.value,
       speech: this.speech,
       paused: this.paused,
-      bargeIns: [...this.bargeIns],
+      bargeIns: this.bargeIns.map((b) => ({ ...b })),
       partials: this.partials,
       note: this.ui.micNote.hidden ? "" : this.ui.micNote.textContent,
     };
