@@ -264,8 +264,9 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                 assert await tab.evaluate("window.voiceMembrane.paused") is False
 
                 # The controls fit beside the mic's on a phone.
-                await tab.set_viewport_size({"width": 375, "height": 700})
-                await assert_fits(tab, {"talk", "mic-mute", "talk-mode", "message", "send"})
+                for width in (375, 320):
+                    await tab.set_viewport_size({"width": width, "height": 700})
+                    await assert_fits(tab, {"talk", "mic-mute", "talk-mode", "message", "send"})
                 shot = os.environ.get(SCREENSHOT_ENV)
                 if shot:
                     await tab.set_viewport_size({"width": 1280, "height": 800})
