@@ -1,34 +1,21 @@
 // The browser page of `voice-membrane serve`: one WebSocket session
-// (docs/websocket-protocol.md, version 1), its audio played gaplessly, its
-// transcript, hidden blocks and latency waterfall. Plain ES modules, no build
-// step. Server text is only ever set with textContent (model output is untrusted).
+// (docs/websocket-protocol.md, version 1.1), its audio played gaplessly, its
+// transcript, hidden blocks and latency waterfall; the microphone (listen.js).
+// Plain ES modules, no build step. Server text is only ever set with
+// textContent (model output is untrusted).
 import { BufferPlayer, LevelMeter, OutputChain, WorkletPlayer, decodeFrame } from "./audio.js";
 import { HiddenBlocks } from "./blocks.js";
+import { CLOSE_REASONS, STATE_LABELS } from "./labels.js";
+import { Listening } from "./listen.js";
+import { showPipelines } from "./picker.js";
 import { stored } from "./stored.js";
 import { exposeStatus } from "./status.js";
 import { Transcript } from "./transcript.js";
-import { SLOW_FIRST_AUDIO_MS, describeCause, dominantStage, waterfallFigure } from "./waterfall.js";
+import { showReport } from "./waterfall.js";
 
 const PROTOCOL = 1;
 const PCM_RATES = [16000, 22050, 24000, 48000];
 const DEFAULT_RATE = 24000;
-const CLOSE_REASONS = {
-  1001: "The server is shutting down.",
-  1008: "The server closed the session (too many messages, or audio not taken fast enough).",
-  1009: "The server refused a message that was too large.",
-  1011: "The server hit an internal error.",
-  1013: "The server is draining or full: try again in a moment.",
-  4401: "The server refused this token: check it and press Connect.",
-  4408: "The session was idle too long and was closed.",
-};
-const STATE_LABELS = {
-  connecting: "connecting…",
-  token: "token needed",
-  idle: "ready",
-  responding: "replying…",
-  interrupting: "stopping…",
-  closed: "disconnected",
-};
 // The token is kept for this tab only (sessionStorage): never in the address or localStorage.
 const TOKEN_KEY = "voice-membrane.token";
 const DETAILS_KEY = "voice-membrane.details";
@@ -41,7 +28,8 @@ const ui = Object.fromEntries(
     "state", "voice", "level", "pipeline", "pipeline-field", "mute", "volume", "connect",
     "connect-button", "token-prompt", "token-field", "token", "error", "transcript",
     "composer", "message", "send", "interrupt", "details", "session-info", "audio-info",
-    "session-id", "hidden-count", "hidden-blocks", "waterfalls",
+    "session-id", "hidden-count", "hidden-blocks", "waterfalls", "mic", "mic-level", "mic-note",
+    "talk-field", "talk", "mic-mute", "talk-mode", "talk-hint",
   ].map((id) => [id.replace(/-(\w)/g, (_, c) => c.toUpperCase()), $(id)]),
 );
 const waterfallHint = ui.waterfalls.firstElementChild;
@@ -71,6 +59,18 @@ const app = {
   muted: false,
 };
 const meter = new LevelMeter(ui.level, () => render());
+const listening = new Listening(ui, transcript, {
+  send,
+  sendAudio: (frame) => {
+    if (!app.ws || app.ws.readyState !== WebSocket.OPEN || !app.session) return false;
+    app.ws.send(frame); // raw input audio: a binary frame, no header
+    return true;
+  },
+  reconnect: () => connect(),
+  dropTurn: (turn) => dropTurn(turn),
+  player: () => app.player,
+  changed: () => render(),
+});
 
 // --- audio ---------------------------------------------------------------------
 function wantedRate() {
@@ -93,7 +93,10 @@ async function setUpAudio(rate) {
       ? await WorkletPlayer.create(app.audioContext, app.chain.input, render)
       : new BufferPlayer(app.audioContext, app.chain.input, render);
   meter.attach(app.chain.level);
-  app.audioContext.onstatechange = render;
+  app.audioContext.onstatechange = () => {
+    if (app.audioContext.state === "running") listening.onContextRunning();
+    render();
+  };
 }
 
 function resumeAudio() {
@@ -148,6 +151,7 @@ function connect() {
   ws.onopen = () => {
     const start = { type: "session.start", v: PROTOCOL };
     start.audio = { encoding: "pcm16", sample_rate: wantedRate() };
+    Object.assign(start, listening.startFields()); // input_audio and turn_taking
     if (app.tokenSent) start.token = app.tokenSent;
     // A pipeline other than the server's first: ?pipeline=NAME in the page's address.
     const pipeline = new URLSearchParams(location.search).get("pipeline");
@@ -168,6 +172,7 @@ function connect() {
   ws.onclose = (event) => {
     if (app.ws !== ws) return;
     app.ws = null;
+    listening.onClosed();
     stopAudio();
     app.turn = null;
     app.interruptPending = false;
@@ -229,7 +234,8 @@ async function onEvent(message) {
       onError(message);
       break;
     default:
-      break; // a newer server's event: ignored
+      listening.onEvent(message); // the user's side; a newer server's event: ignored
+      break;
   }
   render();
 }
@@ -252,9 +258,10 @@ async function onSessionStarted(message) {
   hidden.clear();
   ui.waterfalls.replaceChildren(waterfallHint);
   await setUpAudio(message.audio.sample_rate);
+  listening.onSessionStarted(message, app.audioContext); // asks for the microphone: not awaited
   ui.sessionInfo.textContent = `${message.llm} → ${message.tts} (pipeline ${message.pipeline})`;
   ui.sessionId.textContent = message.session;
-  showPipelines(message.pipelines || [], message.descriptions || {}, message.pipeline);
+  showPipelines(ui.pipeline, ui.pipelineField, message);
   ui.audioInfo.textContent =
     `${message.audio.encoding} ${message.audio.sample_rate} Hz, ` +
     `${message.audio.frame_ms} ms frames, ${app.player.kind}`;
@@ -266,6 +273,8 @@ function onTurnStarted(message) {
   app.turn = message.turn;
   const record = turnRecord(message.turn);
   record.userText.textContent = message.text;
+  record.userEl.dataset.source = message.source || "text";
+  listening.onTurnStarted(message);
   if (app.interruptPending) {
     // Interrupted before the server named the turn: none of its audio plays.
     app.interruptPending = false;
@@ -308,23 +317,14 @@ function onError(message) {
     app.interruptPending = false;
     setState("idle");
   }
+  if (message.code === "stt_error") listening.clearHeard(); // that utterance is dropped
   showError(`${message.code}: ${message.message}`);
 }
 
-// What the turn's report says of the reply: cut by the token budget, and why
-// its first audio was slow.
 function onMetrics(message) {
-  const report = message.report || {};
   const record = turnRecord(message.turn);
-  record.report = report;
-  if (report.stop_reason === "max_tokens") transcript.badge(record, "cut-off", "cut off (max_tokens)");
-  const cause = dominantStage(report.stamps_ms || {});
-  if (cause && cause.total > SLOW_FIRST_AUDIO_MS) {
-    transcript.badge(record, "slow", `first audio after ${(cause.total / 1000).toFixed(1)} s — ${describeCause(cause)}`);
-  }
-  if (!ui.waterfalls.querySelector("figure")) ui.waterfalls.replaceChildren();
-  ui.waterfalls.prepend(waterfallFigure(message.turn, report));
-  while (ui.waterfalls.children.length > 5) ui.waterfalls.lastElementChild.remove();
+  record.report = message.report || {};
+  showReport(ui.waterfalls, transcript, record, message.turn, record.report);
 }
 
 // --- transcript ------------------------------------------------------------------
@@ -355,7 +355,16 @@ function interrupt() {
   stopAudio();
   if (app.turn === null) return;
   send({ type: "interrupt" });
-  if (typeof app.turn === "number") app.droppedUpTo = Math.max(app.droppedUpTo, app.turn);
+  dropTurn(null);
+}
+
+// A turn's audio is not played any more (barge-in, push-to-talk): null is the
+// running turn, or the next one when it is not named yet.
+function dropTurn(turn) {
+  stopAudio();
+  const current = turn ?? app.turn;
+  if (current === null) return;
+  if (typeof current === "number") app.droppedUpTo = Math.max(app.droppedUpTo, current);
   else app.interruptPending = true;
   setState("interrupting");
 }
@@ -387,6 +396,7 @@ function render() {
   if (suspended) ui.audioInfo.dataset.suspended = "true";
   else delete ui.audioInfo.dataset.suspended;
   meter.wake();
+  listening.render();
 }
 
 function showError(text) {
@@ -397,24 +407,6 @@ function showError(text) {
 function hideError() {
   ui.error.hidden = true;
   ui.error.textContent = "";
-}
-
-// A labelled picker when the server allows more than one pipeline, each shown
-// with its description; the choice lives in the address (?pipeline=NAME).
-function showPipelines(names, descriptions, current) {
-  ui.pipelineField.hidden = names.length < 2;
-  ui.pipeline.replaceChildren(
-    ...names.map((name) => {
-      const option = document.createElement("option");
-      option.value = name;
-      const description = descriptions[name];
-      option.textContent = description ? `${name} — ${description}` : name;
-      option.selected = name === current;
-      return option;
-    }),
-  );
-  const chosen = descriptions[current];
-  ui.pipeline.title = chosen ? `${current}: ${chosen}` : current;
 }
 
 // --- wiring ----------------------------------------------------------------------
@@ -450,9 +442,10 @@ document.addEventListener("keydown", (event) => {
   }
 });
 document.addEventListener("pointerdown", resumeAudio);
+document.addEventListener("keydown", resumeAudio);
 setInterval(render, 250); // playback ends on the audio thread: keep the buttons true
 
-window.voiceMembrane = exposeStatus(app, meter);
+window.voiceMembrane = exposeStatus(app, meter, listening);
 
 // Remembered choices: the details panel (closed unless opened before), the volume.
 ui.details.open = stored.get(localStorage, DETAILS_KEY) === "open";

@@ -36,6 +36,12 @@ export class WorkletPlayer {
   clear() {
     this.node.port.postMessage({ type: "clear" });
   }
+  pause() {
+    this.node.port.postMessage({ type: "pause" });
+  }
+  resume() {
+    this.node.port.postMessage({ type: "resume" });
+  }
   get playedSamples() {
     return this.status.played;
   }
@@ -88,6 +94,10 @@ export class BufferPlayer {
   end() {
     this.ended = true;
   }
+  // Scheduled buffers cannot be held: this player (no AudioWorklet, so no
+  // microphone either, but for ?player=buffers) plays through a barge-in pause.
+  pause() {}
+  resume() {}
   clear() {
     this.finished = this.playedSamples;
     for (const segment of this.segments) {
@@ -167,6 +177,7 @@ export class LevelMeter {
   }
   tick() {
     this.frame = null;
+    if (!this.analyser) return; // detached (the microphone let go)
     const rms = rmsOf(this.analyser);
     const db = rms > 0 ? 20 * Math.log10(rms) : -Infinity;
     const target = Math.min(1, Math.max(0, (db - METER_FLOOR_DB) / -METER_FLOOR_DB));

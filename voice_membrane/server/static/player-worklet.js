@@ -15,6 +15,7 @@ class VoiceMembranePlayer extends AudioWorkletProcessor {
     this.playing = false;
     this.ended = true; // no more audio is coming for now (turn over, or nothing started)
     this.starved = false; // in an underrun episode
+    this.paused = false; // held where it is (barge-in): the queue is kept
     this.underruns = 0;
     this.prebuffer = Math.round(sampleRate * PREBUFFER_SECONDS);
     this.quanta = 0;
@@ -34,6 +35,9 @@ class VoiceMembranePlayer extends AudioWorkletProcessor {
     } else if (message.type === "end") {
       this.ended = true;
       this.starved = false;
+    } else if (message.type === "pause" || message.type === "resume") {
+      this.paused = message.type === "pause";
+      this.report();
     } else if (message.type === "clear") {
       this.queue = [];
       this.offset = 0;
@@ -41,6 +45,7 @@ class VoiceMembranePlayer extends AudioWorkletProcessor {
       this.playing = false;
       this.ended = true;
       this.starved = false;
+      this.paused = false;
       this.report();
     }
   }
@@ -49,7 +54,8 @@ class VoiceMembranePlayer extends AudioWorkletProcessor {
     this.port.postMessage({
       played: this.played,
       queued: this.queued,
-      playing: this.playing,
+      playing: this.playing && !this.paused,
+      paused: this.paused,
       underruns: this.underruns,
     });
   }
@@ -62,7 +68,7 @@ class VoiceMembranePlayer extends AudioWorkletProcessor {
       this.playing = true;
     }
     let written = 0;
-    if (this.playing) {
+    if (this.playing && !this.paused) {
       while (written < out.length && this.queue.length > 0) {
         const head = this.queue[0];
         const n = Math.min(out.length - written, head.length - this.offset);

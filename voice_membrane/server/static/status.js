@@ -1,7 +1,7 @@
 // Read-only status of the page for tests and the curious (window.voiceMembrane).
 import { peak } from "./audio.js";
 
-export function exposeStatus(app, meter) {
+export function exposeStatus(app, meter, listening) {
   const status = {};
   const getters = {
     state: () => app.state,
@@ -19,6 +19,8 @@ export function exposeStatus(app, meter) {
     lastTurn: () => (app.lastTurn ? snapshot(app.lastTurn) : null),
     gain: () => (app.chain ? app.chain.gain.gain.value : null),
     meterLevel: () => meter.value,
+    mic: () => listening.status(),
+    paused: () => Boolean(app.player && app.player.status && app.player.status.paused),
   };
   for (const [name, get] of Object.entries(getters)) {
     Object.defineProperty(status, name, { get, enumerable: true });

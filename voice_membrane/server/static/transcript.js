@@ -5,6 +5,7 @@
 export class Transcript {
   constructor(list) {
     this.list = list;
+    this.liveEl = null; // the line of the words being heard, last in the list
   }
 
   /** A new turn's two lines; its record holds the elements a reply fills in. */
@@ -20,12 +21,36 @@ export class Transcript {
     const badges = document.createElement("span");
     badges.className = "badges";
     replyEl.append(label("Assistant"), replyText, note, badges);
-    this.list.append(userEl, replyEl);
+    // Above the words still being heard, which stay last.
+    if (this.liveEl) this.list.insertBefore(userEl, this.liveEl);
+    else this.list.append(userEl);
+    userEl.after(replyEl);
     return { turn, userEl, userText, replyEl, replyText, note, badges };
   }
 
+  /** The user's words as they are recognized: final text solid, the partial dimmed. */
+  live(finalText, partial) {
+    if (!this.liveEl) {
+      this.liveEl = item("user", "", "");
+      this.liveEl.classList.add("live");
+      this.liveFinal = document.createElement("span");
+      this.livePartial = document.createElement("span");
+      this.livePartial.className = "partial";
+      this.liveEl.append(label("You"), this.liveFinal, this.livePartial);
+      this.list.append(this.liveEl);
+    }
+    this.liveFinal.textContent = finalText;
+    this.livePartial.textContent = finalText && partial ? ` ${partial}` : partial;
+    this.scroll();
+  }
+
+  clearLive() {
+    if (this.liveEl) this.liveEl.remove();
+    this.liveEl = null;
+  }
+
   get hasTurns() {
-    return this.list.querySelector("li.user") !== null;
+    return this.list.querySelector("li.user:not(.live)") !== null;
   }
 
   badge(record, kind, text) {

@@ -146,3 +146,16 @@ function axisRow(axis, step) {
   row.append(cell, document.createElement("td"));
   return row;
 }
+
+// What the turn's report says of the reply: cut by the token budget, and why
+// its first audio was slow.
+export function showReport(waterfalls, transcript, record, turn, report) {
+  if (report.stop_reason === "max_tokens") transcript.badge(record, "cut-off", "cut off (max_tokens)");
+  const cause = dominantStage(report.stamps_ms || {});
+  if (cause && cause.total > SLOW_FIRST_AUDIO_MS) {
+    transcript.badge(record, "slow", `first audio after ${(cause.total / 1000).toFixed(1)} s — ${describeCause(cause)}`);
+  }
+  if (!waterfalls.querySelector("figure")) waterfalls.replaceChildren();
+  waterfalls.prepend(waterfallFigure(turn, report));
+  while (waterfalls.children.length > 5) waterfalls.lastElementChild.remove();
+}
