@@ -86,6 +86,20 @@ def test_rate_limit() -> None:
     assert after.check(0.1) is Verdict.ACCEPT  # two tokens back a tenth of a second later
 
 
+def test_a_flood_taken_slowly_is_still_one_flood() -> None:
+    """A loaded server takes a flooder's messages slowly enough for a token to
+    refill now and then: the client is told once and still dropped."""
+    limit = RateLimit(per_second=20)
+    verdicts = [limit.check(i * 0.01) for i in range(200)]  # 100 a second
+    assert verdicts.count(Verdict.REFUSE) == 1
+    assert Verdict.DISCONNECT in verdicts
+    calm = RateLimit(per_second=20)
+    for _ in range(21):
+        calm.check(0.0)
+    assert calm.check(1.1) is Verdict.ACCEPT  # a second under the limit: the flood is over
+    assert [calm.check(1.1) for _ in range(20)][-1] is Verdict.REFUSE  # a new one: told again
+
+
 def test_outbox_bounds_audio_and_events_apart() -> None:
     box = Outbox(max_audio=3, max_events=100)
     assert all(box.put(f'{{"n": {i}}}') for i in range(50))  # a burst of events is fine

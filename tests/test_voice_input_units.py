@@ -116,8 +116,12 @@ def test_the_budget_allows_a_second_ahead_then_refuses_then_disconnects() -> Non
     assert budget.take(0.1, 0.0) is Verdict.REFUSE  # told once
     assert budget.take(0.1, 0.0) is Verdict.REFUSE_QUIETLY
     assert budget.take(0.1, 0.15) is Verdict.ACCEPT  # real time gave it room again
-    verdicts = [budget.take(0.1, 0.15) for _ in range(22)]
-    assert verdicts[0] is Verdict.REFUSE and verdicts[-1] is Verdict.DISCONNECT
+    verdicts = [budget.take(0.1, 0.15) for _ in range(22)]  # the same flood: not told again
+    assert Verdict.REFUSE not in verdicts and verdicts[-1] is Verdict.DISCONNECT
+    budget = AudioBudget(burst_s=1.0, patience_s=2.0)
+    assert [budget.take(0.1, 0.0) for _ in range(11)][-1] is Verdict.REFUSE
+    assert budget.take(0.1, 1.5) is Verdict.ACCEPT  # a second back within real time: over
+    assert [budget.take(0.1, 1.5) for _ in range(10)][-1] is Verdict.REFUSE  # told again
 
 
 def test_a_real_time_client_is_never_refused() -> None:

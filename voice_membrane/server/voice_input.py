@@ -69,8 +69,9 @@ class InputDecoder:
 
 class AudioBudget:
     """A token bucket of audio seconds, refilled at real time: the client may be
-    ``burst_s`` ahead of real time. Audio refused in a row is counted; after
-    ``patience_s`` more of it the client is dropped."""
+    ``burst_s`` ahead of real time. Audio refused while the client is over the
+    limit (until the bucket is full again) is counted; after ``patience_s`` of
+    it the client is dropped (see ``RateLimit``: not only refusals in a row)."""
 
     def __init__(self, burst_s: float = AUDIO_BURST_S, patience_s: float = AUDIO_PATIENCE_S):
         self.burst_s, self.patience_s = burst_s, patience_s
@@ -82,9 +83,10 @@ class AudioBudget:
         if self._last is not None:
             self._seconds = min(self.burst_s, self._seconds + (now - self._last))
         self._last = now
+        if self._seconds >= self.burst_s:
+            self._refused = 0.0  # back under the limit for a while
         if self._seconds >= seconds:
             self._seconds -= seconds
-            self._refused = 0.0
             return Verdict.ACCEPT
         first = self._refused == 0.0
         self._refused += seconds
