@@ -47,15 +47,22 @@ async def next_event(ws: ClientConnection) -> dict[str, Any]:
 
 
 async def start_session(
-    ws: ClientConnection, *, pipeline: str | None = None, audio: dict[str, Any] | None = None
+    ws: ClientConnection,
+    *,
+    pipeline: str | None = None,
+    audio: dict[str, Any] | None = None,
+    input_audio: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``session.start`` (asking for ``pipeline`` and ``audio`` if given) and the
-    server's ``session.started``; ``RemoteError`` when it refuses or answers else."""
+    """``session.start`` (asking for ``pipeline``, ``audio`` and ``input_audio``,
+    the client's voice, if given) and the server's ``session.started``;
+    ``RemoteError`` when it refuses or answers else."""
     start: dict[str, Any] = {"type": "session.start", "v": 1}
     if pipeline is not None:
         start["pipeline"] = pipeline
     if audio is not None:
         start["audio"] = audio
+    if input_audio is not None:
+        start["input_audio"] = input_audio
     await ws.send(json.dumps(start))
     reply = await next_event(ws)
     if reply["type"] == "error":

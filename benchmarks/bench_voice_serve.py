@@ -1,0 +1,70 @@
+"""Voice to voice over the served endpoint: callers speaking a recorded question
+in real time to one ``voice-membrane serve`` process (protocol 1.1), at 1 and
+at 50 at once, against cloud fakes of fixed service times; measured by
+``voice_membrane.bench.voice_serve`` (its docstring has the method).
+
+``python -m benchmarks.bench_voice_serve [CALLERS…]`` runs it alone and prints
+its section.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from voice_membrane.bench.serve_load import LoadScript
+from voice_membrane.bench.voice_caller import CallerPlan
+from voice_membrane.bench.voice_serve import VoiceServeResults, VoiceServeSetup, run_voice_serve
+
+LEVELS = (1, 50)
+TURNS = 3
+QUESTION = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening" / "weather.wav"
+QUESTION_TEXT = "What is the weather like in Paris today?"
+FINALIZE_S = 0.15  # the fake Deepgram's answer to Finalize (as voice_scripted's)
+END_SILENCE_S = 0.6  # the shipped [endpoint] end_silence_s
+# The reply and the fakes' service times: serve_load's.
+LLM_TTFT_S = 0.3
+TOKEN_S = 0.025
+DELTA_CHARS = 4
+TTS_TTFB_S = 0.1
+PACE = 0.8
+REPLY = "The weather stays mild and dry today."  # ~2 s of speech
+SAMPLE_RATE = 16000
+FRAME_MS = 20
+OUTPUT_RATE = 24000
+RAMP_S = 2.0  # first questions staggered over it
+THINK_S = 0.5
+TURN_TIMEOUT_S = 20.0
+CALLERS_PER_CLIENT = 25  # a client process sends 50 frames/s per caller
+
+
+def run_voice_serve_bench(
+    levels: tuple[int, ...] = LEVELS,
+    turns: int = TURNS,
+    ramp_s: float = RAMP_S,
+    log: Callable[[str], None] = print,
+) -> VoiceServeResults:
+    reply = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
+    plan = CallerPlan(
+        question=str(QUESTION),
+        voiced_end=0,  # found from the question's level
+        sample_rate=SAMPLE_RATE,
+        frame_ms=FRAME_MS,
+        output_rate=OUTPUT_RATE,
+        turns=turns,
+        ramp_s=ramp_s,
+        think_s=THINK_S,
+        turn_timeout_s=TURN_TIMEOUT_S,
+    )
+    setup = VoiceServeSetup(
+        reply, str(QUESTION), QUESTION_TEXT, FINALIZE_S, END_SILENCE_S, plan, CALLERS_PER_CLIENT
+    )
+    return run_voice_serve(setup, levels, log)
+
+
+if __name__ == "__main__":
+    import json
+
+    levels = tuple(int(a) for a in sys.argv[1:]) or LEVELS
+    print(json.dumps(run_voice_serve_bench(levels).summary(), indent=1))

@@ -1,0 +1,374 @@
+"""The client side of the voice-over-the-endpoint measurement (``voice_serve``):
+a process holding some of the callers, each speaking a recorded question into
+a served session (protocol 1.1) in real time and timing the answer.
+
+``python -m voice_membrane.bench.voice_caller PLAN URL CALLERS SEED`` opens
+``CALLERS`` sessions with ``input_audio`` (pcm16, ``CallerPlan.sample_rate``,
+``frame_ms`` frames), says "connected", waits for a line on stdin, then each
+caller sends audio in real time until its turns are done — silence, and its
+question at a random moment within the ramp, then again ``think_s`` after the
+answer finished playing — and the process prints its ``CallerResult`` as one
+JSON line.
+
+Per question, client side (``VoiceTurnRecord``):
+
+- *speech end*: when the frame holding the question's last voiced sample
+  (``CallerPlan.voiced_end``, found from its level) was sent, and that sample's
+  position in the session's input audio;
+- *voice to voice*: the answer's first audio frame's arrival - the speech end;
+- the detector's own speech end (``vad.speech_end`` ``at_ms``), the server's
+  ``voice_to_voice`` figures (``metrics``), what was heard (``turn.started``),
+  and errors (``error`` events, a turn with no audio or no answer in time, lost
+  frames, an unexpected close).
+
+The frames go out on an absolute schedule (frame n at start + n x frame_ms); the
+process records how late its sends ran, and its own event-loop lag, so a client
+that could not keep up is seen, not mistaken for the server.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+import numpy as np
+import soundfile as sf  # type: ignore[import-untyped]
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from ..server.protocol import unpack_frame
+from ..vocab.audio import Samples
+from .load_client import LAG_TICK_S, describe
+from .remote import start_session
+from .stats import nearest_rank
+
+SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_to_voice_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class CallerPlan:
+    """What every caller does: ``turns`` times, say ``question`` (a WAV at
+    ``sample_rate``; its last voiced sample is ``voiced_end``) as ``frame_ms``
+    frames, the first time at a random moment within ``ramp_s``, then each
+    ``think_s`` after the answer finished playing; the answer comes as pcm16 at
+    ``output_rate``."""
+
+    question: str  # a path
+    voiced_end: int  # samples into the question
+    sample_rate: int
+    frame_ms: int
+    output_rate: int
+    turns: int
+    ramp_s: float
+    think_s: float
+    turn_timeout_s: float  # no answer by then: the turn failed
+
+    @property
+    def frame_samples(self) -> int:
+        return self.sample_rate * self.frame_ms // 1000
+
+    def input_audio(self) -> dict[str, Any]:
+        return {"encoding": "pcm16", "sample_rate": self.sample_rate, "frame_ms": self.frame_ms}
+
+
+@dataclass
+class VoiceTurnRecord:
+    number: int = 0  # the caller's question: 1, 2, …
+    turn: int | None = None  # the server's turn it became
+    heard: str | None = None  # turn.started's text
+    speech_end_position_ms: float | None = None  # the voiced end, in the session's input audio
+    detector_end_ms: float | None = None  # vad.speech_end's at_ms
+    voice_to_voice_ms: float | None = None  # at the client
+    send_late_ms: float = 0.0  # the question's frames: the latest send after its schedule
+    audio_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    server: dict[str, float | None] = field(default_factory=dict)  # metrics' voice_to_voice
+
+
+@dataclass
+class CallerResult:
+    turns: list[VoiceTurnRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # not in a turn (connect, close)
+    lag_ms: list[float] = field(default_factory=list)
+    # Every frame's send after its schedule, during the run; in the result line
+    # their p50, p99 and max.
+    send_late_ms: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def read_question(path: str, rate: int) -> Samples:
+    samples, file_rate = sf.read(path, dtype="int16")
+    if file_rate != rate or samples.ndim != 1:
+        raise ValueError(f"{path}: a mono {rate} Hz recording is needed")
+    return np.asarray(samples, dtype=np.int16)
+
+
+class VoiceCaller:
+    """One caller's session: a sender of real-time audio and a receiver of the
+    answer, with the question being said (``_record``) between them."""
+
+    def __init__(self, url: str, plan: CallerPlan, question: Samples, result: CallerResult):
+        self.url, self.plan, self.result = url, plan, result
+        self.question = question
+        self.ws: ClientConnection | None = None
+        self._speaking: VoiceTurnRecord | None = None  # the question being sent
+        self._said = 0  # its samples sent so far
+        self._position = 0  # samples sent in the session
+        self._speech_end_sent: dict[int, float] = {}  # by question number
+        self._record: VoiceTurnRecord | None = None  # the question awaiting its answer
+        self._answered = anyio.Event()
+        self._last_seq: int | None = None
+        self._play_end = 0.0  # when the audio received so far has finished playing
+        self._first_audio: set[int] = set()  # turns whose first frame came
+
+    async def open(self) -> None:
+        ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
+        self.ws = ws
+        audio = {"encoding": "pcm16", "sample_rate": self.plan.output_rate}
+        with anyio.fail_after(60):
+            started = await start_session(ws, audio=audio, input_audio=self.plan.input_audio())
+        if started.get("input_audio") is None:
+            raise RuntimeError("the served pipeline does not listen (no [stt])")
+
+    async def run(self, delay: float) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._send_audio)
+            group.start_soon(self._receive)
+            try:
+                await anyio.sleep(delay)
+                for number in range(1, self.plan.turns + 1):
+                    if not await self._ask(number):
+                        break
+                    wait = max(0.0, self._play_end - time.perf_counter()) + self.plan.think_s
+                    await anyio.sleep(wait)
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _ask(self, number: int) -> bool:
+        """Say the question, wait for its answer to end; False: the call is over."""
+        record = VoiceTurnRecord(number)
+        self.result.turns.append(record)
+        self._answered = anyio.Event()
+        self._record = record
+        self._said = 0
+        self._speaking = record
+        try:
+            with anyio.fail_after(self.plan.turn_timeout_s):
+                await self._answered.wait()
+        except TimeoutError:
+            record.errors.append("no answer in time" if record.turn is None else "timeout")
+            return False
+        if record.voice_to_voice_ms is None:
+            record.errors.append("no audio")
+        return not any(e.startswith("closed") for e in record.errors)
+
+    def _next_frame(self) -> tuple[Samples, VoiceTurnRecord | None]:
+        """The next frame: the question's, else silence (a muted microphone)."""
+        n = self.plan.frame_samples
+        record = self._speaking
+        if record is None:
+            return np.zeros(n, dtype=np.int16), None
+        piece = self.question[self._said : self._said + n]
+        self._said += n
+        if self._said >= len(self.question):
+            self._speaking = None
+        if len(piece) < n:
+            piece = np.concatenate([piece, np.zeros(n - len(piece), dtype=np.int16)])
+        return piece, record
+
+    async def _send_audio(self) -> None:
+        ws = self.ws
+        assert ws is not None
+        step = self.plan.frame_ms / 1000
+        start = time.perf_counter()
+        n = 0
+        while True:
+            due = start + n * step
+            await anyio.sleep(max(0.0, due - time.perf_counter()))
+            piece, record = self._next_frame()
+            said_before = self._said - len(piece)
+            now = time.perf_counter()
+            late_ms = (now - due) * 1000
+            self.result.send_late_ms.append(late_ms)
+            try:
+                await ws.send(piece.tobytes())
+            except ConnectionClosed:
+                return  # the receiver reports the close
+            if record is not None:
+                record.send_late_ms = max(record.send_late_ms, late_ms)
+                end = self.plan.voiced_end
+                if said_before <= end < said_before + len(piece):
+                    position = self._position + end - said_before
+                    record.speech_end_position_ms = position * 1000 / self.plan.sample_rate
+                    self._speech_end_sent[record.number] = now
+            self._position += len(piece)
+            n += 1
+
+    async def _receive(self) -> None:
+        ws = self.ws
+        assert ws is not None
+        try:
+            async for message in ws:
+                now = time.perf_counter()
+                if isinstance(message, bytes):
+                    self._on_audio(message, now)
+                else:
+                    self._on_event(json.loads(message), now)
+        except ConnectionClosed as error:
+            self._fail(describe(error))
+            return
+        self._fail(f"closed {ws.close_code}")
+
+    def _fail(self, error: str) -> None:
+        if self._record is not None:
+            self._record.errors.append(error)
+            self._answered.set()
+        else:
+            self.result.errors.append(error)
+
+    def _on_audio(self, message: bytes, now: float) -> None:
+        turn, seq, audio = unpack_frame(message)
+        record = self._record
+        if self._last_seq is not None and seq != self._last_seq + 1 and record is not None:
+            record.errors.append(f"lost {seq - self._last_seq - 1} frame(s)")
+        self._last_seq = seq
+        if record is None or turn != record.turn:
+            return  # an earlier turn's frame, dropped as a player does
+        seconds = len(audio) / 2 / self.plan.output_rate
+        record.audio_s += seconds
+        if turn not in self._first_audio:
+            self._first_audio.add(turn)
+            sent = self._speech_end_sent.get(record.number)
+            if sent is not None:
+                record.voice_to_voice_ms = round((now - sent) * 1000, 3)
+            self._play_end = now
+        self._play_end = max(self._play_end, now) + seconds
+
+    def _on_event(self, event: dict[str, Any], now: float) -> None:
+        kind = event.get("type")
+        record = self._record
+        if kind == "error":
+            target = record.errors if record is not None else self.result.errors
+            target.append(f"error {event.get('code')}")
+        if record is None:
+            return
+        if kind == "vad.speech_end" and record.turn is None:
+            record.detector_end_ms = event.get("at_ms")
+        elif kind == "turn.started" and event.get("source") == "voice" and record.turn is None:
+            record.turn = int(event["turn"])
+            record.heard = str(event.get("text", ""))
+        elif kind == "metrics" and event.get("turn") == record.turn:
+            figures = (event.get("report") or {}).get("voice_to_voice") or {}
+            record.server = {name: figures.get(name) for name in SERVER_FIGURES}
+        elif kind == "turn.end" and event.get("turn") == record.turn:
+            if event.get("error"):
+                record.errors.append(f"turn.end error: {event['error']}")
+            if event.get("interrupted"):
+                record.errors.append("interrupted")
+            self._answered.set()  # (its metrics event came before it)
+
+    async def close(self) -> None:
+        if self.ws is None:
+            return
+        try:
+            await self.ws.send(json.dumps({"type": "session.end"}))
+            with anyio.fail_after(10):
+                async for _ in self.ws:
+                    pass
+        except ConnectionClosed:
+            pass
+        except TimeoutError:
+            self.result.errors.append("no close after session.end")
+        if self.ws.close_code not in (1000, None):
+            self.result.errors.append(f"closed {self.ws.close_code}")
+        await self.ws.close()
+
+
+async def _lag(samples: list[float]) -> None:
+    while True:
+        start = time.perf_counter()
+        await anyio.sleep(LAG_TICK_S)
+        samples.append((time.perf_counter() - start - LAG_TICK_S) * 1000)
+
+
+async def run_callers(
+    url: str, plan: CallerPlan, callers: int, seed: int, go: Callable[[], Awaitable[None]]
+) -> CallerResult:
+    """Open ``callers`` sessions, wait for ``go``, run their calls, hang up."""
+    result = CallerResult()
+    question = read_question(plan.question, plan.sample_rate)
+    opened: list[VoiceCaller] = []
+    async with anyio.create_task_group() as group:
+
+        async def open_one() -> None:
+            caller = VoiceCaller(url, plan, question, result)
+            try:
+                await caller.open()
+            except Exception as error:  # counted: this caller makes no call
+                result.errors.append(f"connect: {describe(error)}")
+                return
+            opened.append(caller)
+
+        for _ in range(callers):
+            group.start_soon(open_one)
+    await go()
+    rng = random.Random(seed)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    began = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_lag, result.lag_ms)
+        async with anyio.create_task_group() as calls:
+            for caller in opened:
+                calls.start_soon(caller.run, rng.uniform(0, plan.ramp_s))
+        result.wall_s = time.perf_counter() - began
+        group.cancel_scope.cancel()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result.cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    late = result.send_late_ms
+    result.send_late_ms = [nearest_rank(late, q) for q in (0.5, 0.99, 1.0)] if late else []
+    async with anyio.create_task_group() as group:
+        for caller in opened:
+            group.start_soon(caller.close)
+    return result
+
+
+def read_caller_result(line: str) -> CallerResult:
+    data = json.loads(line)
+    turns = [VoiceTurnRecord(**turn) for turn in data.pop("turns")]
+    return CallerResult(turns=turns, **data)
+
+
+async def warm_up_call(url: str, plan: CallerPlan) -> CallerResult:
+    """One caller, one question: the server's lazy imports (the detector's model,
+    the STT SDK) and its connection pools are then warm."""
+    result = CallerResult()
+    caller = VoiceCaller(url, plan, read_question(plan.question, plan.sample_rate), result)
+    await caller.open()
+    single = CallerPlan(**{**asdict(plan), "turns": 1, "think_s": 0.0})
+    caller.plan = single
+    await caller.run(0.2)
+    await caller.close()
+    return result
+
+
+def main(plan: str, url: str, callers: str, seed: str) -> None:
+    async def go() -> None:
+        print("connected", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+
+    result = anyio.run(
+        run_callers, url, CallerPlan(**json.loads(plan)), int(callers), int(seed), go
+    )
+    print(json.dumps(asdict(result)), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])

@@ -1,0 +1,345 @@
+"""Voice to voice over the served endpoint: N concurrent callers speaking to one
+``voice-membrane serve`` process (protocol 1.1), against cloud fakes of fixed
+service times.
+
+For each N a fresh ``serve`` process (``serve_process``) runs a pipeline file
+written here: ``[stt]`` the ``deepgram`` engine against ``FakeDeepgram``
+(every word of the question heard in the first 50 ms of each utterance's
+stream, a ``Finalize`` answered after ``finalize_s``), ``[llm]`` ``FakeOpenAI``
+and ``[tts]`` ``FakeElevenLabs``' stream-input socket as in ``serve_load`` (the
+same ``LoadScript``), ``[endpoint] preemptive = false`` (the reply starts at
+the decided end of the turn, so the arithmetic below holds) and the given
+``end_silence_s``. Each fake runs in a child process of its own.
+
+Callers (``voice_caller``: what each question records): N sessions over
+``ceil(N / callers_per_client)`` client processes, each sending pcm16 16 kHz
+frames in real time from the moment it is told to go (silence, and its
+question at a random moment within the ramp, then again after each answer).
+
+*Engines' own* time, from the question's last voiced sample to the answer's
+first audio: the endpointer's ``end_silence_s`` (the STT's final comes
+``vad.min_silence_s`` + ``finalize_s`` after the speech end, within that
+silence: the longer of the two counts), then the LLM's TTFT + the deltas up to
+the first piece x ``token_s`` + the TTS's TTFB (``serve_load.ideal_first_audio``).
+*Added by our code* = voice to voice at the client - engines' own: the
+detector's dating of the speech end, the server's work, the loopback both ways.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import anyio
+
+from ..listening.settings import VadSettings
+from ..listening.vad import level_dbfs
+from .child import bench_child, library_env
+from .fakes import fakes_process
+from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
+from .serve_load import pipeline_toml as reply_toml
+from .serve_process import cpu_s, rss_mb, serve_process
+from .voice_caller import (
+    CallerPlan,
+    CallerResult,
+    VoiceTurnRecord,
+    read_caller_result,
+    read_question,
+    warm_up_call,
+)
+
+if TYPE_CHECKING:
+    from ..testing.fake_server import FakeServer
+
+KEY_ENV = "VOICE_MEMBRANE_BENCH_STT_KEY"
+STT_SCRIPTS = 20_000  # queued in the fake: more utterances than any run has
+VOICED_DBFS = -40.0  # a 10 ms window louder than this is voiced
+LEVEL_WINDOW_S = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceServeSetup:
+    """What the fakes play (``reply``), the question said and what the fake STT
+    hears in it, the STT's finalize time, the end silence, and the callers'
+    plan (its ``voiced_end`` is found here from the question's level)."""
+
+    reply: LoadScript
+    question: str  # a mono WAV at plan.sample_rate
+    question_text: str
+    finalize_s: float
+    end_silence_s: float
+    plan: CallerPlan
+    callers_per_client: int
+
+
+def voiced_span(path: str, rate: int) -> tuple[int, int]:
+    """The first and the last voiced sample of a recording: of its first and
+    last 10 ms windows above ``VOICED_DBFS``."""
+    samples = read_question(path, rate)
+    window = round(rate * LEVEL_WINDOW_S)
+    voiced = [
+        start
+        for start in range(0, len(samples) - window + 1, window)
+        if level_dbfs(samples[start : start + window]) > VOICED_DBFS
+    ]
+    if not voiced:
+        raise ValueError(f"{path}: no window above {VOICED_DBFS:g} dBFS")
+    return voiced[0], voiced[-1] + window - 1
+
+
+def stt_fakes(args: dict[str, Any]) -> dict[str, FakeServer]:
+    """The fakes' recipe (``fakes``): the STT's, or ``serve_load``'s LLM or TTS."""
+    if args["kind"] != "stt":
+        return load_fakes(args)
+    from ..testing.fake_deepgram import FakeDeepgram
+    from ..testing.transcript_script import TranscriptScript
+
+    script = TranscriptScript.of(
+        args["text"], word_s=0.005, gap_s=0.0, lead_s=0.0, finalize_s=args["finalize_s"]
+    )
+    return {"stt": FakeDeepgram(*[script] * STT_SCRIPTS, api_key=KEY)}
+
+
+def pipeline_toml(stt_url: str, end_silence_s: float) -> str:
+    return (
+        reply_toml()
+        + "\n[stt]\n"
+        + 'spec = "deepgram:nova-3"\n'
+        + f'base_url = "{stt_url}"\n'
+        + f'api_key_env = "{KEY_ENV}"\n'
+        + "retry = false\n\n"
+        + "[endpoint]\n"
+        + "preemptive = false\n"
+        + f"end_silence_s = {end_silence_s}\n"
+        + 'echo = "aec"\n'  # the caller's microphone hears no reply (as a browser's)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EnginesOwn:
+    """The engines' own times, ms: the endpointing wait and the reply's first audio."""
+
+    endpointing_ms: float
+    final_ms: float  # when the STT's final can come at best (within the wait)
+    reply_ms: float  # LLM TTFT + deltas to the first piece + TTS TTFB
+    first_piece: str
+    deltas: int
+
+    @property
+    def total_ms(self) -> float:
+        return self.endpointing_ms + self.reply_ms
+
+
+def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
+    ideal = ideal_first_audio(setup.reply, pipeline)
+    final_ms = (VadSettings().min_silence_s + setup.finalize_s) * 1000
+    endpointing_ms = max(setup.end_silence_s * 1000, final_ms)
+    return EnginesOwn(
+        endpointing_ms, final_ms, ideal.first_audio_ms, ideal.first_piece, ideal.deltas
+    )
+
+
+@dataclass
+class CallLevel:
+    callers: int
+    turns: list[VoiceTurnRecord]
+    errors: list[str]  # outside turns
+    clients: int
+    client_lag_ms: list[float]
+    send_late_ms: list[float]  # the client processes' p99 of frame-send lateness
+    client_cpu_cores: float
+    fakes_cpu_cores: float
+    server_cpu_s: float
+    server_rss_base_mb: float
+    server_rss_peak_mb: float
+    seconds: float  # the calls' wall time
+
+    @property
+    def server_cpu_cores(self) -> float:
+        return self.server_cpu_s / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_call_s(self) -> float:
+        """Server CPU per second of call (ms of CPU per caller-second)."""
+        return self.server_cpu_s * 1000 / (self.callers * self.seconds) if self.seconds else 0.0
+
+    def error_count(self) -> int:
+        return len(self.errors) + sum(len(t.errors) for t in self.turns)
+
+    def answered(self) -> list[VoiceTurnRecord]:
+        return [t for t in self.turns if t.voice_to_voice_ms is not None and not t.errors]
+
+
+def _run_level(
+    setup: VoiceServeSetup,
+    callers: int,
+    pipeline: Path,
+    env: dict[str, str],
+    fake_pids: list[int],
+    folder: Path,
+) -> CallLevel:
+    plan = json.dumps(asdict(setup.plan))
+    with (
+        open(folder / f"serve-{callers}.log", "w+", encoding="utf-8") as log,
+        serve_process(pipeline, env, log) as (url, pid),
+    ):
+        warm = anyio.run(warm_up_call, url, setup.plan)
+        if warm.errors or any(t.errors for t in warm.turns):
+            problems = warm.errors + [e for t in warm.turns for e in t.errors]
+            raise RuntimeError(f"the warm-up call failed: {'; '.join(problems)}")
+        rss_base = rss_mb(pid)
+        count = max(1, math.ceil(callers / setup.callers_per_client))
+        shares = [callers // count + (i < callers % count) for i in range(count)]
+        with contextlib.ExitStack() as stack:
+            clients = [
+                stack.enter_context(
+                    bench_child("voice_membrane.bench.voice_caller", [plan, url, str(n), str(i)])
+                )
+                for i, n in enumerate(shares)
+            ]
+            for client in clients:
+                if client.line != "connected":
+                    raise RuntimeError(f"a caller process said {client.line!r}")
+            rss_peak = rss_mb(pid)
+            server_cpu, fakes_cpu = cpu_s(pid), sum(cpu_s(p) for p in fake_pids)
+            began = time.perf_counter()
+            for client in clients:
+                assert client.process.stdin is not None
+                client.process.stdin.write("go\n")
+                client.process.stdin.flush()
+            lines: list[str] = []
+            for client in clients:
+                assert client.process.stdout is not None
+                while (line := _readline_sampling(client.process.stdout)) is None:
+                    rss_peak = max(rss_peak, rss_mb(pid))
+                lines.append(line)
+            seconds = time.perf_counter() - began
+            server_cpu = cpu_s(pid) - server_cpu
+            fakes_cpu = sum(cpu_s(p) for p in fake_pids) - fakes_cpu
+    results = [read_caller_result(line) if line else None for line in lines]
+    return _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
+
+
+def _level(
+    callers: int,
+    results: list[CallerResult | None],
+    seconds: float,
+    server_cpu: float,
+    fakes_cpu: float,
+    rss_base: float,
+    rss_peak: float,
+) -> CallLevel:
+    turns: list[VoiceTurnRecord] = []
+    errors: list[str] = []
+    lag: list[float] = []
+    late: list[float] = []
+    client_cpu = client_wall = 0.0
+    for result in results:
+        if result is None:
+            errors.append("a caller process died")
+            continue
+        turns += result.turns
+        errors += result.errors
+        lag += result.lag_ms
+        late += result.send_late_ms[1:2]  # its p99
+        client_cpu += result.cpu_s
+        client_wall = max(client_wall, result.wall_s)
+    return CallLevel(
+        callers=callers,
+        turns=turns,
+        errors=errors,
+        clients=len(results),
+        client_lag_ms=lag,
+        send_late_ms=late,
+        client_cpu_cores=client_cpu / client_wall if client_wall else 0.0,
+        fakes_cpu_cores=fakes_cpu / seconds,
+        server_cpu_s=server_cpu,
+        server_rss_base_mb=rss_base,
+        server_rss_peak_mb=rss_peak,
+        seconds=seconds,
+    )
+
+
+def _readline_sampling(stream: IO[str]) -> str | None:
+    """A line from ``stream``, or None after 0.2 s without one (time to sample)."""
+    ready, _, _ = select.select([stream], [], [], 0.2)
+    if not ready:
+        return None
+    return stream.readline().strip()
+
+
+@dataclass
+class VoiceServeResults:
+    setup: VoiceServeSetup
+    levels: list[CallLevel]
+    engines: EnginesOwn
+    load_before: float  # 1-minute load average
+    load_after: float
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        """The figures by level, as JSON (``figures`` in ms: p50 / p95 / max)."""
+        from .voice_serve_figures import level_summary
+
+        return {
+            "engines_ms": asdict(self.engines) | {"total_ms": self.engines.total_ms},
+            "levels": [level_summary(level, self.engines) for level in self.levels],
+            "load": [self.load_before, self.load_after],
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def run_voice_serve(
+    setup: VoiceServeSetup, levels: Sequence[int], log: Callable[[str], None] = print
+) -> VoiceServeResults:
+    """Each of ``levels`` callers at once, in turn, each on a fresh server."""
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    _, last = voiced_span(setup.question, setup.plan.sample_rate)
+    setup = VoiceServeSetup(
+        **{**_fields(setup), "plan": CallerPlan(**{**asdict(setup.plan), "voiced_end": last})}
+    )
+    char_s = setup.reply.char_s()
+    script = asdict(setup.reply)
+    stt_args = {"kind": "stt", "text": setup.question_text, "finalize_s": setup.finalize_s}
+    results: list[CallLevel] = []
+    with (
+        tempfile.TemporaryDirectory() as name,
+        fakes_process(stt_fakes, {"kind": "llm", "script": script}) as llm,
+        fakes_process(stt_fakes, {"kind": "tts", "script": script, "char_s": char_s}) as tts,
+        fakes_process(stt_fakes, stt_args) as stt,
+    ):
+        folder = Path(name)
+        pipeline = folder / "voice.toml"
+        pipeline.write_text(pipeline_toml(stt.urls()["stt"], setup.end_silence_s), "utf-8")
+        engines = engines_own(setup, pipeline)
+        env = library_env(
+            {
+                **os.environ,
+                "OPENAI_BASE_URL": llm.urls()["llm"],
+                "OPENAI_API_KEY": KEY,
+                "ELEVENLABS_BASE_URL": tts.urls()["tts"],
+                "ELEVENLABS_API_KEY": KEY,
+                KEY_ENV: KEY,
+            }
+        )
+        pids = [llm.pid, tts.pid, stt.pid]
+        for callers in levels:
+            log(f"voice over the endpoint: {callers} callers …")
+            results.append(_run_level(setup, callers, pipeline, env, pids, folder))
+    return VoiceServeResults(
+        setup, results, engines, load_before, os.getloadavg()[0], time.perf_counter() - started
+    )
+
+
+def _fields(setup: VoiceServeSetup) -> dict[str, Any]:
+    return {name: getattr(setup, name) for name in VoiceServeSetup.__dataclass_fields__}

@@ -1,0 +1,107 @@
+"""The figures of a voice-over-the-endpoint level (``voice_serve``), per turn and
+summarized: what the client measured, what the server stamped, and what our
+code added over the engines' own times."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .stats import nearest_rank
+
+if TYPE_CHECKING:
+    from .voice_caller import VoiceTurnRecord
+    from .voice_serve import CallLevel, EnginesOwn
+
+Figure = Callable[["VoiceTurnRecord", "EnginesOwn"], "float | None"]
+
+
+def _server(name: str) -> Callable[[VoiceTurnRecord], float | None]:
+    return lambda t: t.server.get(name)
+
+
+def _minus(a: float | None, b: float | None, floor: float = 0.0) -> float | None:
+    return None if a is None or b is None else a - b - floor
+
+
+# name → (what it is, the figure of one answered turn)
+FIGURES: dict[str, tuple[str, Figure]] = {
+    "voice_to_voice": (
+        "client: first audio - the voiced end sent",
+        lambda t, e: t.voice_to_voice_ms,
+    ),
+    "added": (
+        "client voice to voice - engines' own",
+        lambda t, e: _minus(t.voice_to_voice_ms, e.total_ms),
+    ),
+    "detector_dating": (
+        "the detector's speech end after the voiced end (audio ms)",
+        lambda t, e: _minus(t.detector_end_ms, t.speech_end_position_ms),
+    ),
+    "server_endpointing": (
+        "server: endpointing - the wait",
+        lambda t, e: _minus(_server("endpointing_ms")(t), e.endpointing_ms),
+    ),
+    "server_final": (
+        "server: the STT's final after the speech end",
+        lambda t, e: _server("transcript_final_ms")(t),
+    ),
+    "server_request": (
+        "server: the turn decided → the LLM request",
+        lambda t, e: _minus(_server("request_ms")(t), _server("endpointing_ms")(t)),
+    ),
+    "server_first_audio": (
+        "server: request → first audio - the reply's own",
+        lambda t, e: _minus(_server("voice_to_voice_ms")(t), _server("request_ms")(t), e.reply_ms),
+    ),
+    "server_added": (
+        "server: voice to voice - engines' own",
+        lambda t, e: _minus(_server("voice_to_voice_ms")(t), e.total_ms),
+    ),
+    "client_minus_server": (
+        "client voice to voice - the server's",
+        lambda t, e: _minus(t.voice_to_voice_ms, _server("voice_to_voice_ms")(t)),
+    ),
+}
+
+
+def spread(values: list[float]) -> dict[str, float] | None:
+    """p50 / p95 / max, rounded to 0.1 ms (None for none)."""
+    if not values:
+        return None
+    return {
+        q: round(nearest_rank(values, f), 1) for q, f in (("p50", 0.5), ("p95", 0.95), ("max", 1.0))
+    }
+
+
+def figure(level: CallLevel, engines: EnginesOwn, name: str) -> list[float]:
+    """``name``'s value for each answered turn that has it."""
+    of = FIGURES[name][1]
+    values = (of(t, engines) for t in level.answered())
+    return [v for v in values if v is not None]
+
+
+def error_kinds(level: CallLevel) -> Counter[str]:
+    return Counter(level.errors + [e for t in level.turns for e in t.errors])
+
+
+def level_summary(level: CallLevel, engines: EnginesOwn) -> dict[str, Any]:
+    lag = level.client_lag_ms
+    return {
+        "callers": level.callers,
+        "turns": len(level.turns),
+        "answered": len(level.answered()),
+        "errors": dict(error_kinds(level)),
+        "figures_ms": {name: spread(figure(level, engines, name)) for name in FIGURES},
+        "server_cpu_cores": round(level.server_cpu_cores, 3),
+        "server_cpu_ms_per_call_s": round(level.cpu_ms_per_call_s, 2),
+        "server_rss_per_caller_kib": round(
+            max(0.0, level.server_rss_peak_mb - level.server_rss_base_mb) * 1024 / level.callers
+        ),
+        "client_lag_p99_ms": round(nearest_rank(lag, 0.99), 1) if lag else None,
+        "send_late_p99_ms": round(max(level.send_late_ms), 1) if level.send_late_ms else None,
+        "client_cpu_cores": round(level.client_cpu_cores, 3),
+        "fakes_cpu_cores": round(level.fakes_cpu_cores, 3),
+        "seconds": round(level.seconds, 1),
+    }
