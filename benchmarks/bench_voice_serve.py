@@ -3,8 +3,8 @@ in real time to one ``voice-membrane serve`` process (protocol 1.1), at 1 and
 at 50 at once, against cloud fakes of fixed service times; measured by
 ``voice_membrane.bench.voice_serve`` (its docstring has the method).
 
-``python -m benchmarks.bench_voice_serve [CALLERS…]`` runs it alone and prints
-its section.
+``python -m benchmarks.bench_voice_serve [CALLERS…] [--json]`` runs it alone and
+prints its section (and its figures as JSON).
 """
 
 from __future__ import annotations
@@ -66,5 +66,10 @@ def run_voice_serve_bench(
 if __name__ == "__main__":
     import json
 
-    levels = tuple(int(a) for a in sys.argv[1:]) or LEVELS
-    print(json.dumps(run_voice_serve_bench(levels).summary(), indent=1))
+    from benchmarks.report_voice_serve import voice_serve_section
+
+    levels = tuple(int(a) for a in sys.argv[1:] if a.isdigit()) or LEVELS
+    results = run_voice_serve_bench(levels)
+    print(voice_serve_section(results))
+    if "--json" in sys.argv:
+        print(json.dumps(results.summary(), indent=1))

@@ -2,12 +2,14 @@
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
-[--skip-long-session] [--skip-voice] [--skip-bargein]`` (``make bench``).
+[--skip-long-session] [--skip-voice] [--skip-bargein] [--skip-voice-serve]``
+(``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
 the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
 ``--skip-long-session`` the embedded model's long session, ``--skip-voice`` the
 voice-to-voice run over the spoken fixtures, ``--skip-bargein`` the live
-speaker-over-the-reply run.
+speaker-over-the-reply run, ``--skip-voice-serve`` the callers speaking to
+``serve`` (voice to voice over the endpoint).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from benchmarks import (
     report_stt,
     report_tts,
     report_voice,
+    report_voice_serve,
 )
 from benchmarks.bench_bargein import run_bargein_bench
 from benchmarks.bench_chunker import run_chunker_bench
@@ -37,13 +40,19 @@ from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_stt import run_stt_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
 from benchmarks.bench_voice import run_voice_bench
+from benchmarks.bench_voice_serve import run_voice_serve_bench
 from voice_membrane.bench.membrane_cost import MembraneResults
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 
 def build_report(
-    *, first_audio: bool = True, long_session: bool = True, voice: bool = True, bargein: bool = True
+    *,
+    first_audio: bool = True,
+    long_session: bool = True,
+    voice: bool = True,
+    bargein: bool = True,
+    voice_serve: bool = True,
 ) -> str:
     sections = [report.header()]
     try:
@@ -90,6 +99,13 @@ def build_report(
             sections.append(report_bargein.bargein_section(run_bargein_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_bargein.BARGEIN_TITLE, error))
+    if not voice_serve:
+        sections.append(report.skipped(report_voice_serve.VOICE_SERVE_TITLE, "--skip-voice-serve"))
+    else:
+        try:
+            sections.append(report_voice_serve.voice_serve_section(run_voice_serve_bench()))
+        except (ImportError, RuntimeError) as error:  # RuntimeError: the server did not start
+            sections.append(report.unavailable(report_voice_serve.VOICE_SERVE_TITLE, error))
     membrane: MembraneResults | None = None
     try:
         membrane = run_membrane_bench()
@@ -135,6 +151,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="leave out barge-in by voice, a live user over the reply (~1.5 minutes)",
     )
+    parser.add_argument(
+        "--skip-voice-serve",
+        action="store_true",
+        help="leave out voice to voice over the endpoint, 1 and 50 callers (~2.5 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -143,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         long_session=not args.skip_long_session,
         voice=not args.skip_voice,
         bargein=not args.skip_bargein,
+        voice_serve=not args.skip_voice_serve,
     )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

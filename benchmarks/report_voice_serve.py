@@ -1,0 +1,180 @@
+"""The voice-over-the-endpoint section of the benchmark report
+(``benchmarks.bench_voice_serve``): the figures and the setup they were
+measured with."""
+
+from __future__ import annotations
+
+from benchmarks.markdown import quoted, table
+from voice_membrane.bench.stats import nearest_rank
+from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults
+from voice_membrane.bench.voice_serve_figures import error_kinds, figure, spread
+
+VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.1)"
+TARGET_ADDED_MS = 20.0
+TARGET_CALLERS = (1, 50)
+
+
+def _spread(level: CallLevel, results: VoiceServeResults, name: str, signed: bool = False) -> str:
+    values = spread(figure(level, results.engines, name))
+    if values is None:
+        return "—"
+    sign = "+" if signed else ""
+    return " / ".join(f"{values[q]:{sign}.0f}" for q in ("p50", "p95", "max"))
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _rss_kib(level: CallLevel) -> float:
+    return max(0.0, level.server_rss_peak_mb - level.server_rss_base_mb) * 1024 / level.callers
+
+
+def _errors(level: CallLevel) -> str:
+    kinds = error_kinds(level)
+    if not kinds:
+        return "0"
+    listed = ", ".join(f"{quoted(k)} {n}" for k, n in kinds.most_common(4))
+    return f"{sum(kinds.values())} ({listed})"
+
+
+def _verdict(results: VoiceServeResults) -> str:
+    parts = []
+    missed = False
+    for callers in TARGET_CALLERS:
+        level = next((lv for lv in results.levels if lv.callers == callers), None)
+        if level is None:
+            parts.append(f"{callers}: not run")
+            missed = True
+            continue
+        added = spread(figure(level, results.engines, "added"))
+        p50 = added["p50"] if added else float("inf")
+        unanswered = len(level.turns) - len(level.answered())
+        ok = p50 <= TARGET_ADDED_MS and not unanswered and not level.errors
+        missed |= not ok
+        note = f", {unanswered} questions unanswered" if unanswered else ""
+        parts.append(f"{callers} caller{'s' * (callers > 1)}: added p50 {p50:+.0f} ms{note}")
+    target = (
+        f"Target (our code adds ≤ {TARGET_ADDED_MS:.0f} ms p50 over the engines' own times, "
+        "at 1 and at 50 concurrent callers, on this 2-core machine)"
+    )
+    return f"{target}: **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
+
+
+def voice_serve_section(results: VoiceServeResults) -> str:
+    setup, engines = results.setup, results.engines
+    plan, reply = setup.plan, setup.reply
+    rows = []
+    for level in results.levels:
+        lag_p99 = nearest_rank(level.client_lag_ms, 0.99) if level.client_lag_ms else 0.0
+        late = max(level.send_late_ms, default=0.0)
+        rows.append(
+            [
+                level.callers,
+                f"{len(level.answered())} / {len(level.turns)}",
+                _spread(level, results, "voice_to_voice"),
+                _spread(level, results, "added", signed=True),
+                _errors(level),
+                f"{level.server_cpu_cores:.2f} ({level.cpu_ms_per_call_s:.1f} ms)",
+                f"{_rss_kib(level):.0f} KiB",
+                f"{lag_p99:.0f} / {late:.0f}",
+                f"{level.client_cpu_cores:.2f} ({level.clients}) / {level.fakes_cpu_cores:.2f}",
+            ]
+        )
+    stages = [
+        [
+            level.callers,
+            _spread(level, results, "detector_dating", signed=True),
+            _spread(level, results, "server_endpointing", signed=True),
+            _spread(level, results, "server_final"),
+            _spread(level, results, "server_request", signed=True),
+            _spread(level, results, "server_first_audio", signed=True),
+            _spread(level, results, "server_added", signed=True),
+            _spread(level, results, "client_minus_server", signed=True),
+            f"{level.seconds:.0f} s",
+        ]
+        for level in results.levels
+    ]
+    method = (
+        "One `voice-membrane serve` process (afresh for each size, warmed by one spoken "
+        "question) on loopback, its pipeline written by the benchmark: `[stt]` "
+        "`deepgram:nova-3` against the fake Deepgram (the question's words all heard in the "
+        f"first 50 ms of each utterance's stream, `Finalize` answered after "
+        f"{ms(setup.finalize_s)}), `[llm]` the fake OpenAI (first delta after "
+        f"{ms(reply.llm_ttft_s)}, a {reply.delta_chars}-character delta every "
+        f"{ms(reply.token_s)}), `[tts]` the fake ElevenLabs stream-input socket (first audio "
+        f"{ms(reply.tts_ttfb_s)} after a piece), each fake in a process of its own; "
+        f"`[endpoint] end_silence_s = {setup.end_silence_s:g}`, `preemptive = false` (the "
+        "reply starts when the turn is decided: with it on, the reply would run during the "
+        "end silence and the sum below would not hold). N callers from client processes "
+        f"(up to {setup.callers_per_client} each), each a protocol-1.1 session sending pcm16 "
+        f"{plan.sample_rate} Hz in {plan.frame_ms} ms frames in real time from the start "
+        f"(silence while not speaking, as a muted microphone), saying "
+        f"{quoted(setup.question_text)} (`{setup.question.rsplit('/', 1)[-1]}`) first at a "
+        f"random moment within {plan.ramp_s:g} s, then {plan.turns - 1} more times, each "
+        f"{plan.think_s:g} s after the answer finished playing. *Voice to voice* (client): "
+        "the answer's first audio frame's arrival - the sending of the frame holding the "
+        "question's last voiced sample (its last 10 ms above -40 dBFS). *Engines' own*: "
+        f"the {ms(setup.end_silence_s)} end silence (the fake's final comes "
+        f"{engines.final_ms:.0f} ms after the speech end — the detector's "
+        f"{engines.final_ms - setup.finalize_s * 1000:.0f} ms `min_silence_s` and the "
+        f"{ms(setup.finalize_s)} finalize — within "
+        f"that silence, so it adds nothing) + {ms(reply.llm_ttft_s)} TTFT + "
+        f"{engines.deltas - 1} deltas x {ms(reply.token_s)} to the first piece "
+        f"{quoted(engines.first_piece)} + {ms(reply.tts_ttfb_s)} TTS TTFB = "
+        f"{engines.total_ms:.0f} ms; *added* = voice to voice - that. *Server CPU*: cores "
+        "over the calls' wall time (and ms of CPU per second of call); *RSS*: peak above "
+        "the warmed server's, per caller; *client lag*: the client processes' event-loop "
+        "lag p99 and their frames' latest send after schedule (p99), ms."
+    )
+    stage_note = (
+        "Where it goes, ms p50 / p95 / max: *detector*: the detector's speech end "
+        "(`vad.speech_end` `at_ms`) after the voiced end, in audio (its 32 ms windows); from "
+        "the server's `metrics` `voice_to_voice` (times after the detector's speech end, on "
+        f"the server's clock): *endpointing* - the {ms(setup.end_silence_s)} wait, *STT "
+        "final*, *decided → request*, *request → first audio* - the reply's own "
+        f"{engines.reply_ms:.0f} ms, *server added* (its voice to voice - the engines' own); "
+        "*client - server*: the detector's dating, the 20 ms frames and loopback both ways."
+    )
+    load = (
+        f"One run on the shared 2-CPU machine (other work beside it): the 1-minute load "
+        f"average was {results.load_before:.2f} before and {results.load_after:.2f} after; "
+        f"the benchmark took {results.seconds:.0f} s."
+    )
+    return "\n\n".join(
+        [
+            f"## {VOICE_SERVE_TITLE}",
+            method,
+            table(
+                [
+                    "Callers",
+                    "answered / asked",
+                    "voice to voice p50 / p95 / max",
+                    "added",
+                    "errors",
+                    "server CPU, cores (per call-second)",
+                    "RSS per caller",
+                    "client lag / send late",
+                    "client / fakes CPU",
+                ],
+                rows,
+            ),
+            _verdict(results),
+            stage_note,
+            table(
+                [
+                    "Callers",
+                    "detector",
+                    "endpointing",
+                    "STT final",
+                    "decided → request",
+                    "request → first audio",
+                    "server added",
+                    "client - server",
+                    "calls' wall time",
+                ],
+                stages,
+            ),
+            load,
+        ]
+    )
