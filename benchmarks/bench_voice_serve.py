@@ -3,8 +3,8 @@ in real time to one ``voice-membrane serve`` process (protocol 1.1), at 1 and
 at 50 at once, against cloud fakes of fixed service times; measured by
 ``voice_membrane.bench.voice_serve`` (its docstring has the method).
 
-``python -m benchmarks.bench_voice_serve [CALLERS…] [--json]`` runs it alone and
-prints its section (and its figures as JSON).
+``python -m benchmarks.bench_voice_serve [CALLERS…] [--barge CALLERS…] [--json]``
+runs it alone and prints its section (and its figures as JSON).
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ from voice_membrane.bench.voice_caller import CallerPlan
 from voice_membrane.bench.voice_serve import VoiceServeResults, VoiceServeSetup, run_voice_serve
 
 LEVELS = (1, 50)
+BARGE_LEVELS = (1, 50)
 TURNS = 3
-QUESTION = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening" / "weather.wav"
+LISTENING = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening"
+QUESTION = LISTENING / "weather.wav"
+INTERRUPT = LISTENING / "stop.wav"  # said into each answer in the barge-in levels
+# After the endpointer's 3 s echo warm-up (echo_warmup_s), in which speech alone
+# does not pause the reply (words do, after the STT's first result).
+INTERRUPT_AFTER_S = 3.5
+BARGE_TURNS = 2
 QUESTION_TEXT = "What is the weather like in Paris today?"
 FINALIZE_S = 0.15  # the fake Deepgram's answer to Finalize (as voice_scripted's)
 END_SILENCE_S = 0.6  # the shipped [endpoint] end_silence_s
@@ -29,7 +36,11 @@ TOKEN_S = 0.025
 DELTA_CHARS = 4
 TTS_TTFB_S = 0.1
 PACE = 0.8
-REPLY = "The weather stays mild and dry today."  # ~2 s of speech
+# ~6 s of speech: long enough to be interrupted after the echo warm-up.
+REPLY = (
+    "The weather stays mild and dry today, with a light breeze from the west "
+    "and sunny spells in the afternoon."
+)
 SAMPLE_RATE = 16000
 FRAME_MS = 20
 OUTPUT_RATE = 24000
@@ -41,6 +52,7 @@ CALLERS_PER_CLIENT = 25  # a client process sends 50 frames/s per caller
 
 def run_voice_serve_bench(
     levels: tuple[int, ...] = LEVELS,
+    barge_levels: tuple[int, ...] = BARGE_LEVELS,
     turns: int = TURNS,
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
@@ -56,11 +68,20 @@ def run_voice_serve_bench(
         ramp_s=ramp_s,
         think_s=THINK_S,
         turn_timeout_s=TURN_TIMEOUT_S,
+        interrupt_after_s=INTERRUPT_AFTER_S,
     )
     setup = VoiceServeSetup(
-        reply, str(QUESTION), QUESTION_TEXT, FINALIZE_S, END_SILENCE_S, plan, CALLERS_PER_CLIENT
+        reply,
+        str(QUESTION),
+        QUESTION_TEXT,
+        FINALIZE_S,
+        END_SILENCE_S,
+        plan,
+        CALLERS_PER_CLIENT,
+        str(INTERRUPT),
+        BARGE_TURNS,
     )
-    return run_voice_serve(setup, levels, log)
+    return run_voice_serve(setup, levels, barge_levels, log)
 
 
 if __name__ == "__main__":
@@ -68,8 +89,12 @@ if __name__ == "__main__":
 
     from benchmarks.report_voice_serve import voice_serve_section
 
-    levels = tuple(int(a) for a in sys.argv[1:] if a.isdigit()) or LEVELS
-    results = run_voice_serve_bench(levels)
+    # CALLERS… [--barge CALLERS…]
+    args = sys.argv[1:]
+    split = args.index("--barge") if "--barge" in args else len(args)
+    levels = tuple(int(a) for a in args[:split] if a.isdigit()) or LEVELS
+    barge = tuple(int(a) for a in args[split:] if a.isdigit()) if split < len(args) else ()
+    results = run_voice_serve_bench(levels, barge or BARGE_LEVELS)
     print(voice_serve_section(results))
     if "--json" in sys.argv:
         print(json.dumps(results.summary(), indent=1))

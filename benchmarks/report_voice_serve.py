@@ -4,6 +4,8 @@ measured with."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from benchmarks.markdown import quoted, table
 from voice_membrane.bench.stats import nearest_rank
 from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults
@@ -12,6 +14,7 @@ from voice_membrane.bench.voice_serve_figures import error_kinds, figure, spread
 VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.1)"
 TARGET_ADDED_MS = 20.0
 TARGET_CALLERS = (1, 50)
+TARGET_BARGE_P95_MS = 150.0
 
 
 def _spread(level: CallLevel, results: VoiceServeResults, name: str, signed: bool = False) -> str:
@@ -59,6 +62,72 @@ def _verdict(results: VoiceServeResults) -> str:
         "at 1 and at 50 concurrent callers, on this 2-core machine)"
     )
     return f"{target}: **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
+
+
+def _barge_rows(results: VoiceServeResults) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for level in results.barge:
+        actions = Counter(" → ".join(t.barge_in) for t in level.turns if t.barge_in)
+        rows.append(
+            [
+                level.callers,
+                f"{len(figure(level, results.engines, 'barge_in'))} / {len(level.turns)}",
+                _spread(level, results, "barge_in"),
+                ", ".join(f"{quoted(k)} {n}" for k, n in actions.most_common(3)) or "—",
+                _errors(level),
+                f"{level.server_cpu_cores:.2f} ({level.cpu_ms_per_call_s:.1f} ms)",
+            ]
+        )
+    return rows
+
+
+def _barge_verdict(results: VoiceServeResults) -> str:
+    parts = []
+    missed = False
+    for level in results.barge:
+        values = spread(figure(level, results.engines, "barge_in"))
+        p95 = values["p95"] if values else float("inf")
+        unanswered = len(level.turns) - len(level.answered())
+        missed |= p95 > TARGET_BARGE_P95_MS or unanswered > 0
+        note = f", {unanswered} calls with errors" if unanswered else ""
+        parts.append(f"{level.callers} callers: p95 {p95:.0f} ms{note}")
+    return (
+        f"Target (barge-in: the caller's speech onset → the reply stopped ≤ "
+        f"{TARGET_BARGE_P95_MS:.0f} ms p95; here its `barge_in` `pause`, what a phone "
+        f"call's `clear` follows): **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
+    )
+
+
+def _barge_part(results: VoiceServeResults) -> list[str]:
+    if not results.barge:
+        return []
+    setup = results.setup
+    name = (setup.interrupt or "").rsplit("/", 1)[-1]
+    note = (
+        f"**Barge-in.** The same callers, each saying `{name}` "
+        f"{setup.plan.interrupt_after_s:g} s after every answer's first audio — past the "
+        "endpointer's 3 s echo warm-up, in which speech alone does not pause a reply (words "
+        f"do) — then waiting for the answer to that, {setup.barge_turns} questions each; "
+        "*onset → barge_in*: the `barge_in` event's "
+        "arrival (the first, `pause`) - the sending of the frame holding the interruption's "
+        "first voiced sample (its first 10 ms above -40 dBFS). *Actions*: the `barge_in` "
+        "actions of each answer."
+    )
+    return [
+        note,
+        table(
+            [
+                "Callers",
+                "barged / asked",
+                "onset → barge_in p50 / p95 / max",
+                "actions",
+                "errors",
+                "server CPU, cores (per call-second)",
+            ],
+            _barge_rows(results),
+        ),
+        _barge_verdict(results),
+    ]
 
 
 def voice_serve_section(results: VoiceServeResults) -> str:
@@ -175,6 +244,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
                 ],
                 stages,
             ),
+            *_barge_part(results),
             load,
         ]
     )

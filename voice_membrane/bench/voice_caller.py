@@ -69,6 +69,11 @@ class CallerPlan:
     ramp_s: float
     think_s: float
     turn_timeout_s: float  # no answer by then: the turn failed
+    # Barge-in: say this recording (a path) ``interrupt_after_s`` into each
+    # answer; its onset is its first voiced sample (found from its level).
+    interrupt: str | None = None
+    interrupt_onset: int = 0
+    interrupt_after_s: float = 0.5
 
     @property
     def frame_samples(self) -> int:
@@ -86,6 +91,8 @@ class VoiceTurnRecord:
     speech_end_position_ms: float | None = None  # the voiced end, in the session's input audio
     detector_end_ms: float | None = None  # vad.speech_end's at_ms
     voice_to_voice_ms: float | None = None  # at the client
+    barge_in_ms: float | None = None  # the interruption's onset sent → barge_in (pause) came
+    barge_in: list[str] = field(default_factory=list)  # the barge_in actions seen
     send_late_ms: float = 0.0  # the question's frames: the latest send after its schedule
     audio_s: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -119,8 +126,15 @@ class VoiceCaller:
         self.url, self.plan, self.result = url, plan, result
         self.question = question
         self.ws: ClientConnection | None = None
+        self.interrupt = (
+            None if plan.interrupt is None else read_question(plan.interrupt, plan.sample_rate)
+        )
         self._speaking: VoiceTurnRecord | None = None  # the question being sent
+        self._clip = question  # what is being said: the question or the interruption
         self._said = 0  # its samples sent so far
+        self._barge_at: float | None = None  # when to say the interruption
+        self._onset_sent: float | None = None  # when its onset's frame was sent
+        self._later_turn_ended = anyio.Event()  # (barge-in) the interruption's own turn
         self._position = 0  # samples sent in the session
         self._speech_end_sent: dict[int, float] = {}  # by question number
         self._record: VoiceTurnRecord | None = None  # the question awaiting its answer
@@ -157,28 +171,39 @@ class VoiceCaller:
         record = VoiceTurnRecord(number)
         self.result.turns.append(record)
         self._answered = anyio.Event()
+        self._later_turn_ended = anyio.Event()
         self._record = record
-        self._said = 0
-        self._speaking = record
+        self._say(self.question, record)
         try:
             with anyio.fail_after(self.plan.turn_timeout_s):
                 await self._answered.wait()
+                if self.interrupt is not None and record.turn is not None:
+                    await self._later_turn_ended.wait()  # the interruption's answer
         except TimeoutError:
             record.errors.append("no answer in time" if record.turn is None else "timeout")
             return False
         if record.voice_to_voice_ms is None:
             record.errors.append("no audio")
+        if self.interrupt is not None and record.barge_in_ms is None:
+            record.errors.append("no barge_in")
         return not any(e.startswith("closed") for e in record.errors)
+
+    def _say(self, clip: Samples, record: VoiceTurnRecord) -> None:
+        self._clip, self._said, self._speaking = clip, 0, record
 
     def _next_frame(self) -> tuple[Samples, VoiceTurnRecord | None]:
         """The next frame: the question's, else silence (a muted microphone)."""
         n = self.plan.frame_samples
+        if self._barge_at is not None and time.perf_counter() >= self._barge_at:
+            assert self.interrupt is not None and self._record is not None
+            self._barge_at = None
+            self._say(self.interrupt, self._record)
         record = self._speaking
         if record is None:
             return np.zeros(n, dtype=np.int16), None
-        piece = self.question[self._said : self._said + n]
+        piece = self._clip[self._said : self._said + n]
         self._said += n
-        if self._said >= len(self.question):
+        if self._said >= len(self._clip):
             self._speaking = None
         if len(piece) < n:
             piece = np.concatenate([piece, np.zeros(n - len(piece), dtype=np.int16)])
@@ -194,6 +219,7 @@ class VoiceCaller:
             due = start + n * step
             await anyio.sleep(max(0.0, due - time.perf_counter()))
             piece, record = self._next_frame()
+            clip = self._clip
             said_before = self._said - len(piece)
             now = time.perf_counter()
             late_ms = (now - due) * 1000
@@ -202,7 +228,11 @@ class VoiceCaller:
                 await ws.send(piece.tobytes())
             except ConnectionClosed:
                 return  # the receiver reports the close
-            if record is not None:
+            if record is not None and clip is self.interrupt:
+                onset = self.plan.interrupt_onset
+                if said_before <= onset < said_before + len(piece):
+                    self._onset_sent = now
+            elif record is not None:
                 record.send_late_ms = max(record.send_late_ms, late_ms)
                 end = self.plan.voiced_end
                 if said_before <= end < said_before + len(piece):
@@ -240,9 +270,12 @@ class VoiceCaller:
         if self._last_seq is not None and seq != self._last_seq + 1 and record is not None:
             record.errors.append(f"lost {seq - self._last_seq - 1} frame(s)")
         self._last_seq = seq
-        if record is None or turn != record.turn:
+        if record is None or record.turn is None or turn < record.turn:
             return  # an earlier turn's frame, dropped as a player does
         seconds = len(audio) / 2 / self.plan.output_rate
+        if turn > record.turn:  # the interruption's answer: played too
+            self._play_end = max(self._play_end, now) + seconds
+            return
         record.audio_s += seconds
         if turn not in self._first_audio:
             self._first_audio.add(turn)
@@ -250,6 +283,9 @@ class VoiceCaller:
             if sent is not None:
                 record.voice_to_voice_ms = round((now - sent) * 1000, 3)
             self._play_end = now
+            if self.interrupt is not None:
+                self._onset_sent = None
+                self._barge_at = now + self.plan.interrupt_after_s
         self._play_end = max(self._play_end, now) + seconds
 
     def _on_event(self, event: dict[str, Any], now: float) -> None:
@@ -260,7 +296,13 @@ class VoiceCaller:
             target.append(f"error {event.get('code')}")
         if record is None:
             return
-        if kind == "vad.speech_end" and record.turn is None:
+        if kind == "turn.end" and record.turn is not None and event.get("turn", 0) > record.turn:
+            self._later_turn_ended.set()
+        if kind == "barge_in" and event.get("turn") == record.turn:
+            record.barge_in.append(str(event.get("action")))
+            if record.barge_in_ms is None and self._onset_sent is not None:
+                record.barge_in_ms = round((now - self._onset_sent) * 1000, 3)
+        elif kind == "vad.speech_end" and record.turn is None:
             record.detector_end_ms = event.get("at_ms")
         elif kind == "turn.started" and event.get("source") == "voice" and record.turn is None:
             record.turn = int(event["turn"])
@@ -271,7 +313,7 @@ class VoiceCaller:
         elif kind == "turn.end" and event.get("turn") == record.turn:
             if event.get("error"):
                 record.errors.append(f"turn.end error: {event['error']}")
-            if event.get("interrupted"):
+            if event.get("interrupted") and self.interrupt is None:
                 record.errors.append("interrupted")
             self._answered.set()  # (its metrics event came before it)
 

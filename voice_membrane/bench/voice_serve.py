@@ -79,6 +79,21 @@ class VoiceServeSetup:
     end_silence_s: float
     plan: CallerPlan
     callers_per_client: int
+    interrupt: str | None = None  # barge-in levels: said into each answer (a mono WAV)
+    barge_turns: int = 2  # each barge-in caller's questions
+
+    def barge_plan(self) -> CallerPlan:
+        """The callers' plan with the interruption, its onset found from its level."""
+        assert self.interrupt is not None
+        onset, _ = voiced_span(self.interrupt, self.plan.sample_rate)
+        return CallerPlan(
+            **{
+                **asdict(self.plan),
+                "interrupt": self.interrupt,
+                "interrupt_onset": onset,
+                "turns": self.barge_turns,
+            }
+        )
 
 
 def voiced_span(path: str, rate: int) -> tuple[int, int]:
@@ -162,6 +177,7 @@ class CallLevel:
     server_rss_base_mb: float
     server_rss_peak_mb: float
     seconds: float  # the calls' wall time
+    barge: bool = False  # each answer interrupted by the caller
 
     @property
     def server_cpu_cores(self) -> float:
@@ -181,15 +197,17 @@ class CallLevel:
 
 def _run_level(
     setup: VoiceServeSetup,
+    plan: CallerPlan,
     callers: int,
     pipeline: Path,
     env: dict[str, str],
     fake_pids: list[int],
     folder: Path,
 ) -> CallLevel:
-    plan = json.dumps(asdict(setup.plan))
+    plan_json = json.dumps(asdict(plan))
+    name = f"serve-{callers}{'-barge' if plan.interrupt else ''}.log"
     with (
-        open(folder / f"serve-{callers}.log", "w+", encoding="utf-8") as log,
+        open(folder / name, "w+", encoding="utf-8") as log,
         serve_process(pipeline, env, log) as (url, pid),
     ):
         warm = anyio.run(warm_up_call, url, setup.plan)
@@ -202,7 +220,9 @@ def _run_level(
         with contextlib.ExitStack() as stack:
             clients = [
                 stack.enter_context(
-                    bench_child("voice_membrane.bench.voice_caller", [plan, url, str(n), str(i)])
+                    bench_child(
+                        "voice_membrane.bench.voice_caller", [plan_json, url, str(n), str(i)]
+                    )
                 )
                 for i, n in enumerate(shares)
             ]
@@ -226,7 +246,9 @@ def _run_level(
             server_cpu = cpu_s(pid) - server_cpu
             fakes_cpu = sum(cpu_s(p) for p in fake_pids) - fakes_cpu
     results = [read_caller_result(line) if line else None for line in lines]
-    return _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
+    level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
+    level.barge = plan.interrupt is not None
+    return level
 
 
 def _level(
@@ -281,6 +303,7 @@ def _readline_sampling(stream: IO[str]) -> str | None:
 class VoiceServeResults:
     setup: VoiceServeSetup
     levels: list[CallLevel]
+    barge: list[CallLevel]
     engines: EnginesOwn
     load_before: float  # 1-minute load average
     load_after: float
@@ -293,15 +316,20 @@ class VoiceServeResults:
         return {
             "engines_ms": asdict(self.engines) | {"total_ms": self.engines.total_ms},
             "levels": [level_summary(level, self.engines) for level in self.levels],
+            "barge_in": [level_summary(level, self.engines) for level in self.barge],
             "load": [self.load_before, self.load_after],
             "seconds": round(self.seconds, 1),
         }
 
 
 def run_voice_serve(
-    setup: VoiceServeSetup, levels: Sequence[int], log: Callable[[str], None] = print
+    setup: VoiceServeSetup,
+    levels: Sequence[int],
+    barge_levels: Sequence[int] = (),
+    log: Callable[[str], None] = print,
 ) -> VoiceServeResults:
-    """Each of ``levels`` callers at once, in turn, each on a fresh server."""
+    """Each of ``levels`` callers at once, in turn, each on a fresh server; then
+    each of ``barge_levels``, each caller interrupting every answer."""
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     _, last = voiced_span(setup.question, setup.plan.sample_rate)
@@ -312,6 +340,7 @@ def run_voice_serve(
     script = asdict(setup.reply)
     stt_args = {"kind": "stt", "text": setup.question_text, "finalize_s": setup.finalize_s}
     results: list[CallLevel] = []
+    barge: list[CallLevel] = []
     with (
         tempfile.TemporaryDirectory() as name,
         fakes_process(stt_fakes, {"kind": "llm", "script": script}) as llm,
@@ -335,9 +364,19 @@ def run_voice_serve(
         pids = [llm.pid, tts.pid, stt.pid]
         for callers in levels:
             log(f"voice over the endpoint: {callers} callers …")
-            results.append(_run_level(setup, callers, pipeline, env, pids, folder))
+            results.append(_run_level(setup, setup.plan, callers, pipeline, env, pids, folder))
+        for callers in barge_levels:
+            log(f"barge-in over the endpoint: {callers} callers …")
+            plan = setup.barge_plan()
+            barge.append(_run_level(setup, plan, callers, pipeline, env, pids, folder))
     return VoiceServeResults(
-        setup, results, engines, load_before, os.getloadavg()[0], time.perf_counter() - started
+        setup,
+        results,
+        barge,
+        engines,
+        load_before,
+        os.getloadavg()[0],
+        time.perf_counter() - started,
     )
 
 

@@ -59,6 +59,10 @@ FIGURES: dict[str, tuple[str, Figure]] = {
         "server: voice to voice - engines' own",
         lambda t, e: _minus(_server("voice_to_voice_ms")(t), e.total_ms),
     ),
+    "barge_in": (
+        "client: the interruption's onset sent → barge_in came",
+        lambda t, e: t.barge_in_ms,
+    ),
     "client_minus_server": (
         "client voice to voice - the server's",
         lambda t, e: _minus(t.voice_to_voice_ms, _server("voice_to_voice_ms")(t)),
