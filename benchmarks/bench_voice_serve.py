@@ -54,6 +54,7 @@ def run_voice_serve_bench(
     levels: tuple[int, ...] = LEVELS,
     barge_levels: tuple[int, ...] = BARGE_LEVELS,
     turns: int = TURNS,
+    barge_turns: int = BARGE_TURNS,
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
 ) -> VoiceServeResults:
@@ -79,7 +80,7 @@ def run_voice_serve_bench(
         plan,
         CALLERS_PER_CLIENT,
         str(INTERRUPT),
-        BARGE_TURNS,
+        barge_turns,
     )
     return run_voice_serve(setup, levels, barge_levels, log)
 

@@ -158,6 +158,8 @@ def voice_serve_section(results: VoiceServeResults) -> str:
             _spread(level, results, "server_final"),
             _spread(level, results, "server_request", signed=True),
             _spread(level, results, "server_first_audio", signed=True),
+            _spread(level, results, "llm_first_token", signed=True),
+            _spread(level, results, "tts_first_byte", signed=True),
             _spread(level, results, "server_added", signed=True),
             _spread(level, results, "client_minus_server", signed=True),
             f"{level.seconds:.0f} s",
@@ -202,7 +204,10 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         "the server's `metrics` `voice_to_voice` (times after the detector's speech end, on "
         f"the server's clock): *endpointing* - the {ms(setup.end_silence_s)} wait, *STT "
         "final*, *decided → request*, *request → first audio* - the reply's own "
-        f"{engines.reply_ms:.0f} ms, *server added* (its voice to voice - the engines' own); "
+        f"{engines.reply_ms:.0f} ms, and of it the LLM's first token - its "
+        f"{engines.llm_ttft_ms:.0f} ms and the TTS's first byte - its {engines.tts_ttfb_ms:.0f} "
+        "ms (what the fakes' own timers and the SDKs add), *server added* (its voice to "
+        "voice - the engines' own); "
         "*client - server*: the detector's dating, the 20 ms frames and loopback both ways."
     )
     load = (
@@ -238,6 +243,8 @@ def voice_serve_section(results: VoiceServeResults) -> str:
                     "STT final",
                     "decided → request",
                     "request → first audio",
+                    "of it: LLM first token",
+                    "TTS first byte",
                     "server added",
                     "client - server",
                     "calls' wall time",

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.bench_voice_serve import QUESTION_TEXT, run_voice_serve_bench
 from benchmarks.report_voice_serve import VOICE_SERVE_TITLE, voice_serve_section
-from voice_membrane.bench.voice_caller import SERVER_FIGURES
+from voice_membrane.bench.voice_caller import REPLY_STAMPS, SERVER_FIGURES
 from voice_membrane.bench.voice_serve import voiced_span
 from voice_membrane.bench.voice_serve_figures import FIGURES
 
@@ -19,7 +19,9 @@ pytest.importorskip("onnxruntime")
 
 
 def test_two_callers_each_get_their_answer_and_the_record_says_where_the_time_went() -> None:
-    results = run_voice_serve_bench(levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None)
+    results = run_voice_serve_bench(
+        levels=(2,), barge_levels=(2,), turns=1, barge_turns=1, ramp_s=0.2, log=lambda _: None
+    )
     (level,) = results.levels
     assert level.callers == 2 and not level.errors
     assert len(level.turns) == 2 and level.answered() == level.turns
@@ -29,18 +31,26 @@ def test_two_callers_each_get_their_answer_and_the_record_says_where_the_time_we
         assert turn.heard == QUESTION_TEXT  # the fake STT heard it, the server turned it
         assert turn.voice_to_voice_ms is not None and turn.audio_s > 0
         assert turn.speech_end_position_ms is not None and turn.detector_end_ms is not None
-        assert set(turn.server) == set(SERVER_FIGURES)
-        assert all(turn.server[name] is not None for name in SERVER_FIGURES)
+        assert set(turn.server) == {*SERVER_FIGURES, *REPLY_STAMPS}
+        assert all(value is not None for value in turn.server.values())
     # The voiced end the callers date is the question's, found from its level.
     assert plan.voiced_end == voiced_span(plan.question, plan.sample_rate)[1]
     summary = json.loads(json.dumps(results.summary()))
     (row,) = summary["levels"]
     assert row["answered"] == row["turns"] == 2 and row["errors"] == {}
     assert set(row["figures_ms"]) == set(FIGURES)
+    assert row["figures_ms"]["barge_in"] is None  # nobody interrupted here
+    del row["figures_ms"]["barge_in"]
     assert all(set(v) == {"p50", "p95", "max"} for v in row["figures_ms"].values())
+    # The barge-in level: every answer paused, then interrupted, by "stop".
+    (barge,) = results.barge
+    assert barge.barge and len(barge.turns) == 2 and barge.answered() == barge.turns
+    for turn in barge.turns:
+        assert turn.barge_in_ms is not None and turn.barge_in == ["pause", "interrupt"]
+    assert summary["barge_in"][0]["figures_ms"]["barge_in"] is not None
     assert summary["engines_ms"]["total_ms"] == pytest.approx(
         summary["engines_ms"]["endpointing_ms"] + summary["engines_ms"]["reply_ms"]
     )
     section = voice_serve_section(results)
     assert section.startswith(f"## {VOICE_SERVE_TITLE}")
-    assert "| 2 | 2 / 2 |" in section
+    assert "| 2 | 2 / 2 |" in section and "`pause → interrupt` 2" in section

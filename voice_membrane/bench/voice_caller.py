@@ -50,6 +50,8 @@ from .remote import start_session
 from .stats import nearest_rank
 
 SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_to_voice_ms")
+# The reply's own stamps (ms after its request), from the same report.
+REPLY_STAMPS = ("first_token", "first_chunk", "tts_request", "tts_first_byte", "first_audio")
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,8 +310,11 @@ class VoiceCaller:
             record.turn = int(event["turn"])
             record.heard = str(event.get("text", ""))
         elif kind == "metrics" and event.get("turn") == record.turn:
-            figures = (event.get("report") or {}).get("voice_to_voice") or {}
+            report = event.get("report") or {}
+            figures = report.get("voice_to_voice") or {}
+            stamps = report.get("stamps_ms") or {}
             record.server = {name: figures.get(name) for name in SERVER_FIGURES}
+            record.server |= {name: stamps.get(name) for name in REPLY_STAMPS}
         elif kind == "turn.end" and event.get("turn") == record.turn:
             if event.get("error"):
                 record.errors.append(f"turn.end error: {event['error']}")

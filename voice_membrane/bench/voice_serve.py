@@ -148,6 +148,8 @@ class EnginesOwn:
     reply_ms: float  # LLM TTFT + deltas to the first piece + TTS TTFB
     first_piece: str
     deltas: int
+    llm_ttft_ms: float
+    tts_ttfb_ms: float
 
     @property
     def total_ms(self) -> float:
@@ -159,7 +161,13 @@ def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
     final_ms = (VadSettings().min_silence_s + setup.finalize_s) * 1000
     endpointing_ms = max(setup.end_silence_s * 1000, final_ms)
     return EnginesOwn(
-        endpointing_ms, final_ms, ideal.first_audio_ms, ideal.first_piece, ideal.deltas
+        endpointing_ms,
+        final_ms,
+        ideal.first_audio_ms,
+        ideal.first_piece,
+        ideal.deltas,
+        setup.reply.llm_ttft_s * 1000,
+        setup.reply.tts_ttfb_s * 1000,
     )
 
 

@@ -55,6 +55,14 @@ FIGURES: dict[str, tuple[str, Figure]] = {
         "server: request → first audio - the reply's own",
         lambda t, e: _minus(_server("voice_to_voice_ms")(t), _server("request_ms")(t), e.reply_ms),
     ),
+    "llm_first_token": (
+        "server: the LLM's first token after the request - its TTFT",
+        lambda t, e: _minus(_server("first_token")(t), 0.0, e.llm_ttft_ms),
+    ),
+    "tts_first_byte": (
+        "server: the TTS's first audio after the first piece went to it - its TTFB",
+        lambda t, e: _minus(_server("tts_first_byte")(t), _server("tts_request")(t), e.tts_ttfb_ms),
+    ),
     "server_added": (
         "server: voice to voice - engines' own",
         lambda t, e: _minus(_server("voice_to_voice_ms")(t), e.total_ms),
