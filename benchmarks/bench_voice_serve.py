@@ -46,7 +46,7 @@ FRAME_MS = 20
 OUTPUT_RATE = 24000
 RAMP_S = 2.0  # first questions staggered over it
 THINK_S = 0.5
-TURN_TIMEOUT_S = 20.0
+TURN_TIMEOUT_S = 30.0  # a barge-in question waits for the answer to its "stop" too
 CALLERS_PER_CLIENT = 25  # a client process sends 50 frames/s per caller
 
 
