@@ -3,8 +3,10 @@ in real time to one ``voice-membrane serve`` process (protocol 1.1), at 1 and
 at 50 at once, against cloud fakes of fixed service times; measured by
 ``voice_membrane.bench.voice_serve`` (its docstring has the method).
 
-``python -m benchmarks.bench_voice_serve [CALLERS…] [--barge CALLERS…] [--json]``
-runs it alone and prints its section (and its figures as JSON).
+``python -m benchmarks.bench_voice_serve [CALLERS…] [--phone CALLERS…]
+[--phone-barge CALLERS…] [--barge CALLERS…] [--json]`` runs it alone (only the
+sizes given, else the default ones) and prints its section (and its figures as
+JSON).
 """
 
 from __future__ import annotations
@@ -15,11 +17,18 @@ from pathlib import Path
 
 from voice_membrane.bench.serve_load import LoadScript
 from voice_membrane.bench.voice_caller import CallerPlan
-from voice_membrane.bench.voice_serve import VoiceServeResults, VoiceServeSetup, run_voice_serve
+from voice_membrane.bench.voice_serve import (
+    Level,
+    VoiceServeResults,
+    VoiceServeSetup,
+    run_voice_serve,
+)
 
-LEVELS = (1, 50)
-BARGE_LEVELS = (1, 50)
+LEVELS = (1, 50)  # on /v1/session (protocol 1.1)
+PHONE_LEVELS = (1, 50)  # on /v1/twilio (the fake Twilio caller)
+PHONE_BARGE_LEVELS = (1, 50)  # a phone call, its answers interrupted
 TURNS = 3
+PHONE_TURNS = 2
 LISTENING = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening"
 QUESTION = LISTENING / "weather.wav"
 INTERRUPT = LISTENING / "stop.wav"  # said into each answer in the barge-in levels
@@ -52,8 +61,11 @@ CALLERS_PER_CLIENT = 25  # a client process sends 50 frames/s per caller
 
 def run_voice_serve_bench(
     levels: tuple[int, ...] = LEVELS,
-    barge_levels: tuple[int, ...] = BARGE_LEVELS,
+    phone_levels: tuple[int, ...] = PHONE_LEVELS,
+    phone_barge_levels: tuple[int, ...] = PHONE_BARGE_LEVELS,
+    barge_levels: tuple[int, ...] = (),  # /v1/session, its answers interrupted
     turns: int = TURNS,
+    phone_turns: int = PHONE_TURNS,
     barge_turns: int = BARGE_TURNS,
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
@@ -82,7 +94,13 @@ def run_voice_serve_bench(
         str(INTERRUPT),
         barge_turns,
     )
-    return run_voice_serve(setup, levels, barge_levels, log)
+    runs = [
+        *(Level(n) for n in levels),
+        *(Level(n, "twilio", turns=phone_turns) for n in phone_levels),
+        *(Level(n, barge=True) for n in barge_levels),
+        *(Level(n, "twilio", barge=True) for n in phone_barge_levels),
+    ]
+    return run_voice_serve(setup, runs, log)
 
 
 if __name__ == "__main__":
@@ -90,12 +108,23 @@ if __name__ == "__main__":
 
     from benchmarks.report_voice_serve import voice_serve_section
 
-    # CALLERS… [--barge CALLERS…]
-    args = sys.argv[1:]
-    split = args.index("--barge") if "--barge" in args else len(args)
-    levels = tuple(int(a) for a in args[:split] if a.isdigit()) or LEVELS
-    barge = tuple(int(a) for a in args[split:] if a.isdigit()) if split < len(args) else ()
-    results = run_voice_serve_bench(levels, barge or BARGE_LEVELS)
+    # [CALLERS…] [--phone CALLERS…] [--phone-barge CALLERS…] [--barge CALLERS…]
+    groups: dict[str, list[int]] = {}
+    group = "levels"
+    for arg in sys.argv[1:]:
+        if arg.startswith("--") and arg != "--json":
+            group = arg[2:].replace("-", "_")
+        elif arg.isdigit():
+            groups.setdefault(group, []).append(int(arg))
+    chosen = {
+        {"phone": "phone_levels", "phone_barge": "phone_barge_levels", "barge": "barge_levels"}.get(
+            name, name
+        ): tuple(values)
+        for name, values in groups.items()
+    }
+    if chosen:  # only what was asked for
+        chosen = {"levels": (), "phone_levels": (), "phone_barge_levels": (), **chosen}
+    results = run_voice_serve_bench(**chosen)  # type: ignore[arg-type]
     print(voice_serve_section(results))
     if "--json" in sys.argv:
         print(json.dumps(results.summary(), indent=1))

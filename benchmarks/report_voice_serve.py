@@ -25,6 +25,10 @@ def _spread(level: CallLevel, results: VoiceServeResults, name: str, signed: boo
     return " / ".join(f"{values[q]:{sign}.0f}" for q in ("p50", "p95", "max"))
 
 
+def _who(level: CallLevel) -> str:
+    return f"{level.callers}, {'/v1/twilio' if level.route == 'twilio' else '/v1/session'}"
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -44,10 +48,13 @@ def _errors(level: CallLevel) -> str:
 def _verdict(results: VoiceServeResults) -> str:
     parts = []
     missed = False
-    for callers in TARGET_CALLERS:
-        level = next((lv for lv in results.levels if lv.callers == callers), None)
+    routes = sorted({lv.route for lv in results.levels}, reverse=True) or ["session"]
+    for route, callers in ((r, n) for r in routes for n in TARGET_CALLERS):
+        level = next(
+            (lv for lv in results.levels if lv.callers == callers and lv.route == route), None
+        )
         if level is None:
-            parts.append(f"{callers}: not run")
+            parts.append(f"{callers} on {route}: not run")
             missed = True
             continue
         added = spread(figure(level, results.engines, "added"))
@@ -56,7 +63,7 @@ def _verdict(results: VoiceServeResults) -> str:
         ok = p50 <= TARGET_ADDED_MS and not unanswered and not level.errors
         missed |= not ok
         note = f", {unanswered} questions unanswered" if unanswered else ""
-        parts.append(f"{callers} caller{'s' * (callers > 1)}: added p50 {p50:+.0f} ms{note}")
+        parts.append(f"{_who(level)}: added p50 {p50:+.0f} ms{note}")
     target = (
         f"Target (our code adds ≤ {TARGET_ADDED_MS:.0f} ms p50 over the engines' own times, "
         "at 1 and at 50 concurrent callers, on this 2-core machine)"
@@ -70,7 +77,7 @@ def _barge_rows(results: VoiceServeResults) -> list[list[object]]:
         actions = Counter(" → ".join(t.barge_in) for t in level.turns if t.barge_in)
         rows.append(
             [
-                level.callers,
+                _who(level),
                 f"{len(figure(level, results.engines, 'barge_in'))} / {len(level.turns)}",
                 _spread(level, results, "barge_in"),
                 ", ".join(f"{quoted(k)} {n}" for k, n in actions.most_common(3)) or "—",
@@ -90,7 +97,7 @@ def _barge_verdict(results: VoiceServeResults) -> str:
         unanswered = len(level.turns) - len(level.answered())
         missed |= p95 > TARGET_BARGE_P95_MS or unanswered > 0
         note = f", {unanswered} calls with errors" if unanswered else ""
-        parts.append(f"{level.callers} callers: p95 {p95:.0f} ms{note}")
+        parts.append(f"{_who(level)}: p95 {p95:.0f} ms{note}")
     return (
         f"Target (barge-in: the caller's speech onset → the reply stopped ≤ "
         f"{TARGET_BARGE_P95_MS:.0f} ms p95; here its `barge_in` `pause`, what a phone "
@@ -108,16 +115,18 @@ def _barge_part(results: VoiceServeResults) -> list[str]:
         f"{setup.plan.interrupt_after_s:g} s after every answer's first audio — past the "
         "endpointer's 3 s echo warm-up, in which speech alone does not pause a reply (words "
         f"do) — then waiting for the answer to that, {setup.barge_turns} questions each; "
-        "*onset → barge_in*: the `barge_in` event's "
-        "arrival (the first, `pause`) - the sending of the frame holding the interruption's "
-        "first voiced sample (its first 10 ms above -40 dBFS). *Actions*: the `barge_in` "
-        "actions of each answer."
+        "*onset → barge_in*: the arrival of the phone call's `clear` (of a /v1/session "
+        "client's first `barge_in` event, `pause`) - the sending of the frame holding the "
+        "interruption's first voiced sample (its first 10 ms above -40 dBFS). *Actions*: "
+        "what each answer got. On /v1/twilio the fake Twilio caller (`testing.fake_twilio`) "
+        "sends 20 ms μ-law 8 kHz `media` in real time and echoes marks once played; Twilio "
+        "carries no events, so its rows have the client's figures only."
     )
     return [
         note,
         table(
             [
-                "Callers",
+                "Callers, route",
                 "barged / asked",
                 "onset → barge_in p50 / p95 / max",
                 "actions",
@@ -139,7 +148,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         late = max(level.send_late_ms, default=0.0)
         rows.append(
             [
-                level.callers,
+                _who(level),
                 f"{len(level.answered())} / {len(level.turns)}",
                 _spread(level, results, "voice_to_voice"),
                 _spread(level, results, "added", signed=True),
@@ -152,7 +161,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         )
     stages = [
         [
-            level.callers,
+            _who(level),
             _spread(level, results, "detector_dating", signed=True),
             _spread(level, results, "server_endpointing", signed=True),
             _spread(level, results, "server_final"),
@@ -221,7 +230,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
             method,
             table(
                 [
-                    "Callers",
+                    "Callers, route",
                     "answered / asked",
                     "voice to voice p50 / p95 / max",
                     "added",
@@ -237,7 +246,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
             stage_note,
             table(
                 [
-                    "Callers",
+                    "Callers, route",
                     "detector",
                     "endpointing",
                     "STT final",

@@ -1,5 +1,6 @@
 """The voice-over-the-endpoint benchmark, CI-sized: two callers, one question
-each, through the real serve process, fakes and caller processes. Shape and
+each (and two interrupting their answer, on /v1/session and on a phone call),
+through the real serve process, fakes and caller processes. Shape and
 completeness only: speed is the benchmark's to measure, never asserted here."""
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ pytest.importorskip("onnxruntime")
 
 def test_two_callers_each_get_their_answer_and_the_record_says_where_the_time_went() -> None:
     results = run_voice_serve_bench(
-        levels=(2,), barge_levels=(2,), turns=1, barge_turns=1, ramp_s=0.2, log=lambda _: None
+        levels=(2,),
+        phone_levels=(),
+        phone_barge_levels=(2,),
+        barge_levels=(2,),
+        turns=1,
+        barge_turns=1,
+        ramp_s=0.2,
+        log=lambda _: None,
     )
     (level,) = results.levels
     assert level.callers == 2 and not level.errors
@@ -42,15 +50,20 @@ def test_two_callers_each_get_their_answer_and_the_record_says_where_the_time_we
     assert row["figures_ms"]["barge_in"] is None  # nobody interrupted here
     del row["figures_ms"]["barge_in"]
     assert all(set(v) == {"p50", "p95", "max"} for v in row["figures_ms"].values())
-    # The barge-in level: every answer paused, then interrupted, by "stop".
-    (barge,) = results.barge
-    assert barge.barge and len(barge.turns) == 2 and barge.answered() == barge.turns
-    for turn in barge.turns:
-        assert turn.barge_in_ms is not None and turn.barge_in == ["pause", "interrupt"]
-    assert summary["barge_in"][0]["figures_ms"]["barge_in"] is not None
+    # The barge-in levels: every answer stopped by "stop" — on /v1/session paused,
+    # then interrupted; on a phone call (the fake Twilio caller) cleared.
+    session, phone = results.barge
+    assert (session.route, phone.route) == ("session", "twilio")
+    for level, actions in ((session, ["pause", "interrupt"]), (phone, ["clear"])):
+        assert level.barge and len(level.turns) == 2 and level.answered() == level.turns
+        for turn in level.turns:
+            assert turn.barge_in_ms is not None and turn.barge_in == actions
+            assert turn.voice_to_voice_ms is not None
+    assert all(row["figures_ms"]["barge_in"] is not None for row in summary["barge_in"])
     assert summary["engines_ms"]["total_ms"] == pytest.approx(
         summary["engines_ms"]["endpointing_ms"] + summary["engines_ms"]["reply_ms"]
     )
     section = voice_serve_section(results)
     assert section.startswith(f"## {VOICE_SERVE_TITLE}")
-    assert "| 2 | 2 / 2 |" in section and "`pause → interrupt` 2" in section
+    assert "| 2, /v1/session | 2 / 2 |" in section and "`pause → interrupt` 2" in section
+    assert "| 2, /v1/twilio | 2 / 2 |" in section and "`clear` 2" in section

@@ -1,14 +1,9 @@
-"""The client side of the voice-over-the-endpoint measurement (``voice_serve``):
-a process holding some of the callers, each speaking a recorded question into
-a served session (protocol 1.1) in real time and timing the answer.
-
-``python -m voice_membrane.bench.voice_caller PLAN URL CALLERS SEED`` opens
-``CALLERS`` sessions with ``input_audio`` (pcm16, ``CallerPlan.sample_rate``,
-``frame_ms`` frames), says "connected", waits for a line on stdin, then each
-caller sends audio in real time until its turns are done — silence, and its
-question at a random moment within the ramp, then again ``think_s`` after the
-answer finished playing — and the process prints its ``CallerResult`` as one
-JSON line.
+"""A caller of the voice-over-the-endpoint measurement (``voice_serve``), run by
+the ``voice_callers`` process: a served session (protocol 1.1) with
+``input_audio`` (pcm16, ``CallerPlan.sample_rate``, ``frame_ms`` frames) into
+which, once told to go, it sends audio in real time until its turns are done —
+silence, and its question at a random moment within the ramp, then again
+``think_s`` after the answer finished playing.
 
 Per question, client side (``VoiceTurnRecord``):
 
@@ -28,13 +23,11 @@ that could not keep up is seen, not mistaken for the server.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import random
-import resource
-import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -45,9 +38,8 @@ from websockets.exceptions import ConnectionClosed
 
 from ..server.protocol import unpack_frame
 from ..vocab.audio import Samples
-from .load_client import LAG_TICK_S, describe
+from .load_client import describe
 from .remote import start_session
-from .stats import nearest_rank
 
 SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_to_voice_ms")
 # The reply's own stamps (ms after its request), from the same report.
@@ -71,6 +63,7 @@ class CallerPlan:
     ramp_s: float
     think_s: float
     turn_timeout_s: float  # no answer by then: the turn failed
+    route: str = "session"  # /v1/session (protocol 1.1) or "twilio" (/v1/twilio)
     # Barge-in: say this recording (a path) ``interrupt_after_s`` into each
     # answer; its onset is its first voiced sample (found from its level).
     interrupt: str | None = None
@@ -144,6 +137,14 @@ class VoiceCaller:
         self._last_seq: int | None = None
         self._play_end = 0.0  # when the audio received so far has finished playing
         self._first_audio: set[int] = set()  # turns whose first frame came
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        await self.open()
+        try:
+            yield
+        finally:
+            await self.close()
 
     async def open(self) -> None:
         ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
@@ -339,83 +340,7 @@ class VoiceCaller:
         await self.ws.close()
 
 
-async def _lag(samples: list[float]) -> None:
-    while True:
-        start = time.perf_counter()
-        await anyio.sleep(LAG_TICK_S)
-        samples.append((time.perf_counter() - start - LAG_TICK_S) * 1000)
-
-
-async def run_callers(
-    url: str, plan: CallerPlan, callers: int, seed: int, go: Callable[[], Awaitable[None]]
-) -> CallerResult:
-    """Open ``callers`` sessions, wait for ``go``, run their calls, hang up."""
-    result = CallerResult()
-    question = read_question(plan.question, plan.sample_rate)
-    opened: list[VoiceCaller] = []
-    async with anyio.create_task_group() as group:
-
-        async def open_one() -> None:
-            caller = VoiceCaller(url, plan, question, result)
-            try:
-                await caller.open()
-            except Exception as error:  # counted: this caller makes no call
-                result.errors.append(f"connect: {describe(error)}")
-                return
-            opened.append(caller)
-
-        for _ in range(callers):
-            group.start_soon(open_one)
-    await go()
-    rng = random.Random(seed)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        group.start_soon(_lag, result.lag_ms)
-        async with anyio.create_task_group() as calls:
-            for caller in opened:
-                calls.start_soon(caller.run, rng.uniform(0, plan.ramp_s))
-        result.wall_s = time.perf_counter() - began
-        group.cancel_scope.cancel()
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    result.cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
-    late = result.send_late_ms
-    result.send_late_ms = [nearest_rank(late, q) for q in (0.5, 0.99, 1.0)] if late else []
-    async with anyio.create_task_group() as group:
-        for caller in opened:
-            group.start_soon(caller.close)
-    return result
-
-
 def read_caller_result(line: str) -> CallerResult:
     data = json.loads(line)
     turns = [VoiceTurnRecord(**turn) for turn in data.pop("turns")]
     return CallerResult(turns=turns, **data)
-
-
-async def warm_up_call(url: str, plan: CallerPlan) -> CallerResult:
-    """One caller, one question: the server's lazy imports (the detector's model,
-    the STT SDK) and its connection pools are then warm."""
-    result = CallerResult()
-    caller = VoiceCaller(url, plan, read_question(plan.question, plan.sample_rate), result)
-    await caller.open()
-    single = CallerPlan(**{**asdict(plan), "turns": 1, "think_s": 0.0})
-    caller.plan = single
-    await caller.run(0.2)
-    await caller.close()
-    return result
-
-
-def main(plan: str, url: str, callers: str, seed: str) -> None:
-    async def go() -> None:
-        print("connected", flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.readline)
-
-    result = anyio.run(
-        run_callers, url, CallerPlan(**json.loads(plan)), int(callers), int(seed), go
-    )
-    print(json.dumps(asdict(result)), flush=True)
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:5])

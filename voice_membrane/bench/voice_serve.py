@@ -54,8 +54,8 @@ from .voice_caller import (
     VoiceTurnRecord,
     read_caller_result,
     read_question,
-    warm_up_call,
 )
+from .voice_callers import warm_up_call
 
 if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
@@ -82,18 +82,37 @@ class VoiceServeSetup:
     interrupt: str | None = None  # barge-in levels: said into each answer (a mono WAV)
     barge_turns: int = 2  # each barge-in caller's questions
 
-    def barge_plan(self) -> CallerPlan:
-        """The callers' plan with the interruption, its onset found from its level."""
-        assert self.interrupt is not None
-        onset, _ = voiced_span(self.interrupt, self.plan.sample_rate)
-        return CallerPlan(
-            **{
-                **asdict(self.plan),
+    def plan_for(self, level: Level) -> CallerPlan:
+        """The callers' plan for ``level``: its route, and with ``barge`` the
+        interruption (its onset found from its level)."""
+        changes: dict[str, Any] = {"route": level.route}
+        if level.turns is not None:
+            changes["turns"] = level.turns
+        if level.barge:
+            assert self.interrupt is not None
+            onset, _ = voiced_span(self.interrupt, self.plan.sample_rate)
+            changes |= {
                 "interrupt": self.interrupt,
                 "interrupt_onset": onset,
-                "turns": self.barge_turns,
+                "turns": level.turns or self.barge_turns,
             }
-        )
+        return CallerPlan(**{**asdict(self.plan), **changes})
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One size measured: ``callers`` at once on ``route`` (``session``: protocol
+    1.1 on ``/v1/session``; ``twilio``: phone calls on ``/v1/twilio``), each
+    interrupting every answer if ``barge``; ``turns`` (default: the plan's)."""
+
+    callers: int
+    route: str = "session"
+    barge: bool = False
+    turns: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{'/v1/twilio' if self.route == 'twilio' else '/v1/session'}, {self.callers}"
 
 
 def voiced_span(path: str, rate: int) -> tuple[int, int]:
@@ -186,6 +205,7 @@ class CallLevel:
     server_rss_peak_mb: float
     seconds: float  # the calls' wall time
     barge: bool = False  # each answer interrupted by the caller
+    route: str = "session"
 
     @property
     def server_cpu_cores(self) -> float:
@@ -213,7 +233,7 @@ def _run_level(
     folder: Path,
 ) -> CallLevel:
     plan_json = json.dumps(asdict(plan))
-    name = f"serve-{callers}{'-barge' if plan.interrupt else ''}.log"
+    name = f"serve-{plan.route}-{callers}{'-barge' if plan.interrupt else ''}.log"
     with (
         open(folder / name, "w+", encoding="utf-8") as log,
         serve_process(pipeline, env, log) as (url, pid),
@@ -229,7 +249,7 @@ def _run_level(
             clients = [
                 stack.enter_context(
                     bench_child(
-                        "voice_membrane.bench.voice_caller", [plan_json, url, str(n), str(i)]
+                        "voice_membrane.bench.voice_callers", [plan_json, url, str(n), str(i)]
                     )
                 )
                 for i, n in enumerate(shares)
@@ -256,6 +276,7 @@ def _run_level(
     results = [read_caller_result(line) if line else None for line in lines]
     level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
     level.barge = plan.interrupt is not None
+    level.route = plan.route
     return level
 
 
@@ -331,13 +352,9 @@ class VoiceServeResults:
 
 
 def run_voice_serve(
-    setup: VoiceServeSetup,
-    levels: Sequence[int],
-    barge_levels: Sequence[int] = (),
-    log: Callable[[str], None] = print,
+    setup: VoiceServeSetup, levels: Sequence[Level], log: Callable[[str], None] = print
 ) -> VoiceServeResults:
-    """Each of ``levels`` callers at once, in turn, each on a fresh server; then
-    each of ``barge_levels``, each caller interrupting every answer."""
+    """Each of ``levels`` in turn, each on a fresh server."""
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     _, last = voiced_span(setup.question, setup.plan.sample_rate)
@@ -370,13 +387,11 @@ def run_voice_serve(
             }
         )
         pids = [llm.pid, tts.pid, stt.pid]
-        for callers in levels:
-            log(f"voice over the endpoint: {callers} callers …")
-            results.append(_run_level(setup, setup.plan, callers, pipeline, env, pids, folder))
-        for callers in barge_levels:
-            log(f"barge-in over the endpoint: {callers} callers …")
-            plan = setup.barge_plan()
-            barge.append(_run_level(setup, plan, callers, pipeline, env, pids, folder))
+        for level in levels:
+            log(f"{'barge-in' if level.barge else 'voice'} over {level.label} callers …")
+            plan = setup.plan_for(level)
+            done = _run_level(setup, plan, level.callers, pipeline, env, pids, folder)
+            (barge if level.barge else results).append(done)
     return VoiceServeResults(
         setup,
         results,

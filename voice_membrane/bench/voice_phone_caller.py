@@ -1,0 +1,108 @@
+"""A caller on the phone route (``/v1/twilio``) for the voice-over-the-endpoint
+measurement (``voice_serve``): the fake Twilio caller (``testing.fake_twilio``:
+20 ms μ-law 8 kHz ``media`` in real time, marks echoed once played, ``clear``
+obeyed) saying the same question, recorded as ``voice_caller``'s callers are.
+
+The question is said up to its last voiced sample (the rest is the silence
+that follows anyway), so the caller's ``Spoken.ended`` — when the frame
+holding it went out — dates the speech end; the interruption is said from its
+first voiced sample, so ``Spoken.started`` dates its onset. Twilio carries no
+events: *voice to voice* is the first ``media`` after the speech end, the
+answer has played once no ``media`` came for ``QUIET_S`` and the phone's
+queue ran out, and *barge-in* is the first ``clear`` after the onset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+
+from ..testing.fake_twilio import RATE, CallEnded, FakeTwilioCall, twilio_call
+from ..vocab.audio import Samples
+from .voice_caller import CallerPlan, CallerResult, VoiceTurnRecord, read_question
+
+ROUTE = "/v1/twilio"
+QUIET_S = 0.8  # no media for this long after the queue played out: the answer is over
+
+
+class PhoneCaller:
+    def __init__(self, url: str, plan: CallerPlan, question: Samples, result: CallerResult):
+        self.url, self.plan, self.result = url, plan, result
+        self.question = question[: plan.voiced_end + 1]
+        self.interrupt = (
+            None
+            if plan.interrupt is None
+            else read_question(plan.interrupt, plan.sample_rate)[plan.interrupt_onset :]
+        )
+        self._call: FakeTwilioCall | None = None
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        async with twilio_call(self.url + ROUTE) as call:
+            self._call = call
+            yield
+        # (the fake hung up on leaving: stop, then close)
+        if call.close_code not in (1000, None):
+            self.result.errors.append(f"closed {call.close_code}")
+
+    async def run(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        for number in range(1, self.plan.turns + 1):
+            record = VoiceTurnRecord(number)
+            self.result.turns.append(record)
+            try:
+                with anyio.fail_after(self.plan.turn_timeout_s):
+                    await self._ask(record)
+            except TimeoutError:
+                record.errors.append("no answer in time" if record.voice_to_voice_ms is None
+                                     else "timeout")  # fmt: skip
+                return
+            except CallEnded:
+                pass
+            if self.call.close_code is not None:
+                record.errors.append(f"closed {self.call.close_code}")
+                return
+            await anyio.sleep(self.plan.think_s)
+
+    @property
+    def call(self) -> FakeTwilioCall:
+        assert self._call is not None
+        return self._call
+
+    async def _ask(self, record: VoiceTurnRecord) -> None:
+        call, rate = self.call, self.plan.sample_rate
+        spoken = await call.say(self.question, rate)
+        first = await self._first(lambda: call.first_media_after(spoken.ended))
+        record.voice_to_voice_ms = round((first - spoken.ended) * 1000, 3)
+        if self.interrupt is not None:
+            await anyio.sleep(max(0.0, first + self.plan.interrupt_after_s - time.perf_counter()))
+            stop = await call.say(self.interrupt, rate)
+            cleared = await self._first(lambda: call.first_clear_after(stop.started))
+            record.barge_in_ms = round((cleared - stop.started) * 1000, 3)
+            record.barge_in.append("clear")
+            await self._first(lambda: call.first_media_after(max(cleared, stop.ended)))
+        await self._played()
+        received = call.media_after(spoken.ended)
+        record.audio_s = sum(len(m.samples) for m in received) / RATE
+
+    async def _first(self, when: Callable[[], float | None]) -> float:
+        """The time ``when`` gives, once it gives one (``CallEnded`` if the call ends)."""
+        await self.call.wait_for(lambda: when() is not None, self.plan.turn_timeout_s)
+        at = when()
+        if at is None:
+            raise CallEnded(f"closed {self.call.close_code}")
+        return at
+
+    async def _played(self) -> None:
+        """Until the answer has played and no more came for ``QUIET_S``."""
+        call = self.call
+        while call.close_code is None:
+            last = call.media[-1]
+            ends = last.starts + len(last.samples) / RATE
+            now = time.perf_counter()
+            if now >= ends + QUIET_S and now >= last.arrived + QUIET_S:
+                return
+            await anyio.sleep(max(ends, last.arrived) + QUIET_S - now)
