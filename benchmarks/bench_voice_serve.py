@@ -70,6 +70,20 @@ def run_voice_serve_bench(
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
 ) -> VoiceServeResults:
+    setup = voice_serve_setup(turns, barge_turns, ramp_s)
+    runs = [
+        *(Level(n) for n in levels),
+        *(Level(n, "twilio", turns=phone_turns) for n in phone_levels),
+        *(Level(n, barge=True) for n in barge_levels),
+        *(Level(n, "twilio", barge=True) for n in phone_barge_levels),
+    ]
+    return run_voice_serve(setup, runs, log)
+
+
+def voice_serve_setup(
+    turns: int = TURNS, barge_turns: int = BARGE_TURNS, ramp_s: float = RAMP_S
+) -> VoiceServeSetup:
+    """The benchmark's fakes, question and callers' plan."""
     reply = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
     plan = CallerPlan(
         question=str(QUESTION),
@@ -83,7 +97,7 @@ def run_voice_serve_bench(
         turn_timeout_s=TURN_TIMEOUT_S,
         interrupt_after_s=INTERRUPT_AFTER_S,
     )
-    setup = VoiceServeSetup(
+    return VoiceServeSetup(
         reply,
         str(QUESTION),
         QUESTION_TEXT,
@@ -94,13 +108,6 @@ def run_voice_serve_bench(
         str(INTERRUPT),
         barge_turns,
     )
-    runs = [
-        *(Level(n) for n in levels),
-        *(Level(n, "twilio", turns=phone_turns) for n in phone_levels),
-        *(Level(n, barge=True) for n in barge_levels),
-        *(Level(n, "twilio", barge=True) for n in phone_barge_levels),
-    ]
-    return run_voice_serve(setup, runs, log)
 
 
 if __name__ == "__main__":

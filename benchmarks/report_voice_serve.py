@@ -94,14 +94,14 @@ def _barge_verdict(results: VoiceServeResults) -> str:
     for level in results.barge:
         values = spread(figure(level, results.engines, "barge_in"))
         p95 = values["p95"] if values else float("inf")
-        unanswered = len(level.turns) - len(level.answered())
-        missed |= p95 > TARGET_BARGE_P95_MS or unanswered > 0
-        note = f", {unanswered} calls with errors" if unanswered else ""
+        failed = len(level.turns) - len(level.answered())
+        missed |= p95 > TARGET_BARGE_P95_MS or failed > 0
+        note = f", {failed} questions with errors" if failed else ""
         parts.append(f"{_who(level)}: p95 {p95:.0f} ms{note}")
     return (
         f"Target (barge-in: the caller's speech onset → the reply stopped ≤ "
-        f"{TARGET_BARGE_P95_MS:.0f} ms p95; here its `barge_in` `pause`, what a phone "
-        f"call's `clear` follows): **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
+        f"{TARGET_BARGE_P95_MS:.0f} ms p95: a phone call's `clear`, a /v1/session "
+        f"client's `barge_in` `pause`): **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
     )
 
 

@@ -82,7 +82,9 @@ async def run_callers(
         except Exception as error:  # counted: this caller makes no call
             if connected:
                 raise
-            result.errors.append(f"connect: {describe(error)}")
+            # a refused phone call says its HTTP status; otherwise the error's kind
+            refused = type(error).__name__ == "CallRefused"
+            result.errors.append(f"connect: {error if refused else describe(error)}")
             opened()
 
     async with anyio.create_task_group() as group:

@@ -15,6 +15,7 @@ queue ran out, and *barge-in* is the first ``clear`` after the onset.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -41,7 +42,9 @@ class PhoneCaller:
 
     @contextlib.asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
-        async with twilio_call(self.url + ROUTE) as call:
+        # Signed as Twilio signs, when the server's auth token is in the environment.
+        token = os.environ.get("TWILIO_AUTH_TOKEN") or None
+        async with twilio_call(self.url + ROUTE, auth_token=token) as call:
             self._call = call
             yield
         # (the fake hung up on leaving: stop, then close)
@@ -79,6 +82,9 @@ class PhoneCaller:
         record.voice_to_voice_ms = round((first - spoken.ended) * 1000, 3)
         if self.interrupt is not None:
             await anyio.sleep(max(0.0, first + self.plan.interrupt_after_s - time.perf_counter()))
+            if self._played_out():
+                record.errors.append("the answer ended before the interruption")
+                return
             stop = await call.say(self.interrupt, rate)
             cleared = await self._first(lambda: call.first_clear_after(stop.started))
             record.barge_in_ms = round((cleared - stop.started) * 1000, 3)
@@ -95,6 +101,10 @@ class PhoneCaller:
         if at is None:
             raise CallEnded(f"closed {self.call.close_code}")
         return at
+
+    def _played_out(self) -> bool:
+        last = self.call.media[-1]
+        return time.perf_counter() >= last.starts + len(last.samples) / RATE
 
     async def _played(self) -> None:
         """Until the answer has played and no more came for ``QUIET_S``."""

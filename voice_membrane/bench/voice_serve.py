@@ -34,7 +34,7 @@ import os
 import select
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -351,21 +351,25 @@ class VoiceServeResults:
         }
 
 
-def run_voice_serve(
-    setup: VoiceServeSetup, levels: Sequence[Level], log: Callable[[str], None] = print
-) -> VoiceServeResults:
-    """Each of ``levels`` in turn, each on a fresh server."""
-    started = time.perf_counter()
-    load_before = os.getloadavg()[0]
-    _, last = voiced_span(setup.question, setup.plan.sample_rate)
-    setup = VoiceServeSetup(
-        **{**_fields(setup), "plan": CallerPlan(**{**asdict(setup.plan), "voiced_end": last})}
-    )
+@dataclass(frozen=True, slots=True)
+class VoiceFakes:
+    """The fakes running, and what a ``serve`` on them needs: its pipeline file
+    (in ``folder``), its environment; the fakes' pids, the engines' own times."""
+
+    pipeline: Path
+    env: dict[str, str]
+    pids: list[int]
+    engines: EnginesOwn
+    folder: Path
+
+
+@contextlib.contextmanager
+def voice_fakes(setup: VoiceServeSetup) -> Iterator[VoiceFakes]:
+    """The three fakes (STT, LLM, TTS), each in a process of its own, and the
+    pipeline file on them."""
     char_s = setup.reply.char_s()
     script = asdict(setup.reply)
     stt_args = {"kind": "stt", "text": setup.question_text, "finalize_s": setup.finalize_s}
-    results: list[CallLevel] = []
-    barge: list[CallLevel] = []
     with (
         tempfile.TemporaryDirectory() as name,
         fakes_process(stt_fakes, {"kind": "llm", "script": script}) as llm,
@@ -375,7 +379,6 @@ def run_voice_serve(
         folder = Path(name)
         pipeline = folder / "voice.toml"
         pipeline.write_text(pipeline_toml(stt.urls()["stt"], setup.end_silence_s), "utf-8")
-        engines = engines_own(setup, pipeline)
         env = library_env(
             {
                 **os.environ,
@@ -387,11 +390,30 @@ def run_voice_serve(
             }
         )
         pids = [llm.pid, tts.pid, stt.pid]
+        yield VoiceFakes(pipeline, env, pids, engines_own(setup, pipeline), folder)
+
+
+def run_voice_serve(
+    setup: VoiceServeSetup, levels: Sequence[Level], log: Callable[[str], None] = print
+) -> VoiceServeResults:
+    """Each of ``levels`` in turn, each on a fresh server."""
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    _, last = voiced_span(setup.question, setup.plan.sample_rate)
+    setup = VoiceServeSetup(
+        **{**_fields(setup), "plan": CallerPlan(**{**asdict(setup.plan), "voiced_end": last})}
+    )
+    results: list[CallLevel] = []
+    barge: list[CallLevel] = []
+    with voice_fakes(setup) as fakes:
         for level in levels:
             log(f"{'barge-in' if level.barge else 'voice'} over {level.label} callers …")
             plan = setup.plan_for(level)
-            done = _run_level(setup, plan, level.callers, pipeline, env, pids, folder)
+            done = _run_level(
+                setup, plan, level.callers, fakes.pipeline, fakes.env, fakes.pids, fakes.folder
+            )
             (barge if level.barge else results).append(done)
+        engines = fakes.engines
     return VoiceServeResults(
         setup,
         results,

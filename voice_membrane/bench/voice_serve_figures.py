@@ -88,9 +88,11 @@ def spread(values: list[float]) -> dict[str, float] | None:
 
 
 def figure(level: CallLevel, engines: EnginesOwn, name: str) -> list[float]:
-    """``name``'s value for each answered turn that has it."""
+    """``name``'s value for each turn that has it (a turn that failed later, say
+    waiting for the answer to its interruption, keeps what it measured; its
+    error is counted apart)."""
     of = FIGURES[name][1]
-    values = (of(t, engines) for t in level.answered())
+    values = (of(t, engines) for t in level.turns)
     return [v for v in values if v is not None]
 
 

@@ -237,6 +237,12 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="measure a running serve endpoint as its client sees it",
     )
     bench.add_argument(
+        "--twilio",
+        metavar="ws://HOST:PORT/v1/twilio",
+        help="call a running serve's phone route with the fake Twilio caller: voice to voice "
+        "per question, and barge-in (onset → clear) by saying stop over each answer",
+    )
+    bench.add_argument(
         "--token",
         metavar="TOKEN",
         help="the server's token for --url (default $VOICE_MEMBRANE_TOKEN)",
@@ -313,6 +319,11 @@ def _voice_bench(args: argparse.Namespace) -> None:
 
 
 def _bench(args: argparse.Namespace) -> None:
+    if args.twilio is not None:
+        from ..bench.phone_command import phone_bench_main
+
+        phone_bench_main(args, _exit_if_user_error)
+        return
     if args.input is not None:
         _voice_bench(args)
         return

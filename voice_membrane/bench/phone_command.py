@@ -1,0 +1,150 @@
+"""``voice-membrane bench --twilio URL``: a running ``serve``'s phone route
+measured as a phone call sees it, with the fake Twilio caller
+(``testing.fake_twilio``, the calls in this process).
+
+Each of ``calls`` calls (at once, started within a second) says the question
+``turns`` times (by default the shipped ``weather.wav``) and, ``barge_after_s``
+into each answer's first audio, says "stop" over it (``stop.wav``; 0: never).
+Per question: *voice to voice*, the answer's first ``media`` after the frame
+holding the question's last voiced sample went out; *barge-in*, the ``clear``
+after the frame holding the interruption's first voiced sample. No engine's
+time is known from outside, so these are the whole waits, engines included.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import soundfile as sf  # type: ignore[import-untyped]
+
+from ..pipeline.config import ConfigError
+from .stats import nearest_rank
+from .voice_caller import CallerPlan, CallerResult, VoiceTurnRecord
+from .voice_callers import run_callers
+
+LISTENING = Path(__file__).resolve().parents[2] / "audio_fixtures" / "listening"
+QUESTION = LISTENING / "weather.wav"
+INTERRUPT = LISTENING / "stop.wav"
+TURN_TIMEOUT_S = 60.0  # against a hung server only
+
+
+@dataclass(frozen=True, slots=True)
+class PhoneBenchOptions:
+    url: str
+    calls: int = 1
+    turns: int = 3
+    question: Path = QUESTION
+    barge_after_s: float = 3.5  # past the endpointer's 3 s echo warm-up
+
+    def plan(self) -> CallerPlan:
+        """The callers' plan (``ConfigError``, one line, for options that cannot run)."""
+        from .voice_serve import voiced_span
+
+        if not self.url.startswith(("ws://", "wss://")):
+            raise ConfigError(f"--twilio {self.url}: a ws:// or wss:// address (…/v1/twilio)")
+        if self.turns < 1 or self.calls < 1:
+            raise ConfigError("--turns and --concurrency must be ≥ 1")
+        rate = _mono_rate(self.question)
+        interrupt = None
+        onset = 0
+        if self.barge_after_s > 0:
+            interrupt = str(INTERRUPT)
+            if _mono_rate(INTERRUPT) != rate:  # both are said at one rate
+                raise ConfigError(f"--input {self.question}: a {_mono_rate(INTERRUPT)} Hz WAV")
+            onset = voiced_span(interrupt, rate)[0]
+        return CallerPlan(
+            question=str(self.question),
+            voiced_end=voiced_span(str(self.question), rate)[1],
+            sample_rate=rate,
+            frame_ms=20,
+            output_rate=8000,
+            turns=self.turns,
+            ramp_s=0.0 if self.calls == 1 else 1.0,
+            think_s=0.5,
+            turn_timeout_s=TURN_TIMEOUT_S,
+            route="twilio",
+            interrupt=interrupt,
+            interrupt_onset=onset,
+            interrupt_after_s=self.barge_after_s,
+        )
+
+
+def _mono_rate(path: Path | str) -> int:
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, OSError) as exc:
+        raise ConfigError(f"{path}: not a sound file ({exc})") from None
+    if info.channels != 1:
+        raise ConfigError(f"{path}: a mono recording is needed")
+    return int(info.samplerate)
+
+
+async def run_phone_bench(options: PhoneBenchOptions) -> CallerResult:
+    """The calls, with the route appended to ``url`` by the caller."""
+    plan = options.plan()
+    url = options.url.removesuffix("/").removesuffix("/v1/twilio")
+
+    async def go() -> None:
+        pass
+
+    return await run_callers(url, plan, options.calls, 0, go)
+
+
+def phone_lines(result: CallerResult, options: PhoneBenchOptions) -> list[str]:
+    """Per question, then the spread: what ``bench --twilio`` prints."""
+    lines = []
+    for call, turn in _numbered(result.turns):
+        figures = [f"voice to voice {_ms(turn.voice_to_voice_ms)}"]
+        if options.barge_after_s > 0:
+            figures.append(f"barge-in (onset → clear) {_ms(turn.barge_in_ms)}")
+        errors = f" — {', '.join(turn.errors)}" if turn.errors else ""
+        lines.append(f"call {call}, question {turn.number}: {', '.join(figures)}{errors}")
+    lines += [f"error: {error}" for error in result.errors]
+    v2v = [t.voice_to_voice_ms for t in result.turns if t.voice_to_voice_ms is not None]
+    barge = [t.barge_in_ms for t in result.turns if t.barge_in_ms is not None]
+    lines.append(f"voice to voice, ms: {_spread(v2v)}")
+    if options.barge_after_s > 0:
+        lines.append(f"barge-in, onset → clear, ms: {_spread(barge)}")
+    return lines
+
+
+def _numbered(turns: list[VoiceTurnRecord]) -> list[tuple[int, VoiceTurnRecord]]:
+    """Each question with its call's number (a call's questions are in order)."""
+    out, call = [], 0
+    for turn in turns:
+        call += turn.number == 1
+        out.append((call, turn))
+    return out
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} ms"
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "none measured"
+    p50, p95 = nearest_rank(values, 0.5), nearest_rank(values, 0.95)
+    return f"p50 {p50:.0f} / p95 {p95:.0f} / max {max(values):.0f} over {len(values)}"
+
+
+def phone_bench_main(args: Any, user_error: Callable[[str, Exception], None]) -> None:
+    """The CLI's ``bench --twilio``: prints a line per question and the spreads;
+    exits 1 when nothing was measured."""
+    question = args.input[0] if args.input else QUESTION
+    options = PhoneBenchOptions(args.twilio, args.concurrency, args.turns, Path(question))
+    try:
+        options.plan()
+        result = anyio.run(run_phone_bench, options)
+    except Exception as exc:
+        user_error("bench", exc)  # a ConfigError or a refused call: one line, exit 2
+        raise
+    for line in phone_lines(result, options):
+        print(line, flush=True)
+    if not any(t.voice_to_voice_ms is not None for t in result.turns):
+        sys.exit(1)
