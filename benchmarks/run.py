@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip-voice-serve",
         action="store_true",
-        help="leave out voice to voice over the endpoint, 1 and 50 callers (~2.5 minutes)",
+        help="leave out voice to voice over the endpoint and barge-in on a call, 1 and 50 "
+        "callers (~4.5 minutes)",
     )
     args = parser.parse_args(argv)
 
