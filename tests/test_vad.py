@@ -275,38 +275,3 @@ def test_make_vad_builds_the_named_engine_and_says_bad_input_in_one_line() -> No
         make_vad(VadSettings(), 1000)
     with pytest.raises(ValueError, match="int16"):
         SileroVad().feed(np.zeros(512, dtype=np.float32))
-
-
-@pytest.mark.parametrize("rate", [16000, 8000])
-def test_settled_silence_is_not_scored_and_that_changes_no_segment(
-    rate: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The model is most of a listening session's CPU while nobody speaks: once
-    it has heard enough silence to settle, windows far under the gate are not
-    scored — and the segments are those of a detector that scores every window:
-    the ends within a window, the starts within a window or earlier (the model's
-    state after a long silence differs a little from its state after a longer
-    one: at 8 kHz the soft /s/ of "stop" counts, 128 ms before the vowel)."""
-    import voice_membrane.listening.front as front
-
-    gaps = layout(3.0, "weather", 4.0, "number_start", 2.5, "stop", 3.0).audio
-    audio = gaps if rate == 16000 else StreamResampler(16000, 8000).feed(gaps)
-    scored = SileroVad(VadSettings(), rate)
-    calls = 0
-    inner = scored._score
-
-    def counted(window: np.ndarray) -> float:
-        nonlocal calls
-        calls += 1
-        return inner(window)
-
-    monkeypatch.setattr(scored, "_score", counted)
-    found = segments(run(scored, audio, chunk=rate // 50))
-    windows = len(audio) // scored.window
-    assert calls < windows * 0.6  # (of 16 s, about 5 s are speech and its tails)
-    monkeypatch.setattr(front, "_UNSCORED_AFTER_WINDOWS", 10**9)
-    every = SileroVad(VadSettings(), rate)
-    reference = segments(run(every, audio, chunk=rate // 50))
-    assert len(found) == len(reference) == 3
-    for (s, e), (rs, re_) in zip(found, reference, strict=True):
-        assert -round(0.16 * rate) <= s - rs <= every.window and abs(e - re_) <= every.window

@@ -18,12 +18,6 @@ from .resample import StreamResampler
 from .settings import VadSettings
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadStateMachine, VadWindow, level_dbfs
 
-# How far under ``min_level_dbfs`` a window is not worth the model's time, once
-# this many such windows in a row have settled the model's recurrent state
-# (after that, more silence leaves it where it is).
-_UNSCORED_BELOW_GATE_DB = 10.0
-_UNSCORED_AFTER_WINDOWS = 16
-
 
 class SpeechFront(Protocol):
     """What the listener needs of whatever says where speech is: a detector
@@ -66,7 +60,6 @@ class VadFront(ABC):
         self._pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a window
         self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
         self._fed = 0
-        self._quiet_windows = 0  # far under the gate, in a row
         self._reset_model()
 
     @property
@@ -91,8 +84,7 @@ class VadFront(ABC):
         events: list[VadEvent] = []
         for i in range(n):
             w = buf[i * self.window : (i + 1) * self.window]
-            level = level_dbfs(w)
-            events.extend(self._machine.window(self._scored(w, level), level))
+            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
         self._pending = buf[n * self.window :].copy()
         out = [self._to_input(e) for e in events]
         self._history = self._history[-self._capacity :]
@@ -106,8 +98,7 @@ class VadFront(ABC):
             w = np.zeros(self.window, dtype=np.int16)
             w[: len(self._pending)] = self._pending
             self._pending = np.zeros(0, dtype=np.int16)
-            level = level_dbfs(w)
-            events.extend(self._machine.window(self._scored(w, level), level))
+            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
         events.extend(self._machine.flush())
         return [self._to_input(e, clamp=True) for e in events]
 
@@ -140,21 +131,6 @@ class VadFront(ABC):
         audio_from = max(audio_from, history_from)  # bounded ring: never more than it holds
         audio = self._history[audio_from - history_from : confirmed - history_from].copy()
         return SpeechStart(at, confirmed, audio_from, audio)
-
-    def _scored(self, window: Samples, level: float) -> float:
-        """The model's probability, or 0 without asking it for a window far under
-        the loudness gate (silence, a line's hiss): the gate makes such a window
-        count as 0 anyway, and the model is most of a listening session's CPU
-        while nobody speaks. Only after the model has heard enough of that
-        silence to settle (a soft onset just under the gate is still scored: it
-        dates a start)."""
-        if level >= self.settings.min_level_dbfs - _UNSCORED_BELOW_GATE_DB:
-            self._quiet_windows = 0
-        elif self._quiet_windows >= _UNSCORED_AFTER_WINDOWS:
-            return 0.0
-        else:
-            self._quiet_windows += 1
-        return self._score(window)
 
     @abstractmethod
     def _score(self, window: Samples) -> float:
