@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -80,3 +82,62 @@ def _wait_ready(process: subprocess.Popen[bytes], log: Path, timeout: float = 60
             raise RuntimeError(f"voice-membrane serve exited ({process.returncode}): {tail}")
         time.sleep(0.05)
     raise RuntimeError("voice-membrane serve printed no URL in time")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientsRun:
+    """What the client processes said (a line each; "" for one that died) and
+    what the server and the fakes spent meanwhile."""
+
+    lines: list[str]
+    seconds: float
+    server_cpu_s: float
+    fakes_cpu_s: float
+    rss_peak_mb: float
+
+
+def run_clients(
+    module: str, plan: str, url: str, shares: Sequence[int], pid: int, fake_pids: Sequence[int]
+) -> ClientsRun:
+    """Start one ``module`` process per share (``plan url n i``), wait until each
+    says "connected", say "go" to all, and read each one's result line, sampling
+    the server's memory meanwhile."""
+    from .child import bench_child
+
+    with contextlib.ExitStack() as stack:
+        clients = [
+            stack.enter_context(bench_child(module, [plan, url, str(n), str(i)]))
+            for i, n in enumerate(shares)
+        ]
+        for client in clients:
+            if client.line != "connected":
+                raise RuntimeError(f"a {module.rpartition('.')[2]} process said {client.line!r}")
+        rss_peak = rss_mb(pid)
+        server_cpu, fakes_cpu = cpu_s(pid), sum(cpu_s(p) for p in fake_pids)
+        began = time.perf_counter()
+        for client in clients:
+            assert client.process.stdin is not None
+            client.process.stdin.write("go\n")
+            client.process.stdin.flush()
+        lines: list[str] = []
+        for client in clients:
+            assert client.process.stdout is not None
+            while (line := _readline_sampling(client.process.stdout)) is None:
+                rss_peak = max(rss_peak, rss_mb(pid))
+            lines.append(line)
+            rss_peak = max(rss_peak, rss_mb(pid))
+        return ClientsRun(
+            lines,
+            time.perf_counter() - began,
+            cpu_s(pid) - server_cpu,
+            sum(cpu_s(p) for p in fake_pids) - fakes_cpu,
+            rss_peak,
+        )
+
+
+def _readline_sampling(stream: IO[str]) -> str | None:
+    """A line from ``stream``, or None after 0.2 s without one (time to sample)."""
+    ready, _, _ = select.select([stream], [], [], 0.2)
+    if not ready:
+        return None
+    return stream.readline().strip()

@@ -31,23 +31,22 @@ import contextlib
 import json
 import math
 import os
-import select
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..listening.settings import VadSettings
 from ..listening.vad import level_dbfs
-from .child import bench_child, library_env
+from .child import library_env
 from .fakes import fakes_process
 from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
 from .serve_load import pipeline_toml as reply_toml
-from .serve_process import cpu_s, rss_mb, serve_process
+from .serve_process import rss_mb, run_clients, serve_process
 from .voice_caller import (
     CallerPlan,
     CallerResult,
@@ -245,34 +244,11 @@ def _run_level(
         rss_base = rss_mb(pid)
         count = max(1, math.ceil(callers / setup.callers_per_client))
         shares = [callers // count + (i < callers % count) for i in range(count)]
-        with contextlib.ExitStack() as stack:
-            clients = [
-                stack.enter_context(
-                    bench_child(
-                        "voice_membrane.bench.voice_callers", [plan_json, url, str(n), str(i)]
-                    )
-                )
-                for i, n in enumerate(shares)
-            ]
-            for client in clients:
-                if client.line != "connected":
-                    raise RuntimeError(f"a caller process said {client.line!r}")
-            rss_peak = rss_mb(pid)
-            server_cpu, fakes_cpu = cpu_s(pid), sum(cpu_s(p) for p in fake_pids)
-            began = time.perf_counter()
-            for client in clients:
-                assert client.process.stdin is not None
-                client.process.stdin.write("go\n")
-                client.process.stdin.flush()
-            lines: list[str] = []
-            for client in clients:
-                assert client.process.stdout is not None
-                while (line := _readline_sampling(client.process.stdout)) is None:
-                    rss_peak = max(rss_peak, rss_mb(pid))
-                lines.append(line)
-            seconds = time.perf_counter() - began
-            server_cpu = cpu_s(pid) - server_cpu
-            fakes_cpu = sum(cpu_s(p) for p in fake_pids) - fakes_cpu
+        run = run_clients(
+            "voice_membrane.bench.voice_callers", plan_json, url, shares, pid, fake_pids
+        )
+    lines, seconds, rss_peak = run.lines, run.seconds, run.rss_peak_mb
+    server_cpu, fakes_cpu = run.server_cpu_s, run.fakes_cpu_s
     results = [read_caller_result(line) if line else None for line in lines]
     level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
     level.barge = plan.interrupt is not None
@@ -318,14 +294,6 @@ def _level(
         server_rss_peak_mb=rss_peak,
         seconds=seconds,
     )
-
-
-def _readline_sampling(stream: IO[str]) -> str | None:
-    """A line from ``stream``, or None after 0.2 s without one (time to sample)."""
-    ready, _, _ = select.select([stream], [], [], 0.2)
-    if not ready:
-        return None
-    return stream.readline().strip()
 
 
 @dataclass
