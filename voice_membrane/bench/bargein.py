@@ -10,8 +10,8 @@ backchannel ("mm-hm": the reply must pause and resume) and, ``GAP_S`` after
 it, "stop" (the reply must pause and be interrupted; "stop" is then the next
 turn, whose reply the next round speaks over).
 
-Per clip, from its speech onset (the first 10 ms of the clip above
-``ONSET_DBFS``, dated as a microphone would have captured it): *pause*, when
+Per clip, from its speech onset (its first voiced sample, ``voiced.py``,
+dated as a microphone would have captured it): *pause*, when
 the reply's audio was paused; *end*, when it resumed (the backchannel) or the
 reply was interrupted ("stop"). The null sink has no output latency: a
 speaker adds its own (20 to 60 ms through PulseAudio, tests/test_speaker_pulse.py).
@@ -41,6 +41,7 @@ from ..pipeline.voice_loop import VoiceTurn, converse
 from ..sources.base import Frame
 from ..vocab.audio import Samples, resample
 from .stats import summarize
+from .voiced import voiced_bounds
 
 SPEECH = Path(__file__).resolve().parents[2] / "audio_fixtures" / "speech"
 QUESTION = SPEECH / "questions" / "weather_paris.wav"
@@ -48,7 +49,6 @@ CLIPS = {  # clip → what the reply must do
     "mm_hm": (SPEECH / "backchannels" / "mm_hm.wav", "resumed"),
     "stop": (SPEECH / "backchannels" / "stop.wav", "interrupted"),
 }
-ONSET_DBFS = -40.0
 GAP_S = 1.5  # after the backchannel's end, "stop"
 FRAME_S = 0.02
 RATE = 16_000
@@ -104,13 +104,10 @@ def clip_samples(path: Path) -> tuple[Samples, int]:
     """The clip at ``RATE``, and its speech onset (a sample index)."""
     data, rate = sf.read(path, dtype="int16", always_2d=True)
     samples = resample(np.ascontiguousarray(data[:, 0]), rate, RATE)
-    window = RATE // 100
-    level = 32768 * 10 ** (ONSET_DBFS / 20)
-    for start in range(0, len(samples) - window, window):
-        piece = samples[start : start + window].astype(np.float64)
-        if np.sqrt(np.mean(piece**2)) >= level:
-            return samples, start
-    raise ValueError(f"{path}: no speech above {ONSET_DBFS} dBFS")
+    try:
+        return samples, voiced_bounds(samples, RATE)[0]
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def write_reply(folder: Path) -> Path:

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..listening.settings import VadSettings
-from ..listening.vad import level_dbfs
 from .child import library_env
 from .fakes import fakes_process
 from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
@@ -55,14 +54,13 @@ from .voice_caller import (
     read_question,
 )
 from .voice_callers import warm_up_call
+from .voiced import voiced_bounds
 
 if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
 
 KEY_ENV = "VOICE_MEMBRANE_BENCH_STT_KEY"
 STT_SCRIPTS = 20_000  # queued in the fake: more utterances than any run has
-VOICED_DBFS = -40.0  # a 10 ms window louder than this is voiced
-LEVEL_WINDOW_S = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +113,11 @@ class Level:
 
 
 def voiced_span(path: str, rate: int) -> tuple[int, int]:
-    """The first and the last voiced sample of a recording: of its first and
-    last 10 ms windows above ``VOICED_DBFS``."""
-    samples = read_question(path, rate)
-    window = round(rate * LEVEL_WINDOW_S)
-    voiced = [
-        start
-        for start in range(0, len(samples) - window + 1, window)
-        if level_dbfs(samples[start : start + window]) > VOICED_DBFS
-    ]
-    if not voiced:
-        raise ValueError(f"{path}: no window above {VOICED_DBFS:g} dBFS")
-    return voiced[0], voiced[-1] + window - 1
+    """The first and the last voiced sample of a recording (``voiced.py``)."""
+    try:
+        return voiced_bounds(read_question(path, rate), rate)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def stt_fakes(args: dict[str, Any]) -> dict[str, FakeServer]:
