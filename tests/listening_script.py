@@ -76,3 +76,17 @@ class Script:
         for t, _, step in timeline:
             out.extend(ep.advance(t) if step is None else step(ep))
         return out + ep.advance(at(until))
+
+    def run_on_deadlines(
+        self, until: float, settings: EndpointSettings | None = None
+    ) -> list[tuple[int, Decision]]:
+        """The script with no clock ticks: between inputs the endpointer is
+        advanced only to its ``next_deadline()``, as a listener's timer does.
+        Each decision comes with the sample it was made at."""
+        ep = Endpointer(settings, RATE)
+        out: list[tuple[int, Decision]] = []
+        for t, _, step in sorted([*self.steps, (at(until), 1 << 30, None)]):
+            while (deadline := ep.next_deadline()) is not None and deadline <= t:
+                out += [(deadline, d) for d in ep.advance(deadline)]
+            out += [(t, d) for d in (ep.advance(t) if step is None else step(ep))]
+        return out

@@ -355,6 +355,24 @@ def test_decisions_do_not_depend_on_how_often_time_is_advanced(tick: float) -> N
     assert RATE == 16_000
 
 
+def test_advancing_only_to_the_next_deadline_decides_everything_when_it_is_due() -> None:
+    """A listener whose audio stops coming (a stalled client, frames longer
+    than the wait) advances to ``next_deadline()`` on a timer: every decision
+    the clock alone makes comes at the sample it is dated, none late."""
+    s = _talking(Script(), 9.0).speech(2.0, 2.7).speech(4.0, 4.9).done(5.2)
+    s.speech(6.0, 6.4).heard(6.6, "Stop.")
+    s = _number(s, 10.0)
+    s.speech(16.0, 16.5).heard(16.9, "And then")  # unfinished: the longer wait
+    s.speech(19.0, 19.5).heard(19.3, "What about")
+    s.heard(19.8, "the", final=False)  # no final after the finalize: the final wait
+    timed = s.run_on_deadlines(25.0, AEC)
+    assert [d for _, d in timed] == s.run(25.0, AEC, tick_s=0.001)
+    by_clock = [(made, d) for made, d in timed if isinstance(d, EndOfTurn | ResumePlayout)]
+    assert {d.reason for _, d in by_clock if isinstance(d, EndOfTurn)} >= {"final", "final_timeout"}
+    assert any(isinstance(d, ResumePlayout) for _, d in by_clock)
+    assert all(made == d.at_sample for made, d in by_clock)
+
+
 # Echo with real audio: Silero hears the assistant's voice fed back at -20 dB
 # (no echo cancellation), then the user at 0 dB speaks over it
 

@@ -199,6 +199,28 @@ class Endpointer:
             u.final_at = self._now
         return self._tick()
 
+    def next_deadline(self) -> int | None:
+        """The next sample past the latest input at which ``advance`` alone may
+        decide something (an end of turn, a resume of the playout), or None when
+        only new input can. A caller whose audio comes in frames calls
+        ``advance`` then instead of at the next frame, so no decision waits
+        for a frame's length (docs/listening.md says what that costs)."""
+        s, u, now = self.settings, self._u, self._now
+        due: list[int] = []
+        if u is not None and not u.speaking and u.end_at is not None:
+            assert u.finalize_at is not None
+            unfinished = self._words.sounds_unfinished(" ".join(u.finals) or u.partial)
+            quiet = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
+            wait = max(quiet, u.finalize_at + self._n(s.final_wait_s))
+            due += [quiet, wait, u.end_at + self._n(s.max_delay_s)]
+        if self._paused_at is not None:
+            if u is None:
+                due.append(max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S)))
+            else:
+                due.append(self._paused_at + self._n(s.false_interruption_s))
+        later = [at for at in due if at > now]
+        return min(later) if later else None
+
     # the machinery
 
     def _playout(self) -> bool:

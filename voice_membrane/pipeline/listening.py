@@ -182,6 +182,7 @@ class Listener:
     _running: int = field(default=0, init=False)  # streams whose transcripts are still read
     _times: _Times = field(default_factory=_Times, init=False)
     _last_frame: Frame | None = field(default=None, init=False)
+    _last_arrival_ns: int = field(default=0, init=False)  # when it was taken
     _tentative: bool = field(default=False, init=False)  # a TentativeTurn awaits its outcome
 
     def __post_init__(self) -> None:
@@ -206,8 +207,16 @@ class Listener:
         async with anyio.create_task_group() as tg, out:
             tg.start_soon(self._pump, frames, send.clone())
             async with receive:
-                async for item in receive:
-                    if isinstance(item, Frame):
+                while True:
+                    deadline = self.endpointer.next_deadline()
+                    try:
+                        item = await self._receive(deadline)
+                    except anyio.EndOfStream:
+                        break
+                    if item is None:  # the deadline's audio is due and nothing came first
+                        assert deadline is not None
+                        decisions = self.endpointer.advance(deadline)
+                    elif isinstance(item, Frame):
                         if len(item.samples) == 0:
                             break  # the end of input
                         decisions = await self._frame(item, tg, out)
@@ -219,6 +228,26 @@ class Listener:
                 # still open: the STT streams' readers send what they settle here
                 await self._settle(out)
             tg.cancel_scope.cancel()
+
+    async def _receive(self, deadline: int | None) -> _Input | None:
+        """The next input, or None when the endpointer's ``deadline`` (a sample)
+        came first: when that sample is due by the last frame's clock. What is
+        queued is taken first; a source ahead of the clock (a file read as fast
+        as it goes, made-up capture times) decides by its frames alone."""
+        receive = self._inputs[1]
+        try:
+            return receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        frame = self._last_frame
+        if deadline is None or frame is None:
+            return await receive.receive()
+        due_ns = frame.captured_ns + round((deadline - frame.end) * 1e9 / frame.sample_rate)
+        if due_ns <= self._last_arrival_ns:  # due before the last frame came: no clock
+            return await receive.receive()
+        with anyio.move_on_after((due_ns - time.perf_counter_ns()) / 1e9):
+            return await receive.receive()
+        return None
 
     async def _pump(
         self, frames: AsyncIterator[Frame], send: MemoryObjectSendStream[_Input]
@@ -254,7 +283,7 @@ class Listener:
     async def _frame(
         self, frame: Frame, tg: TaskGroup, out: MemoryObjectSendStream[ListenItem]
     ) -> list[Decision]:
-        self._last_frame = frame
+        self._last_frame, self._last_arrival_ns = frame, time.perf_counter_ns()
         decisions: list[Decision] = []
         pushed = False
         for event in self.vad.feed(frame.samples):
