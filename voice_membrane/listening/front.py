@@ -9,6 +9,7 @@ whatever rate the model runs at, so the caller can cut its own audio by them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from typing import Protocol
 
 import numpy as np
@@ -17,6 +18,9 @@ from ..vocab.audio import Samples
 from .resample import StreamResampler
 from .settings import VadSettings
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadStateMachine, VadWindow, level_dbfs
+
+_RECENT_WINDOWS = 8  # kept to date a stop by its sound: the smoothing's lag and more
+_BLOCK_S = 0.004  # the precision a stop is dated to
 
 
 class SpeechFront(Protocol):
@@ -58,6 +62,7 @@ class VadFront(ABC):
         self._machine.reset()
         self._resampler.reset()
         self._pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a window
+        self._recent: deque[tuple[int, Samples]] = deque(maxlen=_RECENT_WINDOWS)
         self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
         self._fed = 0
         self._reset_model()
@@ -82,13 +87,27 @@ class VadFront(ABC):
         buf = np.concatenate([self._pending, model]) if len(self._pending) else model
         n = len(buf) // self.window
         events: list[VadEvent] = []
+        machine = self._machine
         for i in range(n):
             w = buf[i * self.window : (i + 1) * self.window]
-            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
+            self._recent.append((machine.position, w.copy()))  # (the caller may reuse its buffer)
+            events.extend(machine.window(self._score(w), level_dbfs(w), self._blocks_from))
         self._pending = buf[n * self.window :].copy()
         out = [self._to_input(e) for e in events]
         self._history = self._history[-self._capacity :]
         return out
+
+    def _blocks_from(self, start: int) -> list[tuple[int, int, float]]:
+        """(start, samples, level) of ``_BLOCK_S`` blocks of the recent windows
+        (model rate) from ``start`` on."""
+        size = max(1, round(_BLOCK_S * self.model_rate))
+        blocks: list[tuple[int, int, float]] = []
+        for at, w in self._recent:
+            for offset in range(0, len(w), size):
+                piece = w[offset : offset + size]
+                if at + offset + len(piece) > start:
+                    blocks.append((at + offset, len(piece), level_dbfs(piece)))
+        return blocks
 
     def flush(self) -> list[VadEvent]:
         """End of input: the partial window is scored padded with silence and
@@ -98,7 +117,8 @@ class VadFront(ABC):
             w = np.zeros(self.window, dtype=np.int16)
             w[: len(self._pending)] = self._pending
             self._pending = np.zeros(0, dtype=np.int16)
-            events.extend(self._machine.window(self._score(w), level_dbfs(w)))
+            self._recent.append((self._machine.position, w))
+            events.extend(self._machine.window(self._score(w), level_dbfs(w), self._blocks_from))
         events.extend(self._machine.flush())
         return [self._to_input(e, clamp=True) for e in events]
 

@@ -21,6 +21,7 @@ background.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -73,6 +74,7 @@ class SpeechEnd:
 
 
 VadEvent = VadWindow | SpeechStart | SpeechEnd
+SoundBlocks = Callable[[int], list[tuple[int, int, float]]]
 
 
 def samples_after(chunk: Samples, chunk_end: int, at_sample: int) -> Samples:
@@ -142,7 +144,16 @@ class VadStateMachine:
     def speaking(self) -> bool:
         return self._state in (_State.SPEAKING, _State.STOPPING)
 
-    def window(self, probability: float, level: float) -> list[VadEvent]:
+    @property
+    def position(self) -> int:
+        """Where the next window starts (samples at the model's rate)."""
+        return self._position
+
+    def window(
+        self, probability: float, level: float, sound: SoundBlocks | None = None
+    ) -> list[VadEvent]:
+        """One window's verdict; ``sound(start)``, when given, tells the levels
+        of short blocks of the input from ``start`` on, to date a stop by."""
         s = self.settings
         raw = probability if math.isfinite(probability) else 0.0
         threshold, soft = s.min_level_dbfs, raw
@@ -171,6 +182,8 @@ class VadStateMachine:
             self._enter(_State.STARTING, min(at, self._above_since), self._raw_above_since, at)
         elif self._state is _State.SPEAKING and smoothed < s.deactivate:
             self._enter(_State.STOPPING, min(at, self._below_since), self._raw_below_since, at)
+            if sound is not None:
+                self._date_stop(sound(max(0, min(at, self._below_since) - n)), threshold)
         if self._state is _State.STARTING:
             if smoothed < s.deactivate:
                 self._state = _State.QUIET  # too short: a cough, a click
@@ -195,6 +208,17 @@ class VadStateMachine:
         self._state = state
         self._run = at - run_from  # the run before this window counts
         self._mark = max(min(run_from, raw_from), run_from - self._backdate)
+
+    def _date_stop(self, blocks: list[tuple[int, int, float]], threshold: float) -> None:
+        """Date the stop just entered by the sound rather than by the window:
+        ``blocks`` are (start, samples, level) of a few ms each, from the last
+        speech window on; the silence began after the last one the gate lets
+        through. (The model's probability falls a window after the sound, in
+        steps of a window: up to 32 ms of silence, or of the fading last
+        syllable, misdated.)"""
+        loud = [start + n for start, n, level in blocks if level >= threshold]
+        if loud:
+            self._mark = loud[-1]
 
     def flush(self) -> list[VadEvent]:
         """The end of input: speech still going ends where its silence began,
