@@ -41,6 +41,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..pipeline.config import PipelineConfig
 from .group_metrics import MULTIPROC_ENV, write_pids
+from .listening_setup import listens
 from .log import Log
 
 WORKER_ENV = "VOICE_MEMBRANE_WORKER"  # set in a worker: its name ("w1", …)
@@ -67,7 +68,7 @@ def computes_here(config: PipelineConfig) -> bool:
     local voice or recognizer)."""
     kind = config.llm.spec.partition(":")[0]
     voice = config.tts.spec.partition(":")[0]
-    stt = config.stt.spec.partition(":")[0]
+    stt = config.stt.spec.partition(":")[0] if listens(config) else None
     return kind in LOCAL_LLM or voice in LOCAL_TTS or stt in LOCAL_STT
 
 
@@ -162,7 +163,13 @@ class WorkerGroup:
                         pids = [w.pid for w in self._workers]
                         print(ready_line.format(url=self.url), flush=True)
                         print(f"{self.count} workers: pids {', '.join(map(str, pids))}", flush=True)
-                        self.log("workers", count=self.count, pids=pids, url=self.url)
+                        self.log(
+                            "workers",
+                            count=self.count,
+                            pids=pids,
+                            url=self.url,
+                            metrics_dir=str(self._dir),
+                        )
                     with self._watching:
                         async with anyio.create_task_group() as watching:
                             for worker in self._workers:
