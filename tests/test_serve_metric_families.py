@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve_helpers import read_turn, send, session
+from tests.serve_helpers import read_turn, send, session, write_pipeline
 from tests.test_serve_drain import get
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.server import Server
@@ -18,6 +18,8 @@ from voice_membrane.server.prometheus import retry_labels
 from voice_membrane.server.run import workers_wanted
 from voice_membrane.server.workers import WORKER_ENV, auto_workers
 from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
+from voice_membrane.testing.fake_speech import SpeechScript
 from voice_membrane.testing.script import ScriptedReply
 
 pytestmark = pytest.mark.anyio
@@ -68,6 +70,35 @@ async def test_stage_latencies_retries_errors_and_audio_are_counted(
     assert streamed == pytest.approx(spoken, abs=0.03)
     assert value(text, "process_resident_memory_bytes") > 0  # this process's own
     assert value(text, "process_cpu_seconds_total") > 0
+
+
+async def test_tts_retries_and_errors_by_vendor_and_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = (
+        SpeechScript.http_error(429, retry_after=0.01),  # retried: the turn is spoken
+        SpeechScript(),
+        SpeechScript.http_error(401),  # ends the second turn's speech
+    )
+    with FakeOpenAISpeech(*scripts) as voice:
+        for name, setting in voice.env().items():
+            monkeypatch.setenv(name, setting)
+        path = write_pipeline(tmp_path, "short", "Hi there.", tts="openai:alloy")
+        async with (
+            Server([path], port=0, log=lambda *a, **k: None) as server,
+            session(server) as ws,
+        ):
+            await send(ws, type="user.message", text="Hello")
+            first = await read_turn(ws)
+            await send(ws, type="user.message", text="Again")
+            second = await read_turn(ws)
+            text = (await get(server.url + "/metrics"))[2].decode()
+    assert first.end["heard"] == "Hi there." and second.end["error"]
+    assert value(text, 'voice_membrane_tts_retries_total{kind="rate_limit",vendor="openai"}') == 1
+    assert value(text, 'voice_membrane_tts_errors_total{kind="auth",vendor="openai"}') == 1
+    assert "voice_membrane_llm_errors_total{" not in text  # the LLM did not fail
+    report = next(e for e in second.events if e["type"] == "metrics")["report"]
+    assert report["tts_stream"]["error"] == "auth"
 
 
 async def test_active_turns_counts_a_running_turn(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ FIRST_AUDIO_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # An engine's own wait (first token, TTS first byte) starts lower: tens of ms.
 STAGE_BUCKETS = (0.025, 0.05, 0.1, *FIRST_AUDIO_BUCKETS)
 ERROR_KINDS = frozenset(typing.get_args(ErrorKind))
+TTS_ERROR_KINDS = ERROR_KINDS | {"engine"}
 
 
 class ServerMetrics:
@@ -93,6 +94,12 @@ class ServerMetrics:
             by_vendor,
             registry=r,
         )
+        self.tts_retries = Counter(
+            "voice_membrane_tts_retries",
+            "TTS requests that failed before any audio and were retried",
+            by_vendor,
+            registry=r,
+        )
         self.errors = Counter(
             "voice_membrane_errors", "Error events sent, by code", ["kind"], registry=r
         )
@@ -110,19 +117,31 @@ class ServerMetrics:
         request, first_byte = stamps.get("tts_request"), stamps.get("tts_first_byte")
         if request is not None and first_byte is not None:
             self.tts_first_byte.observe(max(0.0, first_byte - request) / 1000)
-        llm_vendor = report.llm.partition(":")[0]
+        llm_vendor = vendor(report.llm)
         for retry in report.retries:
-            vendor, kind = retry_labels(retry, llm_vendor)
-            self.llm_retries.labels(vendor, kind).inc()
+            self.llm_retries.labels(*retry_labels(retry, llm_vendor)).inc()
         if llm_failed:
             self.llm_errors.labels(llm_vendor, report.llm_error or "other").inc()
+        stream = report.tts_connection
+        for kind in stream.get("retries", ()):
+            self.tts_retries.labels(vendor(report.tts), _label(kind)).inc()
         if tts_failed:
-            self.tts_errors.labels(report.tts, "other").inc()
+            self.tts_errors.labels(vendor(report.tts), _label(stream.get("error"))).inc()
 
     def render(self) -> bytes:
         if self.group_dir is not None:
             return generate_latest(group_registry(self.group_dir))
         return generate_latest(self.registry)
+
+
+def vendor(engine: str) -> str:
+    """``elevenlabs`` of ``elevenlabs:VOICE_ID``: a voice id is no label value."""
+    return engine.partition(":")[0]
+
+
+def _label(kind: object) -> str:
+    """A TTS error's kind (``TtsError.kind``) as a label value; ``other`` if unsorted."""
+    return kind if isinstance(kind, str) and kind in TTS_ERROR_KINDS else "other"
 
 
 def retry_labels(retry: str, fallback_vendor: str) -> tuple[str, str]:
