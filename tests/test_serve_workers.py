@@ -231,3 +231,21 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         done.stderr
         == f"voice-membrane serve: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     )
+
+
+def test_a_worker_that_cannot_start_stops_the_group_in_one_line(tmp_path: Path) -> None:
+    # The parent reads the pipeline; the missing voice is found as a worker loads it.
+    pipeline = write_pipeline(tmp_path, "broken", "Hi!", tts=f"piper:{tmp_path / 'none.onnx'}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    done = subprocess.run(
+        [*command, "--workers", "2", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=GUARD_S * 2,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"voice-membrane serve: tts 'piper:{tmp_path / 'none.onnx'}': no such Piper model file"
+    ]

@@ -484,8 +484,8 @@ def _serve_group(
                 log=make_log(args.log_format),
             )
         )
-    except GroupError as exc:
-        sys.exit(f"voice-membrane serve: {exc}")
+    except GroupError as exc:  # quiet: the worker's own line said why
+        sys.exit(1 if exc.quiet else f"voice-membrane serve: {exc}")
     except Exception as exc:
         _exit_if_user_error("serve", exc)
         raise

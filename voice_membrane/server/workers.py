@@ -55,7 +55,12 @@ LOCAL_LLM, LOCAL_TTS, LOCAL_STT = {"local"}, {"piper", "espeak"}, {"pocketsphinx
 
 
 class GroupError(Exception):
-    """The group could not start, or its workers kept dying: one line."""
+    """The group could not start, or its workers kept dying: one line. ``quiet``:
+    a worker has already said why in its own line (a user's error: exit code 1)."""
+
+    def __init__(self, message: str, *, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
 
 
 def worker_name() -> str | None:
@@ -131,7 +136,7 @@ class WorkerGroup:
     stopped_by: int | None = None
     _workers: list[_Worker] = field(default_factory=list)
     _deaths: list[float] = field(default_factory=list)
-    _failed: str | None = None
+    _failed: GroupError | None = None
     _codes: list[int] = field(default_factory=list)  # of the workers that stopped on request
     _watching: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
@@ -151,13 +156,7 @@ class WorkerGroup:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._on_signals, signals)
-                    try:
-                        async with anyio.create_task_group() as starting:
-                            for worker in self._workers:
-                                starting.start_soon(self._start, worker)
-                    except GroupError as exc:
-                        if self.stopped_by is None:  # not a worker stopped by the signal
-                            await self._fail(str(exc))
+                    await self._start_all()
                     if self._failed is None and self.stopped_by is None:
                         self._write_pids()
                         pids = [w.pid for w in self._workers]
@@ -181,10 +180,27 @@ class WorkerGroup:
             held.close()
             shutil.rmtree(self._dir, ignore_errors=True)
         if self._failed is not None:
-            raise GroupError(self._failed)
+            raise self._failed
         if self.stopped_by == signal.SIGINT:
             return 130
         return 0 if all(code == 0 for code in self._codes) else 1
+
+    async def _start_all(self) -> None:
+        """The first worker alone (a pipeline that cannot load says so once), then
+        the others side by side."""
+
+        async def start(worker: _Worker) -> None:
+            try:
+                await self._start(worker)
+            except GroupError as exc:
+                if self.stopped_by is None:  # not a worker stopped by the signal
+                    await self._fail(exc)
+
+        await start(self._workers[0])
+        if self._failed is None and self.stopped_by is None:
+            async with anyio.create_task_group() as starting:
+                for worker in self._workers[1:]:
+                    starting.start_soon(start, worker)
 
     async def _start(self, worker: _Worker) -> None:
         env = {k: v for k, v in os.environ.items() if k.lower() != MULTIPROC_ENV.lower()}
@@ -206,10 +222,14 @@ class WorkerGroup:
             ):
                 line = await lines.receive_until(b"\n", 4096)
         if not line.startswith(b"listening on "):
+            # Its end first: killing one that is exiting would reap it behind the
+            # child watcher's back (Popen.send_signal polls), losing its exit code.
+            with anyio.move_on_after(STOP_GRACE_S):
+                await process.wait()
             await self._kill(worker)
             code = process.returncode
-            said = f"exited with code {code}" if code is not None else "did not start"
-            raise GroupError(f"worker {worker.name} {said}: see its lines above")
+            said = f"exited with code {code}" if code is not None else "did not start in time"
+            raise GroupError(f"worker {worker.name} {said}", quiet=code == 1)
 
     async def _watch(self, worker: _Worker) -> None:
         """Wait for the worker's end; start it again if nothing asked it to stop."""
@@ -227,12 +247,13 @@ class WorkerGroup:
             now = time.monotonic()
             self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
             if len(self._deaths) > MAX_RESTARTS:
-                await self._fail(f"workers died {len(self._deaths)} times in a minute: stopping")
+                reason = f"workers died {len(self._deaths)} times in a minute: stopping"
+                await self._fail(GroupError(reason))
                 return
             try:
                 await self._start(worker)
             except GroupError as exc:
-                await self._fail(str(exc))
+                await self._fail(exc)
                 return
             self._write_pids()
             self.log("worker_restart", worker=worker.name, pid=worker.pid)
@@ -243,8 +264,9 @@ class WorkerGroup:
 
         mark_process_dead(worker.pid, str(self._dir))  # type: ignore[no-untyped-call]
 
-    async def _fail(self, reason: str) -> None:
-        self._failed = reason
+    async def _fail(self, error: GroupError) -> None:
+        if self._failed is None:
+            self._failed = error
         self._signal_all(signal.SIGTERM)  # the others drain: their turns finish
         self._stop_waiting_later()
 
