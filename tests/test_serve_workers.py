@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -249,3 +250,16 @@ def test_a_worker_that_cannot_start_stops_the_group_in_one_line(tmp_path: Path) 
     assert done.stderr.splitlines() == [
         f"voice-membrane serve: tts 'piper:{tmp_path / 'none.onnx'}': no such Piper model file"
     ]
+
+
+async def test_workers_of_a_killed_parent_drain_and_exit(tmp_path: Path) -> None:
+    async with serve_group(write_pipeline(tmp_path, "short", "Hi!")) as group:
+        group.process.kill()  # no signal to pass on: the kernel tells the workers
+        group.process.wait()
+        await group.wait_for("drain_end", 2)
+        with anyio.fail_after(GUARD_S):
+            while any(Path(f"/proc/{pid}").exists() for pid in group.pids):
+                await anyio.sleep(0.05)
+    metrics_dir = group.events("workers")[0]["metrics_dir"]
+    assert isinstance(metrics_dir, str)
+    shutil.rmtree(metrics_dir)  # left by a parent killed outright

@@ -46,6 +46,7 @@ from .log import Log
 
 WORKER_ENV = "VOICE_MEMBRANE_WORKER"  # set in a worker: its name ("w1", …)
 PORT_ENV = "VOICE_MEMBRANE_WORKER_PORT"  # the group's port, bound by the parent
+PARENT_ENV = "VOICE_MEMBRANE_WORKER_PARENT"  # the parent's pid
 READY_TIMEOUT_S = 300.0  # a worker loads its pipelines' models before it accepts
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 60.0
 STOP_GRACE_S = 20.0  # after the drain timeout: the workers' closing handshakes, then kill
@@ -112,6 +113,8 @@ def die_with_parent() -> None:
     pr_set_pdeathsig = 1
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if str(os.getppid()) != os.environ.get(PARENT_ENV, str(os.getppid())):
+        os.kill(os.getpid(), signal.SIGTERM)  # the parent died before the line above
 
 
 @dataclass
@@ -207,6 +210,7 @@ class WorkerGroup:
         env.update(
             {WORKER_ENV: worker.name, PORT_ENV: str(self.port), MULTIPROC_ENV: str(self._dir)}
         )
+        env[PARENT_ENV] = str(os.getpid())
         if self.token is not None:
             env["VOICE_MEMBRANE_TOKEN"] = self.token
         process = await anyio.open_process(
