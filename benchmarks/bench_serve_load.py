@@ -34,18 +34,32 @@ TURN_TIMEOUT_S = 15.0  # keeps an overloaded run short; a turn that long has fai
 SESSIONS_PER_CLIENT = 100  # a client process reads ~10k frames/s at most: keep it far below
 
 
+WORKERS = (1, 2)  # serve --workers: one process, and one per core of this machine
+
+
 def run_serve_load_bench(
     levels: tuple[int, ...] = LEVELS,
     turns: int = TURNS,
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
+    workers: tuple[int, ...] = WORKERS,
 ) -> ServeLoadResults:
     script = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
     client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S)
-    return run_serve_load(LoadSetup(script, client, SESSIONS_PER_CLIENT), levels, log)
+    setup = LoadSetup(script, client, SESSIONS_PER_CLIENT, workers)
+    return run_serve_load(setup, levels, log)
 
 
 if __name__ == "__main__":
+    import argparse
+
     from benchmarks.report_serve import serve_section
 
-    print(serve_section(run_serve_load_bench()))
+    parser = argparse.ArgumentParser(description="the serve load section alone")
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="sessions, e.g. 20")
+    parser.add_argument("--workers", default=",".join(map(str, WORKERS)), help="e.g. 1,2")
+    parser.add_argument("--turns", type=int, default=TURNS)
+    args = parser.parse_args()
+    levels = tuple(int(n) for n in args.levels.split(","))
+    workers = tuple(int(n) for n in args.workers.split(","))
+    print(serve_section(run_serve_load_bench(levels, args.turns, workers=workers)))

@@ -56,7 +56,9 @@ def _server_gap(level: LevelResult, name: str, minus: str | None, floor_ms: floa
 
 
 def _verdict(results: ServeLoadResults) -> str:
-    level = next((lv for lv in results.levels if lv.sessions == TARGET_SESSIONS), None)
+    level = next(
+        (lv for lv in results.levels if lv.sessions == TARGET_SESSIONS and lv.workers == 1), None
+    )
     if level is None:
         return f"Target ({TARGET_SESSIONS} sessions): not run at that size."
     excess = _excess(level, results.ideal.first_audio_ms)
@@ -84,7 +86,7 @@ def _errors(results: ServeLoadResults) -> str:
         kinds = Counter(level.errors + [e for t in level.turns for e in t.errors])
         if kinds:
             listed = ", ".join(f"{quoted(k)}: {n}" for k, n in kinds.most_common(6))
-            lines.append(f"- {level.sessions} sessions: {listed}")
+            lines.append(f"- {level.sessions} sessions, {level.workers} worker(s): {listed}")
     return "Errors by kind:\n" + "\n".join(lines) if lines else ""
 
 
@@ -98,6 +100,7 @@ def serve_section(results: ServeLoadResults) -> str:
         rows.append(
             [
                 level.sessions,
+                level.workers,
                 len(level.turns),
                 _percentiles(_first_audio(level)),
                 _percentiles(_excess(level, ideal.first_audio_ms), signed=True),
@@ -112,6 +115,7 @@ def serve_section(results: ServeLoadResults) -> str:
     stages = [
         [
             level.sessions,
+            level.workers,
             _server_gap(level, "first_token", None, script.llm_ttft_s * 1000),
             _server_gap(level, "tts_request", "first_chunk", 0.0),
             _server_gap(level, "tts_first_byte", "tts_request", script.tts_ttfb_s * 1000),
@@ -148,7 +152,8 @@ def serve_section(results: ServeLoadResults) -> str:
         "a turn ending in error or without audio or not within "
         f"{client.turn_timeout_s:g} s, lost frames, closes other than the session's own end. "
         "*Server CPU*: user + system over the turns' wall time, in cores (and per session, % "
-        "of a core; the server runs one event loop, so about one core is its ceiling); *RSS "
+        "of a core; one process runs one event loop, so about one core is its ceiling; with "
+        "*workers* 2, `serve --workers 2`, the parent and both workers summed); *RSS "
         "per session*: peak resident memory during the run above the server's own before the "
         "sessions connected, ÷ N. "
         "*Client lag*: the client processes' event-loop lag (a 10 ms ticker's overshoot), "
@@ -175,6 +180,7 @@ def serve_section(results: ServeLoadResults) -> str:
         table(
             [
                 "Sessions",
+                "workers",
                 "turns",
                 "first audio p50 / p95 / p99",
                 "excess",
@@ -192,6 +198,7 @@ def serve_section(results: ServeLoadResults) -> str:
         table(
             [
                 "Sessions",
+                "workers",
                 "LLM first token",
                 "piece → TTS",
                 "TTS first byte",

@@ -102,20 +102,26 @@ def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:
 def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
     # Two sessions, one turn each: the fakes, the server and a client process all run;
     # the turns must have played audio without an error. Numbers are not checked.
-    results = run_serve_load_bench(levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None)
-    (level,) = results.levels
-    assert level.sessions == 2 and len(level.turns) == 2
-    assert level.error_count() == 0, (level.errors, [t.errors for t in level.turns])
-    for turn in level.turns:
-        assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
-        assert turn.server.get("first_audio") is not None
+    # Once on one process, once on serve --workers 2.
+    results = run_serve_load_bench(
+        levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None, workers=(1, 2)
+    )
+    assert [(level.sessions, level.workers) for level in results.levels] == [(2, 1), (2, 2)]
+    for level in results.levels:
+        assert len(level.turns) == 2
+        assert level.error_count() == 0, (level.errors, [t.errors for t in level.turns])
+        for turn in level.turns:
+            assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
+            assert turn.server.get("first_audio") is not None
+        assert level.server_cpu_cores > 0
     assert results.ideal.first_piece and results.ideal.first_audio_ms > 400
     section = serve_section(results)
     assert section.startswith(f"## {SERVE_TITLE}")
-    rows = [line for line in section.splitlines() if line.startswith("| 2 |")]
-    assert len(rows) == 2  # the load table and the stage table
-    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
-    assert cells[:2] == ["2", "2"] and cells[5] == "0"  # sessions, turns, errors
+    for workers in ("1", "2"):
+        rows = [line for line in section.splitlines() if line.startswith(f"| 2 | {workers} |")]
+        assert len(rows) == 2  # the load table and the stage table
+        cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+        assert cells[:3] == ["2", workers, "2"] and cells[6] == "0"  # sessions, turns, errors
 
 
 def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:

@@ -40,7 +40,7 @@ from .child import library_env
 from .fakes import fakes_process
 from .load_client import ClientPlan, TurnRecord, read_result, warm_up
 from .scripted import first_piece_delta
-from .serve_process import rss_mb, run_clients, serve_process
+from .serve_process import group_pids, group_rss_mb, run_clients, serve_process
 
 if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
@@ -93,6 +93,7 @@ class LoadSetup:
     script: LoadScript
     client: ClientPlan
     sessions_per_client: int  # a client process reads ~10k frames/s at most
+    workers: tuple[int, ...] = (1,)  # serve --workers: each level is run with each
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ class LevelResult:
     server_rss_base_mb: float
     server_rss_peak_mb: float
     seconds: float  # the turns' wall time
+    workers: int = 1  # serve --workers; CPU and memory count every process of the group
 
     @property
     def rss_per_session_mb(self) -> float:
@@ -166,14 +168,15 @@ def _run_level(
     env: dict[str, str],
     fake_pids: list[int],
     folder: Path,
+    workers: int = 1,
 ) -> LevelResult:
     plan = json.dumps(asdict(setup.client))
     with (
-        open(folder / f"serve-{sessions}.log", "w+", encoding="utf-8") as log,
-        serve_process(pipeline, env, log) as (url, pid),
+        open(folder / f"serve-{sessions}-{workers}.log", "w+", encoding="utf-8") as log,
+        serve_process(pipeline, env, log, workers) as (url, pid),
     ):
-        anyio.run(warm_up, url, setup.client)
-        rss_base = rss_mb(pid)
+        _warm_every_worker(url, setup.client, workers, Path(log.name))
+        rss_base = group_rss_mb(group_pids(pid))
         count = max(1, math.ceil(sessions / setup.sessions_per_client))
         shares = [sessions // count + (i < sessions % count) for i in range(count)]
         run = run_clients("voice_membrane.bench.load_client", plan, url, shares, pid, fake_pids)
@@ -206,7 +209,27 @@ def _run_level(
         server_rss_base_mb=rss_base,
         server_rss_peak_mb=rss_peak,
         seconds=seconds,
+        workers=workers,
     )
+
+
+WARM_UP_TRIES = 12  # per worker: the kernel picks each session's worker
+
+
+def _warm_every_worker(url: str, plan: ClientPlan, workers: int, log: Path) -> None:
+    """Warm-up turns until each worker has ended one (its log lines name it)."""
+    for _ in range(WARM_UP_TRIES * workers):
+        anyio.run(warm_up, url, plan)
+        if workers == 1:
+            return
+        ended = {
+            record.get("worker")
+            for line in log.read_text(errors="replace").splitlines()
+            if line.startswith("{") and (record := json.loads(line)).get("event") == "turn_end"
+        }
+        if len(ended) >= workers:
+            return
+    raise RuntimeError(f"warm-up turns reached only some of the {workers} workers")
 
 
 @dataclass
@@ -247,11 +270,14 @@ def run_serve_load(
                     "ELEVENLABS_API_KEY": KEY,
                 }
             )
-            for sessions in levels:
-                log(f"serve load bench: {sessions} sessions …")
-                results.append(
-                    _run_level(setup, sessions, pipeline, env, [llm.pid, tts.pid], folder)
-                )
+            for workers in setup.workers:
+                for sessions in levels:
+                    log(f"serve load bench: {sessions} sessions, {workers} worker(s) …")
+                    results.append(
+                        _run_level(
+                            setup, sessions, pipeline, env, [llm.pid, tts.pid], folder, workers
+                        )
+                    )
     return ServeLoadResults(
         setup,
         results,

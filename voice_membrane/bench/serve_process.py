@@ -34,10 +34,38 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def group_pids(pid: int) -> list[int]:
+    """A serve process and, for ``--workers N``, its worker processes (its children
+    running ``voice_membrane.cli``; not an engine's own subprocess)."""
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return pids
+    for child in map(int, children):
+        try:
+            if b"voice_membrane.cli" in Path(f"/proc/{child}/cmdline").read_bytes():
+                pids.append(child)
+        except OSError:
+            pass  # gone
+    return pids
+
+
+def group_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds of a serve process and its workers, together."""
+    return sum(cpu_s(pid) for pid in pids)
+
+
+def group_rss_mb(pids: Sequence[int]) -> float:
+    return sum(rss_mb(pid) for pid in pids)
+
+
 @contextlib.contextmanager
-def serve_process(pipeline: Path, env: dict[str, str], log: IO[str]) -> Iterator[tuple[str, int]]:
-    """``voice-membrane serve`` on a free loopback port, its output in ``log``:
-    (its ws:// URL, its pid)."""
+def serve_process(
+    pipeline: Path, env: dict[str, str], log: IO[str], workers: int = 1
+) -> Iterator[tuple[str, int]]:
+    """``voice-membrane serve --workers N`` on a free loopback port, its output in
+    ``log``: (its ws:// URL, its pid; ``group_pids`` adds the workers')."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -52,6 +80,8 @@ def serve_process(pipeline: Path, env: dict[str, str], log: IO[str]) -> Iterator
             "0",
             "--max-sessions",
             "0",  # the benchmark measures past the default limit
+            "--workers",
+            str(workers),  # never "auto": a run says how many it measured
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -74,7 +104,9 @@ def _wait_ready(process: subprocess.Popen[bytes], log: Path, timeout: float = 60
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in log.read_text(errors="replace").splitlines():
-            match = _READY.search(line)
+            # The ready line, not a worker's "listening" log line: a group is ready
+            # once every worker is.
+            match = _READY.search(line) if line.startswith("listening on ") else None
             if match:
                 return f"ws://{match.group(1)}"
         if process.poll() is not None:
@@ -101,7 +133,7 @@ def run_clients(
 ) -> ClientsRun:
     """Start one ``module`` process per share (``plan url n i``), wait until each
     says "connected", say "go" to all, and read each one's result line, sampling
-    the server's memory meanwhile."""
+    the server's memory meanwhile (``pid``'s and its workers', summed)."""
     from .child import bench_child
 
     with contextlib.ExitStack() as stack:
@@ -112,8 +144,9 @@ def run_clients(
         for client in clients:
             if client.line != "connected":
                 raise RuntimeError(f"a {module.rpartition('.')[2]} process said {client.line!r}")
-        rss_peak = rss_mb(pid)
-        server_cpu, fakes_cpu = cpu_s(pid), sum(cpu_s(p) for p in fake_pids)
+        server = group_pids(pid)  # with --workers N: the parent and every worker
+        rss_peak = group_rss_mb(server)
+        server_cpu, fakes_cpu = group_cpu_s(server), sum(cpu_s(p) for p in fake_pids)
         began = time.perf_counter()
         for client in clients:
             assert client.process.stdin is not None
@@ -123,13 +156,13 @@ def run_clients(
         for client in clients:
             assert client.process.stdout is not None
             while (line := _readline_sampling(client.process.stdout)) is None:
-                rss_peak = max(rss_peak, rss_mb(pid))
+                rss_peak = max(rss_peak, group_rss_mb(server))
             lines.append(line)
-            rss_peak = max(rss_peak, rss_mb(pid))
+            rss_peak = max(rss_peak, group_rss_mb(server))
         return ClientsRun(
             lines,
             time.perf_counter() - began,
-            cpu_s(pid) - server_cpu,
+            group_cpu_s(server) - server_cpu,
             sum(cpu_s(p) for p in fake_pids) - fakes_cpu,
             rss_peak,
         )

@@ -167,6 +167,14 @@ def _build_parser() -> argparse.ArgumentParser:
         "(50: what one process sustains on 2 cores, docs/benchmarks.md; 0: no limit)",
     )
     serve.add_argument(
+        "--workers",
+        type=_workers_option,
+        default="auto",
+        metavar="N",
+        help="worker processes on the port, each its own event loop (auto: one per core, "
+        "or 1 when a pipeline runs an engine on this machine; docs/serve.md)",
+    )
+    serve.add_argument(
         "--debug-audio-dir",
         type=Path,
         metavar="DIR",
@@ -384,9 +392,9 @@ def _bench(args: argparse.Namespace) -> None:
         sys.exit(1)  # nothing could be measured: each target's reason is printed
 
 
-def _serve(args: argparse.Namespace) -> None:
+def _serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
     from ..server.log import make_log
-    from ..server.run import run_server
+    from ..server.run import run_server, workers_wanted
 
     token = _token_option(args.token, "serve")
     for flag, value in (
@@ -400,12 +408,21 @@ def _serve(args: argparse.Namespace) -> None:
         sys.exit("voice-membrane serve: --max-sessions must be ≥ 0 (0: no limit)")
     if not 0 <= args.port <= 65535:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
+    pipelines = args.pipeline or [_default_pipeline()]
+    try:
+        workers = workers_wanted(args.workers, pipelines)
+    except Exception as exc:
+        _exit_if_user_error("serve", exc)
+        raise
+    if workers > 1:
+        _serve_group(args, workers, pipelines, token, argv)
+        return
     shutdown_tracing = _start_tracing("serve", args)
     try:
         interrupted = anyio.run(
             partial(
                 run_server,
-                args.pipeline or [_default_pipeline()],
+                pipelines,
                 host=args.host,
                 port=args.port,
                 token=token or None,
@@ -428,6 +445,65 @@ def _serve(args: argparse.Namespace) -> None:
         shutdown_tracing()
     if interrupted:
         sys.exit(130)  # stopped by Ctrl-C (SIGTERM's drain exits 0)
+
+
+def _workers_option(value: str) -> str | int:
+    if value == "auto":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError("--workers is auto or a number ≥ 1")
+    return int(value)
+
+
+def _serve_group(
+    args: argparse.Namespace,
+    workers: int,
+    pipelines: list[Path],
+    token: str | None,
+    argv: Sequence[str],
+) -> None:
+    """``serve --workers N``: this process supervises N ``serve`` processes (the
+    same command) on one port (server/workers.py)."""
+    from ..server.log import make_log
+    from ..server.run import run_group
+    from ..server.workers import GroupError
+
+    command = [sys.executable, "-m", "voice_membrane.cli", *_without_token(argv)]
+    try:
+        code = anyio.run(
+            partial(
+                run_group,
+                pipelines,
+                workers,
+                command,
+                host=args.host,
+                port=args.port,
+                token=token or None,
+                allow_hosts=args.allow_host,
+                drain_timeout_s=args.drain_timeout,
+                log=make_log(args.log_format),
+            )
+        )
+    except GroupError as exc:  # quiet: the worker's own line said why
+        sys.exit(1 if exc.quiet else f"voice-membrane serve: {exc}")
+    except Exception as exc:
+        _exit_if_user_error("serve", exc)
+        raise
+    sys.exit(code)
+
+
+def _without_token(argv: Sequence[str]) -> list[str]:
+    """The workers get the token in their environment, not in ``ps``."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--token":
+            skip = True
+        elif not arg.startswith("--token="):
+            kept.append(arg)
+    return kept
 
 
 def _token_option(given: str | None, command: str) -> str | None:
@@ -624,7 +700,7 @@ def _main(argv: Sequence[str] | None) -> None:
     if args.command == "run":
         _run(args)
     elif args.command == "serve":
-        _serve(args)
+        _serve(args, sys.argv[1:] if argv is None else argv)
     elif args.command == "bench":
         _bench(args)
     elif args.command == "twiml":

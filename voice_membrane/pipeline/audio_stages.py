@@ -18,6 +18,7 @@ from ..infra.exception_groups import leaves
 from ..sinks.base import AudioSink
 from ..telemetry.spans import epoch_ns, tracer
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
+from ..tts.retrying import counting_retries
 from ..vocab.audio import AudioChunk, resample
 from .event_log import EventLogger
 from .metrics import PieceMetrics, TurnMetrics
@@ -52,13 +53,16 @@ class TtsStage:
     async def run(self, inp: ObjectReceiveStream[Piece], out: ObjectSendStream[PieceAudio]) -> None:
         async with inp, out:
             try:
-                async with self.engine.open_stream() as stream:
-                    self.m.tts_stats = stream.stats
-                    async with anyio.create_task_group() as feeding:
-                        feeding.start_soon(self._feed, inp, stream)
-                        await self._read(stream, out)
+                with counting_retries(self.m.tts_retries):
+                    async with self.engine.open_stream() as stream:
+                        self.m.tts_stats = stream.stats
+                        async with anyio.create_task_group() as feeding:
+                            feeding.start_soon(self._feed, inp, stream)
+                            await self._read(stream, out)
             except* TtsError as group:
-                self.error = "; ".join(str(e) for e in leaves(group))
+                errors = leaves(group)
+                self.error = "; ".join(str(e) for e in errors)
+                self.m.tts_error = getattr(errors[0], "kind", "engine")
             finally:
                 self.priority.release()  # no more audio is coming: nothing to wait for
                 self._end_spans(len(self.m.pieces))

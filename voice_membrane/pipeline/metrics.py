@@ -135,6 +135,8 @@ class TurnMetrics:
     usage: dict[str, int] = field(default_factory=dict)  # the provider's token counts, if any
     stop_reason: str | None = None  # why the reply ended, as the membrane says
     llm_error: str | None = None  # the kind of LLM error that ended it ("stalled", …)
+    tts_retries: list[str] = field(default_factory=list)  # kinds of the TTS requests retried
+    tts_error: str | None = None  # the kind of TTS error that ended the speech
     context: ContextFit | None = None  # how the request fits the context, when it is checked
     interrupted: bool = False
 
@@ -229,6 +231,8 @@ class TurnMetrics:
                 "reconnects": stats.reconnects,
                 "cancelled_requests": stats.cancelled_requests,
                 "chars_billed": stats.chars_billed,
+                "retries": list(self.tts_retries),
+                "error": self.tts_error,
             },
         )
 
@@ -280,7 +284,8 @@ class LatencyReport:
     # was sent), audio_seconds.
     tts_pieces: tuple[dict[str, Any], ...] = ()
     # The engine's connection over the turn: reused (a connection an earlier turn
-    # opened), reconnects, cancelled_requests, chars_billed.
+    # opened), reconnects, cancelled_requests, chars_billed, retries (the kinds of the
+    # requests retried), error (the kind of the error that ended the speech, or None).
     tts_connection: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -52,6 +52,9 @@ class Connection(ServedSession):
         assert self.sink is not None
         self.sink.turn = n
 
+    def _audio_sent_s(self) -> float:
+        return 0.0 if self.sink is None else self.sink.played_seconds
+
     # Setup
 
     async def run(self) -> None:

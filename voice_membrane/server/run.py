@@ -8,6 +8,7 @@ closed (1001). A stop begun by Ctrl-C is reported as an interrupt (exit 130).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -17,7 +18,10 @@ from typing import Any
 import anyio
 
 from ..infra.heap import settle_heap
+from ..pipeline.config import load_pipeline
+from .log import JsonLog, Log
 from .server import Server
+from .workers import PORT_ENV, WorkerGroup, auto_workers, die_with_parent, worker_name
 
 READY_LINE = "listening on {url}"
 
@@ -27,6 +31,10 @@ async def run_server(pipelines: Sequence[str | Path], **options: Any) -> bool:
     stopped it. Prints one line, ``listening on http://HOST:PORT``, on stdout
     once the port accepts."""
     interrupted = False
+    if (name := worker_name()) is not None:  # one of serve --workers N (workers.py)
+        die_with_parent()
+        options.update(port=int(os.environ[PORT_ENV]), reuse_port=True)
+        options["log"] = _named(options.get("log") or JsonLog(), name)
     async with Server(pipelines, **options) as server:
         settle_heap()  # the engines are loaded: keep them out of every full collection
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -40,6 +48,34 @@ async def run_server(pipelines: Sequence[str | Path], **options: Any) -> bool:
     return interrupted
 
 
+def workers_wanted(setting: str | int, pipelines: Sequence[str | Path]) -> int:
+    """How many processes serve: 1 in a group's worker (it is one of them)."""
+    if worker_name() is not None:
+        return 1
+    if setting == "auto":
+        return auto_workers({str(path): load_pipeline(path) for path in pipelines})
+    return int(setting)
+
+
+async def run_group(
+    pipelines: Sequence[str | Path], count: int, command: Sequence[str], **options: Any
+) -> int:
+    """``serve --workers N`` (``count`` > 1): supervise ``count`` workers running
+    ``command``; the exit code. A bad pipeline, host or token is refused here, in
+    one line, before any worker starts."""
+    Server(pipelines, preload=False, **options)
+    group = WorkerGroup(
+        argv=command,
+        count=count,
+        host=options["host"],
+        port=options["port"],
+        drain_timeout_s=options["drain_timeout_s"],
+        log=options["log"],
+        token=options.get("token"),
+    )
+    return await group.run(READY_LINE)
+
+
 async def _drain_on_signal(signals: Any, server: Server) -> None:
     """The first signal drains; a second Ctrl-C stops now (a second SIGTERM
     changes nothing: the drain timeout bounds it)."""
@@ -47,11 +83,12 @@ async def _drain_on_signal(signals: Any, server: Server) -> None:
         async for signum in signals:
             if server.stopped_by is None:
                 server.stopped_by = signum
-                if signum == signal.SIGINT:
+                if signum == signal.SIGINT and worker_name() is None:  # a group's parent says it
                     _say(_draining_line(server.turns_running))
                 tg.start_soon(server.drain)
             elif signum == signal.SIGINT:
-                _say("stopping now: cancelling the running turns")
+                if worker_name() is None:
+                    _say("stopping now: cancelling the running turns")
                 server.stopped_by = signum
                 await server.stop_now()
                 tg.cancel_scope.cancel()
@@ -67,3 +104,12 @@ def _draining_line(turns: int) -> str:
 def _say(line: str) -> None:
     sys.stderr.write(f"voice-membrane serve: {line}\n")
     sys.stderr.flush()
+
+
+def _named(log: Log, name: str) -> Log:
+    """A worker's log lines say which worker wrote them."""
+
+    def write(event: str, **fields: Any) -> None:
+        log(event, worker=name, **fields)
+
+    return write

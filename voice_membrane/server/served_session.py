@@ -57,6 +57,7 @@ class ServedSession:
         self._audio_told_at = -1.0  # when the client was last told its audio is refused
         self._starting_turn = False  # the next session turn is announced (not a held reply)
         self._held_events: list[str] | None = None  # a held reply's, until it is the user's
+        self._audio_counted_s = 0.0  # of the sink's audio, what the metrics have counted
 
     # The listening half and the session's tasks
 
@@ -119,6 +120,7 @@ class ServedSession:
         self.turn_done = anyio.Event()
         self._set_sink_turn(self.turn)
         self.state.turns_running += 1
+        self.state.metrics.active_turns.inc()
         self._starting_turn = not held
         if held:
             self._held_events = []
@@ -127,6 +129,10 @@ class ServedSession:
 
     def _set_sink_turn(self, n: int) -> None:
         """The sink's frames carry the turn they belong to."""
+
+    def _audio_sent_s(self) -> float:
+        """Seconds of audio the session's sink has sent so far (for the metrics)."""
+        return 0.0
 
     def _announce(self, text: str, source: str) -> None:
         self.state.metrics.turns.inc()
@@ -140,6 +146,7 @@ class ServedSession:
         self._held_events = None
         self.turn_scope = None
         self.state.turns_running -= 1
+        self.state.metrics.active_turns.dec()
         self.last_activity = anyio.current_time()
         self.turn_done.set()
 
@@ -171,13 +178,19 @@ class ServedSession:
                 terminated=result.terminated,
             )
         )
+        llm_failed = result.reply is None or result.reply.error is not None
         if result.error:
-            llm_failed = result.reply is None or result.reply.error is not None
             kind = report.llm_error if llm_failed else None  # ("stalled", …)
             self._error("llm_error" if llm_failed else "tts_error", result.error, n, kind)
+        state.metrics.observe_turn(
+            report,
+            llm_failed=bool(result.error) and llm_failed,
+            tts_failed=bool(result.error) and not llm_failed,
+        )
+        sent_s = self._audio_sent_s()  # the session's so far: this turn's is the growth
+        state.metrics.audio_seconds.inc(max(0.0, sent_s - self._audio_counted_s))
+        self._audio_counted_s = sent_s
         first_audio = report.first_audio_ms
-        if first_audio is not None:
-            state.metrics.first_audio.observe(first_audio / 1000)
         fields: dict[str, Any] = (
             {} if voice_to_voice is None else {"voice_to_voice": voice_to_voice}
         )

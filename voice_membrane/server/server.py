@@ -70,6 +70,7 @@ class Server:
         preload: bool = True,
         twilio_auth_token: str | None = None,
         twilio_url: str | None = None,
+        reuse_port: bool = False,
         **limits: Any,
     ) -> None:
         if not pipelines:
@@ -110,6 +111,8 @@ class Server:
         self.log = log or JsonLog()
         self.static_dir = static_dir
         self.preload = preload
+        # A worker of ``serve --workers N``: its siblings bind the same port (workers.py).
+        self.reuse_port = reuse_port
         self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
         self.state: ServerState | None = None
         self._ws: WsServer | None = None
@@ -149,6 +152,7 @@ class Server:
             close_timeout=self.state.close_timeout_s,
             logger=_quiet_logger(),
             create_connection=SecureConnection,
+            reuse_port=self.reuse_port or None,
         )
         sockets = self._ws.sockets
         self.port = sockets[0].getsockname()[1]

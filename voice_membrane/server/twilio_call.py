@@ -55,6 +55,9 @@ class TwilioCall(ServedSession):
         assert self.sink is not None
         self.sink.turn = n
 
+    def _audio_sent_s(self) -> float:
+        return 0.0 if self.sink is None else self.sink.played_seconds
+
     # Setup
 
     async def run(self) -> None:

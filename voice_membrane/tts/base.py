@@ -24,14 +24,23 @@ class TtsError(RuntimeError):
     """The engine could not speak: missing program, model or key, a service error,
     crashed process, bad output. ``retryable`` errors (429, 5xx, a refused or
     dropped connection) may succeed if tried again, after ``retry_after_s`` when
-    the service said how long to wait."""
+    the service said how long to wait. ``kind`` sorts it for metrics: a
+    service's as the LLM errors are (``rate_limit``, ``overloaded``, ``server``, ``connection``,
+    ``timeout``, ``auth``, ``bad_request``, ``stream``), else ``engine`` (a local
+    engine's failure), or ``connection`` for an unsorted retryable one."""
 
     def __init__(
-        self, message: str, *, retryable: bool = False, retry_after_s: float | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.kind = kind or ("connection" if retryable else "engine")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import httpx
 
 from ..infra.redact import quote, redact, remember
 from ..vendors.credentials import api_key, check_base_url
-from ..vendors.errors import retry_after_seconds
+from ..vendors.errors import retry_after_seconds, status_kind
 from ..vendors.retry import RetryPolicy
 from ..vendors.tls import shared_ssl_context
 from ..vocab.audio import Samples, pcm16_from_ulaw
@@ -158,13 +158,15 @@ class ElevenLabsConfig:
 
     def auth_error(self, status: int | str) -> TtsError:
         return TtsError(
-            f"ElevenLabs refused the API key ({status}): set {self.key_variable} to a valid key"
+            f"ElevenLabs refused the API key ({status}): set {self.key_variable} to a valid key",
+            kind="auth",
         )
 
     def voice_error(self) -> TtsError:
         return TtsError(
             f"ElevenLabs has no voice {quote(self.voice_id)} for this key: check the voice id "
-            "(tts elevenlabs:VOICE_ID)"
+            "(tts elevenlabs:VOICE_ID)",
+            kind="bad_request",
         )
 
     def status_error(
@@ -182,6 +184,7 @@ class ElevenLabsConfig:
             redact(f"ElevenLabs {doing} failed with HTTP {status}{said}")[:300],
             retryable=retryable,
             retry_after_s=_retry_after(headers) if retryable else None,
+            kind=status_kind(status),
         )
 
     @contextmanager

@@ -259,7 +259,9 @@ class SocketStream:
         code = getattr(getattr(exc, "rcvd", None), "code", None)
         reason = getattr(getattr(exc, "rcvd", None), "reason", "") or ""
         if code in REFUSED_CODES:
-            raise TtsError(redact(f"ElevenLabs closed the socket ({code}): {reason}")[:300])
+            raise TtsError(
+                redact(f"ElevenLabs closed the socket ({code}): {reason}")[:300], kind="stream"
+            )
         if self._reconnected:
             raise TtsError("ElevenLabs dropped the socket twice in one turn", retryable=True)
         self._reconnected = True

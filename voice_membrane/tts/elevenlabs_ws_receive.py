@@ -114,6 +114,7 @@ class SocketReceiver:
                     f"ElevenLabs sent nothing for {timeout:g} s with text outstanding "
                     "(tts.read_timeout_s)",
                     retryable=True,
+                    kind="timeout",
                 )
 
     def read(self, raw: str | bytes) -> list[Voiced]:

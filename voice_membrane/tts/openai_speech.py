@@ -150,6 +150,7 @@ class OpenAISpeechEngine(PieceEngine):
                         f"{error} (after {retried + 1} attempts)",
                         retryable=error.retryable,
                         retry_after_s=error.retry_after_s,
+                        kind=error.kind,
                     ) from None
                 raise
 
@@ -198,22 +199,31 @@ class OpenAISpeechEngine(PieceEngine):
             why = f" ({error.detail})" if status == 403 else ""
             return TtsError(
                 f"{where}: the service refused the key{said}: set {variable} to a valid"
-                f" OpenAI API key{why}"
+                f" OpenAI API key{why}",
+                kind="auth",
             )
         if error.kind == "timeout":
             return TtsError(
                 f"{where}: no audio from the service for {self.options.read_timeout_s:g} s"
-                " (tts.read_timeout_s)"
+                " (tts.read_timeout_s)",
+                kind="timeout",
             )
         param = _error_param(exc)
         if status == 400 and (param == "voice" or (param is None and "voice" in error.detail)):
-            return TtsError(f"{where}: unknown voice {quote(self.voice)}{said}: {error.detail}")
+            return TtsError(
+                f"{where}: unknown voice {quote(self.voice)}{said}: {error.detail}",
+                kind="bad_request",
+            )
         if status == 404 and (param in (None, "model") and "model" in error.detail):
-            return TtsError(f"{where}: unknown model {quote(self.model)}{said}: {error.detail}")
+            return TtsError(
+                f"{where}: unknown model {quote(self.model)}{said}: {error.detail}",
+                kind="bad_request",
+            )
         return TtsError(
             f"{where}: {error.kind}{said}: {error.detail}",
             retryable=error.retryable,
             retry_after_s=error.retry_after_s,
+            kind=error.kind,
         )
 
 
