@@ -67,8 +67,18 @@ def serve_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return _build_parser().parse_known_args(["serve", *args])
 
 
+def serve_flags() -> set[str]:
+    """Every option string of ``voice-membrane serve``."""
+    (commands,) = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(commands.choices["serve"]._option_string_actions)
+
+
 def unknown_flags(args: list[str]) -> list[str]:
-    return [word.partition("=")[0] for word in serve_args(args)[1] if word.startswith("-")]
+    """The flags in ``args`` that are not, exactly, serve's own (argparse would take
+    a prefix, which a flag added later can make ambiguous)."""
+    known = serve_flags()
+    flags = [word.partition("=")[0] for word in args if word.startswith("-")]
+    return [flag for flag in flags if flag not in known]
 
 
 def http_status(path: str, *, ready: bool = True) -> int:

@@ -13,7 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.deploy_helpers import ROOT, Instruction, dockerfile, http_status, serve_args
+from tests.deploy_helpers import (
+    ROOT,
+    Instruction,
+    dockerfile,
+    http_status,
+    serve_args,
+    unknown_flags,
+)
 from voice_membrane.server import Server
 
 SCRIPTS = ROOT / "scripts"
@@ -116,7 +123,7 @@ def test_the_entry_point_is_the_serve_command_and_cmd_its_flags() -> None:
     ]
     assert "voice-membrane" in scripts
     args, unknown = serve_args(_cmd_args())
-    assert unknown == []
+    assert unknown == [] and unknown_flags(_cmd_args()) == []
     assert args.host == "0.0.0.0"  # reachable through the container's port mapping
 
 
