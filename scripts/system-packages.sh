@@ -2,7 +2,7 @@
 # Debian packages, by what they are for (the argument; default dev, everything):
 #   runtime  what `voice-membrane serve` needs: espeak-ng (the fast voice), libportaudio2
 #            (the speaker; sounddevice loads it), python3-venv (for Debian's own Python);
-#   build    runtime + what the install compiles: build-essential (llama-cpp-python),
+#   build    runtime + what the install compiles: build-essential and cmake (llama-cpp-python),
 #            portaudio19-dev (PyAudio compiles against it);
 #   dev      build + PulseAudio (a virtual sound card for the speaker tests), chromium (the
 #            browser the page of `voice-membrane serve` is tested in, through Playwright),
@@ -13,7 +13,7 @@
 set -euo pipefail
 profile=${1:-dev}
 runtime=(espeak-ng libportaudio2)
-build=("${runtime[@]}" build-essential portaudio19-dev)
+build=("${runtime[@]}" build-essential cmake portaudio19-dev)
 case "$profile" in
     runtime) wanted=("${runtime[@]}") ;;
     build) wanted=("${build[@]}") ;;

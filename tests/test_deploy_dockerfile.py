@@ -113,7 +113,9 @@ def test_the_final_image_runs_as_a_user_not_root() -> None:
     assert user not in ("root", "0")
     assert user.isdigit(), "numeric, so Kubernetes' runAsNonRoot can check it"
     final_runs = _runs(_stages()[1])
-    assert re.search(rf"useradd\b.*--uid {user}\b", final_runs)
+    assert re.search(rf"useradd\b[^&;]*--uid {user}\b", final_runs)
+    group = _final("USER").args.partition(":")[2]
+    assert not group or re.search(rf"groupadd\b[^&;]*--gid {group}\b", final_runs)
 
 
 def test_the_entry_point_is_the_serve_command_and_cmd_its_flags() -> None:
