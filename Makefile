@@ -5,7 +5,7 @@ PROMPT ?= In two short sentences, why is the sky blue?
 
 .PHONY: run test bench bench-docs clean
 
-$(VENV)/.installed: pyproject.toml scripts/bootstrap.sh scripts/system-packages.sh
+$(VENV)/.installed: pyproject.toml scripts/bootstrap.sh scripts/system-packages.sh scripts/install-package.sh
 	bash scripts/bootstrap.sh $(VENV)
 	touch $@
 
