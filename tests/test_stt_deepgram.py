@@ -174,3 +174,33 @@ def test_what_our_code_adds_to_the_finalization_time(fake: FakeDeepgram) -> None
         assert heard.error is None and heard.finalize_to_final_s is not None
         added.append(heard.finalize_to_final_s - service_s)
     print(f"\ndeepgram: our code adds p50 {statistics.median(added) * 1000:.2f} ms")
+
+
+def test_a_session_start_loads_no_certificates(
+    fake: FakeDeepgram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's default HTTP client would build a TLS context for every session
+    (the CA bundle, ~20 ms of the event loop, while every other session's audio
+    waits); the engine hands it the process's shared one."""
+    import ssl
+
+    from voice_membrane.vendors.tls import shared_ssl_context
+
+    shared_ssl_context()  # (made once per process)
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counting(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+
+    async def main() -> None:
+        for _ in range(3):
+            engine = DeepgramStt("nova-3", api_key=KEY, base_url=fake.ws_url)
+            await engine.start()
+            await engine.aclose()
+
+    anyio.run(main)
+    assert made == []
