@@ -57,6 +57,7 @@ class ServedSession:
         self._audio_told_at = -1.0  # when the client was last told its audio is refused
         self._starting_turn = False  # the next session turn is announced (not a held reply)
         self._held_events: list[str] | None = None  # a held reply's, until it is the user's
+        self._left = False  # the client left (or was closed): nothing more is sent
 
     # The listening half and the session's tasks
 
@@ -98,6 +99,8 @@ class ServedSession:
                 ):
                     tg.start_soon(task)
                 await receive(tg)
+                self._left = True
+                await self._settle_turn()
                 tg.cancel_scope.cancel()
         finally:
             if not self.turn_done.is_set():  # a spoken turn, cancelled with the session
@@ -109,6 +112,16 @@ class ServedSession:
                 seconds=round(time.monotonic() - started, 3),
                 close_code=self.ws.close_code,
             )
+
+    async def _settle_turn(self) -> None:
+        """A turn running when the client left ends as an interruption, not
+        cancelled, so what was heard of it stays in the history (a resumed
+        session goes on from it); bounded by the close timeout."""
+        if self.turn_done.is_set() or self.session is None:
+            return
+        self.session.interrupt()
+        with anyio.move_on_after(self.state.close_timeout_s):
+            await self.turn_done.wait()
 
     # Turns, typed or spoken
 
@@ -134,6 +147,7 @@ class ServedSession:
             "turn_start", session=self.id, turn=self.turn, chars=len(text), source=source
         )
         self._put(p.event("turn.started", turn=self.turn, text=text, source=source))
+        self._turn_announced(text)
 
     def _end_turn(self) -> None:
         self._starting_turn = False
@@ -142,6 +156,18 @@ class ServedSession:
         self.state.turns_running -= 1
         self.last_activity = anyio.current_time()
         self.turn_done.set()
+        self._turn_over()
+
+    # What a session kept for resuming hears (``Connection``; a phone call: nothing)
+
+    def _turn_announced(self, text: str) -> None:
+        """The turn ``self.turn`` is the user's and runs."""
+
+    def _turn_reported(self, n: int, result: TurnResult) -> None:
+        """Turn ``n`` ended with ``result`` (its history record is written)."""
+
+    def _turn_over(self) -> None:
+        """No turn runs (one ended, or a held reply was thrown away)."""
 
     def _session_turn_started(self, turn: Turn) -> None:
         """Every turn of the session, as it starts: one not announced before is a
@@ -159,6 +185,7 @@ class ServedSession:
         voice_to_voice: dict[str, Any] | None = None,
     ) -> None:
         state, report = self.state, result.report
+        self._turn_reported(n, result)
         self._put(p.event("metrics", turn=n, report=report_dict))
         self._put(
             p.event(
@@ -289,7 +316,7 @@ class ServedSession:
 
     def _put(self, item: str | Audio | Close) -> None:
         assert self.outbox is not None
-        if isinstance(item, str) and not self.takes_events:
+        if self._left or (isinstance(item, str) and not self.takes_events):
             return  # (what matters of it is in the log)
         if not self.outbox.put(item):
             self._drop_slow_client()

@@ -7,13 +7,18 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
 from .prometheus import ServerMetrics
+from .session_store import MemoryStore, SessionStore
 from .socket_sink import LEAD_S
+
+if TYPE_CHECKING:
+    from .resume import Keeper
 
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
@@ -51,6 +56,10 @@ class ServerState:
     drain_deadline: float = float("inf")  # anyio.current_time() when running turns are cut
     sessions: int = 0
     turns_running: int = 0
+    # Where sessions wait for their client to come back (``session.resume``), and
+    # the protocol sessions this process serves, by id (a newer resume supersedes).
+    store: SessionStore = field(default_factory=MemoryStore)
+    live: dict[str, Keeper] = field(default_factory=dict)
 
     @property
     def default_pipeline(self) -> str:

@@ -1,0 +1,55 @@
+"""Helpers for the resume tests: a pipeline on the fake OpenAI API (which records
+each request, so a test sees the history a resumed session sends), and the
+protocol's resume message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+
+from tests.serve_helpers import next_event
+
+KEY_ENV = "RESUME_TEST_KEY"
+
+
+def cloud_pipeline(folder: Path, base_url: str, name: str = "chat") -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(
+        f'[llm]\nspec = "openai:gpt-test"\nbase_url = "{base_url}"\n'
+        f'api_key_env = "{KEY_ENV}"\nmax_tokens = 300\n\n'
+        '[tts]\nspec = "espeak"\n\n[sink]\nkind = "null"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+async def resume(ws: ClientConnection, started: dict[str, Any], **fields: Any) -> None:
+    message = {
+        "type": "session.resume",
+        "session": started["session"],
+        "resume_token": started["resume_token"],
+        **fields,
+    }
+    await ws.send(json.dumps(message))
+
+
+async def resumed(ws: ClientConnection, started: dict[str, Any]) -> dict[str, Any]:
+    await resume(ws, started)
+    event = await next_event(ws)
+    assert event["type"] == "session.resumed", event
+    return event
+
+
+def texts(request_body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(role, text) of each message of a chat request, the system prompt left out."""
+    out = []
+    for message in request_body["messages"]:
+        content = message["content"]
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content)
+        if message["role"] != "system":
+            out.append((message["role"], content))
+    return out
