@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
+from time import monotonic
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
@@ -186,7 +186,7 @@ class MemoryStore(SessionStore):
         self._next_purge = 0.0
 
     def _live(self, session: str) -> _Kept | None:
-        now = time.monotonic()
+        now = monotonic()
         if now >= self._next_purge:  # expired records go, a few times per grace period
             self._next_purge = now + self.grace_s / 4
             for key in [k for k, v in self._kept.items() if v.expires <= now]:
@@ -202,7 +202,7 @@ class MemoryStore(SessionStore):
         if kept is not None and kept.owner != owner:
             return False
         text = bounded_json(record, self.max_bytes)
-        expires = time.monotonic() + self.grace_s
+        expires = monotonic() + self.grace_s
         self._kept[record.session] = _Kept(text, token_hash, owner, expires)
         return True
 
@@ -213,7 +213,7 @@ class MemoryStore(SessionStore):
         if kept is None or not secrets.compare_digest(kept.token_hash, token_hash):
             return None
         kept.token_hash, kept.owner = new_token_hash, new_owner
-        kept.expires = time.monotonic() + self.grace_s
+        kept.expires = monotonic() + self.grace_s
         return parse_record(kept.text)
 
     async def forget(self, session: str, owner: str) -> None:
