@@ -5,12 +5,17 @@ protocol's resume message."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 
 from tests.serve_helpers import next_event
+from voice_membrane.server import Server
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.script import ScriptedReply
 
 KEY_ENV = "RESUME_TEST_KEY"
 
@@ -53,3 +58,14 @@ def texts(request_body: dict[str, Any]) -> list[tuple[str, str]]:
         if message["role"] != "system":
             out.append((message["role"], content))
     return out
+
+
+@asynccontextmanager
+async def serving(
+    folder: Path, *replies: ScriptedReply, **options: Any
+) -> AsyncIterator[tuple[FakeOpenAI, Server]]:
+    """A server in process on a ``cloud_pipeline`` to a fake OpenAI API."""
+    options.setdefault("log", lambda *args, **fields: None)
+    with FakeOpenAI(*replies) as llm:
+        async with Server([cloud_pipeline(folder, llm.base_url)], port=0, **options) as server:
+            yield llm, server

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from time import monotonic
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from time import monotonic
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
