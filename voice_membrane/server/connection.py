@@ -263,7 +263,11 @@ class Connection(ServedSession):
         )
 
     def _turn_over(self) -> None:
-        self._running = None
+        running, self._running = self._running, None
+        if running is not None and (self._last_turn is None or self._last_turn.turn != running[0]):
+            # Ended without a result (cancelled, or failed inside the server): it is
+            # not in the history.
+            self._last_turn = LastTurn(turn=running[0], fate="cancelled", text=running[1])
         self._keep()
 
     async def _watch_superseded(self) -> None:

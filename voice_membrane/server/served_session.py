@@ -37,6 +37,10 @@ from .turn_events import log_event
 from .voice_input import AudioBudget, BadAudio
 from .voice_session import VoiceInput, input_recording
 
+# How long a turn running when the client left has to end as an interruption
+# (what was heard kept) before it is cancelled with the session.
+SETTLE_S = 2.0
+
 
 class ServedSession:
     takes_events: ClassVar[bool] = True  # the wire carries JSON events (a phone call: no)
@@ -117,11 +121,14 @@ class ServedSession:
         """A turn running when the client left ends as an interruption, not
         cancelled, so what was heard of it stays in the history (a resumed
         session goes on from it); bounded by the close timeout."""
-        if self.turn_done.is_set() or self.session is None:
-            return
-        self.session.interrupt()
-        with anyio.move_on_after(self.state.close_timeout_s):
-            await self.turn_done.wait()
+        session = self.session
+        if session is None or self._held_events is not None:
+            return  # (a held reply was never heard: it goes with the session)
+        with anyio.move_on_after(SETTLE_S):
+            while not self.turn_done.is_set():
+                session.interrupt()  # (a spoken turn's reply may start a moment later)
+                with anyio.move_on_after(0.05):
+                    await self.turn_done.wait()
 
     # Turns, typed or spoken
 
