@@ -5,19 +5,24 @@ protocol's resume message."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from websockets.asyncio.client import ClientConnection
 
-from tests.serve_helpers import next_event
+from tests.serve_helpers import GUARD_S, next_event
 from voice_membrane.server import Server
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.script import ScriptedReply
 
 KEY_ENV = "RESUME_TEST_KEY"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def cloud_pipeline(folder: Path, base_url: str, name: str = "chat") -> Path:
@@ -69,3 +74,31 @@ async def serving(
     with FakeOpenAI(*replies) as llm:
         async with Server([cloud_pipeline(folder, llm.base_url)], port=0, **options) as server:
             yield llm, server
+
+
+def serve_process(pipeline: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), KEY_ENV: "k"}
+    env.pop("VOICE_MEMBRANE_TOKEN", None)
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    return subprocess.Popen(
+        [*command, "--port", "0", "--log-format", "json", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+async def ws_url(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    with anyio.fail_after(GUARD_S):
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+    assert line.startswith("listening on http://127.0.0.1:"), line
+    return "ws" + line.split()[-1].removeprefix("http") + "/v1/session"
+
+
+def stop_processes(*processes: subprocess.Popen[str]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()

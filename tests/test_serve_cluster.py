@@ -22,9 +22,16 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.resume_helpers import KEY_ENV, cloud_pipeline, resume, texts
+from tests.resume_helpers import (
+    KEY_ENV,
+    cloud_pipeline,
+    resume,
+    serve_process,
+    stop_processes,
+    texts,
+    ws_url,
+)
 from tests.serve_helpers import GUARD_S, LONG_REPLY, next_event, read_turn, send, start
-from tests.test_serve_resume_redis import _serve, _stop, _ws_url
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.redis_server import RedisServer, free_port
 from voice_membrane.testing.script import ScriptedReply
@@ -134,10 +141,10 @@ async def test_a_rolling_restart_behind_haproxy_loses_no_turn_and_no_history(
     with FakeOpenAI(*replies) as llm:
         pipeline = cloud_pipeline(tmp_path, llm.base_url)
         flags = ("--session-store", redis_server.url, "--allow-host", f"127.0.0.1:{proxy_port}")
-        a, b = _serve(pipeline, *flags), _serve(pipeline, *flags)
+        a, b = serve_process(pipeline, *flags), serve_process(pipeline, *flags)
         proxy: subprocess.Popen[str] | None = None
         try:
-            ports = [int((await _ws_url(p)).split(":")[2].split("/")[0]) for p in (a, b)]
+            ports = [int((await ws_url(p)).split(":")[2].split("/")[0]) for p in (a, b)]
             config = tmp_path / "haproxy.cfg"
             config.write_text(_haproxy_config(proxy_port, ports), encoding="utf-8")
             proxy = subprocess.Popen(
@@ -189,7 +196,7 @@ async def test_a_rolling_restart_behind_haproxy_loses_no_turn_and_no_history(
             if proxy is not None:
                 proxy.kill()
                 proxy.wait()
-            _stop(a, b)
+            stop_processes(a, b)
     ada_third = texts(llm.requests[3].body)
     assert ada_third[:2] == [("user", "I live in Paris."), ("assistant", "Hello, Ada.")]
     assert ada_third[2] == ("user", "Tell me the weather.")

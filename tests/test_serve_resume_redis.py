@@ -7,10 +7,8 @@ with one warning: the session goes on and resumes on the same process)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,16 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.resume_helpers import KEY_ENV, cloud_pipeline, resumed, serving, texts
+from tests.resume_helpers import (
+    KEY_ENV,
+    cloud_pipeline,
+    resumed,
+    serve_process,
+    serving,
+    stop_processes,
+    texts,
+    ws_url,
+)
 from tests.serve_helpers import GUARD_S, LONG_REPLY, read_turn, send, start
 from voice_membrane.server.serve_config import SessionSettings
 from voice_membrane.testing.fake_openai import FakeOpenAI
@@ -28,7 +35,6 @@ from voice_membrane.testing.redis_server import RedisServer, free_port
 from voice_membrane.testing.script import ScriptedReply
 
 pytestmark = pytest.mark.anyio
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -42,34 +48,6 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "k")
 
 
-def _serve(pipeline: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), KEY_ENV: "k"}
-    env.pop("VOICE_MEMBRANE_TOKEN", None)
-    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
-    return subprocess.Popen(
-        [*command, "--port", "0", "--log-format", "json", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-async def _ws_url(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    with anyio.fail_after(GUARD_S):
-        line = await anyio.to_thread.run_sync(process.stdout.readline)
-    assert line.startswith("listening on http://127.0.0.1:"), line
-    return "ws" + line.split()[-1].removeprefix("http") + "/v1/session"
-
-
-def _stop(*processes: subprocess.Popen[str]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-
 async def test_killed_mid_turn_the_session_resumes_on_another_process(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -81,9 +59,9 @@ async def test_killed_mid_turn_the_session_resumes_on_another_process(
     with FakeOpenAI(*replies) as llm:
         pipeline = cloud_pipeline(tmp_path, llm.base_url)
         store = ("--session-store", redis_server.url)
-        a, b = _serve(pipeline, *store), _serve(pipeline, *store)
+        a, b = serve_process(pipeline, *store), serve_process(pipeline, *store)
         try:
-            url_a, url_b = await _ws_url(a), await _ws_url(b)
+            url_a, url_b = await ws_url(a), await ws_url(b)
             async with connect(url_a) as ws:
                 started = await start(ws)
                 await send(ws, type="user.message", text="I live in Paris.")
@@ -110,7 +88,7 @@ async def test_killed_mid_turn_the_session_resumes_on_another_process(
                 turn = await read_turn(ws)
                 assert turn.end["turn"] == 3 and turn.end["heard"] == "You live in Paris."
         finally:
-            _stop(a, b)
+            stop_processes(a, b)
     assert texts(llm.requests[2].body) == [
         ("user", "I live in Paris."),
         ("assistant", "Hello, Ada."),
@@ -130,7 +108,7 @@ def _one_line_exit(process: subprocess.Popen[str]) -> str:
 
 async def test_redis_unreachable_at_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
     port = free_port()
-    process = _serve(
+    process = serve_process(
         cloud_pipeline(tmp_path, "http://127.0.0.1:9"),
         "--session-store",
         f"redis://:sekrit-password@127.0.0.1:{port}/0",
@@ -155,7 +133,7 @@ async def test_a_bad_config_file_is_one_line_naming_it_and_the_key(
 ) -> None:
     config = tmp_path / "serve.toml"
     config.write_text(text, encoding="utf-8")
-    process = _serve(cloud_pipeline(tmp_path, "http://127.0.0.1:9"), "--config", str(config))
+    process = serve_process(cloud_pipeline(tmp_path, "http://127.0.0.1:9"), "--config", str(config))
     err = _one_line_exit(process)
     assert err.startswith(f"voice-membrane serve: {config}: "), err
     assert where in err, err
