@@ -171,3 +171,38 @@ async def test_a_hostile_resume_gets_bad_message(tmp_path: Path, fields: dict[st
         assert event["type"] == "error" and event["code"] == "bad_message", event
         assert "Traceback" not in event["message"]
         assert len(event["message"]) < 300
+
+
+async def test_an_expired_session_is_refused_with_4410(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voice_membrane.server import session_store
+
+    async with serving(tmp_path) as (_llm, server):
+        async with connect(server.ws_url) as ws:
+            started = await start(ws)
+            ws.transport.abort()
+        with anyio.fail_after(GUARD_S):
+            while server.state is not None and server.state.sessions:
+                await anyio.sleep(0.02)  # its last record written
+        later = session_store.monotonic() + server.sessions.grace_s + 1
+        monkeypatch.setattr(session_store, "monotonic", lambda: later)
+        async with connect(server.ws_url) as ws:
+            await resume(ws, started)
+            code, events = await _closed(ws)
+    assert code == 4410 and [e["code"] for e in events] == ["resume_failed"]
+
+
+async def test_a_resume_needs_the_servers_token_as_a_start_does(tmp_path: Path) -> None:
+    secret = "a-server-token-of-some-length"
+    async with serving(tmp_path, token=secret) as (_llm, server):
+        async with connect(server.ws_url) as ws:
+            started = await start(ws, token=secret)
+            ws.transport.abort()
+        async with connect(server.ws_url) as ws:  # the resume token alone is not enough
+            await resume(ws, started)
+            code, events = await _closed(ws)
+        assert code == 4401 and events == []  # nothing said before authentication
+        async with connect(server.ws_url) as ws:
+            await resume(ws, started, token=secret)
+            assert (await next_event(ws))["type"] == "session.resumed"
