@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.resume_helpers import (
     KEY_ENV,
     cloud_pipeline,
+    resume,
     resumed,
     serve_process,
     serving,
@@ -177,3 +178,36 @@ def test_the_session_store_flag_overrides_the_config_file(tmp_path: Path) -> Non
     assert _session_settings(args) == SessionSettings(store="memory", grace_s=30)
     with pytest.raises(SystemExit, match='--session-store: "memory" or a Redis URL'):
         _session_settings(_parse(["serve", "--session-store", "http://x"]))
+
+
+async def test_a_replica_without_the_pipeline_refuses_the_resume_and_spends_nothing(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    from voice_membrane.server import Server
+    from voice_membrane.server.protocol import CLOSE_RESUME_FAILED
+
+    settings = SessionSettings(store=redis_server.url)
+    quiet = lambda *args, **fields: None  # noqa: E731
+    other = tmp_path / "other"
+    other.mkdir()
+    async with (
+        serving(tmp_path, sessions=settings) as (_llm, here),
+        Server(
+            [cloud_pipeline(other, "http://127.0.0.1:9", name="elsewhere")],
+            port=0,
+            log=quiet,
+            sessions=settings,
+        ) as there,
+    ):
+        async with connect(here.ws_url) as ws:
+            started = await start(ws)
+            ws.transport.abort()
+        async with connect(there.ws_url) as ws:  # it serves another pipeline only
+            await resume(ws, started)
+            with pytest.raises(ConnectionClosed) as closed, anyio.fail_after(GUARD_S):
+                while True:
+                    await ws.recv()
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == CLOSE_RESUME_FAILED
+        async with connect(here.ws_url) as ws:  # the token still opens it where it is served
+            assert (await resumed(ws, started))["pipeline"] == "chat"

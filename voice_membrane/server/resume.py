@@ -10,6 +10,8 @@ connection owns the session now (a resume elsewhere) ends this one with 4409.
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 
 from ..pipeline.session import Session, TurnRecord
@@ -78,6 +80,16 @@ class Keeper:
             if older.handed_over is not None:
                 record = older.handed_over
         return record, fresh
+
+    async def give_back(self, record: SessionRecord, offered: str) -> None:
+        """A claimed session this process cannot serve (its pipeline is not here):
+        the offered token is made good again, so the client may try a replica
+        that serves it."""
+        with anyio.move_on_after(STORE_DEADLINE_S):
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.save(record, token_hash(record.session, offered), self.owner)
+        if self.state.live.get(self.session) is self:
+            del self.state.live[self.session]
 
     def put(self, record: SessionRecord) -> None:
         """The session as it is now: written by ``run`` as soon as it can."""
