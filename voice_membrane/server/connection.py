@@ -80,7 +80,10 @@ class Connection(ServedSession):
         served as it was started; refused with 4410 whatever the reason, so a
         prober learns nothing of which sessions exist."""
         claimed = await self.keeper.claim(message.session, message.resume_token)
-        if claimed is None or claimed[0].pipeline not in self.state.pipelines:
+        if claimed is not None and claimed[0].pipeline not in self.state.pipelines:
+            await self.keeper.give_back(claimed[0], message.resume_token)
+            claimed = None
+        if claimed is None:
             self.state.metrics.errors.labels("resume_failed").inc()
             await self._send_error_now("resume_failed", RESUME_FAILED)
             await self._refuse(p.CLOSE_RESUME_FAILED, "resume_failed")
