@@ -110,8 +110,8 @@ async def _resume_through(url: str, started: dict[str, Any]) -> tuple[ClientConn
             except (OSError, InvalidStatus):
                 await anyio.sleep(0.2)
                 continue
-            await resume(ws, started)
             try:
+                await resume(ws, started)  # (a draining process may have closed already)
                 event = await next_event(ws)
             except ConnectionClosed as exc:
                 assert exc.rcvd is not None and exc.rcvd.code in RECONNECT_CODES, exc
