@@ -194,6 +194,18 @@ def _build_parser() -> argparse.ArgumentParser:
         "signature covers it; default: wss:// + the request's Host); the account's auth "
         f"token comes from env {TWILIO_TOKEN_VARIABLE} (docs/telephony.md)",
     )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="serve settings in TOML: [sessions] store, grace_s, max_bytes (docs/serve.md)",
+    )
+    serve.add_argument(
+        "--session-store",
+        metavar="URL",
+        help="where sessions wait to be resumed: memory (default) or redis://HOST:PORT/DB, "
+        "shared by every process and replica (overrides the config file's)",
+    )
     _add_otel(serve)
     _add_bench(commands)
     add_twiml(commands)
@@ -408,6 +420,7 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
         sys.exit("voice-membrane serve: --max-sessions must be ≥ 0 (0: no limit)")
     if not 0 <= args.port <= 65535:
         sys.exit("voice-membrane serve: --port must be 0 to 65535")
+    sessions = _session_settings(args)
     pipelines = args.pipeline or [_default_pipeline()]
     try:
         workers = workers_wanted(args.workers, pipelines)
@@ -436,6 +449,7 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 log=make_log(args.log_format),
                 twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE) or None,
                 twilio_url=args.twilio_url,
+                sessions=sessions,
             )
         )
     except Exception as exc:
@@ -504,6 +518,25 @@ def _without_token(argv: Sequence[str]) -> list[str]:
         elif not arg.startswith("--token="):
             kept.append(arg)
     return kept
+
+
+def _session_settings(args: argparse.Namespace) -> Any:
+    """The config file's ``[sessions]``, with ``--session-store`` over its store."""
+    from ..pipeline.config import ConfigError
+    from ..server.serve_config import ServeConfig, check_store, load_serve_config
+
+    try:
+        config = ServeConfig() if args.config is None else load_serve_config(args.config)
+    except ConfigError as exc:
+        sys.exit(f"voice-membrane serve: {_one_line(exc)}")
+    sessions = config.sessions
+    if args.session_store is not None:
+        try:
+            store = check_store(args.session_store)
+        except ValueError as exc:
+            sys.exit(f"voice-membrane serve: --session-store: {exc}")
+        sessions = sessions.model_copy(update={"store": store})
+    return sessions
 
 
 def _token_option(given: str | None, command: str) -> str | None:

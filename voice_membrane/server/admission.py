@@ -44,9 +44,9 @@ class Admission:
     ) -> None:
         self.ws, self.state, self.id, self.limit = ws, state, session_id, limit
 
-    async def admit(self) -> p.SessionStart | None:
-        """The client's accepted ``session.start`` with a session slot taken (the
-        caller releases it), or None: refused and closed."""
+    async def admit(self) -> p.SessionStart | p.SessionResume | None:
+        """The client's accepted ``session.start`` (or ``session.resume``) with a
+        session slot taken (the caller releases it), or None: refused and closed."""
         state = self.state
         header_token = _bearer(self.ws)
         if header_token is not None and not state.check_token(header_token):
@@ -80,8 +80,9 @@ class Admission:
     async def _send_error_now(self, code: p.ErrorCode, message: str) -> None:
         await send_error_now(self.ws, self.state, code, message)
 
-    async def _await_start(self, authenticated: bool) -> p.SessionStart | None:
-        """The client's ``session.start``, or None once the socket is closed."""
+    async def _await_start(self, authenticated: bool) -> p.SessionStart | p.SessionResume | None:
+        """The client's ``session.start`` or ``session.resume`` (authenticated
+        alike), or None once the socket is closed."""
         state = self.state
         needs_token = state.token is not None and not authenticated
         with anyio.move_on_after(state.start_timeout_s):
@@ -101,15 +102,18 @@ class Admission:
                 except p.BadMessage as exc:
                     message, problem = None, str(exc)
                 if needs_token and not (
-                    isinstance(message, p.SessionStart) and state.check_token(message.token)
+                    isinstance(message, p.SessionStart | p.SessionResume)
+                    and state.check_token(message.token)
                 ):
                     await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized")
                     return None
                 if message is None:
                     await self._send_error_now("bad_message", problem)
+                elif isinstance(message, p.SessionResume):
+                    return message  # (its pipeline is the stored one's)
                 elif not isinstance(message, p.SessionStart):
                     await self._send_error_now(
-                        "bad_message", "the first message must be session.start"
+                        "bad_message", "the first message must be session.start or session.resume"
                     )
                 elif (message.pipeline or state.default_pipeline) not in state.pipelines:
                     names = ", ".join(state.pipelines)

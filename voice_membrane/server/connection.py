@@ -22,6 +22,7 @@ from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError
 from ..pipeline.images import inline_url
+from ..pipeline.turn import TurnResult
 from ..sinks.base import SinkError
 from ..tts.base import TtsError
 from ..vendors.errors import LlmError
@@ -32,7 +33,9 @@ from .listening_setup import ListeningFailed, listens
 from .outbox import Outbox
 from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
+from .resume import Keeper, restore_history, stored_history
 from .served_session import ServedSession
+from .session_store import Fate, LastTurn, SessionRecord
 from .socket_sink import SocketSink
 from .state import ServerState
 
@@ -47,6 +50,11 @@ class Connection(ServedSession):
         super().__init__(ws, state)
         self.limit = RateLimit(state.messages_per_second)
         self.sink: SocketSink | None = None
+        self.keeper = Keeper(state)  # its place in the session store (resume.py)
+        self._start: p.SessionStart | None = None
+        self._running: tuple[int, str] | None = None  # the turn running, and its text
+        self._last_turn: LastTurn | None = None
+        self._ended = False  # session.end: nothing is kept of it
 
     def _set_sink_turn(self, n: int) -> None:
         assert self.sink is not None
@@ -63,9 +71,36 @@ class Connection(ServedSession):
         if start is None:
             return
         try:
-            await self._serve(start)
+            if isinstance(start, p.SessionResume):
+                await self._resume(start)
+            else:
+                await self._serve(start)
         finally:
             state.release_slot()
+
+    async def _resume(self, message: p.SessionResume) -> None:
+        """The stored session, claimed with its token (spent: a new one is issued),
+        served as it was started; refused with 4410 whatever the reason, so a
+        prober learns nothing of which sessions exist."""
+        claimed = await self.keeper.claim(message.session, message.resume_token)
+        if claimed is not None and claimed[0].pipeline not in self.state.pipelines:
+            await self.keeper.give_back(claimed[0], message.resume_token)
+            claimed = None
+        if claimed is None:
+            self.state.metrics.errors.labels("resume_failed").inc()
+            await self._send_error_now("resume_failed", RESUME_FAILED)
+            await self._refuse(p.CLOSE_RESUME_FAILED, "resume_failed")
+            return
+        record, token = claimed
+        self.id = record.session
+        start = p.SessionStart(
+            type="session.start",
+            pipeline=record.pipeline,
+            audio=record.audio,
+            input_audio=record.input_audio,
+            turn_taking=record.turn_taking,
+        )
+        await self._serve(start, (record, token))
 
     async def _refuse(self, code: int, reason: str, *events: str) -> None:
         await refuse(self.ws, self.state, self.id, code, reason, *events)
@@ -74,9 +109,12 @@ class Connection(ServedSession):
         """Before the session's sender runs: send an error directly."""
         await send_error_now(self.ws, self.state, code, message)
 
-    async def _serve(self, start: p.SessionStart) -> None:
+    async def _serve(
+        self, start: p.SessionStart, resumed: tuple[SessionRecord, str] | None = None
+    ) -> None:
         state = self.state
         name = start.pipeline or state.default_pipeline
+        self._start = start
         config = state.pipelines[name]
         try:
             parts = build_parts(
@@ -127,20 +165,51 @@ class Connection(ServedSession):
                 except ListeningFailed as exc:
                     await self._fail_start("stt_error", f"pipeline {name}: {exc}")
                     return
-            await self._session(start, name, parts.membrane.provider.name, parts.engine.name)
+            await self._session(
+                start, name, parts.membrane.provider.name, parts.engine.name, resumed
+            )
 
     async def _fail_start(self, code: p.ErrorCode, message: str) -> None:
         self.state.log("session_failed", session=self.id, code=code, message=message)
         await self._send_error_now(code, message)
         await self._refuse(p.CLOSE_INTERNAL, code)
 
-    async def _session(self, start: p.SessionStart, name: str, llm: str, tts: str) -> None:
+    async def _session(
+        self,
+        start: p.SessionStart,
+        name: str,
+        llm: str,
+        tts: str,
+        resumed: tuple[SessionRecord, str] | None,
+    ) -> None:
         state = self.state  # (its slot was taken in ``run``, before the session was built)
-        state.log("session_start", session=self.id, pipeline=name, audio=start.audio.model_dump())
+        assert self.session is not None
+        if resumed is None:
+            token, kind, extra = self.keeper.issue(self.id), "session.started", {}
+            state.log(
+                "session_start", session=self.id, pipeline=name, audio=start.audio.model_dump()
+            )
+        else:
+            record, token = resumed
+            restore_history(self.session, record)
+            self.turn = record.turn
+            self._last_turn = record.resumed_last_turn()
+            last = None if self._last_turn is None else self._last_turn.model_dump()
+            kind, extra = "session.resumed", {"turns": self.session.turns, "last_turn": last}
+            state.log(
+                "session_resume",
+                session=self.id,
+                pipeline=name,
+                turns=self.session.turns,
+                last_turn=None if last is None else {"turn": last["turn"], "fate": last["fate"]},
+            )
+        self._keep()
         self._put(
             p.event(
-                "session.started",
+                kind,
                 session=self.id,
+                resume_token=token,
+                resume_grace_s=state.store.grace_s,
                 protocol=p.PROTOCOL_VERSION,
                 pipeline=name,
                 pipelines=list(state.pipelines),
@@ -152,9 +221,73 @@ class Connection(ServedSession):
                 input_audio=None if self.voice is None else self.voice.declared.model_dump(),
                 turn_taking=None if self.voice is None else start.turn_taking,
                 listening={n: listens(c) for n, c in state.pipelines.items()},
+                **extra,
             )
         )
-        await self._hold(self._receive, self._watch_reading)
+        try:
+            await self._hold(
+                self._receive, self._watch_reading, self.keeper.run, self._watch_superseded
+            )
+        finally:
+            await self.keeper.finish(self._record(), keep=not self._ended)
+
+    # What is kept for a resume (resume.py)
+
+    def _record(self) -> SessionRecord:
+        assert self.session is not None and self._start is not None
+        start, running = self._start, self._running
+        return SessionRecord(
+            session=self.id,
+            pipeline=start.pipeline or self.state.default_pipeline,
+            audio=start.audio,
+            input_audio=start.input_audio,
+            turn_taking=start.turn_taking,
+            turn=self.turn,
+            first_kept=self.session.first_kept,
+            history=stored_history(self.session),
+            running=None if running is None else running[0],
+            running_text="" if running is None else running[1],
+            last_turn=self._last_turn,
+        )
+
+    def _keep(self) -> None:
+        if self.session is not None and self._start is not None:
+            self.keeper.put(self._record())
+
+    def _turn_announced(self, text: str) -> None:
+        self._running = (self.turn, text)
+        self._keep()  # a turn lost with this process is reported as cancelled
+
+    def _turn_reported(self, n: int, result: TurnResult) -> None:
+        if result.error is not None:
+            fate: Fate = "error"
+        else:
+            fate = "interrupted" if result.interrupted else "complete"
+        text = self._running[1] if self._running is not None and self._running[0] == n else ""
+        self._last_turn = LastTurn(
+            turn=n, fate=fate, text=text, heard=result.spoken_text, error=result.error
+        )
+
+    def _turn_over(self) -> None:
+        running, self._running = self._running, None
+        if running is not None and (self._last_turn is None or self._last_turn.turn != running[0]):
+            # Ended without a result (cancelled, or failed inside the server): it is
+            # not in the history.
+            self._last_turn = LastTurn(turn=running[0], fate="cancelled", text=running[1])
+        self._keep()
+
+    async def _watch_superseded(self) -> None:
+        """A newer connection resumed this session: what was heard of a running
+        turn is kept and handed over, and this connection closes with 4409."""
+        await self.keeper.superseded.wait()
+        await self._settle_turn()
+        self.keeper.hand_over(self._record())
+        self.state.log("superseded", session=self.id)
+        self._close(
+            p.CLOSE_SUPERSEDED,
+            "superseded",
+            p.error_event("superseded", "this session was resumed on another connection"),
+        )
 
     # The message loop
 
@@ -201,6 +334,7 @@ class Connection(ServedSession):
             elif isinstance(message, p.InputStart | p.InputEnd):
                 self._push_to_talk(message)
             elif isinstance(message, p.SessionEnd):
+                self._ended = True
                 self._close(p.CLOSE_NORMAL, "session.end")
             else:
                 self._error("bad_message", "the session has started already")
@@ -265,3 +399,9 @@ class Connection(ServedSession):
             turn_running=lambda: not self.turn_done.is_set(),
             on_stalled=self._drop_slow_client,
         )
+
+
+RESUME_FAILED = (
+    "this session cannot be resumed (unknown, expired, or the resume token is spent "
+    "or wrong): start a new one"
+)

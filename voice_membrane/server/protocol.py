@@ -51,6 +51,8 @@ CLOSE_INTERNAL: Final = 1011
 CLOSE_TRY_AGAIN: Final = 1013
 CLOSE_UNAUTHORIZED: Final = 4401
 CLOSE_IDLE: Final = 4408
+CLOSE_SUPERSEDED: Final = 4409  # a newer connection resumed the session
+CLOSE_RESUME_FAILED: Final = 4410  # unknown, expired, or the wrong resume token
 
 ErrorCode = Literal[
     "bad_message",
@@ -65,6 +67,8 @@ ErrorCode = Literal[
     "tts_error",
     "stt_error",
     "internal",
+    "resume_failed",
+    "superseded",
 ]
 
 
@@ -125,6 +129,16 @@ class SessionStart(_Message):
     turn_taking: TurnTaking = "vad"
 
 
+class SessionResume(_Message):
+    """Instead of ``session.start``: go on with a session whose connection dropped."""
+
+    type: Literal["session.resume"]
+    v: Literal[1] = 1
+    session: str = Field(max_length=64, pattern=r"^s[a-z2-7]{16}$")
+    resume_token: str = Field(min_length=1, max_length=100)
+    token: str | None = Field(None, max_length=1000)
+
+
 class UserMessage(_Message):
     type: Literal["user.message"]
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
@@ -154,7 +168,7 @@ class InputEnd(_Message):
 
 
 ClientMessage = Annotated[
-    SessionStart | UserMessage | Interrupt | SessionEnd | InputStart | InputEnd,
+    SessionStart | SessionResume | UserMessage | Interrupt | SessionEnd | InputStart | InputEnd,
     Field(discriminator="type"),
 ]
 _CLIENT: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
@@ -195,7 +209,15 @@ def _describe(exc: ValidationError) -> str:
     return redact(f"{quote(where)}: {message}")
 
 
-_TYPES = ("session.start", "user.message", "interrupt", "session.end", "input.start", "input.end")
+_TYPES = (
+    "session.start",
+    "session.resume",
+    "user.message",
+    "interrupt",
+    "session.end",
+    "input.start",
+    "input.end",
+)
 
 
 # Server events.

@@ -37,6 +37,10 @@ from .turn_events import log_event
 from .voice_input import AudioBudget, BadAudio
 from .voice_session import VoiceInput, input_recording
 
+# How long a turn running when the client left has to end as an interruption
+# (what was heard kept) before it is cancelled with the session.
+SETTLE_S = 2.0
+
 
 class ServedSession:
     takes_events: ClassVar[bool] = True  # the wire carries JSON events (a phone call: no)
@@ -58,6 +62,7 @@ class ServedSession:
         self._starting_turn = False  # the next session turn is announced (not a held reply)
         self._held_events: list[str] | None = None  # a held reply's, until it is the user's
         self._audio_counted_s = 0.0  # of the sink's audio, what the metrics have counted
+        self._left = False  # the client left (or was closed): nothing more is sent
 
     # The listening half and the session's tasks
 
@@ -99,6 +104,8 @@ class ServedSession:
                 ):
                     tg.start_soon(task)
                 await receive(tg)
+                self._left = True
+                await self._settle_turn()
                 tg.cancel_scope.cancel()
         finally:
             if not self.turn_done.is_set():  # a spoken turn, cancelled with the session
@@ -110,6 +117,19 @@ class ServedSession:
                 seconds=round(time.monotonic() - started, 3),
                 close_code=self.ws.close_code,
             )
+
+    async def _settle_turn(self) -> None:
+        """A turn running when the client left ends as an interruption, not
+        cancelled, so what was heard of it stays in the history (a resumed
+        session goes on from it); bounded by the close timeout."""
+        session = self.session
+        if session is None or self._held_events is not None:
+            return  # (a held reply was never heard: it goes with the session)
+        with anyio.move_on_after(SETTLE_S):
+            while not self.turn_done.is_set():
+                session.interrupt()  # (a spoken turn's reply may start a moment later)
+                with anyio.move_on_after(0.05):
+                    await self.turn_done.wait()
 
     # Turns, typed or spoken
 
@@ -140,6 +160,7 @@ class ServedSession:
             "turn_start", session=self.id, turn=self.turn, chars=len(text), source=source
         )
         self._put(p.event("turn.started", turn=self.turn, text=text, source=source))
+        self._turn_announced(text)
 
     def _end_turn(self) -> None:
         self._starting_turn = False
@@ -149,6 +170,18 @@ class ServedSession:
         self.state.metrics.active_turns.dec()
         self.last_activity = anyio.current_time()
         self.turn_done.set()
+        self._turn_over()
+
+    # What a session kept for resuming hears (``Connection``; a phone call: nothing)
+
+    def _turn_announced(self, text: str) -> None:
+        """The turn ``self.turn`` is the user's and runs."""
+
+    def _turn_reported(self, n: int, result: TurnResult) -> None:
+        """Turn ``n`` ended with ``result`` (its history record is written)."""
+
+    def _turn_over(self) -> None:
+        """No turn runs (one ended, or a held reply was thrown away)."""
 
     def _session_turn_started(self, turn: Turn) -> None:
         """Every turn of the session, as it starts: one not announced before is a
@@ -166,6 +199,7 @@ class ServedSession:
         voice_to_voice: dict[str, Any] | None = None,
     ) -> None:
         state, report = self.state, result.report
+        self._turn_reported(n, result)
         self._put(p.event("metrics", turn=n, report=report_dict))
         self._put(
             p.event(
@@ -302,7 +336,7 @@ class ServedSession:
 
     def _put(self, item: str | Audio | Close) -> None:
         assert self.outbox is not None
-        if isinstance(item, str) and not self.takes_events:
+        if self._left or (isinstance(item, str) and not self.takes_events):
             return  # (what matters of it is in the log)
         if not self.outbox.put(item):
             self._drop_slow_client()

@@ -36,6 +36,9 @@ from .connection import Connection
 from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .log import JsonLog, Log
+from .redis_store import store_for
+from .serve_config import SessionSettings
+from .session_store import StoreUnavailable
 from .state import ServerState
 from .twilio_call import TwilioCall
 from .twilio_gate import twilio_refusal
@@ -71,6 +74,7 @@ class Server:
         twilio_auth_token: str | None = None,
         twilio_url: str | None = None,
         reuse_port: bool = False,
+        sessions: SessionSettings | None = None,
         **limits: Any,
     ) -> None:
         if not pipelines:
@@ -113,6 +117,7 @@ class Server:
         self.preload = preload
         # A worker of ``serve --workers N``: its siblings bind the same port (workers.py).
         self.reuse_port = reuse_port
+        self.sessions = sessions or SessionSettings()  # the session store (resume)
         self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
         self.state: ServerState | None = None
         self._ws: WsServer | None = None
@@ -130,12 +135,20 @@ class Server:
         return "ws" + self.url.removeprefix("http") + p.SESSION_PATH
 
     async def __aenter__(self) -> Server:
+        log = self.log
+        settings = self.sessions
+        store = store_for(settings.store, settings.grace_s, settings.max_bytes, log)
+        try:
+            await store.open()  # Redis unreachable at start: one line, no server
+        except StoreUnavailable as exc:
+            raise ConfigError(str(exc)) from None
         self.state = ServerState(
             self.pipelines,
             token=self.token,
             idle_timeout_s=self.idle_timeout_s,
             drain_timeout_s=self.drain_timeout_s,
             log=self.log,
+            store=store,
             **self.limits,
         )
         self._done = anyio.Event()
@@ -157,7 +170,13 @@ class Server:
         sockets = self._ws.sockets
         self.port = sockets[0].getsockname()[1]
         self.hosts = dataclasses.replace(self.hosts, port=self.port)
-        self.log("listening", url=self.url, pipelines=list(self.pipelines))
+        self.log(
+            "listening",
+            url=self.url,
+            pipelines=list(self.pipelines),
+            session_store=store.name,
+            grace_s=settings.grace_s,
+        )
         return self
 
     async def __aexit__(
@@ -279,6 +298,8 @@ class Server:
                 task.cancel()
             with anyio.CancelScope(shield=True):
                 await ws.wait_closed()
+        if self.state is not None:
+            await self.state.store.aclose()
         if self._done is not None:
             self._done.set()
 

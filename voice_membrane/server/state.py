@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import hmac
-import time
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
 from .prometheus import ServerMetrics
+from .session_store import MemoryStore, SessionStore
 from .socket_sink import LEAD_S
+
+if TYPE_CHECKING:
+    from .resume import Keeper
 
 # A client that stops reading is dropped once this much audio waits for it.
 MAX_QUEUED_AUDIO_S = 2.0
@@ -50,7 +56,10 @@ class ServerState:
     drain_deadline: float = float("inf")  # anyio.current_time() when running turns are cut
     sessions: int = 0
     turns_running: int = 0
-    _next_id: int = 0
+    # Where sessions wait for their client to come back (``session.resume``), and
+    # the protocol sessions this process serves, by id (a newer resume supersedes).
+    store: SessionStore = field(default_factory=MemoryStore)
+    live: dict[str, Keeper] = field(default_factory=dict)
 
     @property
     def default_pipeline(self) -> str:
@@ -79,5 +88,17 @@ class ServerState:
         self.metrics.sessions.dec()
 
     def session_id(self) -> str:
-        self._next_id += 1
-        return f"s{int(time.time()):x}-{self._next_id}"
+        return new_session_id()
+
+
+# 80 random bits: unique across processes, replicas and restarts without any
+# coordination (a collision among a billion ids is about 1 in 2.4 million), and
+# short enough to read in a log line.
+SESSION_ID_BYTES = 10
+SESSION_ID_PATTERN = r"^s[a-z2-7]{16}$"
+
+
+def new_session_id() -> str:
+    """``s`` and 16 lowercase base32 characters (80 random bits)."""
+    raw = secrets.token_bytes(SESSION_ID_BYTES)
+    return "s" + base64.b32encode(raw).decode().lower()

@@ -8,6 +8,7 @@ import { HiddenBlocks } from "./blocks.js";
 import { CLOSE_REASONS, STATE_LABELS } from "./labels.js";
 import { Listening } from "./listen.js";
 import { showPipelines } from "./picker.js";
+import { Reconnector } from "./reconnect.js";
 import { stored } from "./stored.js";
 import { exposeStatus } from "./status.js";
 import { Transcript } from "./transcript.js";
@@ -55,6 +56,7 @@ const app = {
   framesLost: 0,
   turns: new Map(), // this session's turn → record
   lastTurn: null,
+  resumes: 0, // sessions resumed after a dropped connection
   volume: 1,
   muted: false,
 };
@@ -66,7 +68,7 @@ const listening = new Listening(ui, transcript, {
     app.ws.send(frame); // raw input audio: a binary frame, no header
     return true;
   },
-  reconnect: () => connect(),
+  reconnect: () => newSession(),
   dropTurn: (turn) => dropTurn(turn),
   player: () => app.player,
   changed: () => render(),
@@ -136,6 +138,13 @@ function setVolume(volume, muted) {
 }
 
 // --- connection ------------------------------------------------------------------
+const reconnector = new Reconnector(() => connect());
+
+function newSession() {
+  reconnector.forget();
+  connect();
+}
+
 function connect() {
   if (app.ws) {
     app.ws.onclose = null;
@@ -156,7 +165,7 @@ function connect() {
     // A pipeline other than the server's first: ?pipeline=NAME in the page's address.
     const pipeline = new URLSearchParams(location.search).get("pipeline");
     if (pipeline) start.pipeline = pipeline;
-    ws.send(JSON.stringify(start));
+    ws.send(JSON.stringify(reconnector.resumeMessage(app.tokenSent) || start));
   };
   ws.onmessage = (event) => {
     if (typeof event.data !== "string") return onAudio(event.data);
@@ -177,6 +186,11 @@ function connect() {
     app.turn = null;
     app.interruptPending = false;
     if (event.code === 4401) return askForToken();
+    if (event.code === 4410 && reconnector.resuming) {
+      transcript.divider("The session could not be resumed (it expired): a new one starts");
+      return newSession();
+    }
+    if (reconnector.onClosed(event.code)) return setState("reconnecting");
     setState("closed");
     if (event.code !== 1000) {
       const why = CLOSE_REASONS[event.code] || "The connection was lost.";
@@ -208,6 +222,9 @@ async function onEvent(message) {
   switch (message.type) {
     case "session.started":
       await onSessionStarted(message);
+      break;
+    case "session.resumed":
+      await onSessionResumed(message);
       break;
     case "turn.started":
       onTurnStarted(message);
@@ -246,6 +263,7 @@ async function onSessionStarted(message) {
   if (app.session && transcript.hasTurns) {
     transcript.divider(`New session on “${message.pipeline}”: it does not remember the conversation above`);
   }
+  reconnector.remember(message);
   if (app.tokenSent) stored.set(sessionStorage, TOKEN_KEY, app.tokenSent);
   ui.token.value = "";
   ui.tokenField.hidden = ui.tokenPrompt.hidden = true;
@@ -267,6 +285,30 @@ async function onSessionStarted(message) {
     `${message.audio.frame_ms} ms frames, ${app.player.kind}`;
   setState("idle");
   ui.message.focus();
+}
+
+// The same session on a new connection: the transcript stays, the turn cut by
+// the drop shows what was heard of it, a turn lost with its server says so.
+async function onSessionResumed(message) {
+  reconnector.remember(message);
+  app.session = message;
+  app.format = message.audio;
+  app.lastSeq = -1;
+  app.resumes += 1;
+  const last = message.last_turn;
+  const cut = last && app.turns.get(last.turn);
+  if (cut && !cut.ended) {
+    Object.assign(cut, { ended: true, heard: last.heard, interrupted: last.fate !== "complete" });
+    cut.replyText.textContent = last.heard;
+    cut.note.textContent = last.fate === "cancelled" ? " (lost: send it again)" : " (cut by the drop)";
+  }
+  if (last) app.droppedUpTo = Math.max(app.droppedUpTo, last.turn);
+  await setUpAudio(message.audio.sample_rate);
+  listening.onSessionStarted(message, app.audioContext);
+  ui.sessionId.textContent = message.session;
+  transcript.divider("Reconnected: the conversation goes on");
+  hideError();
+  setState("idle");
 }
 
 function onTurnStarted(message) {
@@ -423,12 +465,12 @@ ui.pipeline.addEventListener("change", () => {
   url.searchParams.set("pipeline", ui.pipeline.value);
   history.replaceState(null, "", url);
   resumeAudio();
-  connect();
+  newSession();
 });
 ui.connect.addEventListener("submit", (event) => {
   event.preventDefault();
   resumeAudio();
-  connect();
+  newSession();
 });
 ui.mute.addEventListener("click", () => setVolume(app.volume, !app.muted));
 ui.volume.addEventListener("input", () => setVolume(Number(ui.volume.value), false));

@@ -8,6 +8,8 @@ export const CLOSE_REASONS = {
   1013: "The server is draining or full: try again in a moment.",
   4401: "The server refused this token: check it and press Connect.",
   4408: "The session was idle too long and was closed.",
+  4409: "This session was resumed in another tab or on another device.",
+  4410: "The session could not be resumed: press Connect for a new one.",
 };
 export const STATE_LABELS = {
   connecting: "connecting…",
@@ -15,5 +17,6 @@ export const STATE_LABELS = {
   idle: "ready",
   responding: "replying…",
   interrupting: "stopping…",
+  reconnecting: "reconnecting…",
   closed: "disconnected",
 };

@@ -16,6 +16,7 @@ export function exposeStatus(app, meter, listening) {
     framesLost: () => app.framesLost,
     underruns: () => (app.player ? app.player.underruns : 0),
     session: () => (app.session ? app.session.session : null),
+    resumes: () => app.resumes,
     lastTurn: () => (app.lastTurn ? snapshot(app.lastTurn) : null),
     gain: () => (app.chain ? app.chain.gain.gain.value : null),
     meterLevel: () => meter.value,

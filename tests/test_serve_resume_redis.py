@@ -1,0 +1,213 @@
+"""Resume across processes with a real redis-server: a serve process killed with
+SIGKILL mid-turn, the session resumed on a second process sharing the store,
+the lost turn reported as cancelled and the next request carrying the earlier
+turns; Redis unreachable at start (one line, exit non-zero); a bad config file
+(one line naming it and the key); Redis killed mid-session (degrade to memory
+with one warning: the session goes on and resumes on the same process)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.resume_helpers import (
+    KEY_ENV,
+    cloud_pipeline,
+    resume,
+    resumed,
+    serve_process,
+    serving,
+    stop_processes,
+    texts,
+    ws_url,
+)
+from tests.serve_helpers import GUARD_S, LONG_REPLY, read_turn, send, start
+from voice_membrane.server.serve_config import SessionSettings
+from voice_membrane.testing.fake_openai import FakeOpenAI
+from voice_membrane.testing.redis_server import RedisServer, free_port
+from voice_membrane.testing.script import ScriptedReply
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "k")
+
+
+async def test_killed_mid_turn_the_session_resumes_on_another_process(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    replies = (
+        ScriptedReply.of("Hello, Ada."),
+        ScriptedReply.of(LONG_REPLY),
+        ScriptedReply.of("You live in Paris."),
+    )
+    with FakeOpenAI(*replies) as llm:
+        pipeline = cloud_pipeline(tmp_path, llm.base_url)
+        store = ("--session-store", redis_server.url)
+        a, b = serve_process(pipeline, *store), serve_process(pipeline, *store)
+        try:
+            url_a, url_b = await ws_url(a), await ws_url(b)
+            async with connect(url_a) as ws:
+                started = await start(ws)
+                await send(ws, type="user.message", text="I live in Paris.")
+                await read_turn(ws)
+                await send(ws, type="user.message", text="Tell me the weather.")
+                with anyio.fail_after(GUARD_S):
+                    while not isinstance(await ws.recv(), bytes):
+                        pass  # speaking now
+                a.send_signal(signal.SIGKILL)
+                with pytest.raises(ConnectionClosed), anyio.fail_after(GUARD_S):
+                    while True:
+                        await ws.recv()
+            async with connect(url_b) as ws:
+                back = await resumed(ws, started)
+                assert back["turns"] == 1
+                assert back["last_turn"] == {
+                    "turn": 2,
+                    "fate": "cancelled",
+                    "text": "Tell me the weather.",
+                    "heard": "",
+                    "error": None,
+                }
+                await send(ws, type="user.message", text="Where do I live?")
+                turn = await read_turn(ws)
+                assert turn.end["turn"] == 3 and turn.end["heard"] == "You live in Paris."
+        finally:
+            stop_processes(a, b)
+    assert texts(llm.requests[2].body) == [
+        ("user", "I live in Paris."),
+        ("assistant", "Hello, Ada."),
+        ("user", "Where do I live?"),
+    ]
+    assert b.stderr is not None
+    log = b.stderr.read()
+    assert "session_resume" in log and "Paris" not in log  # no user text in the log
+
+
+def _one_line_exit(process: subprocess.Popen[str]) -> str:
+    _, err = process.communicate(timeout=GUARD_S)
+    assert process.returncode not in (0, None), err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+async def test_redis_unreachable_at_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    port = free_port()
+    process = serve_process(
+        cloud_pipeline(tmp_path, "http://127.0.0.1:9"),
+        "--session-store",
+        f"redis://:sekrit-password@127.0.0.1:{port}/0",
+    )
+    err = _one_line_exit(process)
+    assert err.startswith(f"voice-membrane serve: session store redis://127.0.0.1:{port}/0: ")
+    assert "sekrit" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("[sessions]\ngrace = 30\n", "sessions.grace: Extra inputs are not permitted"),
+        ("[sessions]\ngrace_s = 1\n", "sessions.grace_s: Input should be greater than or equal"),
+        ('[sessions]\nstore = "mysql://x"\n', 'sessions.store: "memory" or a Redis URL'),
+        ("[session]\n", "session: Extra inputs are not permitted"),
+        ("[sessions\n", "not TOML"),
+    ],
+)
+async def test_a_bad_config_file_is_one_line_naming_it_and_the_key(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    config = tmp_path / "serve.toml"
+    config.write_text(text, encoding="utf-8")
+    process = serve_process(cloud_pipeline(tmp_path, "http://127.0.0.1:9"), "--config", str(config))
+    err = _one_line_exit(process)
+    assert err.startswith(f"voice-membrane serve: {config}: "), err
+    assert where in err, err
+
+
+async def test_redis_lost_mid_session_degrades_to_memory_with_one_warning(
+    tmp_path: Path,
+) -> None:
+    logged: list[tuple[str, dict[str, Any]]] = []
+    replies = (ScriptedReply.of("One."), ScriptedReply.of("Two."), ScriptedReply.of("Three."))
+    with RedisServer() as redis:  # its own: this test kills it
+        settings = SessionSettings(store=redis.url)
+        log = lambda event, **fields: logged.append((event, fields))  # noqa: E731
+        async with serving(tmp_path, *replies, sessions=settings, log=log) as (llm, server):
+            async with connect(server.ws_url) as ws:
+                started = await start(ws)
+                await send(ws, type="user.message", text="First.")
+                await read_turn(ws)
+                redis.kill()
+                await send(ws, type="user.message", text="Second.")
+                second = await read_turn(ws)
+                assert second.end["heard"] == "Two." and not second.of("error")
+                ws.transport.abort()
+            async with connect(server.ws_url) as ws:  # the same process: its memory
+                back = await resumed(ws, started)
+                assert back["turns"] == 2
+                await send(ws, type="user.message", text="Third.")
+                await read_turn(ws)
+    assert [e for e, _ in logged].count("session_store_lost") == 1
+    assert [role for role, _ in texts(llm.requests[2].body)] == ["user", "assistant"] * 2 + ["user"]
+
+
+def test_the_session_store_flag_overrides_the_config_file(tmp_path: Path) -> None:
+    from voice_membrane.cli.main import _parse, _session_settings
+
+    config = tmp_path / "serve.toml"
+    config.write_text('[sessions]\nstore = "redis://10.0.0.7:6379/0"\ngrace_s = 30\n')
+    args = _parse(["serve", "--config", str(config)])
+    assert _session_settings(args) == SessionSettings(store="redis://10.0.0.7:6379/0", grace_s=30)
+    args = _parse(["serve", "--config", str(config), "--session-store", "memory"])
+    assert _session_settings(args) == SessionSettings(store="memory", grace_s=30)
+    with pytest.raises(SystemExit, match='--session-store: "memory" or a Redis URL'):
+        _session_settings(_parse(["serve", "--session-store", "http://x"]))
+
+
+async def test_a_replica_without_the_pipeline_refuses_the_resume_and_spends_nothing(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    from voice_membrane.server import Server
+    from voice_membrane.server.protocol import CLOSE_RESUME_FAILED
+
+    settings = SessionSettings(store=redis_server.url)
+    quiet = lambda *args, **fields: None  # noqa: E731
+    other = tmp_path / "other"
+    other.mkdir()
+    async with (
+        serving(tmp_path, sessions=settings) as (_llm, here),
+        Server(
+            [cloud_pipeline(other, "http://127.0.0.1:9", name="elsewhere")],
+            port=0,
+            log=quiet,
+            sessions=settings,
+        ) as there,
+    ):
+        async with connect(here.ws_url) as ws:
+            started = await start(ws)
+            ws.transport.abort()
+        async with connect(there.ws_url) as ws:  # it serves another pipeline only
+            await resume(ws, started)
+            with pytest.raises(ConnectionClosed) as closed, anyio.fail_after(GUARD_S):
+                while True:
+                    await ws.recv()
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == CLOSE_RESUME_FAILED
+        async with connect(here.ws_url) as ws:  # the token still opens it where it is served
+            assert (await resumed(ws, started))["pipeline"] == "chat"
