@@ -21,6 +21,7 @@ import httpx2
 from ..infra.redact import remember
 from ..vendors.credentials import unusable_key
 from ..vendors.errors import ErrorKind, ProviderError, retry_after_seconds, status_kind
+from ..vendors.http_pool import pool_limits
 from ..vendors.tls import shared_ssl_context
 from ..vocab.provider_output import ProviderOutput
 from .anthropic_read import StreamReader, message_outputs
@@ -74,7 +75,9 @@ class AnthropicProvider:
                     base_url=self.base_url,
                     max_retries=0,
                     timeout=self.timeout_s,
-                    http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_ssl_context()),
+                    http_client=anthropic.DefaultAsyncHttpxClient(
+                        verify=shared_ssl_context(), limits=pool_limits()
+                    ),
                 )
             except anthropic.AnthropicError as exc:  # e.g. a missing credentials profile
                 raise ProviderError(self.name, "auth", f"{NO_KEY} ({exc})") from exc

@@ -38,6 +38,9 @@ class LoopbackServer:
             interface="asgi3",  # (a bound method is not told apart from an ASGI2 class)
             lifespan=self.lifespan,
             timeout_graceful_shutdown=1,
+            # as the vendors' front ends (minutes), not uvicorn's 5 s: a client's
+            # idle keep-alive is then the client's to decide
+            timeout_keep_alive=120,
         )
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

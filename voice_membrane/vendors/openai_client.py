@@ -12,6 +12,7 @@ import openai
 
 from .credentials import unusable_key
 from .errors import ErrorKind, ProviderError, retry_after_seconds, status_kind
+from .http_pool import pool_limits
 from .tls import shared_ssl_context
 
 # What a call through the SDK raises while its stream is read: one mapping to
@@ -43,7 +44,9 @@ def async_client(
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=openai.DefaultAsyncHttpxClient(verify=shared_ssl_context()),
+            http_client=openai.DefaultAsyncHttpxClient(
+                verify=shared_ssl_context(), limits=pool_limits()
+            ),
         )
     except openai.OpenAIError as exc:
         raise ProviderError(NAME, "bad_request", str(exc)) from exc
