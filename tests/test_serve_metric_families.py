@@ -110,7 +110,7 @@ async def test_active_turns_counts_a_running_turn(tmp_path: Path) -> None:
             pass  # speaking now
         text = (await get(server.url + "/metrics"))[2].decode()
         assert value(text, "voice_membrane_active_turns") == 1
-        await send(ws, type="turn.interrupt")
+        await send(ws, type="interrupt")
         await read_turn(ws)
         text = (await get(server.url + "/metrics"))[2].decode()
         assert value(text, "voice_membrane_active_turns") == 0
