@@ -129,14 +129,19 @@ async def test_redis_unreachable_at_start_is_one_line_and_exit_1(tmp_path: Path)
         ("[sessions\n", "not TOML"),
     ],
 )
-async def test_a_bad_config_file_is_one_line_naming_it_and_the_key(
+def test_a_bad_config_file_is_one_line_naming_it_and_the_key(
     tmp_path: Path, text: str, where: str
 ) -> None:
+    from voice_membrane.cli.main import main
+
     config = tmp_path / "serve.toml"
     config.write_text(text, encoding="utf-8")
-    process = serve_process(cloud_pipeline(tmp_path, "http://127.0.0.1:9"), "--config", str(config))
-    err = _one_line_exit(process)
-    assert err.startswith(f"voice-membrane serve: {config}: "), err
+    pipeline = cloud_pipeline(tmp_path, "http://127.0.0.1:9")
+    # (in process: the command exits while reading its options, before serving)
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--pipeline", str(pipeline), "--port", "0", "--config", str(config)])
+    err = str(exited.value.code)
+    assert err.startswith(f"voice-membrane serve: {config}: ") and "\n" not in err, err
     assert where in err, err
 
 
