@@ -38,7 +38,6 @@ from .turn_events import log_event
 from .voice_input import AudioBudget, BadAudio
 from .voice_session import VoiceInput, input_recording
 
-
 BATCH_FRAMES = 15  # frames per socket write at most: 300 ms of 20 ms frames
 
 
