@@ -140,7 +140,8 @@ class SpokenPiece:
 
 
 class SinkStage:
-    """Writes each piece's audio to the sink in frames of ``FRAME_SECONDS`` and
+    """Writes each piece's audio to the sink in frames of ``FRAME_SECONDS`` (or the
+    sink's ``write_block_s``, for a sink that paces its own frames) and
     records where each piece, and each aligned character, lies on the sink's
     timeline (``pieces``, ``char_ends``: what was heard is read from them).
 
@@ -163,6 +164,9 @@ class SinkStage:
         self.char_ends: list[tuple[str, float]] = []  # aligned characters, when each ends
         self.written_s = 0.0
         self._index: int | None = None
+        # A sink that paces its own frames (the socket sink) takes larger writes:
+        # fewer passes of this loop per second of audio.
+        self._block_s = float(getattr(sink, "write_block_s", FRAME_SECONDS))
 
     def note_first_audio(self) -> None:
         """Stamp ``first_audio`` from the sink, once playback has taken this turn's
@@ -213,7 +217,7 @@ class SinkStage:
                 started = time.perf_counter_ns()
                 if self.sink.sample_rate and item.audio.sample_rate != self.sink.sample_rate:
                     self.m.resampled_seconds += item.audio.seconds
-                for frame in _frames(item.audio, self.sink.sample_rate):
+                for frame in _frames(item.audio, self.sink.sample_rate, self._block_s):
                     # A write may queue audio before its first checkpoint: once the
                     # turn is interrupted (and the sink silenced), write nothing more.
                     await checkpoint_if_cancelled()
@@ -235,13 +239,15 @@ class SinkStage:
 FRAME_SECONDS = 0.02
 
 
-def _frames(audio: AudioChunk, sink_rate: int) -> Iterator[AudioChunk]:
-    """``audio`` in frames of ``FRAME_SECONDS``. Resampled to the sink's rate first
+def _frames(
+    audio: AudioChunk, sink_rate: int, frame_s: float = FRAME_SECONDS
+) -> Iterator[AudioChunk]:
+    """``audio`` in frames of ``frame_s``. Resampled to the sink's rate first
     (when the sink has one): resampling each frame on its own would break the
     waveform at every frame boundary."""
     if sink_rate and audio.sample_rate != sink_rate:
         audio = AudioChunk(resample(audio.samples, audio.sample_rate, sink_rate), sink_rate)
-    step = max(1, round(audio.sample_rate * FRAME_SECONDS))
+    step = max(1, round(audio.sample_rate * frame_s))
     samples = audio.samples
     for start in range(0, len(samples), step):
         yield AudioChunk(samples[start : start + step], audio.sample_rate)

@@ -101,5 +101,19 @@ class Outbox:
             self._event_chars -= len(item)
         return item
 
+    def take_audio(self, limit: int) -> list[bytes | str]:
+        """The data of the Audio items at the head of the queue, up to ``limit``,
+        taken without waiting (the sender writes them together)."""
+        taken: list[bytes | str] = []
+        items = self._items
+        while items and len(taken) < limit:
+            head = items[0]
+            if not isinstance(head, Audio):
+                break
+            items.popleft()
+            taken.append(head.data)
+        self._audio -= len(taken)
+        return taken
+
     def __len__(self) -> int:
         return len(self._items)

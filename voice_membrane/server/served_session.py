@@ -29,6 +29,7 @@ from ..pipeline.session import Session
 from ..pipeline.turn import Turn, TurnResult
 from ..pipeline.voice_loop import VoiceTurn, turn_record
 from . import protocol as p
+from .batch_send import send_batch
 from .listening_setup import voice_input_for
 from .outbox import Audio, Close, Outbox
 from .rate_limit import Verdict
@@ -40,6 +41,7 @@ from .voice_session import VoiceInput, input_recording
 # How long a turn running when the client left has to end as an interruption
 # (what was heard kept) before it is cancelled with the session.
 SETTLE_S = 2.0
+BATCH_FRAMES = 15  # frames per socket write at most: 300 ms of 20 ms frames
 
 
 class ServedSession:
@@ -364,7 +366,10 @@ class ServedSession:
                 if isinstance(item, Close):
                     await self.ws.close(item.code, item.reason)
                     return
-                await self.ws.send(item.data if isinstance(item, Audio) else item)
+                if isinstance(item, Audio):  # and the frames queued behind it, in one write
+                    await send_batch(self.ws, [item.data, *self.outbox.take_audio(BATCH_FRAMES)])
+                else:
+                    await self.ws.send(item)
             except ConnectionClosed:
                 return
 
