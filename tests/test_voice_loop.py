@@ -209,7 +209,10 @@ REALTIME = {"kind": "null", "realtime": True}
 def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
     tmp_path: Path, preemptive: bool
 ) -> None:
-    config = voice_config(tmp_path, sink=REALTIME, endpoint={"preemptive": preemptive})
+    # A long end silence: the recognizer's final (~0.4 s after the speech, up to
+    # ~1 s on a loaded machine) comes within it, so a reply can start held.
+    endpoint = {"preemptive": preemptive, "end_silence_s": 1.5}
+    config = voice_config(tmp_path, sink=REALTIME, endpoint=endpoint)
     turns, session, played = converse_with_sink(config, SPEECH / "questions/weather_paris.wav")
     (turn,) = turns
     assert turn.latency.preemptive is preemptive
