@@ -254,6 +254,7 @@ def test_a_worker_that_cannot_start_stops_the_group_in_one_line(tmp_path: Path) 
 
 async def test_workers_of_a_killed_parent_drain_and_exit(tmp_path: Path) -> None:
     async with serve_group(write_pipeline(tmp_path, "short", "Hi!")) as group:
+        await group.wait_for("workers", 1)  # (logged just after the pids line)
         group.process.kill()  # no signal to pass on: the kernel tells the workers
         group.process.wait()
         await group.wait_for("drain_end", 2)
