@@ -205,20 +205,14 @@ class Endpointer:
         only new input can. A caller whose audio comes in frames calls
         ``advance`` then instead of at the next frame, so no decision waits
         for a frame's length (docs/listening.md says what that costs)."""
-        s, u, now = self.settings, self._u, self._now
+        u = self._u
         due: list[int] = []
         if u is not None and not u.speaking and u.end_at is not None:
-            assert u.finalize_at is not None
-            unfinished = self._words.sounds_unfinished(" ".join(u.finals) or u.partial)
-            quiet = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
-            wait = max(quiet, u.finalize_at + self._n(s.final_wait_s))
-            due += [quiet, wait, u.end_at + self._n(s.max_delay_s)]
+            quiet, wait, cap = self._end_deadlines(u)
+            due += [quiet, max(quiet, wait), cap]
         if self._paused_at is not None:
-            if u is None:
-                due.append(max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S)))
-            else:
-                due.append(self._paused_at + self._n(s.false_interruption_s))
-        later = [at for at in due if at > now]
+            due.append(self._resume_deadline(u))
+        later = [at for at in due if at > self._now]
         return min(later) if later else None
 
     # the machinery
@@ -367,24 +361,34 @@ class Endpointer:
         was never confirmed and ``_BLIP_QUIET_S`` passed; or its utterance is
         over and settled with no real words (a cough, "mm-hm"); or
         ``false_interruption_s`` passed (noise that goes on)."""
-        s, now = self.settings, self._now
-        assert self._paused_at is not None
-        if u is None:
-            quiet = max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S))
-            return min(now, quiet) if now >= quiet else None
-        if not u.speaking and u.final_at is not None:
+        now = self._now
+        if u is not None and not u.speaking and u.final_at is not None:
             return now
-        resume_at = self._paused_at + self._n(s.false_interruption_s)
+        resume_at = self._resume_deadline(u)
         return min(now, resume_at) if now >= resume_at else None
 
-    def _maybe_end(self, u: _Utterance) -> list[Decision]:
-        s, now = self.settings, self._now
+    def _resume_deadline(self, u: _Utterance | None) -> int:
+        """When a pause resumes by time alone: ``_BLIP_QUIET_S`` after the
+        speech that caused it, or ``false_interruption_s`` into an utterance."""
+        assert self._paused_at is not None
+        if u is None:
+            return max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S))
+        return self._paused_at + self._n(self.settings.false_interruption_s)
+
+    def _end_deadlines(self, u: _Utterance) -> tuple[int, int, int]:
+        """An utterance's end silence (longer when it sounds unfinished), the
+        wait for a final after the finalize, and the hard cap, in samples."""
+        s = self.settings
         assert u.end_at is not None and u.finalize_at is not None
-        text = " ".join(u.finals)
-        unfinished = self._words.sounds_unfinished(text or u.partial)
+        unfinished = self._words.sounds_unfinished(" ".join(u.finals) or u.partial)
         quiet_until = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
         wait_until = u.finalize_at + self._n(s.final_wait_s)
-        cap = u.end_at + self._n(s.max_delay_s)
+        return quiet_until, wait_until, u.end_at + self._n(s.max_delay_s)
+
+    def _maybe_end(self, u: _Utterance) -> list[Decision]:
+        now = self._now
+        text = " ".join(u.finals)
+        quiet_until, wait_until, cap = self._end_deadlines(u)
         reason: EndReason
         if u.final_at is not None and now >= quiet_until:
             reason, at = "final", max(quiet_until, u.final_at)
