@@ -26,7 +26,7 @@ from voice_membrane.listening.engines import VadError, make_vad
 from voice_membrane.listening.front import VadFront
 from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.settings import VadSettings
-from voice_membrane.listening.silero import SileroVad
+from voice_membrane.listening.silero import SileroVad, model_path, shared_session
 from voice_membrane.listening.vad import (
     SpeechEnd,
     SpeechStart,
@@ -233,6 +233,21 @@ def test_the_stream_resampler_ignores_chunking(sizes: list[int], rates: tuple[in
             parts.append(r.feed(audio[at : at + size]))
             at += size
     assert np.array_equal(np.concatenate(parts), whole)
+
+
+@pytest.mark.parametrize("rate", [16_000, 8000])
+def test_each_rate_runs_a_model_that_scores_as_the_full_model_does(rate: int) -> None:
+    # 16 kHz runs the branch-free graph when the wheel ships it; 8 kHz must not
+    # (that graph computes 16 kHz features: up to 0.24 apart on these fixtures).
+    audio = conversation().audio if rate == RATE else telephone(conversation().audio)
+    full_model = model_path().parent / "silero_vad.onnx"
+    full = SileroVad(sample_rate=rate, session=shared_session(full_model))
+    chosen = SileroVad(sample_rate=rate)
+    windows = [e for e in run(chosen, audio) if isinstance(e, VadWindow)]
+    reference = [e for e in run(full, audio) if isinstance(e, VadWindow)]
+    assert len(windows) == len(reference) > 100
+    worst = max(abs(a.probability - b.probability) for a, b in zip(windows, reference, strict=True))
+    assert worst < 1e-5
 
 
 def test_reset_starts_a_new_session_and_gives_the_same_events_again() -> None:
