@@ -204,3 +204,47 @@ def test_a_session_start_loads_no_certificates(
 
     anyio.run(main)
     assert made == []
+
+
+def test_utterance_sockets_offer_no_compression(fake: FakeDeepgram) -> None:
+    """Audio does not compress: websockets' default permessage-deflate offer
+    only costs the server CPU on every frame."""
+    fake.add(SAID)
+    assert run(fake, seconds=1.2).error is None
+    assert "sec-websocket-extensions" not in fake.connections[0].headers
+
+
+def test_a_wss_socket_is_opened_with_the_shared_tls_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On wss:// websockets would build a TLS context (the CA bundle, ~20 ms of
+    the event loop) for every utterance's socket; the engine passes the
+    process's own. (No TLS fake here: the SDK's connect is watched instead.)"""
+    import contextlib
+
+    from deepgram.listen.v1 import client
+
+    from voice_membrane.vendors.tls import shared_ssl_context
+
+    seen: list[tuple[str, dict[str, object]]] = []
+
+    @contextlib.asynccontextmanager
+    async def watched(uri: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen.append((uri, kwargs))
+        raise ConnectionRefusedError("watched only")
+        yield
+
+    monkeypatch.setattr(client, "websockets_client_connect", watched)
+
+    async def main() -> None:
+        engine = DeepgramStt("nova-3", api_key=KEY, base_url="wss://stt.invalid")
+        await engine.start()
+        with pytest.raises(SttError):
+            async with engine.stream():
+                pass
+        await engine.aclose()
+
+    anyio.run(main)
+    [(uri, kwargs)] = seen
+    assert uri.startswith("wss://stt.invalid/")
+    assert kwargs["ssl"] is shared_ssl_context() and kwargs["compression"] is None

@@ -28,7 +28,7 @@ with warnings.catch_warnings():  # the SDK imports websockets.legacy (deprecated
     from deepgram import AsyncDeepgramClient
     from deepgram.core.api_error import ApiError
     from deepgram.environment import DeepgramClientEnvironment
-    from deepgram.listen.v1 import raw_client as _raw_client  # noqa: F401 (imported quietly)
+    from deepgram.listen.v1 import client as _socket_client
 
 from ..infra.redact import remember
 from ..vendors.credentials import key_problem
@@ -47,6 +47,29 @@ from .socket_errors import (
 
 KEY_ENV = "DEEPGRAM_API_KEY"
 SAMPLE_RATE = 16000
+
+
+def _use_lean_sockets() -> None:
+    """The SDK opens each utterance's socket with ``websockets``' defaults and
+    takes no say in them: on ``wss://`` a TLS context built per socket (the CA
+    bundle: ~20 ms of the event loop, which every other session waits on) and
+    permessage-deflate offered for audio that does not compress (2.7 % of
+    serve's samples at 50 callers). Its connect function, a global of the
+    module ``client.listen.v1.connect`` runs in, is wrapped once to pass the
+    process's TLS context and no compression (tests/test_stt_deepgram.py sees
+    both on the socket the SDK opens, so an SDK that moves it fails there)."""
+    sdk_connect: Any = getattr(_socket_client, "websockets_client_connect")  # noqa: B009 (not exported)
+    if getattr(sdk_connect, "lean", False):
+        return
+
+    def connect(uri: str, **kwargs: Any) -> Any:
+        if uri.startswith("wss:"):
+            kwargs.setdefault("ssl", shared_ssl_context())
+        kwargs.setdefault("compression", None)
+        return sdk_connect(uri, **kwargs)
+
+    connect.lean = True  # type: ignore[attr-defined]
+    setattr(_socket_client, "websockets_client_connect", connect)  # noqa: B010 (not exported)
 
 
 class DeepgramStt:
@@ -106,6 +129,7 @@ class DeepgramStt:
         # of the event loop (every session's audio waits), and no request uses it.
         self._http = httpx.AsyncClient(verify=shared_ssl_context(), timeout=60.0)
         self._client = AsyncDeepgramClient(**kwargs, httpx_client=self._http)
+        _use_lean_sockets()
 
     def stream(self) -> DeepgramStream:
         if self._client is None:
