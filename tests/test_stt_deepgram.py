@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from voice_membrane.stt.base import SttError
-from voice_membrane.stt.deepgram import DeepgramStt
+from voice_membrane.stt.deepgram import CLOSE_TIMEOUT_S, DeepgramStt
 from voice_membrane.stt.retrying import RetryingStt
 from voice_membrane.testing.fake_deepgram import FakeDeepgram
 from voice_membrane.testing.stt_drive import Heard, drive, speech
@@ -248,3 +248,5 @@ def test_a_wss_socket_is_opened_with_the_shared_tls_context(
     [(uri, kwargs)] = seen
     assert uri.startswith("wss://stt.invalid/")
     assert kwargs["ssl"] is shared_ssl_context() and kwargs["compression"] is None
+    # a stalled service holds the close for 3 x close_timeout (30 s by default)
+    assert kwargs["close_timeout"] == CLOSE_TIMEOUT_S

@@ -47,6 +47,10 @@ from .socket_errors import (
 
 KEY_ENV = "DEEPGRAM_API_KEY"
 SAMPLE_RATE = 16000
+# How long closing an utterance's socket waits for the service's side of the
+# close: the transcripts are read by then, and a stalled service would
+# otherwise hold the session's end for websockets' 10 s, three times over.
+CLOSE_TIMEOUT_S = 1.0
 
 
 def _use_lean_sockets() -> None:
@@ -66,6 +70,7 @@ def _use_lean_sockets() -> None:
         if uri.startswith("wss:"):
             kwargs.setdefault("ssl", shared_ssl_context())
         kwargs.setdefault("compression", None)
+        kwargs.setdefault("close_timeout", CLOSE_TIMEOUT_S)
         return sdk_connect(uri, **kwargs)
 
     connect.lean = True  # type: ignore[attr-defined]
