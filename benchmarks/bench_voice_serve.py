@@ -4,9 +4,9 @@ at 50 at once, against cloud fakes of fixed service times; measured by
 ``voice_membrane.bench.voice_serve`` (its docstring has the method).
 
 ``python -m benchmarks.bench_voice_serve [CALLERS…] [--phone CALLERS…]
-[--phone-barge CALLERS…] [--barge CALLERS…] [--json]`` runs it alone (only the
-sizes given, else the default ones) and prints its section (and its figures as
-JSON).
+[--phone-barge CALLERS…] [--barge CALLERS…] [--workers N] [--json]`` runs it
+alone (only the sizes given, each with ``serve --workers N``, else the default
+ones) and prints its section (and its figures as JSON).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from voice_membrane.bench.voice_serve import (
 LEVELS = (1, 50)  # on /v1/session (protocol 1.1)
 PHONE_LEVELS = (1, 50)  # on /v1/twilio (the fake Twilio caller)
 PHONE_BARGE_LEVELS = (1, 50)  # a phone call, its answers interrupted
+# Sizes run again on both routes with serve --workers 2: what a cloud pipeline
+# gets by default on this 2-core machine (--workers auto: one per core).
+TWO_WORKER_LEVELS = (50,)
 TURNS = 3
 PHONE_TURNS = 2
 LISTENING = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening"
@@ -64,6 +67,8 @@ def run_voice_serve_bench(
     phone_levels: tuple[int, ...] = PHONE_LEVELS,
     phone_barge_levels: tuple[int, ...] = PHONE_BARGE_LEVELS,
     barge_levels: tuple[int, ...] = (),  # /v1/session, its answers interrupted
+    two_worker_levels: tuple[int, ...] = TWO_WORKER_LEVELS,
+    workers: int = 1,  # for every size above
     turns: int = TURNS,
     phone_turns: int = PHONE_TURNS,
     barge_turns: int = BARGE_TURNS,
@@ -72,10 +77,12 @@ def run_voice_serve_bench(
 ) -> VoiceServeResults:
     setup = voice_serve_setup(turns, barge_turns, ramp_s)
     runs = [
-        *(Level(n) for n in levels),
-        *(Level(n, "twilio", turns=phone_turns) for n in phone_levels),
-        *(Level(n, barge=True) for n in barge_levels),
-        *(Level(n, "twilio", barge=True) for n in phone_barge_levels),
+        *(Level(n, workers=workers) for n in levels),
+        *(Level(n, workers=2) for n in two_worker_levels),
+        *(Level(n, "twilio", turns=phone_turns, workers=workers) for n in phone_levels),
+        *(Level(n, "twilio", turns=phone_turns, workers=2) for n in two_worker_levels),
+        *(Level(n, barge=True, workers=workers) for n in barge_levels),
+        *(Level(n, "twilio", barge=True, workers=workers) for n in phone_barge_levels),
     ]
     return run_voice_serve(setup, runs, log)
 
@@ -115,7 +122,7 @@ if __name__ == "__main__":
 
     from benchmarks.report_voice_serve import voice_serve_section
 
-    # [CALLERS…] [--phone CALLERS…] [--phone-barge CALLERS…] [--barge CALLERS…]
+    # [CALLERS…] [--phone CALLERS…] [--phone-barge CALLERS…] [--barge CALLERS…] [--workers N]
     groups: dict[str, list[int]] = {}
     group = "levels"
     for arg in sys.argv[1:]:
@@ -123,15 +130,17 @@ if __name__ == "__main__":
             group = arg[2:].replace("-", "_")
         elif arg.isdigit():
             groups.setdefault(group, []).append(int(arg))
-    chosen = {
+    workers = groups.pop("workers", [1])[-1]
+    chosen: dict[str, object] = {
         {"phone": "phone_levels", "phone_barge": "phone_barge_levels", "barge": "barge_levels"}.get(
             name, name
         ): tuple(values)
         for name, values in groups.items()
     }
     if chosen:  # only what was asked for
-        chosen = {"levels": (), "phone_levels": (), "phone_barge_levels": (), **chosen}
-    results = run_voice_serve_bench(**chosen)  # type: ignore[arg-type]
+        empty = ("levels", "phone_levels", "phone_barge_levels", "two_worker_levels")
+        chosen = {**dict.fromkeys(empty, ()), **chosen}
+    results = run_voice_serve_bench(**chosen, workers=workers)  # type: ignore[arg-type]
     print(voice_serve_section(results))
     if "--json" in sys.argv:
         print(json.dumps(results.summary(), indent=1))

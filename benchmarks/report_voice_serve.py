@@ -8,7 +8,7 @@ from collections import Counter
 
 from benchmarks.markdown import quoted, table
 from voice_membrane.bench.stats import nearest_rank
-from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults
+from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults, workers_note
 from voice_membrane.bench.voice_serve_figures import error_kinds, figure, spread
 
 VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.1)"
@@ -26,7 +26,8 @@ def _spread(level: CallLevel, results: VoiceServeResults, name: str, signed: boo
 
 
 def _who(level: CallLevel) -> str:
-    return f"{level.callers}, {'/v1/twilio' if level.route == 'twilio' else '/v1/session'}"
+    route = "/v1/twilio" if level.route == "twilio" else "/v1/session"
+    return f"{level.callers}, {route}{workers_note(level.workers)}"
 
 
 def ms(seconds: float) -> str:
@@ -50,23 +51,23 @@ def _verdict(results: VoiceServeResults) -> str:
     missed = False
     routes = sorted({lv.route for lv in results.levels}, reverse=True) or ["session"]
     for route, callers in ((r, n) for r in routes for n in TARGET_CALLERS):
-        level = next(
-            (lv for lv in results.levels if lv.callers == callers and lv.route == route), None
-        )
-        if level is None:
+        levels = [lv for lv in results.levels if lv.callers == callers and lv.route == route]
+        if not levels:
             parts.append(f"{callers} on {route}: not run")
             missed = True
-            continue
-        added = spread(figure(level, results.engines, "added"))
-        p50 = added["p50"] if added else float("inf")
-        unanswered = len(level.turns) - len(level.answered())
-        ok = p50 <= TARGET_ADDED_MS and not unanswered and not level.errors
-        missed |= not ok
-        note = f", {unanswered} questions unanswered" if unanswered else ""
-        parts.append(f"{_who(level)}: added p50 {p50:+.0f} ms{note}")
+        met = False
+        for level in levels:  # one per worker count measured
+            added = spread(figure(level, results.engines, "added"))
+            p50 = added["p50"] if added else float("inf")
+            unanswered = len(level.turns) - len(level.answered())
+            met |= p50 <= TARGET_ADDED_MS and not unanswered and not level.errors
+            note = f", {unanswered} questions unanswered" if unanswered else ""
+            parts.append(f"{_who(level)}: added p50 {p50:+.0f} ms{note}")
+        missed |= not met
     target = (
         f"Target (our code adds ≤ {TARGET_ADDED_MS:.0f} ms p50 over the engines' own times, "
-        "at 1 and at 50 concurrent callers, on this 2-core machine)"
+        "at 1 and at 50 concurrent callers, on this 2-core machine; met by a size when one "
+        "of the worker counts measured meets it)"
     )
     return f"{target}: **{'missed' if missed else 'met'}** — {'; '.join(parts)}."
 
@@ -177,8 +178,9 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         for level in results.levels
     ]
     method = (
-        "One `voice-membrane serve` process (afresh for each size, warmed by one spoken "
-        "question) on loopback, its pipeline written by the benchmark: `[stt]` "
+        "One `voice-membrane serve` process, or a group of `--workers N` where the size "
+        "says so (afresh for each size, each worker warmed by a spoken question) on "
+        "loopback, its pipeline written by the benchmark: `[stt]` "
         "`deepgram:nova-3` against the fake Deepgram (the question's words all heard in the "
         f"first 50 ms of each utterance's stream, `Finalize` answered after "
         f"{ms(setup.finalize_s)}), `[llm]` the fake OpenAI (first delta after "

@@ -25,6 +25,7 @@ def test_two_callers_each_get_their_answer_and_the_record_says_where_the_time_we
         phone_levels=(),
         phone_barge_levels=(2,),
         barge_levels=(2,),
+        two_worker_levels=(),
         turns=1,
         barge_turns=1,
         ramp_s=0.2,

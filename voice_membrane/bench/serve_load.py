@@ -40,7 +40,13 @@ from .child import library_env
 from .fakes import fakes_process
 from .load_client import ClientPlan, TurnRecord, read_result, warm_up
 from .scripted import first_piece_delta
-from .serve_process import group_pids, group_rss_mb, run_clients, serve_process
+from .serve_process import (
+    group_pids,
+    group_rss_mb,
+    run_clients,
+    serve_process,
+    warm_every_worker,
+)
 
 if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
@@ -175,7 +181,7 @@ def _run_level(
         open(folder / f"serve-{sessions}-{workers}.log", "w+", encoding="utf-8") as log,
         serve_process(pipeline, env, log, workers) as (url, pid),
     ):
-        _warm_every_worker(url, setup.client, workers, Path(log.name))
+        warm_every_worker(lambda: anyio.run(warm_up, url, setup.client), workers, Path(log.name))
         rss_base = group_rss_mb(group_pids(pid))
         count = max(1, math.ceil(sessions / setup.sessions_per_client))
         shares = [sessions // count + (i < sessions % count) for i in range(count)]
@@ -211,25 +217,6 @@ def _run_level(
         seconds=seconds,
         workers=workers,
     )
-
-
-WARM_UP_TRIES = 12  # per worker: the kernel picks each session's worker
-
-
-def _warm_every_worker(url: str, plan: ClientPlan, workers: int, log: Path) -> None:
-    """Warm-up turns until each worker has ended one (its log lines name it)."""
-    for _ in range(WARM_UP_TRIES * workers):
-        anyio.run(warm_up, url, plan)
-        if workers == 1:
-            return
-        ended = {
-            record.get("worker")
-            for line in log.read_text(errors="replace").splitlines()
-            if line.startswith("{") and (record := json.loads(line)).get("event") == "turn_end"
-        }
-        if len(ended) >= workers:
-            return
-    raise RuntimeError(f"warm-up turns reached only some of the {workers} workers")
 
 
 @dataclass

@@ -5,13 +5,14 @@ time and resident memory read from ``/proc``."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -98,6 +99,26 @@ def serve_process(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+WARM_UP_TRIES = 12  # per worker: the kernel picks each session's worker
+
+
+def warm_every_worker(warm: Callable[[], None], workers: int, log: Path) -> None:
+    """``warm()`` (one warm-up turn) until each worker has ended a turn (the
+    serve log's ``turn_end`` lines name their worker)."""
+    for _ in range(WARM_UP_TRIES * workers):
+        warm()
+        if workers == 1:
+            return
+        ended = {
+            record.get("worker")
+            for line in log.read_text(errors="replace").splitlines()
+            if line.startswith("{") and (record := json.loads(line)).get("event") == "turn_end"
+        }
+        if len(ended) >= workers:
+            return
+    raise RuntimeError(f"warm-up turns reached only some of the {workers} workers")
 
 
 def _wait_ready(process: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> str:

@@ -45,7 +45,13 @@ from .child import library_env
 from .fakes import fakes_process
 from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
 from .serve_load import pipeline_toml as reply_toml
-from .serve_process import rss_mb, run_clients, serve_process
+from .serve_process import (
+    group_pids,
+    group_rss_mb,
+    run_clients,
+    serve_process,
+    warm_every_worker,
+)
 from .voice_caller import (
     CallerPlan,
     CallerResult,
@@ -100,16 +106,23 @@ class VoiceServeSetup:
 class Level:
     """One size measured: ``callers`` at once on ``route`` (``session``: protocol
     1.1 on ``/v1/session``; ``twilio``: phone calls on ``/v1/twilio``), each
-    interrupting every answer if ``barge``; ``turns`` (default: the plan's)."""
+    interrupting every answer if ``barge``; ``turns`` (default: the plan's);
+    ``workers``: serve's worker processes."""
 
     callers: int
     route: str = "session"
     barge: bool = False
     turns: int | None = None
+    workers: int = 1
 
     @property
     def label(self) -> str:
-        return f"{'/v1/twilio' if self.route == 'twilio' else '/v1/session'}, {self.callers}"
+        route = "/v1/twilio" if self.route == "twilio" else "/v1/session"
+        return f"{route}, {self.callers}{workers_note(self.workers)}"
+
+
+def workers_note(workers: int) -> str:
+    return f", {workers} workers" if workers > 1 else ""
 
 
 def voiced_span(path: str, rate: int) -> tuple[int, int]:
@@ -196,6 +209,7 @@ class CallLevel:
     seconds: float  # the calls' wall time
     barge: bool = False  # each answer interrupted by the caller
     route: str = "session"
+    workers: int = 1  # serve's worker processes (CPU and memory count them all)
 
     @property
     def server_cpu_cores(self) -> float:
@@ -221,18 +235,16 @@ def _run_level(
     env: dict[str, str],
     fake_pids: list[int],
     folder: Path,
+    workers: int = 1,
 ) -> CallLevel:
     plan_json = json.dumps(asdict(plan))
-    name = f"serve-{plan.route}-{callers}{'-barge' if plan.interrupt else ''}.log"
+    name = f"serve-{plan.route}-{callers}-{workers}{'-barge' if plan.interrupt else ''}.log"
     with (
         open(folder / name, "w+", encoding="utf-8") as log,
-        serve_process(pipeline, env, log) as (url, pid),
+        serve_process(pipeline, env, log, workers) as (url, pid),
     ):
-        warm = anyio.run(warm_up_call, url, setup.plan)
-        if warm.errors or any(t.errors for t in warm.turns):
-            problems = warm.errors + [e for t in warm.turns for e in t.errors]
-            raise RuntimeError(f"the warm-up call failed: {'; '.join(problems)}")
-        rss_base = rss_mb(pid)
+        warm_every_worker(lambda: _warm_up(url, setup.plan), workers, Path(log.name))
+        rss_base = group_rss_mb(group_pids(pid))
         count = max(1, math.ceil(callers / setup.callers_per_client))
         shares = [callers // count + (i < callers % count) for i in range(count)]
         run = run_clients(
@@ -244,7 +256,17 @@ def _run_level(
     level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
     level.barge = plan.interrupt is not None
     level.route = plan.route
+    level.workers = workers
     return level
+
+
+def _warm_up(url: str, plan: CallerPlan) -> None:
+    """One spoken question: the server's lazy imports (the detector's model, the
+    STT SDK) and its connection pools are then warm."""
+    warm = anyio.run(warm_up_call, url, plan)
+    if warm.errors or any(t.errors for t in warm.turns):
+        problems = warm.errors + [e for t in warm.turns for e in t.errors]
+        raise RuntimeError(f"the warm-up call failed: {'; '.join(problems)}")
 
 
 def _level(
@@ -369,7 +391,14 @@ def run_voice_serve(
             log(f"{'barge-in' if level.barge else 'voice'} over {level.label} callers …")
             plan = setup.plan_for(level)
             done = _run_level(
-                setup, plan, level.callers, fakes.pipeline, fakes.env, fakes.pids, fakes.folder
+                setup,
+                plan,
+                level.callers,
+                fakes.pipeline,
+                fakes.env,
+                fakes.pids,
+                fakes.folder,
+                level.workers,
             )
             (barge if level.barge else results).append(done)
         engines = fakes.engines

@@ -104,6 +104,8 @@ def level_summary(level: CallLevel, engines: EnginesOwn) -> dict[str, Any]:
     lag = level.client_lag_ms
     return {
         "callers": level.callers,
+        "route": level.route,
+        "workers": level.workers,
         "turns": len(level.turns),
         "answered": len(level.answered()),
         "errors": dict(error_kinds(level)),
