@@ -26,6 +26,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from tests.serve_helpers import GUARD_S, read_turn, send, start, write_pipeline
 from tests.test_serve_drain import get
+from voice_membrane.server.run import store_warning
 
 pytestmark = pytest.mark.anyio
 
@@ -209,7 +210,17 @@ async def test_ctrl_c_drains_the_group_and_exits_130(tmp_path: Path) -> None:
             assert await anyio.to_thread.run_sync(group.process.wait) == 130
         await group.wait_for("drain_end", 2)
         lines = [r["line"] for r in group.events("text")]
-        assert lines == ["voice-membrane serve: draining 2 workers (Ctrl-C again to stop now)\n"]
+        assert lines == [
+            f"voice-membrane serve: {store_warning('memory', 2)}\n",  # once listening
+            "voice-membrane serve: draining 2 workers (Ctrl-C again to stop now)\n",
+        ]
+
+
+def test_a_group_on_the_memory_store_is_warned_that_resumes_miss() -> None:
+    warning = store_warning("memory", 3)
+    assert warning is not None and "1 time in 3" in warning and "Redis" in warning
+    assert store_warning("memory", 1) is None  # one process: every resume finds it
+    assert store_warning("redis://127.0.0.1:6379/0", 3) is None
 
 
 def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:

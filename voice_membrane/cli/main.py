@@ -406,7 +406,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 def _serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
     from ..server.log import make_log
-    from ..server.run import run_server, workers_wanted
+    from ..server.run import run_server, store_warning, workers_wanted
 
     token = _token_option(args.token, "serve")
     for flag, value in (
@@ -428,7 +428,7 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
         _exit_if_user_error("serve", exc)
         raise
     if workers > 1:
-        _serve_group(args, workers, pipelines, token, argv)
+        _serve_group(args, workers, pipelines, token, argv, store_warning(sessions.store, workers))
         return
     shutdown_tracing = _start_tracing("serve", args)
     try:
@@ -475,9 +475,11 @@ def _serve_group(
     pipelines: list[Path],
     token: str | None,
     argv: Sequence[str],
+    notice: str | None,
 ) -> None:
     """``serve --workers N``: this process supervises N ``serve`` processes (the
-    same command) on one port (server/workers.py)."""
+    same command) on one port (server/workers.py); ``notice``, said on stderr
+    once they listen."""
     from ..server.log import make_log
     from ..server.run import run_group
     from ..server.workers import GroupError
@@ -496,6 +498,7 @@ def _serve_group(
                 allow_hosts=args.allow_host,
                 drain_timeout_s=args.drain_timeout,
                 log=make_log(args.log_format),
+                notice=notice,
             )
         )
     except GroupError as exc:  # quiet: the worker's own line said why

@@ -57,12 +57,27 @@ def workers_wanted(setting: str | int, pipelines: Sequence[str | Path]) -> int:
     return int(setting)
 
 
+def store_warning(store: str, workers: int) -> str | None:
+    """What a group of ``workers`` on the ``store`` of sessions should be told."""
+    if workers < 2 or store != "memory":
+        return None
+    return (
+        f"warning: {workers} workers with the memory session store: a reconnecting "
+        f"client resumes only if it reaches its own worker (1 time in {workers}); "
+        "set [sessions] store to a Redis URL (docs/serve.md)"
+    )
+
+
 async def run_group(
-    pipelines: Sequence[str | Path], count: int, command: Sequence[str], **options: Any
+    pipelines: Sequence[str | Path],
+    count: int,
+    command: Sequence[str],
+    notice: str | None = None,
+    **options: Any,
 ) -> int:
     """``serve --workers N`` (``count`` > 1): supervise ``count`` workers running
     ``command``; the exit code. A bad pipeline, host or token is refused here, in
-    one line, before any worker starts."""
+    one line, before any worker starts; ``notice`` is said once they listen."""
     Server(pipelines, preload=False, **options)
     group = WorkerGroup(
         argv=command,
@@ -72,6 +87,7 @@ async def run_group(
         drain_timeout_s=options["drain_timeout_s"],
         log=options["log"],
         token=options.get("token"),
+        notice=None if notice is None else f"voice-membrane serve: {notice}",
     )
     return await group.run(READY_LINE)
 

@@ -136,6 +136,7 @@ class WorkerGroup:
     drain_timeout_s: float
     log: Log
     token: str | None = None
+    notice: str | None = None  # said on stderr once the group listens
     stopped_by: int | None = None
     _workers: list[_Worker] = field(default_factory=list)
     _deaths: list[float] = field(default_factory=list)
@@ -165,6 +166,8 @@ class WorkerGroup:
                         pids = [w.pid for w in self._workers]
                         print(ready_line.format(url=self.url), flush=True)
                         print(f"{self.count} workers: pids {', '.join(map(str, pids))}", flush=True)
+                        if self.notice is not None:
+                            print(self.notice, file=sys.stderr, flush=True)
                         self.log(
                             "workers",
                             count=self.count,
