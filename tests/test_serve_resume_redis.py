@@ -173,16 +173,17 @@ async def test_redis_lost_mid_session_degrades_to_memory_with_one_warning(
 
 
 def test_the_session_store_flag_overrides_the_config_file(tmp_path: Path) -> None:
-    from voice_membrane.cli.main import _parse, _session_settings
+    from voice_membrane.cli.main import _parse
+    from voice_membrane.cli.serve_command import session_settings
 
     config = tmp_path / "serve.toml"
     config.write_text('[sessions]\nstore = "redis://10.0.0.7:6379/0"\ngrace_s = 30\n')
     args = _parse(["serve", "--config", str(config)])
-    assert _session_settings(args) == SessionSettings(store="redis://10.0.0.7:6379/0", grace_s=30)
+    assert session_settings(args) == SessionSettings(store="redis://10.0.0.7:6379/0", grace_s=30)
     args = _parse(["serve", "--config", str(config), "--session-store", "memory"])
-    assert _session_settings(args) == SessionSettings(store="memory", grace_s=30)
+    assert session_settings(args) == SessionSettings(store="memory", grace_s=30)
     with pytest.raises(SystemExit, match='--session-store: "memory" or a Redis URL'):
-        _session_settings(_parse(["serve", "--session-store", "http://x"]))
+        session_settings(_parse(["serve", "--session-store", "http://x"]))
 
 
 async def test_a_replica_without_the_pipeline_refuses_the_resume_and_spends_nothing(
