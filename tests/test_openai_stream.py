@@ -205,6 +205,20 @@ async def test_dicts_give_what_the_sdk_objects_gave(name: str) -> None:
         assert error is not None and items  # what came before the error is kept
 
 
+@pytest.mark.anyio
+async def test_the_connection_serves_the_next_reply() -> None:
+    """The bytes after ``[DONE]`` are read (as the SDK does), so the connection
+    goes back to the pool: the next turn pays no new connection."""
+    reply = ScriptedReply.of("Hi there.", delta_chars=3)
+    with FakeOpenAI(reply, reply, reply) as fake:
+        provider = OpenAIProvider(api_key="fake-key", base_url=fake.base_url)
+        for _ in range(3):
+            assert [item async for item in provider.stream(CHAT, CONFIG)]
+        await provider.aclose()
+    peers = {request.peer for request in fake.requests}
+    assert len(peers) == 1 and None not in peers
+
+
 # ------------------------------------------------------------------ the SSE reader
 
 LINE_ENDS = st.sampled_from(["\n", "\r", "\r\n"])
