@@ -6,6 +6,8 @@ The SDK's retries are off (``Membrane`` holds the retry policy) and its errors
 become ``ProviderError``s with one vocabulary of kinds. Request mapping lives in
 ``openai_request``, response reading in ``openai_read``; this module makes the
 calls, keeps the HTTP stream closed when the consumer stops, and maps errors.
+A stream is read through the SDK's raw streaming response, its body as JSON
+dicts (``vendors/openai_stream``), not as the SDK's per-chunk pydantic objects.
 """
 
 from __future__ import annotations
@@ -97,16 +99,16 @@ class OpenAIProvider:
                 # The SDK's raw streaming response: its request, auth and status
                 # errors, its timeouts, but the body read as dicts (openai_stream.py).
                 async with calls.with_streaming_response.create(**kwargs) as response:
-                    stream = chunks(response)
+                    streamed = chunks(response)
                     try:
-                        async for chunk in stream:
+                        async for chunk in streamed:
                             for item in reader.chunk(chunk):
                                 yield item
                             if reader.done:  # a client-side stop: read no further
                                 break
                     finally:
                         with anyio.CancelScope(shield=True):
-                            await stream.aclose()
+                            await streamed.aclose()
                             await response.close()
             else:
                 response = await calls.create(**kwargs)
