@@ -1,6 +1,7 @@
 """Each vendor's adapter and reader fuzzed with generated event streams — valid,
 truncated, mistyped, unknown events — built into the SDK's own objects the way
-the SDK builds them, and run through ``Membrane``: no exception escapes (a
+the SDK builds them (OpenAI's: served as the SSE body its adapter reads), and
+run through ``Membrane``: no exception escapes (a
 failure is a ``ReplyError``), the reply always ends with a ``ReplyResult``, and
 nothing but text-block text is ever visible.
 
@@ -12,17 +13,17 @@ lone surrogate may appear anywhere and must come out as U+FFFD.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import httpx2
 from anthropic._models import construct_type as anthropic_construct
 from anthropic.types import RawMessageStreamEvent
 from google.genai import types as gemini_types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai._models import construct_type as openai_construct
-from openai.types.chat import ChatCompletionChunk
 
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.reply import MembraneItem, ReplyError, ReplyResult
@@ -265,17 +266,38 @@ OPENAI_CHUNK = st.one_of(
 )
 
 
+class SseResponse:
+    """The SDK's raw streaming response over prebuilt chunks, as ``data:`` events
+    (the adapter reads the body itself: ``vendors/openai_stream.py``)."""
+
+    http_request = httpx2.Request("POST", "http://stub/v1/chat/completions")
+    http_version = "HTTP/1.1"
+
+    def __init__(self, chunks: list[Any]) -> None:
+        body = b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in chunks)
+        self.http_response = Stub(aiter_bytes=lambda: Events([body, b"data: [DONE]\n\n"]))
+
+    async def __aenter__(self) -> SseResponse:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
 @SETTINGS
 @given(st.lists(OPENAI_CHUNK, max_size=10))
 def test_openai_reader_survives_any_chunk_stream(chunks: list[Any]) -> None:
     provider = OpenAIProvider(api_key="k")
-    stream = Events([openai_construct(type_=ChatCompletionChunk, value=c) for c in chunks])
 
-    async def create(**_: Any) -> Events:
-        return stream
+    def create(**_: Any) -> SseResponse:
+        return SseResponse(chunks)
 
     provider._client = Stub(  # type: ignore[assignment]
-        base_url="stub", chat=Stub(completions=Stub(create=create))
+        base_url="stub",
+        chat=Stub(completions=Stub(with_streaming_response=Stub(create=create))),
     )
     check(run(provider, "native"))
 

@@ -6,6 +6,8 @@ The SDK's retries are off (``Membrane`` holds the retry policy) and its errors
 become ``ProviderError``s with one vocabulary of kinds. Request mapping lives in
 ``openai_request``, response reading in ``openai_read``; this module makes the
 calls, keeps the HTTP stream closed when the consumer stops, and maps errors.
+A stream is read through the SDK's raw streaming response, its body as JSON
+dicts (``vendors/openai_stream``), not as the SDK's per-chunk pydantic objects.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import openai
 
 from ..infra.redact import remember
 from ..vendors.openai_client import NAME, STREAM_ERRORS, async_client, provider_error
+from ..vendors.openai_stream import chunks
 from ..vocab.provider_output import ProviderOutput
 from .openai_read import ChatReader, TextReader
 from .openai_request import chat_request, completion_request, token_field
@@ -88,27 +91,33 @@ class OpenAIProvider:
             kwargs = self._kwargs(client, built, config, streaming)
             if built.mode == "chat":
                 reader: ChatReader | TextReader = ChatReader(built.stop_sequences)
-                create: Any = client.chat.completions.create
+                calls: Any = client.chat.completions
             else:
                 reader = TextReader(built.stop_sequences, built.end_of_turn)
-                create = client.completions.create
-            response = await create(**kwargs)
+                calls = client.completions
             if streaming:
-                try:
-                    async for chunk in response:
-                        for item in reader.chunk(chunk):
-                            yield item
-                        if reader.done:  # a client-side stop: read no further
-                            break
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await response.close()
-            elif isinstance(reader, ChatReader):
-                for item in reader.completion(response):
-                    yield item
+                # The SDK's raw streaming response: its request, auth and status
+                # errors, its timeouts, but the body read as dicts (openai_stream.py).
+                async with calls.with_streaming_response.create(**kwargs) as response:
+                    streamed = chunks(response)
+                    try:
+                        async for chunk in streamed:
+                            for item in reader.chunk(chunk):
+                                yield item
+                            if reader.done:  # a client-side stop: read no further
+                                break
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await streamed.aclose()
+                            await response.close()
             else:
-                for item in reader.chunk(response):
-                    yield item
+                response = await calls.create(**kwargs)
+                if isinstance(reader, ChatReader):
+                    for item in reader.completion(response):
+                        yield item
+                else:
+                    for item in reader.chunk(response):
+                        yield item
             for item in reader.end():
                 yield item
         except STREAM_ERRORS as exc:

@@ -47,6 +47,7 @@ class RecordedRequest:
     query: dict[str, str]
     headers: dict[str, str]
     body: Any  # parsed JSON (None when the body was empty)
+    peer: str | None = None  # the client's "host:port": one per TCP connection
 
 
 class FakeServer:
@@ -134,6 +135,7 @@ class FakeServer:
                     dict(request.query_params),
                     {k.lower(): v for k, v in request.headers.items()},
                     body,
+                    f"{request.client.host}:{request.client.port}" if request.client else None,
                 )
             )
         return body
