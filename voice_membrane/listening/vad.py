@@ -73,7 +73,19 @@ class SpeechEnd:
     confirmed_at: int
 
 
-VadEvent = VadWindow | SpeechStart | SpeechEnd
+@dataclass(frozen=True, slots=True)
+class LevelRise:
+    """The input's level rose well above its running floor and the start gate
+    (level.py) from ``at_sample``, and had stayed up at ``confirmed_at``: maybe
+    the user beginning to speak, before the model can tell (a cough too).
+    ``level_dbfs``: its quietest block."""
+
+    at_sample: int
+    confirmed_at: int
+    level_dbfs: float
+
+
+VadEvent = VadWindow | SpeechStart | SpeechEnd | LevelRise
 SoundBlocks = Callable[[int], list[tuple[int, int, float]]]
 
 
@@ -143,6 +155,11 @@ class VadStateMachine:
     @property
     def speaking(self) -> bool:
         return self._state in (_State.SPEAKING, _State.STOPPING)
+
+    @property
+    def start_gate(self) -> float:
+        """The level a window must reach now to start speech."""
+        return self.settings.min_level_dbfs if self._gate is None else self._gate.gate().start
 
     @property
     def position(self) -> int:
