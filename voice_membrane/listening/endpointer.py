@@ -59,7 +59,7 @@ _SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
 _ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
 _LEARN_S = 0.5  # echo heard before its level is trusted
 _BLIP_QUIET_S = 0.25  # after a pause on speech the detector never confirmed: resume
-_PHONE_RATE = 8000  # level_pause "auto": on at this rate and below (a phone call)
+PHONE_RATE = 8000  # level_pause "auto": on at this rate and below (a phone call)
 
 
 @dataclass(slots=True)
@@ -95,7 +95,7 @@ class Endpointer:
             settings.echo_margin_db, self._n(settings.echo_warmup_s), self._n(_LEARN_S)
         )
         mode = settings.level_pause
-        self._level_pause = mode == "on" or (mode == "auto" and sample_rate <= _PHONE_RATE)
+        self._level_pause = mode == "on" or (mode == "auto" and sample_rate <= PHONE_RATE)
         self.reset()
 
     def _n(self, seconds: float) -> int:
