@@ -16,7 +16,6 @@ from test_vad_gate import _tv
 from voice_membrane.bench.voiced import voiced_bounds
 from voice_membrane.listening.decisions import (
     Decision,
-    EndOfTurn,
     FinalizeStt,
     Interrupt,
     PausePlayout,
@@ -262,7 +261,7 @@ def test_windows_that_confirm_in_time_keep_the_pause_and_late_ones_do_not() -> N
     assert len(pauses) == 1 and pauses[0].at_sample >= at(4.5, RATE)
 
 
-def test_real_words_during_the_confirmation_window_interrupt() -> None:
+def test_real_words_during_the_confirmation_window_confirm_it() -> None:
     from voice_membrane.listening.vad import SpeechStart
     from voice_membrane.vocab.transcripts import Transcript
 
@@ -270,9 +269,10 @@ def test_real_words_during_the_confirmation_window_interrupt() -> None:
     ep.vad(LevelRise(at(4.0, RATE), at(4.012, RATE), -20.0))
     empty = np.zeros(0, dtype=np.int16)
     ep.vad(SpeechStart(at(4.0, RATE), at(4.2, RATE), at(3.5, RATE), empty))
-    out = ep.transcript(Transcript("stop", True), at(4.25, RATE))
+    assert ep.transcript(Transcript("stop", False), at(4.25, RATE)) == []  # a partial
+    assert ep.advance(at(4.6, RATE)) == []  # no resume at the window's end
+    out = ep.transcript(Transcript("stop", True), at(4.7, RATE))
     assert [type(d) for d in out] == [Interrupt]
-    assert not [d for d in ep.advance(at(6.0, RATE)) if isinstance(d, ResumePlayout | EndOfTurn)]
 
 
 def test_half_duplex_and_off_never_pause_on_a_level() -> None:
@@ -281,3 +281,33 @@ def test_half_duplex_and_off_never_pause_on_a_level() -> None:
         ep = Endpointer(EndpointSettings(**{"level_pause": "on", **kw}), RATE)  # type: ignore[arg-type]
         ep.assistant_speaking(True, 0)
         assert ep.vad(rise) == []
+
+
+def test_on_a_call_heard_at_16_khz_stop_still_pauses_at_its_onset() -> None:
+    # serve's phone route with an STT that takes 16 kHz: the detector hears
+    # the 8 kHz call upsampled
+    from voice_membrane.listening.resample import StreamResampler
+
+    audio, onset = said("stop")
+    wide = StreamResampler(PHONE, RATE).feed(audio)
+    front = SileroVad(VadSettings(), sample_rate=RATE)
+    ep = Endpointer(EndpointSettings(level_pause="on"), RATE)
+    out = ep.assistant_speaking(True, 0)
+    for i in range(0, len(wide), RATE // 50):
+        for event in front.feed(wide[i : i + RATE // 50]):
+            out += ep.vad(event)
+    pauses = [d.at_sample for d in out if isinstance(d, PausePlayout)]
+    assert pauses and 2 * onset <= pauses[0] <= 2 * onset + at(0.025, RATE)
+
+
+def test_auto_is_on_for_a_listener_whose_audio_arrives_at_8_khz() -> None:
+    from voice_membrane.pipeline.config import PipelineConfig
+    from voice_membrane.pipeline.listen_build import listener_for
+
+    class Stt:  # all listener_for reads of the engine
+        sample_rate = RATE
+
+    config = PipelineConfig()
+    for input_rate, mode in ((PHONE, "on"), (RATE, "auto"), (None, "auto")):
+        listener = listener_for(config, Stt(), input_rate=input_rate)  # type: ignore[arg-type]
+        assert listener.endpointer.settings.level_pause == mode
