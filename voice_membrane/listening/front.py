@@ -25,6 +25,7 @@ from .vad import (
     VadEvent,
     VadStateMachine,
     VadWindow,
+    block_levels,
     level_dbfs,
 )
 
@@ -104,6 +105,8 @@ class VadFront(ABC):
         n, nb = len(buf) // window, len(blocks) // size
         window_end = machine.position + window  # (model rate, as the block ends)
         block_at = self._block_at
+        levels = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
+        gate = machine.start_gate  # changes only with a window
         events: list[VadEvent] = []
         i = j = 0
         # windows and level blocks in the order of their ends (a block first on
@@ -111,19 +114,16 @@ class VadFront(ABC):
         # whatever the chunking
         while i < n or j < nb:
             if j < nb and (i >= n or block_at + (j + 1) * size <= window_end + i * window):
-                b = blocks[j * size : (j + 1) * size]
-                rise = self._rise.block(
-                    block_at + j * size, size, level_dbfs(b), machine.start_gate
-                )
+                rise = self._rise.block(block_at + j * size, size, levels[j], gate)
                 if rise is not None:
                     events.append(rise)
                 j += 1
             else:
                 w = buf[i * window : (i + 1) * window]
-                self._recent.append(
-                    (machine.position, w.copy())
-                )  # (the caller may reuse its buffer)
+                # (a copy: the caller may reuse its buffer)
+                self._recent.append((machine.position, w.copy()))
                 events.extend(machine.window(self._score(w), level_dbfs(w), self._blocks_from))
+                gate = machine.start_gate
                 i += 1
         self._pending = buf[n * window :].copy()
         self._block_pending = blocks[nb * size :].copy()

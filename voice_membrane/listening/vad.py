@@ -106,6 +106,23 @@ def level_dbfs(window: Samples) -> float:
     return 20.0 * math.log10(rms / 32768.0) if rms > 0 else SILENT_DBFS
 
 
+def block_levels(samples: Samples, size: int) -> list[float]:
+    """``level_dbfs`` of each ``size`` block of ``samples`` (a whole number of
+    them), in one pass."""
+    if len(samples) == 0:
+        return []
+    x = samples.astype(np.float64).reshape(-1, size)
+    power = (x * x).sum(axis=1)  # each row alone: the same whatever the rows
+    db = 10.0 * np.log10(np.maximum(power, 1.0) / size) - _FULL_SCALE_DB
+    return [
+        level if p > 0 else SILENT_DBFS
+        for level, p in zip(db.tolist(), power.tolist(), strict=True)
+    ]
+
+
+_FULL_SCALE_DB = 20.0 * math.log10(32768.0)
+
+
 class _State(Enum):
     QUIET = 0
     STARTING = 1
