@@ -23,7 +23,7 @@ from voice_membrane.listening.decisions import (
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.settings import BACKCHANNELS, EndpointSettings, VadSettings
 from voice_membrane.listening.silero import SileroVad
-from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadWindow
+from voice_membrane.listening.vad import LevelRise, SpeechEnd, SpeechStart, VadWindow
 from voice_membrane.listening.words import WordJudge
 from voice_membrane.vocab.transcripts import Transcript, Word
 
@@ -464,6 +464,7 @@ _ops = st.lists(
             st.tuples(st.just("heard"), _texts, st.booleans()),
             st.just(("done",)),
             st.tuples(st.just("assistant"), st.booleans()),
+            st.tuples(st.just("rise"), st.floats(-120, 0)),
         ),
     ),
     max_size=60,
@@ -471,12 +472,15 @@ _ops = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_ops)
-def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int, tuple]]) -> None:
-    ep = Endpointer()
+@given(_ops, st.sampled_from(["on", "off"]))
+def test_any_sequence_of_inputs_keeps_the_decisions_coherent(
+    ops: list[tuple[int, tuple]], level_pause: str
+) -> None:
+    ep = Endpointer(EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5))  # type: ignore[arg-type]
     now, speaking, assistant, paused = 0, False, False, False
     held: str | None = None  # the pending tentative end's text
     out: list[object] = []
+    last = [0]  # where the playout last paused or resumed
 
     def take(decisions: list[object]) -> None:
         nonlocal assistant, paused, held
@@ -492,10 +496,11 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int
                 held = None
             if isinstance(d, PausePlayout):
                 assert assistant and not paused
-                paused = True
+                assert d.at_sample >= last[0]  # never before the last resume
+                paused, last[0] = True, d.at_sample
             elif isinstance(d, ResumePlayout):
-                assert paused
-                paused = False
+                assert paused and d.at_sample >= last[0]  # never before its pause
+                paused, last[0] = False, d.at_sample
             elif isinstance(d, Interrupt):
                 assert assistant and d.text
                 assistant = paused = False  # the reply stops
@@ -521,6 +526,8 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(ops: list[tuple[int
             take(ep.transcript(Transcript(op[1], op[2]), now))
         elif op[0] == "done":
             take(ep.transcripts_done(now))
+        elif op[0] == "rise":
+            take(ep.vad(LevelRise(max(0, now - at(0.012)), now, op[1])))
         else:
             assistant = op[1]
             paused = paused and assistant

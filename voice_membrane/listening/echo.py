@@ -28,6 +28,16 @@ class EchoLevel:
     def reset(self) -> None:
         self.level, self._learned = None, 0
 
+    def louder(self, level_dbfs: float, playout_samples: int) -> bool:
+        """Would speech at this level, ``playout_samples`` into the playout, be
+        the user's? (Learns nothing: for a sound the model has not judged.)"""
+        if playout_samples < self.warmup_samples:
+            return False
+        if self.level is None:
+            return True  # a whole warm-up without echo
+        ready = self._learned >= self.learn_samples
+        return ready and level_dbfs >= self.level + self.margin_db
+
     def judge(self, level_dbfs: float, samples: int, playout_samples: int) -> bool:
         """Is this speech window (heard ``playout_samples`` into the playout)
         the user's? Windows judged echo train the estimate."""

@@ -52,13 +52,14 @@ from .decisions import (
 )
 from .echo import EchoLevel
 from .settings import EndpointSettings
-from .vad import SpeechEnd, SpeechStart, VadEvent, VadWindow
+from .vad import LevelRise, SpeechEnd, SpeechStart, VadEvent, VadWindow
 from .words import WordJudge
 
 _SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
 _ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
 _LEARN_S = 0.5  # echo heard before its level is trusted
 _BLIP_QUIET_S = 0.25  # after a pause on speech the detector never confirmed: resume
+PHONE_RATE = 8000  # level_pause "auto": on at this rate and below (a phone call)
 
 
 @dataclass(slots=True)
@@ -93,6 +94,8 @@ class Endpointer:
         self._echo = EchoLevel(
             settings.echo_margin_db, self._n(settings.echo_warmup_s), self._n(_LEARN_S)
         )
+        mode = settings.level_pause
+        self._level_pause = mode == "on" or (mode == "auto" and sample_rate <= PHONE_RATE)
         self.reset()
 
     def _n(self, seconds: float) -> int:
@@ -110,6 +113,9 @@ class Endpointer:
         self._run: tuple[int, int] | None = None  # (start, end)
         self._run_paused = False  # the current stretch has paused the playout once
         self._run_end = 0  # the end of the last such window
+        # a pause on a level rise, until the model confirms speech (or resume then)
+        self._level_until: int | None = None
+        self._not_before = 0  # a speech pause is not dated before the last level resume
         self._echo.reset()
 
     # inputs
@@ -122,7 +128,7 @@ class Endpointer:
             if self._u is not None:  # now over the assistant: no reply held for it
                 out.extend(self._cancel_tentative(self._u))
         elif not speaking:
-            self._playing_since = self._paused_at = None
+            self._playing_since = self._paused_at = self._level_until = None
         return out + self._tick()
 
     def advance(self, at_sample: int) -> list[Decision]:
@@ -130,6 +136,9 @@ class Endpointer:
         return self._tick()
 
     def vad(self, event: VadEvent) -> list[Decision]:
+        if isinstance(event, LevelRise):
+            self._now = max(self._now, event.confirmed_at)
+            return self._level_rise(event) + self._tick()
         if isinstance(event, VadWindow):
             self._now = max(self._now, event.at_sample + event.samples)
             self._window(event)
@@ -173,7 +182,7 @@ class Endpointer:
                 u.final_at = self._now
             if real and self._playing_since is not None and not u.interrupted:
                 u.interrupted = True
-                self._playing_since = self._paused_at = None
+                self._playing_since = self._paused_at = self._level_until = None
                 out.append(Interrupt(" ".join(u.finals), self._now))
         return out + self._tick()
 
@@ -210,7 +219,9 @@ class Endpointer:
         if u is not None and not u.speaking and u.end_at is not None:
             quiet, wait, cap = self._end_deadlines(u)
             due += [quiet, max(quiet, wait), cap]
-        if self._paused_at is not None:
+        if self._paused_at is not None and self._level_until is None:
+            # (a level pause's resume waits for the input up to its deadline:
+            # the windows that would confirm it may still be on their way)
             due.append(self._resume_deadline(u))
         later = [at for at in due if at > self._now]
         return min(later) if later else None
@@ -232,7 +243,7 @@ class Endpointer:
         if u is not None and u.accepted:
             self._note_run(w)
             return  # the user's own speech teaches nothing about the echo
-        if self._paused_at is not None:
+        if self._paused_at is not None and self._level_until is None:
             loud = True  # the assistant is silent: what is heard is the user
         elif self.settings.echo == "aec":
             loud = True
@@ -262,6 +273,40 @@ class Endpointer:
             run, self._run_paused = (w.at_sample, end), False
         self._run = (run[0], end)
         self._run_end = end
+        until = self._level_until
+        if (
+            until is not None
+            and end <= until
+            and end - run[0] >= self._n(self.settings.pause_min_speech_s)
+        ):
+            self._confirm_level()
+
+    def _level_rise(self, e: LevelRise) -> list[Decision]:
+        """A level rise over the playout pauses it at once, for the model to
+        confirm within ``level_confirm_s``: past the echo warm-up, and in
+        ``"level"`` echo mode only when it is louder than the echo by the
+        margin (the front's gate has kept the room's background out)."""
+        s, u = self.settings, self._u
+        if not self._level_pause or not self._playout() or s.echo == "half_duplex":
+            return []
+        if u is not None and (u.paused or u.interrupted):
+            return []  # an utterance pauses the playout once
+        assert self._playing_since is not None
+        heard = e.confirmed_at - self._playing_since
+        if heard < self._n(s.echo_warmup_s):
+            return []
+        if s.echo == "level" and not self._echo.louder(e.level_dbfs, heard):
+            return []
+        self._paused_at = e.confirmed_at
+        self._level_until = e.confirmed_at + self._n(s.level_confirm_s)
+        return [PausePlayout(e.confirmed_at)]
+
+    def _confirm_level(self) -> None:
+        """The model heard speech: the level pause is a speech pause now."""
+        self._level_until = None
+        self._run_paused = True
+        if self._u is not None:
+            self._u.paused = True
 
     def _speech_start(self, e: SpeechStart) -> None:
         u = self._u
@@ -282,7 +327,8 @@ class Endpointer:
             e.at_sample, during, accepted, e.confirmed_at, e.at_sample, e.confirmed_at, loud=loud
         )
         self._u.loud_from = loud_windows[0][0] if loud_windows else None
-        self._u.paused = self._paused_at is not None  # its start paused the playout
+        # its start paused the playout (a level pause counts once confirmed)
+        self._u.paused = self._paused_at is not None and self._level_until is None
         self._u.stream_from = e.audio_from
 
     def _tick(self) -> list[Decision]:
@@ -296,7 +342,14 @@ class Endpointer:
                 if u is not None:
                     u.paused = True
                 out.append(PausePlayout(pause_at))
-        if self._paused_at is not None and not (u is not None and u.real):
+        if self._level_until is not None and u is not None and u.accepted and u.real:
+            self._confirm_level()
+        if self._level_until is not None:
+            if self._now >= self._level_until:  # the model heard no speech in time
+                out.append(ResumePlayout(self._level_until))
+                self._not_before = self._level_until
+                self._paused_at = self._level_until = None
+        elif self._paused_at is not None and not (u is not None and u.real):
             resume_at = self._resume_at(u)
             if resume_at is not None:
                 out.append(ResumePlayout(resume_at))
@@ -345,13 +398,13 @@ class Endpointer:
         need = self._n(s.pause_min_speech_s)
         if self._run is not None and not self._run_paused and not (u is not None and u.paused):
             start, end = self._run
-            at = max(start + need, warm)
+            at = max(start + need, warm, self._not_before)
             if end >= at:
                 return at
         if u is not None and u.accepted and u.speaking and not u.paused:
             # speech heard up to the mark: a stop the detector has not confirmed
             # yet must not count as speech
-            at = max(u.run_start + need, u.accepted_at, warm)
+            at = max(u.run_start + need, u.accepted_at, warm, self._not_before)
             if u.voiced_end >= at:
                 return at
         return None
@@ -412,7 +465,7 @@ class Endpointer:
         else:
             self._closed = "turn"
             if self._playing_since is not None and not u.interrupted:
-                self._playing_since = self._paused_at = None
+                self._playing_since = self._paused_at = self._level_until = None
                 out.append(Interrupt(text, at))
             out.append(EndOfTurn(text, reason, at, u.end_at, tentative == text))
             tentative = None
@@ -420,5 +473,5 @@ class Endpointer:
             out.append(TentativeCancelled(at))
         if self._paused_at is not None:
             out.append(ResumePlayout(at))
-            self._paused_at = None
+            self._paused_at = self._level_until = None
         return out

@@ -15,9 +15,19 @@ from typing import Protocol
 import numpy as np
 
 from ..vocab.audio import Samples
+from .level import LevelRiseWatch
 from .resample import StreamResampler
 from .settings import VadSettings
-from .vad import SpeechEnd, SpeechStart, VadEvent, VadStateMachine, VadWindow, level_dbfs
+from .vad import (
+    LevelRise,
+    SpeechEnd,
+    SpeechStart,
+    VadEvent,
+    VadStateMachine,
+    VadWindow,
+    block_levels,
+    level_dbfs,
+)
 
 _RECENT_WINDOWS = 8  # kept to date a stop by its sound: the smoothing's lag and more
 _BLOCK_S = 0.004  # the precision a stop is dated to
@@ -52,6 +62,8 @@ class VadFront(ABC):
         self.window = window
         self._machine = VadStateMachine(settings, model_rate, window)
         self._resampler = StreamResampler(sample_rate, model_rate)
+        self._block = max(1, round(_BLOCK_S * model_rate))
+        self._rise = LevelRiseWatch(settings.rise_db, settings.rise_s, self._block, model_rate)
         # the pre-roll, the confirmation run and a window of slack, at the input rate
         span = settings.preroll_s + settings.min_speech_s + 2 * window / model_rate
         self._capacity = int(span * sample_rate) + 1
@@ -62,6 +74,9 @@ class VadFront(ABC):
         self._machine.reset()
         self._resampler.reset()
         self._pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a window
+        self._rise.reset()
+        self._block_pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a block
+        self._block_at = 0  # where the pending block starts (model rate)
         self._recent: deque[tuple[int, Samples]] = deque(maxlen=_RECENT_WINDOWS)
         self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
         self._fed = 0
@@ -85,14 +100,34 @@ class VadFront(ABC):
         self._history = np.concatenate([self._history, samples])
         model = self._resampler.feed(samples)
         buf = np.concatenate([self._pending, model]) if len(self._pending) else model
-        n = len(buf) // self.window
+        blocks = np.concatenate([self._block_pending, model]) if len(self._block_pending) else model
+        machine, window, size = self._machine, self.window, self._block
+        n, nb = len(buf) // window, len(blocks) // size
+        window_end = machine.position + window  # (model rate, as the block ends)
+        block_at = self._block_at
+        levels = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
+        gate = machine.start_gate  # changes only with a window
         events: list[VadEvent] = []
-        machine = self._machine
-        for i in range(n):
-            w = buf[i * self.window : (i + 1) * self.window]
-            self._recent.append((machine.position, w.copy()))  # (the caller may reuse its buffer)
-            events.extend(machine.window(self._score(w), level_dbfs(w), self._blocks_from))
-        self._pending = buf[n * self.window :].copy()
+        i = j = 0
+        # windows and level blocks in the order of their ends (a block first on
+        # a tie): each block is judged by the gate of the windows before it,
+        # whatever the chunking
+        while i < n or j < nb:
+            if j < nb and (i >= n or block_at + (j + 1) * size <= window_end + i * window):
+                rise = self._rise.block(block_at + j * size, size, levels[j], gate)
+                if rise is not None:
+                    events.append(rise)
+                j += 1
+            else:
+                w = buf[i * window : (i + 1) * window]
+                # (a copy: the caller may reuse its buffer)
+                self._recent.append((machine.position, w.copy()))
+                events.extend(machine.window(self._score(w), level_dbfs(w), self._blocks_from))
+                gate = machine.start_gate
+                i += 1
+        self._pending = buf[n * window :].copy()
+        self._block_pending = blocks[nb * size :].copy()
+        self._block_at = block_at + nb * size
         out = [self._to_input(e) for e in events]
         self._history = self._history[-self._capacity :]
         return out
@@ -143,6 +178,10 @@ class VadFront(ABC):
             )
         if isinstance(event, SpeechStart):
             return self._with_audio(self._at(event.at_sample), self._at(event.confirmed_at))
+        if isinstance(event, LevelRise):
+            return LevelRise(
+                self._at(event.at_sample), self._at(event.confirmed_at), event.level_dbfs
+            )
         return SpeechEnd(self._at(event.at_sample), self._at(event.confirmed_at))
 
     def _with_audio(self, at: int, confirmed: int) -> SpeechStart:

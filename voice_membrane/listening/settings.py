@@ -32,6 +32,9 @@ class VadSettings(BaseModel):
     gate: Literal["adaptive", "fixed"] = "adaptive"  # fixed: min_level_dbfs alone
     gate_margin_db: float = Field(6.0, ge=0.0, le=40.0)  # above the background's speech
     preroll_s: float = Field(0.5, ge=0.0, le=2.0)
+    # a level rise (level.py): this far over the running floor, for this long
+    rise_db: float = Field(12.0, ge=3.0, le=60.0)
+    rise_s: float = Field(0.012, ge=0.004, le=0.2)
     webrtc_aggressiveness: int = Field(3, ge=0, le=3)
     webrtc_frame_ms: Literal[10, 20, 30] = 30
 
@@ -64,6 +67,10 @@ class EndpointSettings(BaseModel):
     echo: Literal["level", "aec", "half_duplex"] = "level"
     echo_margin_db: float = Field(10.0, ge=0.0, le=60.0)
     echo_warmup_s: float = Field(3.0, ge=0.0, le=30.0)
+    # Pause on a level rise over the playout, before the model hears speech
+    # (docs/listening.md, "Level pause"); auto: on at 8 kHz (a phone call)
+    level_pause: Literal["auto", "on", "off"] = "auto"
+    level_confirm_s: float = Field(0.3, gt=0.0, le=2.0)  # for the model to confirm it
 
     @model_validator(mode="after")
     def _order(self) -> EndpointSettings:

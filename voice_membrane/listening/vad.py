@@ -73,7 +73,19 @@ class SpeechEnd:
     confirmed_at: int
 
 
-VadEvent = VadWindow | SpeechStart | SpeechEnd
+@dataclass(frozen=True, slots=True)
+class LevelRise:
+    """The input's level rose well above its running floor and the start gate
+    (level.py) from ``at_sample``, and had stayed up at ``confirmed_at``: maybe
+    the user beginning to speak, before the model can tell (a cough too).
+    ``level_dbfs``: its quietest block."""
+
+    at_sample: int
+    confirmed_at: int
+    level_dbfs: float
+
+
+VadEvent = VadWindow | SpeechStart | SpeechEnd | LevelRise
 SoundBlocks = Callable[[int], list[tuple[int, int, float]]]
 
 
@@ -92,6 +104,23 @@ def level_dbfs(window: Samples) -> float:
     x = window.astype(np.float64)
     rms = math.sqrt(float(np.dot(x, x)) / len(x))
     return 20.0 * math.log10(rms / 32768.0) if rms > 0 else SILENT_DBFS
+
+
+def block_levels(samples: Samples, size: int) -> list[float]:
+    """``level_dbfs`` of each ``size`` block of ``samples`` (a whole number of
+    them), in one pass."""
+    if len(samples) == 0:
+        return []
+    x = samples.astype(np.float64).reshape(-1, size)
+    power = (x * x).sum(axis=1)  # each row alone: the same whatever the rows
+    db = 10.0 * np.log10(np.maximum(power, 1.0) / size) - _FULL_SCALE_DB
+    return [
+        level if p > 0 else SILENT_DBFS
+        for level, p in zip(db.tolist(), power.tolist(), strict=True)
+    ]
+
+
+_FULL_SCALE_DB = 20.0 * math.log10(32768.0)
 
 
 class _State(Enum):
@@ -143,6 +172,11 @@ class VadStateMachine:
     @property
     def speaking(self) -> bool:
         return self._state in (_State.SPEAKING, _State.STOPPING)
+
+    @property
+    def start_gate(self) -> float:
+        """The level a window must reach now to start speech."""
+        return self.settings.min_level_dbfs if self._gate is None else self._gate.gate().start
 
     @property
     def position(self) -> int:

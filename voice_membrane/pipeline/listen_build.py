@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..listening.endpointer import Endpointer
+from ..listening.endpointer import PHONE_RATE, Endpointer
 from ..listening.engines import make_vad
 from ..listening.push_to_talk import PushToTalk
 from ..stt.base import SttEngine, SttError
@@ -37,10 +37,18 @@ def stt_for(
     return engine
 
 
-def listener_for(config: PipelineConfig, stt: SttEngine) -> Listener:
-    """The listener over a started ``stt``: the detector at the engine's rate."""
+def listener_for(
+    config: PipelineConfig, stt: SttEngine, *, input_rate: int | None = None
+) -> Listener:
+    """The listener over a started ``stt``: the detector at the engine's rate.
+    ``input_rate``: the rate the audio arrives at; at 8 kHz (a call) the level
+    pause's ``auto`` is on even when the engine takes 16 kHz (the 8 kHz sound
+    upsampled is what the detector hears)."""
     rate = stt.sample_rate
-    return Listener(make_vad(config.vad, rate), stt, Endpointer(config.endpoint, rate))
+    endpoint = config.endpoint
+    if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
+        endpoint = endpoint.model_copy(update={"level_pause": "on"})
+    return Listener(make_vad(config.vad, rate), stt, Endpointer(endpoint, rate))
 
 
 def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Listener, PushToTalk]:

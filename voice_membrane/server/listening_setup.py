@@ -42,6 +42,7 @@ async def voice_input_for(
         if turn_taking == "push_to_talk":
             listener, button = push_to_talk_listener(config, stt)
             return VoiceInput(declared, session, listener, hooks, button)
-        return VoiceInput(declared, session, listener_for(config, stt), hooks)
+        listener = listener_for(config, stt, input_rate=declared.sample_rate)
+        return VoiceInput(declared, session, listener, hooks)
     except (VadError, ValueError) as exc:
         raise ListeningFailed(f"voice activity detector: {exc}") from None
