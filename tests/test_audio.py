@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,20 @@ def test_ulaw_round_trip() -> None:
     # Logarithmic steps: within 1/16 of the magnitude (plus the smallest step), never worse.
     assert np.all(error <= np.abs(samples.astype(np.int32)) // 16 + 8)
     assert len(ulaw_from_pcm16(samples)) == len(samples)
+
+
+def test_ulaw_tables_give_every_code_of_the_reference() -> None:
+    # Every int16 and every code, against Python's own G.711 (audioop: 3.11 and 3.12).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        audioop = pytest.importorskip("audioop")
+    every_sample = np.arange(-32768, 32768, dtype=np.int16)
+    assert ulaw_from_pcm16(every_sample) == audioop.lin2ulaw(every_sample.tobytes(), 2)
+    assert ulaw_from_pcm16(every_sample[::-7]) == audioop.lin2ulaw(every_sample[::-7].tobytes(), 2)
+    every_code = bytes(range(256))
+    decoded = np.frombuffer(audioop.ulaw2lin(every_code, 2), dtype="<i2")
+    assert pcm16_from_ulaw(every_code).tolist() == decoded.tolist()
+    assert pcm16_from_ulaw(every_code).dtype == np.int16
+    # Wider integers are clipped as the reference encoder clips them.
+    wide = np.array([70000, -70000, 5], dtype=np.int32)
+    assert ulaw_from_pcm16(wide) == ulaw_from_pcm16(np.array([32767, -32768, 5], np.int16))

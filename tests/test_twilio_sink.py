@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import math
 from typing import Any
 
 import anyio
@@ -292,3 +293,117 @@ async def test_a_pause_with_everything_heard_sends_nothing_until_the_resume() ->
         assert outbox.flush() == []
         sink.resume()
     assert media_bytes(outbox.flush()) == ulaw_from_pcm16(speech(0.1, seed=3))
+
+
+class FakeClock:
+    """The sink's clock and sleep: a sleep moves the time on at once (a paced
+    write is then instant and its schedule exact)."""
+
+    def __init__(self) -> None:
+        self.now_ns = 1_000_000_000
+        self.sleeps: list[float] = []
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    async def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(seconds)
+        self.now_ns += round(seconds * 1e9)
+        await anyio.sleep(0)
+
+
+class TimedOutbox(FakeOutbox):
+    """Also notes when (by the fake clock) each media message was queued."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.media_at: list[tuple[int, int]] = []  # (time, bytes)
+
+    def put(self, item: Item) -> bool:
+        if isinstance(item, Audio) and '"media"' in item.data:
+            payload = json.loads(item.data)["media"]["payload"]
+            self.media_at.append((self.clock.now_ns, len(base64.b64decode(payload))))
+        return super().put(item)
+
+
+def mark_positions(messages: list[dict[str, Any]]) -> list[int]:
+    """The audio (bytes) sent before each mark."""
+    sent, out = 0, []
+    for m in messages:
+        if m["event"] == "media":
+            sent += len(base64.b64decode(m["media"]["payload"]))
+        elif m["event"] == "mark":
+            out.append(sent)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    refill_s=st.sampled_from([0.02, 0.04, 0.06, 0.1, 0.2]),
+    cuts=st.lists(st.integers(0, 8000), max_size=20),
+)
+def test_batched_media_keep_the_bytes_and_marks_and_stay_within_the_lead(
+    refill_s: float, cuts: list[int]
+) -> None:
+    from types import SimpleNamespace
+
+    import voice_membrane.server.twilio_sink as twilio_sink
+
+    samples = speech(1.0, seed=7)
+    lead_s = 0.2
+
+    def send(pieces: list[Samples], refill: float) -> tuple[TimedOutbox, FakeClock]:
+        clock = FakeClock()
+        fake_anyio = SimpleNamespace(
+            sleep=clock.sleep, Event=anyio.Event, move_on_after=anyio.move_on_after
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(twilio_sink, "time", clock)
+            patch.setattr(twilio_sink, "anyio", fake_anyio)
+            outbox = TimedOutbox(clock)
+
+            async def run() -> None:
+                sink = TwilioSink(outbox, SID, lead_s=lead_s, refill_s=refill)
+                await sink.open()
+                for piece in pieces:
+                    await sink.write(AudioChunk(piece, 8000))
+
+            anyio.run(run)
+        return outbox, clock
+
+    frames = [samples[i : i + 160] for i in range(0, len(samples), 160)]
+    reference, _ = send(frames, 0.02)  # one frame at a time
+    outbox, clock = send(_chunks(samples, cuts), refill_s)
+    expected = reference.flush()
+    sent = outbox.flush()
+    assert media_bytes(sent) == media_bytes(expected) == ulaw_from_pcm16(samples[:8000])
+    assert mark_positions(sent) == mark_positions(expected)
+    # Twilio never holds more than the lead; media go out refill_s at a time
+    # (a wake-up per batch, not per frame).
+    ends = 0
+    for at, size in outbox.media_at:
+        ends = max(ends, at) + size * 1_000_000_000 // 8000
+        assert ends - at <= lead_s * 1e9
+    wake_ups = len({at for at, _ in outbox.media_at})
+    assert wake_ups <= 1 + math.ceil((1.0 - lead_s) / refill_s - 1e-9)
+    assert len(clock.sleeps) <= wake_ups
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("paused", [False, True])
+async def test_a_write_waiting_across_a_stop_sends_nothing_after_the_clear(paused: bool) -> None:
+    # A batch waits for room within the lead; the turn is interrupted meanwhile (a
+    # stop, or a pause then a stop): none of the rest of that write follows the clear.
+    outbox = FakeOutbox()
+    sink = await opened(outbox, lead_s=0.06, refill_s=0.02)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sink.write, AudioChunk(speech(1.0), 8000))
+        await anyio.sleep(0.1)  # the write is waiting, part of it sent
+        if paused:
+            sink.pause()
+        await sink.stop()
+    sent = outbox.flush()
+    assert [m["event"] for m in sent][-1] == "clear"
+    assert sink.clears_sent == 1

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voice_membrane.listening.push_to_talk import PushToTalk
+from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadEvent
+from voice_membrane.server.doubler import Doubler
 from voice_membrane.server.protocol import InputAudio
 from voice_membrane.server.rate_limit import Verdict
 from voice_membrane.server.voice_input import AudioBudget, BadAudio, InputDecoder
@@ -127,3 +129,28 @@ def test_the_budget_allows_a_second_ahead_then_refuses_then_disconnects() -> Non
 def test_a_real_time_client_is_never_refused() -> None:
     budget = AudioBudget()
     assert all(budget.take(0.02, i * 0.02 + 0.001) is Verdict.ACCEPT for i in range(5000))
+
+
+@given(
+    cuts=_cuts(3000),
+    extremes=st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_calls_doubled_rate_is_the_resamplers_sample_for_sample(
+    cuts: list[int], extremes: bool
+) -> None:
+    # The cheap 8 → 16 kHz path of a call gives exactly the general resampler's
+    # samples (its rounding of half-way means too), whatever the chunking.
+    rng = np.random.default_rng(len(cuts))
+    if extremes:
+        audio = rng.choice(np.array([-32768, -32767, -1, 0, 1, 32766, 32767]), 3000)
+    else:
+        audio = rng.integers(-32768, 32768, 3000)
+    audio = audio.astype(np.int16)
+    general, doubler = StreamResampler(8000, 16000), Doubler()
+    edges = [0, *cuts, len(audio)]
+    pieces = [audio[a:b] for a, b in itertools.pairwise(edges)]
+    expected = np.concatenate([general.feed(p) for p in pieces])
+    got = np.concatenate([doubler.feed(p) for p in pieces])
+    assert got.dtype == np.int16
+    np.testing.assert_array_equal(got, expected)

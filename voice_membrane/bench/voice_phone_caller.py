@@ -9,12 +9,15 @@ holding it went out — dates the speech end; the interruption is said from its
 first voiced sample, so ``Spoken.started`` dates its onset. Twilio carries no
 events: *voice to voice* is the first ``media`` after the speech end, the
 answer has played once no ``media`` came for ``QUIET_S`` and the phone's
-queue ran out, and *barge-in* is the first ``clear`` after the onset.
+queue ran out, and *barge-in* is the first ``clear`` after the onset (none
+by the time the answer has played out: the turn's error says so, rather than
+a timeout).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +30,8 @@ from .voice_caller import CallerPlan, CallerResult, VoiceTurnRecord, read_questi
 
 ROUTE = "/v1/twilio"
 QUIET_S = 0.8  # no media for this long after the queue played out: the answer is over
+CHECK_S = 0.1  # how often a wait for a clear looks whether the answer is over
+NOT_CLEARED = "no clear: the answer played out before the interruption was heard"
 
 
 class PhoneCaller:
@@ -86,7 +91,10 @@ class PhoneCaller:
                 record.errors.append("the answer ended before the interruption")
                 return
             stop = await call.say(self.interrupt, rate)
-            cleared = await self._first(lambda: call.first_clear_after(stop.started))
+            cleared = await self._clear_after(stop.started)
+            if cleared is None:  # heard too late to clear: a server behind real time
+                record.errors.append(NOT_CLEARED)
+                return
             record.barge_in_ms = round((cleared - stop.started) * 1000, 3)
             record.barge_in.append("clear")
             await self._first(lambda: call.first_media_after(max(cleared, stop.ended)))
@@ -101,6 +109,24 @@ class PhoneCaller:
         if at is None:
             raise CallEnded(f"closed {self.call.close_code}")
         return at
+
+    async def _clear_after(self, t: float) -> float | None:
+        """When the first ``clear`` after ``t`` came; None if the answer (and any
+        that followed) played out first, with none: the server heard the
+        interruption only once there was nothing left to clear (it answers it
+        as a question), so waiting for one would only time out."""
+        call = self.call
+        while call.close_code is None:
+            cleared = call.first_clear_after(t)
+            if cleared is not None:
+                return cleared
+            last = call.media[-1]
+            quiet_from = max(last.starts + len(last.samples) / RATE, last.arrived)
+            if time.perf_counter() >= quiet_from + QUIET_S:
+                return None
+            with anyio.move_on_after(CHECK_S):
+                await call.wait_for(lambda: call.first_clear_after(t) is not None, math.inf)
+        raise CallEnded(f"closed {call.close_code}")
 
     def _played_out(self) -> bool:
         last = self.call.media[-1]

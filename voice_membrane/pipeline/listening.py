@@ -153,6 +153,11 @@ class _StreamEnded:
 
 _Input = Frame | _Transcript | _StreamEnded | bool  # bool: the assistant speaking or not
 _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
+# Frames queued behind the one taken (a listener behind real time: an overloaded
+# process) are heard together, up to this much audio: the detector and the
+# endpointer decide by the audio's samples whatever its chunking, and the
+# per-frame costs (a pass of the loop, a push to the STT) are paid once.
+MERGE_QUEUED_S = 0.1
 
 
 @dataclass(slots=True)
@@ -184,6 +189,7 @@ class Listener:
     _last_frame: Frame | None = field(default=None, init=False)
     _last_arrival_ns: int = field(default=0, init=False)  # when it was taken
     _tentative: bool = field(default=False, init=False)  # a TentativeTurn awaits its outcome
+    _next: _Input | None = field(default=None, init=False)  # taken while merging frames
 
     def __post_init__(self) -> None:
         if self.vad.sample_rate != self.stt.sample_rate:
@@ -235,10 +241,12 @@ class Listener:
         queued is taken first; a source ahead of the clock (a file read as fast
         as it goes, made-up capture times) decides by its frames alone."""
         receive = self._inputs[1]
-        try:
-            return receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
+        queued, self._next = self._next, None
+        if queued is None:
+            with contextlib.suppress(anyio.WouldBlock):
+                queued = receive.receive_nowait()
+        if queued is not None:
+            return self._merged(queued) if isinstance(queued, Frame) else queued
         frame = self._last_frame
         if deadline is None or frame is None:
             return await receive.receive()
@@ -248,6 +256,34 @@ class Listener:
         with anyio.move_on_after((due_ns - time.perf_counter_ns()) / 1e9):
             return await receive.receive()
         return None
+
+    def _merged(self, frame: Frame) -> Frame:
+        """``frame`` and the frames queued right behind it (``MERGE_QUEUED_S``), as
+        one; whatever else comes first is kept for the next ``_receive``."""
+        if len(frame.samples) == 0:
+            return frame  # the end of input
+        parts, size = [frame], len(frame.samples)
+        limit = MERGE_QUEUED_S * frame.sample_rate
+        while size < limit:
+            try:
+                item = self._inputs[1].receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            last = parts[-1]
+            if (
+                not isinstance(item, Frame)
+                or len(item.samples) == 0
+                or item.sample_rate != last.sample_rate
+                or item.position != last.end
+            ):
+                self._next = item
+                break
+            parts.append(item)
+            size += len(item.samples)
+        if len(parts) == 1:
+            return frame
+        samples = np.concatenate([part.samples for part in parts])
+        return Frame(samples, frame.sample_rate, frame.position, parts[-1].captured_ns)
 
     async def _pump(
         self, frames: AsyncIterator[Frame], send: MemoryObjectSendStream[_Input]

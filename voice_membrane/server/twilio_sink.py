@@ -4,7 +4,12 @@ Audio is converted to μ-law 8 kHz (a low-pass resampler that keeps its state
 across chunks) and sent as 20 ms ``media`` messages on the call's outbox,
 paced at real time with a small lead as the WebSocket sink does, with a
 ``mark`` after every ``MARK_EVERY_S`` of audio and at the end of each
-utterance (``drain``).
+utterance (``drain``). As the WebSocket sink, it tops Twilio up in batches: a
+frame that would pass ``lead_s`` waits until Twilio holds ``lead_s -
+refill_s``, so ``refill_s`` of media go out at a time (one wake-up, one pass
+of the event loop and one socket write per batch, not per 20 ms frame; Twilio
+buffers what it is sent and plays it in order), and the turn hands the sink
+``write_block_s`` at a time.
 
 What the caller has heard comes from the marks Twilio echoes once the audio
 before them has played (``on_mark``): ``played_seconds`` is the audio up to
@@ -35,6 +40,9 @@ from .outbox import Audio, Item
 from .twilio_wire import FRAME_BYTES, SAMPLE_RATE, clear_message, mark_message, media_message
 
 LEAD_S = 0.2
+# Media go out this much at a time (the WebSocket sink's REFILL_S, for the same
+# reasons): Twilio then holds between LEAD_S - REFILL_S and LEAD_S.
+REFILL_S = 0.06
 MARK_EVERY_S = 0.1
 # How long drain waits for Twilio to echo the last mark once the audio should have
 # played: past it, the audio counts as heard (a stream that never echoes marks).
@@ -57,6 +65,7 @@ class TwilioSink:
         stream_sid: str,
         *,
         lead_s: float = LEAD_S,
+        refill_s: float = REFILL_S,
         mark_every_s: float = MARK_EVERY_S,
         echo_timeout_s: float = ECHO_TIMEOUT_S,
         on_overflow: Callable[[], None] = lambda: None,
@@ -65,6 +74,9 @@ class TwilioSink:
         self.sample_rate = SAMPLE_RATE
         self.stream_sid = stream_sid
         self.lead_s = lead_s
+        self.refill_s = min(refill_s, lead_s)
+        # What the turn writes at a time (SinkStage): one batch, at least one frame.
+        self.write_block_s = max(FRAME_BYTES / SAMPLE_RATE, self.refill_s)
         self.echo_timeout_s = echo_timeout_s
         self.turn = 0  # set by the session before each turn: queued media carry it
         self._outbox = outbox
@@ -92,6 +104,7 @@ class TwilioSink:
         self._progress = anyio.Event()
         self.marks_sent = 0
         self.clears_sent = 0
+        self._stops = 0  # stop() calls: a write waiting across one sends no more
 
     async def open(self) -> None:
         self._ends_ns = time.perf_counter_ns()
@@ -114,19 +127,31 @@ class TwilioSink:
     # Writing
 
     async def write(self, chunk: AudioChunk) -> None:
+        stops = self._stops
         await self._wait_resumed()  # paused: nothing more goes out
+        if self._stops != stops:
+            return  # stopped meanwhile: this is the interrupted answer's
         if not self._utterance_open:
             self._utterance_open, self._first_ns = True, None
         samples = self._convert(chunk)
         if len(self._carry):
             samples = np.concatenate([self._carry, samples])
         whole = len(samples) - len(samples) % FRAME_BYTES
-        for start in range(0, whole, FRAME_BYTES):
-            self._send_frame(ulaw_from_pcm16(samples[start : start + FRAME_BYTES]))
         self._carry = samples[whole:]
-        ahead_s = (self._ends_ns - time.perf_counter_ns()) / 1e9 - self.lead_s
-        if ahead_s > 0:
-            await anyio.sleep(ahead_s)
+        ulaw = ulaw_from_pcm16(samples[:whole])
+        frame_ns = FRAME_BYTES * 1_000_000_000 // SAMPLE_RATE
+        lead_ns = round(self.lead_s * 1e9)
+        low_ns = round((self.lead_s - self.refill_s) * 1e9)
+        for start in range(0, whole, FRAME_BYTES):
+            ahead_ns = self._ends_ns - time.perf_counter_ns()
+            if ahead_ns + frame_ns > lead_ns:  # past the lead: wait for room for a batch
+                await anyio.sleep(max(0, ahead_ns - low_ns) / 1e9)
+                await self._wait_resumed()  # paused meanwhile: nothing more goes out
+                if self._stops != stops:
+                    return  # stopped meanwhile: nothing of it follows the clear
+            self._send_frame(ulaw[start : start + FRAME_BYTES])
+        # Within the lead a write does not yield: its frames go out in one pass of
+        # the event loop, and so in one socket write (the outbox's sender).
 
     def _convert(self, chunk: AudioChunk) -> Samples:
         if chunk.sample_rate == SAMPLE_RATE:
@@ -256,6 +281,7 @@ class TwilioSink:
 
     async def stop(self) -> None:
         """Interruption: ``clear``, and everything not yet heard is dropped."""
+        self._stops += 1
         if self._resumed is None:
             if self._position > self._confirmed or len(self._carry):
                 self._clear()
