@@ -311,3 +311,21 @@ def test_auto_is_on_for_a_listener_whose_audio_arrives_at_8_khz() -> None:
     for input_rate, mode in ((PHONE, "on"), (RATE, "auto"), (None, "auto")):
         listener = listener_for(config, Stt(), input_rate=input_rate)  # type: ignore[arg-type]
         assert listener.endpointer.settings.level_pause == mode
+        # the detector watches for rises only when the endpointer uses them
+        assert listener.vad.watch_rises is (mode == "on")  # type: ignore[attr-defined]
+
+
+def test_a_detector_not_watching_for_rises_says_the_rest_alike() -> None:
+    """Off (the level pause off: the rises cost about a fifth of the detector),
+    the windows, starts and ends are those of a detector that watches."""
+    audio = scene(4.0, (0.5, load("stop").astype(np.float64)), (2.5, cough(-26)))
+    events = {}
+    for watch in (True, False):
+        vad = SileroVad(sample_rate=PHONE)
+        vad.watch_rises = watch
+        events[watch] = [
+            e for i in range(0, len(audio), FRAME) for e in vad.feed(audio[i : i + FRAME])
+        ]
+    rises = [e for e in events[True] if isinstance(e, LevelRise)]
+    assert rises and not any(isinstance(e, LevelRise) for e in events[False])
+    assert [e for e in events[True] if not isinstance(e, LevelRise)] == events[False]

@@ -98,6 +98,12 @@ class Endpointer:
         self._level_pause = mode == "on" or (mode == "auto" and sample_rate <= PHONE_RATE)
         self.reset()
 
+    @property
+    def level_pause(self) -> bool:
+        """Whether a ``LevelRise`` can pause the playout (the detector need not
+        watch for rises otherwise)."""
+        return self._level_pause
+
     def _n(self, seconds: float) -> int:
         return round(seconds * self.sample_rate)
 

@@ -48,7 +48,9 @@ def listener_for(
     endpoint = config.endpoint
     if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
         endpoint = endpoint.model_copy(update={"level_pause": "on"})
-    return Listener(make_vad(config.vad, rate), stt, Endpointer(endpoint, rate))
+    vad, endpointer = make_vad(config.vad, rate), Endpointer(endpoint, rate)
+    vad.watch_rises = endpointer.level_pause  # (the rises are for it alone)
+    return Listener(vad, stt, endpointer)
 
 
 def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Listener, PushToTalk]:
