@@ -7,62 +7,20 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import anyio
 import numpy as np
 import soundfile as sf
+from listener_stt import RATE, SaysWeather
 
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
 from voice_membrane.listening.settings import EndpointSettings, VadSettings
 from voice_membrane.pipeline.listening import Listener, ListenItem, UserTurn
 from voice_membrane.sources.base import Frame
-from voice_membrane.vocab.audio import Samples
-from voice_membrane.vocab.transcripts import Transcript
 
 ROOT = Path(__file__).resolve().parent.parent
-RATE = 16_000
 FRAME = 320  # 20 ms
-
-
-class _SaysHello:
-    """An utterance's stream that settles to one final when asked."""
-
-    def __init__(self) -> None:
-        self._settled = anyio.Event()
-
-    async def push(self, samples: Samples) -> None:
-        pass
-
-    async def finalize(self) -> None:
-        self._settled.set()
-
-    async def transcripts(self) -> AsyncIterator[Transcript]:
-        await self._settled.wait()
-        yield Transcript("What is the weather like in Paris today?", True)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        pass
-
-
-class _Engine:
-    name, sample_rate, local = "hello", RATE, True
-
-    async def start(self) -> None:
-        pass
-
-    def stream(self) -> _SaysHello:
-        return _SaysHello()
-
-    async def aclose(self) -> None:
-        pass
 
 
 def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
@@ -80,7 +38,9 @@ def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
 
     async def go() -> list[ListenItem]:
         endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
-        listener = Listener(make_vad(VadSettings(), RATE), _Engine(), Endpointer(endpoint, RATE))
+        listener = Listener(
+            make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(endpoint, RATE)
+        )
         send, receive = anyio.create_memory_object_stream[ListenItem](100)
         items: list[ListenItem] = []
         with anyio.fail_after(20):

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 import soundfile as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listener_stt import RATE, SaysWeather
 
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
@@ -31,52 +31,8 @@ from voice_membrane.pipeline.listening import (
 )
 from voice_membrane.sources.base import Frame
 from voice_membrane.vocab.audio import Samples
-from voice_membrane.vocab.transcripts import Transcript
 
 ROOT = Path(__file__).resolve().parent.parent
-RATE = 16_000
-
-
-class _Stream:
-    """An utterance's stream: its audio is kept, one final when asked."""
-
-    def __init__(self, pushed: list[int]) -> None:
-        self._pushed = pushed
-        self._settled = anyio.Event()
-
-    async def push(self, samples: Samples) -> None:
-        self._pushed.append(len(samples))
-
-    async def finalize(self) -> None:
-        self._settled.set()
-
-    async def transcripts(self) -> AsyncIterator[Transcript]:
-        await self._settled.wait()
-        yield Transcript("What is the weather like in Paris today?", True)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        pass
-
-
-class _Engine:
-    name, sample_rate, local = "hello", RATE, True
-
-    def __init__(self) -> None:
-        self.pushed: list[int] = []  # the sizes of the pushes, all streams
-
-    async def start(self) -> None:
-        pass
-
-    def stream(self) -> _Stream:
-        return _Stream(self.pushed)
-
-    async def aclose(self) -> None:
-        pass
 
 
 def _audio() -> Samples:
@@ -95,7 +51,7 @@ def _listen(audio: Samples, frame: int) -> tuple[list[ListenItem], list[int]]:
             yield Frame(audio[i : i + frame], RATE, i, 0)
 
     async def go() -> tuple[list[ListenItem], list[int]]:
-        engine = _Engine()
+        engine = SaysWeather()
         endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
         listener = Listener(make_vad(VadSettings(), RATE), engine, Endpointer(endpoint, RATE))
         send, receive = anyio.create_memory_object_stream[ListenItem](1000)
