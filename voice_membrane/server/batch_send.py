@@ -3,7 +3,7 @@
 ``ServerConnection.send`` writes each message to the transport on its own: one
 ``send()`` system call per 20 ms audio frame, the largest single cost of a
 served session in a profile at 100 sessions. The socket sink sends its frames in
-batches (``SocketSink.refill_s``); this frames each message of a batch with the
+batches (``pacing.BatchPacer``); this frames each message of a batch with the
 connection's own protocol object (the same bytes ``send`` would write) and
 writes them together, inside the connection's ``send_context`` so its state
 checks, close handling and backpressure (``drain``) apply as for ``send``.

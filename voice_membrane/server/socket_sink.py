@@ -29,14 +29,8 @@ import numpy as np
 from ..sinks.clock import PlaybackClock
 from ..vocab.audio import AudioChunk, Samples, resample, ulaw_from_pcm16
 from .outbox import Audio, Outbox
+from .pacing import LEAD_S, REFILL_S, BatchPacer
 from .protocol import FRAME_MS, pack_frame
-
-LEAD_S = 0.2
-# How far below the lead a paced write sleeps: 60 ms of frames per wake-up (a
-# third of the wake-ups), and the client still holds at least 140 ms: a network
-# hiccup shorter than that is not heard. (100 ms saved a little more CPU under
-# load and left only 100 ms of margin.)
-REFILL_S = 0.06
 
 
 class SocketSink:
@@ -53,10 +47,8 @@ class SocketSink:
         self.name = "websocket"
         self.sample_rate = sample_rate
         self.encoding = encoding
-        self.lead_s = lead_s
-        self.refill_s = min(refill_s, lead_s)
-        # What the turn writes at a time: one batch (at least one frame).
-        self.write_block_s = max(FRAME_MS / 1000, self.refill_s)
+        self._pacer = BatchPacer(FRAME_MS / 1000, lead_s, refill_s)
+        self.lead_s, self.write_block_s = lead_s, self._pacer.write_block_s
         self.turn = 0  # set by the session before each turn: frames carry it
         self.sequence = 0  # the next frame's number (per session)
         self._outbox = outbox
@@ -79,12 +71,11 @@ class SocketSink:
             samples = np.concatenate([self._carry, samples])
         whole = len(samples) - len(samples) % self._frame
         self._carry = samples[whole:]
-        frame_ns = self._frame * 1_000_000_000 // self.sample_rate
-        lead_ns, low_ns = round(self.lead_s * 1e9), round((self.lead_s - self.refill_s) * 1e9)
         for start in range(0, whole, self._frame):
-            ahead_ns = self._clock.ends_ns - time.perf_counter_ns()
-            if ahead_ns + frame_ns > lead_ns:
-                await anyio.sleep((ahead_ns - low_ns) / 1e9)
+            if wait_s := self._pacer.wait_s(
+                self._clock.ends_ns, time.perf_counter_ns()
+            ):  # past the lead
+                await anyio.sleep(wait_s)
                 await self._clock.wait_resumed()
             self._send(samples[start : start + self._frame])
         # Within the lead a write does not yield: its frames go out in one pass of

@@ -13,9 +13,9 @@ import anyio
 
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
+from .pacing import LEAD_S
 from .prometheus import ServerMetrics
 from .session_store import MemoryStore, SessionStore
-from .socket_sink import LEAD_S
 
 if TYPE_CHECKING:
     from .resume import Keeper

@@ -37,12 +37,9 @@ import numpy as np
 from ..sources._resample import StreamResampler, to_int16
 from ..vocab.audio import AudioChunk, Samples, ulaw_from_pcm16
 from .outbox import Audio, Item
+from .pacing import LEAD_S, REFILL_S, BatchPacer
 from .twilio_wire import FRAME_BYTES, SAMPLE_RATE, clear_message, mark_message, media_message
 
-LEAD_S = 0.2
-# Media go out this much at a time (the WebSocket sink's REFILL_S, for the same
-# reasons): Twilio then holds between LEAD_S - REFILL_S and LEAD_S.
-REFILL_S = 0.06
 MARK_EVERY_S = 0.1
 # How long drain waits for Twilio to echo the last mark once the audio should have
 # played: past it, the audio counts as heard (a stream that never echoes marks).
@@ -73,10 +70,8 @@ class TwilioSink:
         self.name = "twilio"
         self.sample_rate = SAMPLE_RATE
         self.stream_sid = stream_sid
-        self.lead_s = lead_s
-        self.refill_s = min(refill_s, lead_s)
-        # What the turn writes at a time (SinkStage): one batch, at least one frame.
-        self.write_block_s = max(FRAME_BYTES / SAMPLE_RATE, self.refill_s)
+        self._pacer = BatchPacer(FRAME_BYTES / SAMPLE_RATE, lead_s, refill_s)
+        self.lead_s, self.write_block_s = lead_s, self._pacer.write_block_s
         self.echo_timeout_s = echo_timeout_s
         self.turn = 0  # set by the session before each turn: queued media carry it
         self._outbox = outbox
@@ -139,13 +134,9 @@ class TwilioSink:
         whole = len(samples) - len(samples) % FRAME_BYTES
         self._carry = samples[whole:]
         ulaw = ulaw_from_pcm16(samples[:whole])
-        frame_ns = FRAME_BYTES * 1_000_000_000 // SAMPLE_RATE
-        lead_ns = round(self.lead_s * 1e9)
-        low_ns = round((self.lead_s - self.refill_s) * 1e9)
         for start in range(0, whole, FRAME_BYTES):
-            ahead_ns = self._ends_ns - time.perf_counter_ns()
-            if ahead_ns + frame_ns > lead_ns:  # past the lead: wait for room for a batch
-                await anyio.sleep(max(0, ahead_ns - low_ns) / 1e9)
+            if wait_s := self._pacer.wait_s(self._ends_ns, time.perf_counter_ns()):  # past the lead
+                await anyio.sleep(wait_s)
                 await self._wait_resumed()  # paused meanwhile: nothing more goes out
                 if self._stops != stops:
                     return  # stopped meanwhile: nothing of it follows the clear
