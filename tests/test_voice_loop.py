@@ -229,11 +229,46 @@ def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
     assert turn.discarded.replies == 0
 
 
+# The held reply of mid_pause.wav's first half needs that half's final before
+# the user goes on: pocketsphinx, running in real time, gives it ~0.4 s after
+# the speech, but seconds late on a machine busy with other tests. The pause is
+# stretched from 1.2 to 2.4 s and the turn's waits to match, so the same
+# sequence holds under load (the endpointer counts audio, not CPU).
+SLOW_FINAL = {"unfinished_silence_s": 2.8, "final_wait_s": 2.6, "max_delay_s": 3.0}
+
+
+def mid_pause_stretched(tmp_path: Path) -> Path:
+    """mid_pause.wav with its pause mid-number twice as long (its own quiet
+    repeated, not digital silence)."""
+    samples, rate = sf.read(SPEECH / "mid_pause.wav", dtype="int16")
+    block = rate // 50
+    levels = [
+        float(np.sqrt(np.mean(samples[i : i + block].astype(np.float64) ** 2)))
+        for i in range(0, len(samples) - block, block)
+    ]
+    quiet = [level < 180 for level in levels]  # about -45 dBFS
+    # The longest quiet run between speech: the pause mid-number.
+    best, start = (0, 0), None
+    for i, q in enumerate([*quiet, False]):
+        if q and start is None:
+            start = i
+        elif not q and start is not None:
+            if start > 0 and i < len(quiet) and i - start > best[1] - best[0]:
+                best = (start, i)
+            start = None
+    first, last = best[0] * block, best[1] * block
+    assert (last - first) / rate > 1.0, "mid_pause.wav's pause not found"
+    stretched = np.concatenate([samples[:last], samples[first:last], samples[last:]])
+    path = tmp_path / "mid_pause_long.wav"
+    sf.write(path, stretched, rate)
+    return path
+
+
 def test_a_pause_mid_number_throws_the_held_reply_away_and_keeps_one_turn(
     tmp_path: Path,
 ) -> None:
-    config = voice_config(tmp_path, sink=REALTIME)
-    turns, session, played = converse_with_sink(config, SPEECH / "mid_pause.wav")
+    config = voice_config(tmp_path, sink=REALTIME, endpoint=SLOW_FINAL)
+    turns, session, played = converse_with_sink(config, mid_pause_stretched(tmp_path))
     (turn,) = turns
     # The first half made a tentative end; the user went on: its reply was
     # started, held, and thrown away unheard.
@@ -252,7 +287,7 @@ def test_a_pause_mid_number_throws_the_held_reply_away_and_keeps_one_turn(
 
 class SlowToStop:
     """Reads its prompt as llama.cpp does, on a thread that a cancel cannot
-    stop: a reply thrown away goes on until the prompt is read (2.5 s here).
+    stop: a reply thrown away goes on until the prompt is read (3.8 s here).
     Then it answers in words."""
 
     name = "slow-to-stop"
@@ -264,7 +299,7 @@ class SlowToStop:
 
     async def stream(self, messages: Any) -> Any:
         with anyio.CancelScope(shield=True):
-            await anyio.sleep(2.5)
+            await anyio.sleep(3.8)
         for piece in ("Your number ", "is noted. ", "I will call ", "you back soon."):
             await anyio.sleep(0.02)
             yield piece
@@ -280,8 +315,9 @@ def test_a_tentative_end_while_the_thrown_away_reply_winds_down_is_still_held(
     # goes on, but it cannot stop before its prompt is read; the second
     # half's tentative end comes meanwhile: its reply starts once the first
     # has ended, held, and is the one heard.
-    config = voice_config(tmp_path, sink=REALTIME)
-    turns, session, played = converse_with_sink(config, SPEECH / "mid_pause.wav", SlowToStop())
+    config = voice_config(tmp_path, sink=REALTIME, endpoint=SLOW_FINAL)
+    wav = mid_pause_stretched(tmp_path)
+    turns, session, played = converse_with_sink(config, wav, SlowToStop())
     (turn,) = turns
     assert turn.discarded.replies == 1
     assert played == [0.0]
