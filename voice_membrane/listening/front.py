@@ -32,6 +32,7 @@ from .vad import (
 _RECENT_WINDOWS = 8  # kept to date a stop by its sound: the smoothing's lag and more
 _BLOCK_S = 0.004  # the precision a stop is dated to
 _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
+_NOTHING_STAGED = (_NO_SAMPLES, _NO_SAMPLES)
 
 
 class SpeechFront(Protocol):
@@ -84,6 +85,7 @@ class VadFront(ABC):
         self._recent: deque[tuple[int, Samples]] = deque(maxlen=_RECENT_WINDOWS)
         self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
         self._fed = 0
+        self._staged = _NOTHING_STAGED  # (model-rate windows' samples, level blocks')
         self._reset_model()
 
     @property
@@ -96,10 +98,21 @@ class VadFront(ABC):
 
     def feed(self, samples: Samples) -> list[VadEvent]:
         """Mono int16 at ``sample_rate``; events for every window it completes."""
+        return self.judge(self.score(self.stage(samples)))
+
+    # feed() in three steps, for a caller that scores many detectors' windows
+    # in one model call (pipeline/vad_batch.py): stage, score, judge — each
+    # stage followed by its judge before the next stage.
+
+    def stage(self, samples: Samples) -> list[Samples]:
+        """Take ``samples`` in; the whole windows (model rate) it completes, in
+        order, for ``score``."""
         if samples.ndim != 1:
             raise ValueError(f"VAD input must be mono (1-D), got shape {samples.shape}")
         if samples.dtype != np.int16:  # a float array cast would be silence
             raise ValueError(f"VAD input must be int16 PCM, got {samples.dtype}")
+        if self._staged is not _NOTHING_STAGED:
+            raise RuntimeError("VadFront.stage() twice without a judge() between")
         self._fed += len(samples)
         self._history = np.concatenate([self._history, samples])
         model = self._resampler.feed(samples)
@@ -110,8 +123,25 @@ class VadFront(ABC):
             blocks = np.concatenate([self._block_pending, model])
         else:
             blocks = model
+        self._staged = buf, blocks
+        window = self.window
+        return [buf[i * window : (i + 1) * window] for i in range(len(buf) // window)]
+
+    def score(self, windows: list[Samples]) -> list[float]:
+        """The speech probabilities of consecutive ``windows``, in order (the
+        model's state goes on from one to the next)."""
+        return [self._score(w) for w in windows]
+
+    def judge(self, scores: list[float]) -> list[VadEvent]:
+        """The events of the staged windows, given their ``scores``."""
+        if self._staged is _NOTHING_STAGED:
+            raise RuntimeError("VadFront.judge() without a stage() before it")
+        buf, blocks = self._staged
+        self._staged = _NOTHING_STAGED
         machine, window, size = self._machine, self.window, self._block
-        n, nb = len(buf) // window, len(blocks) // size
+        n, nb = len(scores), len(blocks) // size
+        if n != len(buf) // window:
+            raise ValueError(f"{n} scores for {len(buf) // window} staged windows")
         window_end = machine.position + window  # (model rate, as the block ends)
         block_at = self._block_at
         levels = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
@@ -131,7 +161,7 @@ class VadFront(ABC):
                 w = buf[i * window : (i + 1) * window]
                 # (a copy: the caller may reuse its buffer)
                 self._recent.append((machine.position, w.copy()))
-                events.extend(machine.window(self._score(w), level_dbfs(w), self._blocks_from))
+                events.extend(machine.window(scores[i], level_dbfs(w), self._blocks_from))
                 gate = machine.start_gate
                 i += 1
         self._pending = buf[n * window :].copy()

@@ -103,3 +103,42 @@ class SileroVad(VadFront):
         )
         self._context = x[:, -self._context_size :]
         return float(out[0, 0])
+
+
+def score_together(items: list[tuple[SileroVad, list[Samples]]]) -> list[list[float]]:
+    """The probabilities of many detectors' consecutive windows (``stage``'s),
+    as ``score`` gives them one detector at a time, in as few model calls as
+    the detectors' sessions and window counts allow: the first window of every
+    detector in one batch, then the second, … (each detector's state goes on
+    from one of its windows to the next). Equal to ``score``'s to float rounding."""
+    scores: list[list[float]] = [[] for _ in items]
+    for turn in range(max((len(windows) for _, windows in items), default=0)):
+        by_session: dict[int, list[int]] = {}
+        for index, (vad, windows) in enumerate(items):
+            if len(windows) > turn:
+                by_session.setdefault(id(vad._session), []).append(index)
+        for indices in by_session.values():
+            vads = [items[i][0] for i in indices]
+            probabilities = _score_batch(vads, [items[i][1][turn] for i in indices])
+            for i, probability in zip(indices, probabilities, strict=True):
+                scores[i].append(probability)
+    return scores
+
+
+def _score_batch(vads: list[SileroVad], windows: list[Samples]) -> list[float]:
+    """One window each of distinct detectors sharing a model session, in one
+    call: their contexts and states stacked as a batch."""
+    if len(vads) == 1:
+        return [vads[0]._score(windows[0])]
+    first = vads[0]
+    context = first._context_size
+    x = np.empty((len(vads), context + first.window), dtype=np.float32)
+    for row, vad, window in zip(x, vads, windows, strict=True):
+        row[:context] = vad._context[0]
+        row[context:] = window.astype(np.float32) / 32768.0  # as _score scales it
+    state = np.concatenate([vad._state for vad in vads], axis=1)
+    out, state = first._session.run(None, {"input": x, "state": state, "sr": first._sr})
+    for i, vad in enumerate(vads):
+        vad._state = np.ascontiguousarray(state[:, i : i + 1, :])
+        vad._context = x[i : i + 1, -context:]
+    return [float(p) for p in out[:, 0]]

@@ -13,6 +13,7 @@ from ..stt.registry import create_stt, rate_options
 from ..stt.retrying import RetryingStt
 from .config import ConfigError, PipelineConfig
 from .listening import Listener
+from .vad_batch import VadBatcher
 
 
 def stt_for(
@@ -38,19 +39,24 @@ def stt_for(
 
 
 def listener_for(
-    config: PipelineConfig, stt: SttEngine, *, input_rate: int | None = None
+    config: PipelineConfig,
+    stt: SttEngine,
+    *,
+    input_rate: int | None = None,
+    vad_batch: VadBatcher | None = None,
 ) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate.
     ``input_rate``: the rate the audio arrives at; at 8 kHz (a call) the level
     pause's ``auto`` is on even when the engine takes 16 kHz (the 8 kHz sound
-    upsampled is what the detector hears)."""
+    upsampled is what the detector hears). ``vad_batch``: scores the detector's
+    windows with other listeners' (many in one process)."""
     rate = stt.sample_rate
     endpoint = config.endpoint
     if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
         endpoint = endpoint.model_copy(update={"level_pause": "on"})
     vad, endpointer = make_vad(config.vad, rate), Endpointer(endpoint, rate)
     vad.watch_rises = endpointer.level_pause  # (the rises are for it alone)
-    return Listener(vad, stt, endpointer)
+    return Listener(vad, stt, endpointer, vad_batch)
 
 
 def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Listener, PushToTalk]:

@@ -52,6 +52,7 @@ from ..sources.base import Frame
 from ..stt.base import SttEngine, SttError, SttStream
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
+from .vad_batch import VadBatcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +178,8 @@ class Listener:
     vad: SpeechFront
     stt: SttEngine
     endpointer: Endpointer
+    # scores the detector's windows with other listeners' (a served process)
+    vad_batch: VadBatcher | None = None
     _inputs: tuple[MemoryObjectSendStream[_Input], MemoryObjectReceiveStream[_Input]] = field(
         init=False
     )
@@ -322,7 +325,11 @@ class Listener:
         self._last_frame, self._last_arrival_ns = frame, time.perf_counter_ns()
         decisions: list[Decision] = []
         pushed = False
-        for event in self.vad.feed(frame.samples):
+        if self.vad_batch is None:
+            events = self.vad.feed(frame.samples)
+        else:
+            events = await self.vad_batch.feed(self.vad, frame.samples)
+        for event in events:
             if isinstance(event, SpeechStart):
                 await out.send(SpeechBegan(event.at_sample / frame.sample_rate))
                 self._times = _Times(speech_start_ns=_sample_ns(frame, event.at_sample))

@@ -10,6 +10,7 @@ from ..listening.engines import VadError
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.listen_build import listener_for, push_to_talk_listener, stt_for
 from ..pipeline.session import Session
+from ..pipeline.vad_batch import loop_batcher
 from ..stt.base import SttError
 from . import protocol as p
 from .voice_session import VoiceHooks, VoiceInput
@@ -42,7 +43,9 @@ async def voice_input_for(
         if turn_taking == "push_to_talk":
             listener, button = push_to_talk_listener(config, stt)
             return VoiceInput(declared, session, listener, hooks, button)
-        listener = listener_for(config, stt, input_rate=declared.sample_rate)
+        # (the process's listeners' detector windows scored together)
+        batcher = loop_batcher()
+        listener = listener_for(config, stt, input_rate=declared.sample_rate, vad_batch=batcher)
         return VoiceInput(declared, session, listener, hooks)
     except (VadError, ValueError) as exc:
         raise ListeningFailed(f"voice activity detector: {exc}") from None
