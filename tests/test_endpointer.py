@@ -471,6 +471,22 @@ _ops = st.lists(
 )
 
 
+def test_what_fell_due_before_a_rise_is_decided_before_its_pause() -> None:
+    # Found by the property below: an utterance with no words whose final wait
+    # ran out at 1 s, and a level rise confirmed one sample later. The empty
+    # turn closes (at 1 s) before the rise pauses the playout (at 1 s + 1),
+    # not after it.
+    ep = Endpointer(EndpointSettings(level_pause="on", echo_warmup_s=0.5))
+    no_audio = np.zeros(0, dtype=np.int16)
+    ep.vad(SpeechStart(0, 0, 0, no_audio))
+    assert ep.vad(SpeechEnd(0, 0)) == [FinalizeStt(0)]
+    ep.assistant_speaking(True, 0)
+    ep.vad(VadWindow(260, 512, 0.0, 0.0, False))
+    rise_at = at(1.0) + 1
+    assert ep.vad(LevelRise(rise_at - at(0.012), rise_at, 0.0)) == [PausePlayout(rise_at)]
+    assert ep.advance(rise_at + at(0.3)) == [ResumePlayout(rise_at + at(0.3))]
+
+
 @settings(max_examples=300, deadline=None)
 @given(_ops, st.sampled_from(["on", "off"]))
 def test_any_sequence_of_inputs_keeps_the_decisions_coherent(

@@ -144,7 +144,10 @@ class Endpointer:
     def vad(self, event: VadEvent) -> list[Decision]:
         if isinstance(event, LevelRise):
             self._now = max(self._now, event.confirmed_at)
-            return self._level_rise(event) + self._tick()
+            # what fell due by the rise's sample (a turn closed by its final
+            # wait, dated before it) comes before the pause the rise may make
+            due = self._tick()
+            return due + self._level_rise(event) + self._tick()
         if isinstance(event, VadWindow):
             self._now = max(self._now, event.at_sample + event.samples)
             self._window(event)
