@@ -161,6 +161,59 @@ _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
 MERGE_QUEUED_S = 0.1
 
 
+class FrameInlet:
+    """Frames put by code that is not a task (a socket's receive handler)
+    straight into a listener's queue, with no task between them: a served
+    session's frame is taken by the listener in the next pass of the loop, not
+    handed through a stream and a pump first. ``put`` never waits: a listener
+    whose queue is full (far behind real time) loses the frame, counted in
+    ``dropped``; ``close`` ends the input after the frames put before it."""
+
+    def __init__(self, backlog: int) -> None:
+        self._backlog = backlog  # frames held before the listener runs
+        self._early: list[Frame] = []
+        self._send: MemoryObjectSendStream[_Input] | None = None
+        self._closed = anyio.Event()
+        self._end: tuple[int, int] | None = None  # (rate, position) past the last frame
+        self.dropped = 0
+
+    def put(self, frame: Frame) -> None:
+        if self._closed.is_set():
+            return
+        self._end = (frame.sample_rate, frame.end)
+        if self._send is None:
+            if len(self._early) < self._backlog:
+                self._early.append(frame)
+            else:
+                self.dropped += 1
+            return
+        try:
+            self._send.send_nowait(frame)
+        except anyio.WouldBlock:
+            self.dropped += 1
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the listener is gone: the conversation is over
+
+    def close(self) -> None:
+        self._closed.set()
+
+    async def deliver_to(self, send: MemoryObjectSendStream[_Input], rate: int) -> None:
+        """The listener's side: the frames put so far, then each as it is put,
+        then the end of input once closed."""
+        async with send:
+            while self._early:  # (more may be put while these are sent)
+                early, self._early = self._early, []
+                for frame in early:
+                    await send.send(frame)
+            self._send = send
+            try:
+                await self._closed.wait()
+            finally:
+                self._send = None
+            rate, end = self._end or (rate, 0)
+            await send.send(Frame(_NO_SAMPLES, rate, end, time.perf_counter_ns()))
+
+
 @dataclass(slots=True)
 class _Times:
     """Wall-clock times of the utterance being heard (for voice-to-voice)."""
@@ -209,12 +262,15 @@ class Listener:
             self._inputs[0].send_nowait(speaking)
 
     async def run(
-        self, frames: AsyncIterator[Frame], out: MemoryObjectSendStream[ListenItem]
+        self, frames: AsyncIterator[Frame] | FrameInlet, out: MemoryObjectSendStream[ListenItem]
     ) -> None:
         """Listen until the frames end (then settle what was heard and return)."""
         send, receive = self._inputs
         async with anyio.create_task_group() as tg, out:
-            tg.start_soon(self._pump, frames, send.clone())
+            if isinstance(frames, FrameInlet):
+                tg.start_soon(frames.deliver_to, send.clone(), self.vad.sample_rate)
+            else:
+                tg.start_soon(self._pump, frames, send.clone())
             async with receive:
                 while True:
                     deadline = self.endpointer.next_deadline()

@@ -33,7 +33,15 @@ import anyio
 
 from ..listening.decisions import Interrupt, PausePlayout
 from ..sources.base import Frame
-from .listening import BargeIn, Listener, ListenItem, TentativeDropped, TentativeTurn, UserTurn
+from .listening import (
+    BargeIn,
+    FrameInlet,
+    Listener,
+    ListenItem,
+    TentativeDropped,
+    TentativeTurn,
+    UserTurn,
+)
 from .session import Session
 from .turn import Turn, TurnResult
 
@@ -155,7 +163,7 @@ def voice_to_voice(
 async def converse(
     session: Session,
     listener: Listener,
-    frames: AsyncIterator[Frame],
+    frames: AsyncIterator[Frame] | FrameInlet,
     *,
     on_item: Callable[[ListenItem], None] = lambda item: None,
     on_turn_start: Callable[[UserTurn], None] = lambda heard: None,

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-import anyio
 import numpy as np
 import soundfile as sf  # type: ignore[import-untyped]
 
@@ -27,6 +26,7 @@ from ..listening.decisions import Interrupt, PausePlayout
 from ..listening.push_to_talk import PushToTalk
 from ..pipeline.listening import (
     BargeIn,
+    FrameInlet,
     Heard,
     Listener,
     ListenError,
@@ -85,9 +85,13 @@ class VoiceInput:
         self.session, self.listener, self.hooks, self.button = session, listener, hooks, button
         self.declared = declared
         self.decoder = InputDecoder(declared, listener.vad.sample_rate)
-        self._send, self._receive = anyio.create_memory_object_stream[Frame](MAX_BACKLOG_FRAMES)
-        self.frames_dropped = 0  # the listener fell behind
+        self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # straight into the listener's queue
         self._recording: Any = None  # a soundfile.SoundFile
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames lost because the listener fell behind."""
+        return self.inlet.dropped
 
     def record_to(self, recording: Any) -> None:
         """Write the input, as the listener hears it, to ``recording`` (a debug folder)."""
@@ -100,12 +104,7 @@ class VoiceInput:
     def _put(self, frame: Frame) -> None:
         if self._recording is not None:
             self._recording.write(frame.samples)
-        try:
-            self._send.send_nowait(frame)
-        except anyio.WouldBlock:
-            self.frames_dropped += 1
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the conversation is over
+        self.inlet.put(frame)
 
     def press(self) -> bool:
         """Push to talk: the button went down now; False if it was down already."""
@@ -125,25 +124,20 @@ class VoiceInput:
 
     def close(self) -> None:
         """No more input: what was heard settles, the reply playing may finish."""
-        self._send.close()
+        self.inlet.close()
 
     async def run(self) -> None:
         """Hold the conversation until the input closes."""
         await converse(
             self.session,
             self.listener,
-            self._frames(),
+            self.inlet,
             on_item=self._on_item,
             on_turn_start=self.hooks.voice_turn_started,
             on_turn=self.hooks.voice_turn_ended,
             on_discarded=self.hooks.held_reply_discarded,
             wait_idle=self.hooks.wait_idle,
         )
-
-    async def _frames(self) -> AsyncIterator[Frame]:
-        async with self._receive:
-            async for frame in self._receive:
-                yield frame
 
     def _on_item(self, item: ListenItem) -> None:
         hooks = self.hooks
