@@ -251,7 +251,7 @@ def _chunks(samples: Samples, cuts: list[int]) -> list[Samples]:
     cuts=st.lists(st.integers(0, 10_000), max_size=12),
 )
 def test_resampled_media_do_not_depend_on_how_the_audio_was_cut(rate: int, cuts: list[int]) -> None:
-    samples = speech(0.25, rate, seed=rate)
+    samples = speech(0.1, rate, seed=rate)  # (drain waits out its play time: kept short)
 
     async def send(pieces: list[Samples]) -> bytes:
         outbox = FakeOutbox()
