@@ -1,14 +1,26 @@
 """A local STT engine for the listener tests: each utterance's stream keeps
-the sizes of the audio pushed to it and settles, when asked, to one final."""
+the sizes of the audio pushed to it and settles, when asked, to one final; the
+question it is made for, asked twice; what a listener said, less its clock."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
+import numpy as np
+import soundfile as sf
 
+from voice_membrane.pipeline.listening import (
+    BargeIn,
+    Heard,
+    ListenItem,
+    SpeechBegan,
+    SpeechEnded,
+    UserTurn,
+)
 from voice_membrane.vocab.audio import Samples
 from voice_membrane.vocab.transcripts import Transcript
 
@@ -54,3 +66,27 @@ class SaysWeather:
 
     async def aclose(self) -> None:
         pass
+
+
+def asked_twice() -> Samples:
+    """weather.wav twice, between stretches of silence (RATE)."""
+    path = Path(__file__).resolve().parent.parent / "audio_fixtures" / "listening" / "weather.wav"
+    audio, rate = sf.read(path, dtype="int16")
+    assert rate == RATE
+    silence = np.zeros(RATE, np.int16)
+    return np.concatenate([silence[: RATE // 2], audio, silence, audio, silence])
+
+
+def heard(items: list[ListenItem]) -> list[Any]:
+    """What the listener said, less the wall-clock times."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, UserTurn):
+            out.append(("turn", item.text, item.reason))
+        elif isinstance(item, SpeechBegan | SpeechEnded | BargeIn):
+            out.append(item)
+        elif isinstance(item, Heard):
+            out.append(("heard", item.transcript.text, item.transcript.final))
+        else:
+            out.append(type(item).__name__)
+    return out

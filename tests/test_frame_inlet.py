@@ -11,8 +11,7 @@ import anyio
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listener_stt import RATE, SaysWeather
-from test_listener_merge import _audio, _heard
+from listener_stt import RATE, SaysWeather, asked_twice, heard
 
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
@@ -29,7 +28,7 @@ def _listener() -> Listener:
 
 
 def _frames(count: int) -> list[Frame]:
-    audio = _audio()
+    audio = asked_twice()
     return [Frame(audio[i : i + FRAME], RATE, i, 0) for i in range(0, count * FRAME, FRAME)]
 
 
@@ -47,7 +46,7 @@ async def _run(listener: Listener, source: AsyncIterator[Frame] | FrameInlet) ->
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(early=st.integers(0, 40), bursts=st.lists(st.integers(1, 30), min_size=1, max_size=20))
 def test_an_inlet_is_heard_as_an_iterator_of_the_same_frames(early: int, bursts: list[int]) -> None:
-    frames = _frames(len(_audio()) // FRAME)
+    frames = _frames(len(asked_twice()) // FRAME)
 
     async def iterate() -> AsyncIterator[Frame]:
         for frame in frames:
@@ -80,7 +79,7 @@ def test_an_inlet_is_heard_as_an_iterator_of_the_same_frames(early: int, bursts:
             return await _run(_listener(), iterate()), await through_inlet()
 
     expected, got = anyio.run(main)
-    assert _heard(got) == _heard(expected)
+    assert heard(got) == heard(expected)
     assert "UserTurn" in [type(item).__name__ for item in got]
 
 

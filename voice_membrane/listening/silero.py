@@ -97,12 +97,17 @@ class SileroVad(VadFront):
         self._context = np.zeros((1, self._context_size), dtype=np.float32)
 
     def _score(self, window: Samples) -> float:
-        x = np.concatenate([self._context, window.astype(np.float32)[None, :] / 32768.0], axis=1)
+        x = np.concatenate([self._context, _scaled(window)[None, :]], axis=1)
         out, self._state = self._session.run(
             None, {"input": x, "state": self._state, "sr": self._sr}
         )
         self._context = x[:, -self._context_size :]
         return float(out[0, 0])
+
+
+def _scaled(window: Samples) -> np.ndarray:
+    """int16 samples as the model takes them: float32 in [-1, 1)."""
+    return window.astype(np.float32) / 32768.0
 
 
 def score_together(items: list[tuple[SileroVad, list[Samples]]]) -> list[list[float]]:
@@ -135,7 +140,7 @@ def _score_batch(vads: list[SileroVad], windows: list[Samples]) -> list[float]:
     x = np.empty((len(vads), context + first.window), dtype=np.float32)
     for row, vad, window in zip(x, vads, windows, strict=True):
         row[:context] = vad._context[0]
-        row[context:] = window.astype(np.float32) / 32768.0  # as _score scales it
+        row[context:] = _scaled(window)
     state = np.concatenate([vad._state for vad in vads], axis=1)
     out, state = first._session.run(None, {"input": x, "state": state, "sr": first._sr})
     for i, vad in enumerate(vads):

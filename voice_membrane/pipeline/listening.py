@@ -161,6 +161,11 @@ _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
 MERGE_QUEUED_S = 0.1
 
 
+def _end_of_input(rate: int, end: int) -> Frame:
+    """The marker a listener's input ends with: a frame of no samples."""
+    return Frame(_NO_SAMPLES, rate, end, time.perf_counter_ns())
+
+
 class FrameInlet:
     """Frames put by code that is not a task (a socket's receive handler)
     straight into a listener's queue, with no task between them: a served
@@ -211,7 +216,7 @@ class FrameInlet:
             finally:
                 self._send = None
             rate, end = self._end or (rate, 0)
-            await send.send(Frame(_NO_SAMPLES, rate, end, time.perf_counter_ns()))
+            await send.send(_end_of_input(rate, end))
 
 
 @dataclass(slots=True)
@@ -353,8 +358,7 @@ class Listener:
                 last = frame
                 await send.send(frame)
             end = 0 if last is None else last.end
-            marker = Frame(_NO_SAMPLES, self.vad.sample_rate, end, time.perf_counter_ns())
-            await send.send(marker)  # the end of input
+            await send.send(_end_of_input(self.vad.sample_rate, end))
 
     def _take(self, item: _Transcript | _StreamEnded | bool) -> list[Decision]:
         endpointer = self.endpointer

@@ -43,9 +43,9 @@ async def voice_input_for(
         if turn_taking == "push_to_talk":
             listener, button = push_to_talk_listener(config, stt)
             return VoiceInput(declared, session, listener, hooks, button)
-        # (the process's listeners' detector windows scored together)
-        batcher = loop_batcher()
-        listener = listener_for(config, stt, input_rate=declared.sample_rate, vad_batch=batcher)
+        listener = listener_for(  # (the process's listeners' windows scored together)
+            config, stt, input_rate=declared.sample_rate, vad_batch=loop_batcher()
+        )
         return VoiceInput(declared, session, listener, hooks)
     except (VadError, ValueError) as exc:
         raise ListeningFailed(f"voice activity detector: {exc}") from None

@@ -85,13 +85,8 @@ class VoiceInput:
         self.session, self.listener, self.hooks, self.button = session, listener, hooks, button
         self.declared = declared
         self.decoder = InputDecoder(declared, listener.vad.sample_rate)
-        self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # straight into the listener's queue
+        self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # to the listener's queue; counts drops
         self._recording: Any = None  # a soundfile.SoundFile
-
-    @property
-    def frames_dropped(self) -> int:
-        """Frames lost because the listener fell behind."""
-        return self.inlet.dropped
 
     def record_to(self, recording: Any) -> None:
         """Write the input, as the listener hears it, to ``recording`` (a debug folder)."""
