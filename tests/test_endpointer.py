@@ -3,6 +3,8 @@ echo rule), scripted: VAD events and transcripts on a sample timeline."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from listening_audio import at_level, load
 from listening_script import RATE, Script, at
 
 from voice_membrane.listening.decisions import (
+    Decision,
     EndOfTurn,
     FinalizeStt,
     Interrupt,
@@ -23,7 +26,7 @@ from voice_membrane.listening.decisions import (
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.settings import BACKCHANNELS, EndpointSettings, VadSettings
 from voice_membrane.listening.silero import SileroVad
-from voice_membrane.listening.vad import LevelRise, SpeechEnd, SpeechStart, VadWindow
+from voice_membrane.listening.vad import LevelRise, SpeechEnd, SpeechStart, VadEvent, VadWindow
 from voice_membrane.listening.words import WordJudge
 from voice_membrane.vocab.transcripts import Transcript, Word
 
@@ -355,6 +358,22 @@ def test_decisions_do_not_depend_on_how_often_time_is_advanced(tick: float) -> N
     assert RATE == 16_000
 
 
+@pytest.mark.parametrize("tick", [0.001, 0.05, 5.0])
+def test_speech_confirmed_just_past_the_end_silence_is_a_new_turn_however_fed(
+    tick: float,
+) -> None:
+    # The turn's end silence runs out at 2.1 s; the next speech is confirmed
+    # at 2.15 s. Fed in one coarse step, the start used to be handled before
+    # the deadline and joined the finished utterance: one turn, not two.
+    s = Script().speech(0.5, 1.5).heard(1.8, "What time is it?")
+    s.speech(1.95, 3.0, windows=False).heard(3.3, "In Paris.")  # (a window would tick)
+    out = s.run(6.0, tick_s=tick)
+    assert [(t.text, t.at_sample) for t in turns(out)] == [
+        ("What time is it?", at(2.1)),
+        ("In Paris.", at(3.6)),
+    ]
+
+
 def test_advancing_only_to_the_next_deadline_decides_everything_when_it_is_due() -> None:
     """A listener whose audio stops coming (a stalled client, frames longer
     than the wait) advances to ``next_deadline()`` on a timer: every decision
@@ -471,6 +490,45 @@ _ops = st.lists(
 )
 
 
+Feed = Callable[[Endpointer], list[Decision]]
+
+
+def _inputs(ops: list[tuple[int, tuple]]) -> Iterator[tuple[int, Feed, bool | None]]:
+    """The generated inputs: each one's sample, how it is fed, and what it
+    makes of the assistant's playout (None: nothing)."""
+    now, speaking = 0, False
+    empty = np.zeros(0, dtype=np.int16)
+    for dt, op in ops:
+        now += dt
+        t = now
+        if op[0] == "speech":
+            event: VadEvent = (
+                SpeechEnd(max(0, t - at(0.2)), t)
+                if speaking
+                else SpeechStart(max(0, t - at(0.2)), t, max(0, t - at(0.7)), empty)
+            )
+            speaking = not speaking
+            yield t, lambda ep, e=event: ep.vad(e), None
+        elif op[0] == "window":
+            now += 512
+            w = VadWindow(t, 512, op[1], op[2], speaking)
+            yield now, lambda ep, w=w: ep.vad(w), None
+        elif op[0] == "heard":
+            tr = Transcript(op[1], op[2])
+            yield t, lambda ep, tr=tr, t=t: ep.transcript(tr, t), None
+        elif op[0] == "done":
+            yield t, lambda ep, t=t: ep.transcripts_done(t), None
+        elif op[0] == "rise":
+            rise = LevelRise(max(0, t - at(0.012)), t, op[1])
+            yield t, lambda ep, r=rise: ep.vad(r), None
+        else:
+            yield t, lambda ep, on=op[1], t=t: ep.assistant_speaking(on, t), op[1]
+
+
+def _end(ops: list[tuple[int, tuple]]) -> int:
+    return sum(dt + (512 if op[0] == "window" else 0) for dt, op in ops) + at(10)
+
+
 def test_what_fell_due_before_a_rise_is_decided_before_its_pause() -> None:
     # Found by the property below: an utterance with no words whose final wait
     # ran out at 1 s, and a level rise confirmed one sample later. The empty
@@ -493,7 +551,7 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(
     ops: list[tuple[int, tuple]], level_pause: str
 ) -> None:
     ep = Endpointer(EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5))  # type: ignore[arg-type]
-    now, speaking, assistant, paused = 0, False, False, False
+    assistant, paused = False, False
     held: str | None = None  # the pending tentative end's text
     out: list[object] = []
     last = [0]  # where the playout last paused or resumed
@@ -524,32 +582,32 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(
                 assert d.text and d.text == d.text.strip() and d.at_sample >= d.speech_end
             out.append(d)
 
-    for dt, op in ops:
-        now += dt
-        if op[0] == "speech":
-            empty = np.zeros(0, dtype=np.int16)
-            event = (
-                SpeechEnd(max(0, now - at(0.2)), now)
-                if speaking
-                else SpeechStart(max(0, now - at(0.2)), now, max(0, now - at(0.7)), empty)
-            )
-            speaking = not speaking
-            take(ep.vad(event))
-        elif op[0] == "window":
-            take(ep.vad(VadWindow(now, 512, op[1], op[2], speaking)))
-            now += 512
-        elif op[0] == "heard":
-            take(ep.transcript(Transcript(op[1], op[2]), now))
-        elif op[0] == "done":
-            take(ep.transcripts_done(now))
-        elif op[0] == "rise":
-            take(ep.vad(LevelRise(max(0, now - at(0.012)), now, op[1])))
-        else:
-            assistant = op[1]
+    for at_sample, feed, change in _inputs(ops):
+        take(ep.advance(at_sample))  # what fell due by then comes before the change
+        if change is not None:
+            assistant = change
             paused = paused and assistant
-            take(ep.assistant_speaking(op[1], now))
-    take(ep.advance(now + at(10)))
+        take(feed(ep))
+    take(ep.advance(_end(ops)))
     assert held is None  # every held reply is decided, one way or the other
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops, st.sampled_from(["on", "off"]))
+def test_each_input_decides_what_fell_due_by_its_sample_first(
+    ops: list[tuple[int, tuple]], level_pause: str
+) -> None:
+    """Advancing the clock to an input's sample before feeding it changes
+    nothing: a coarse feed decides as a fine one does."""
+    settings_ = EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5)  # type: ignore[arg-type]
+    coarse, fine = Endpointer(settings_), Endpointer(settings_)
+    heard_coarse: list[Decision] = []
+    heard_fine: list[Decision] = []
+    for at_sample, feed, _ in _inputs(ops):
+        heard_coarse += feed(coarse)
+        heard_fine += fine.advance(at_sample) + feed(fine)
+    end = _end(ops)
+    assert heard_coarse + coarse.advance(end) == heard_fine + fine.advance(end)
 
 
 # How words are judged

@@ -127,8 +127,7 @@ class Endpointer:
     # inputs
 
     def assistant_speaking(self, speaking: bool, at_sample: int) -> list[Decision]:
-        self._now = max(self._now, at_sample)
-        out: list[Decision] = []
+        out = self.advance(at_sample)
         if speaking and self._playing_since is None:
             self._playing_since = self._now
             if self._u is not None:  # now over the assistant: no reply held for it
@@ -138,22 +137,21 @@ class Endpointer:
         return out + self._tick()
 
     def advance(self, at_sample: int) -> list[Decision]:
+        """Audio up to ``at_sample`` passed. Every input first advances to its
+        own sample: what fell due by then (a turn's end silence, a pause's
+        resume) is decided before the input's effect, so a coarse feed decides
+        as a feed advanced one sample at a time would."""
         self._now = max(self._now, at_sample)
         return self._tick()
 
     def vad(self, event: VadEvent) -> list[Decision]:
-        if isinstance(event, LevelRise):
-            self._now = max(self._now, event.confirmed_at)
-            # what fell due by the rise's sample (a turn closed by its final
-            # wait, dated before it) comes before the pause the rise may make
-            due = self._tick()
-            return due + self._level_rise(event) + self._tick()
         if isinstance(event, VadWindow):
-            self._now = max(self._now, event.at_sample + event.samples)
+            out = self.advance(event.at_sample + event.samples)
             self._window(event)
-            return self._tick()
-        self._now = max(self._now, event.confirmed_at)
-        out: list[Decision] = []
+            return out + self._tick()
+        out = self.advance(event.confirmed_at)
+        if isinstance(event, LevelRise):
+            return out + self._level_rise(event) + self._tick()
         if isinstance(event, SpeechStart):
             if self._u is not None:  # the user went on: the held reply is not theirs
                 out.extend(self._cancel_tentative(self._u))
@@ -170,10 +168,9 @@ class Endpointer:
         return out + self._tick()
 
     def transcript(self, t: Transcript, at_sample: int) -> list[Decision]:
-        self._now = max(self._now, at_sample)
+        out = self.advance(at_sample)
         text = t.text.strip()
         u = self._u
-        out: list[Decision] = []
         if u is None:
             if t.final and text and self._closed in ("turn", "empty"):
                 out.append(LateTranscript(text, self._now, self._closed == "turn"))
@@ -211,11 +208,11 @@ class Endpointer:
 
     def transcripts_done(self, at_sample: int) -> list[Decision]:
         """The STT stream ended: every final of the speech so far is in."""
-        self._now = max(self._now, at_sample)
+        out = self.advance(at_sample)
         u = self._u
         if u is not None and u.finalize_at is not None and u.final_at is None:
             u.final_at = self._now
-        return self._tick()
+        return out + self._tick()
 
     def next_deadline(self) -> int | None:
         """The next sample past the latest input at which ``advance`` alone may
@@ -285,7 +282,7 @@ class Endpointer:
         until = self._level_until
         if (
             until is not None
-            and end <= until
+            and end < until  # (one ending at the deadline comes after its resume)
             and end - run[0] >= self._n(self.settings.pause_min_speech_s)
         ):
             self._confirm_level()
