@@ -114,6 +114,8 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
             assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
             assert turn.server.get("first_audio") is not None
         assert level.server_cpu_cores > 0
+        cpu = level.server_cpu_cores * level.seconds * 1000 / sum(t.audio_s for t in level.turns)
+        assert level.cpu_ms_per_audio_s == pytest.approx(cpu)
     assert results.ideal.first_piece and results.ideal.first_audio_ms > 400
     section = serve_section(results)
     assert section.startswith(f"## {SERVE_TITLE}")
@@ -122,6 +124,7 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
         assert len(rows) == 2  # the load table and the stage table
         cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
         assert cells[:3] == ["2", workers, "2"] and cells[6] == "0"  # sessions, turns, errors
+        assert cells[8].endswith(" ms") and float(cells[8].removesuffix(" ms")) > 0
 
 
 def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:

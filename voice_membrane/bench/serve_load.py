@@ -166,6 +166,13 @@ class LevelResult:
     def error_count(self) -> int:
         return len(self.errors) + sum(len(t.errors) for t in self.turns)
 
+    @property
+    def cpu_ms_per_audio_s(self) -> float | None:
+        """The server's CPU (every process of the group) per second of audio
+        the clients received, in ms."""
+        audio_s = sum(t.audio_s for t in self.turns)
+        return self.server_cpu_cores * self.seconds * 1000 / audio_s if audio_s else None
+
 
 def _run_level(
     setup: LoadSetup,
