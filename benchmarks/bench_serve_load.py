@@ -12,7 +12,8 @@ from collections.abc import Callable
 from voice_membrane.bench.load_client import ClientPlan
 from voice_membrane.bench.serve_load import LoadScript, LoadSetup, ServeLoadResults, run_serve_load
 
-LEVELS = (50, 100, 200, 400)
+LEVELS = (1, 50, 100, 200, 400)  # 1: the single session the targets are relative to
+BURST_LEVELS = (100,)  # every session's turns at once, on one process
 TURNS = 3
 LLM_TTFT_S = 0.3
 TOKEN_S = 0.025
@@ -43,11 +44,12 @@ def run_serve_load_bench(
     ramp_s: float = RAMP_S,
     log: Callable[[str], None] = print,
     workers: tuple[int, ...] = WORKERS,
+    burst_levels: tuple[int, ...] = BURST_LEVELS,
 ) -> ServeLoadResults:
     script = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
     client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S)
     setup = LoadSetup(script, client, SESSIONS_PER_CLIENT, workers)
-    return run_serve_load(setup, levels, log)
+    return run_serve_load(setup, levels, log, burst_levels)
 
 
 if __name__ == "__main__":
@@ -59,7 +61,13 @@ if __name__ == "__main__":
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="sessions, e.g. 20")
     parser.add_argument("--workers", default=",".join(map(str, WORKERS)), help="e.g. 1,2")
     parser.add_argument("--turns", type=int, default=TURNS)
+    parser.add_argument("--burst", default=",".join(map(str, BURST_LEVELS)), help="e.g. 100")
     args = parser.parse_args()
-    levels = tuple(int(n) for n in args.levels.split(","))
-    workers = tuple(int(n) for n in args.workers.split(","))
-    print(serve_section(run_serve_load_bench(levels, args.turns, workers=workers)))
+
+    def sizes(text: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in text.split(",") if n)
+
+    results = run_serve_load_bench(
+        sizes(args.levels), args.turns, workers=sizes(args.workers), burst_levels=sizes(args.burst)
+    )
+    print(serve_section(results))

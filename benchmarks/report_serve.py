@@ -12,7 +12,7 @@ from voice_membrane.bench.stats import median, nearest_rank
 
 SERVE_TITLE = "`voice-membrane serve` under load"
 TARGET_SESSIONS = 200
-TARGET_EXCESS_MS = 20.0
+TARGET_OVER_ONE_MS = 40.0  # issue 27: p95 at 200 sessions over one session's p50
 TARGET_CPU_MS_PER_AUDIO_S = 2.0  # issue 27: a third of what serve used
 
 
@@ -61,17 +61,28 @@ def _cpu_per_audio(level: LevelResult) -> str:
     return "—" if cpu is None else f"{cpu:.1f} ms"
 
 
-def _verdict(results: ServeLoadResults) -> str:
-    level = next(
-        (lv for lv in results.levels if lv.sessions == TARGET_SESSIONS and lv.workers == 1), None
+def _run(results: ServeLoadResults, sessions: int) -> LevelResult | None:
+    """The staggered run of ``sessions`` on one process, if it was run."""
+    return next(
+        (
+            lv
+            for lv in results.levels
+            if lv.sessions == sessions and lv.workers == 1 and not lv.burst
+        ),
+        None,
     )
-    if level is None:
-        return f"Target ({TARGET_SESSIONS} sessions): not run at that size."
-    excess = _excess(level, results.ideal.first_audio_ms)
-    p95 = nearest_rank(excess, 0.95) if excess else float("inf")
+
+
+def _verdict(results: ServeLoadResults) -> str:
+    level, single = _run(results, TARGET_SESSIONS), _run(results, 1)
+    if level is None or single is None or not _first_audio(single):
+        return f"Target ({TARGET_SESSIONS} sessions against one): not run at those sizes."
+    bound = median(_first_audio(single)) + TARGET_OVER_ONE_MS
+    first_audio = _first_audio(level)
+    p95 = nearest_rank(first_audio, 0.95) if first_audio else float("inf")
     missed = []
-    if p95 > TARGET_EXCESS_MS:
-        missed.append(f"first-audio excess p95 {p95:.0f} ms > {TARGET_EXCESS_MS:.0f} ms")
+    if p95 > bound:
+        missed.append(f"first-audio p95 {p95:.0f} ms > {bound:.0f} ms")
     underruns = sum(t.underruns for t in level.turns)
     if underruns:
         missed.append(f"{underruns} underruns")
@@ -81,8 +92,9 @@ def _verdict(results: ServeLoadResults) -> str:
     if cpu is None or cpu > TARGET_CPU_MS_PER_AUDIO_S:
         missed.append(f"server CPU {_cpu_per_audio(level)} per second of audio")
     target = (
-        f"Target ({TARGET_SESSIONS} concurrent sessions: first-audio excess ≤ "
-        f"{TARGET_EXCESS_MS:.0f} ms at p95, 0 underruns, 0 errors, server CPU ≤ "
+        f"Target ({TARGET_SESSIONS} concurrent sessions with staggered turns on one process: "
+        f"first-audio p95 ≤ one session's p50 + {TARGET_OVER_ONE_MS:.0f} ms "
+        f"(here {bound:.0f} ms), 0 underruns, 0 errors, server CPU ≤ "
         f"{TARGET_CPU_MS_PER_AUDIO_S:g} ms per second of audio, on this 2-core machine)"
     )
     return f"{target}: **{'missed' if missed else 'met'}**" + (
@@ -96,7 +108,7 @@ def _errors(results: ServeLoadResults) -> str:
         kinds = Counter(level.errors + [e for t in level.turns for e in t.errors])
         if kinds:
             listed = ", ".join(f"{quoted(k)}: {n}" for k, n in kinds.most_common(6))
-            lines.append(f"- {level.sessions} sessions, {level.workers} worker(s): {listed}")
+            lines.append(f"- {level.label} sessions, {level.workers} worker(s): {listed}")
     return "Errors by kind:\n" + "\n".join(lines) if lines else ""
 
 
@@ -109,7 +121,7 @@ def serve_section(results: ServeLoadResults) -> str:
         per_session = level.server_cpu_cores / level.sessions * 100  # % of a core
         rows.append(
             [
-                level.sessions,
+                level.label,
                 level.workers,
                 len(level.turns),
                 _percentiles(_first_audio(level)),
@@ -125,7 +137,7 @@ def serve_section(results: ServeLoadResults) -> str:
         )
     stages = [
         [
-            level.sessions,
+            level.label,
             level.workers,
             _server_gap(level, "first_token", None, script.llm_ttft_s * 1000),
             _server_gap(level, "tts_request", "first_chunk", 0.0),
@@ -152,8 +164,9 @@ def serve_section(results: ServeLoadResults) -> str:
         f"{client.sample_rate} Hz: all "
         f"connect first, then each starts at a random moment within {client.ramp_s:g} s and runs "
         f"{client.turns} turns, each sent {client.think_s:g} s after the last reply finished "
-        "playing. *First audio*: the turn's first binary frame after `user.message` was "
-        "sent, at the client (over the turns that had audio). *Ideal*: "
+        "playing (*burst*: every session's first turn sent at the same moment, so the turns "
+        "stay bunched; one process). *First audio*: the turn's first binary frame after "
+        "`user.message` was sent, at the client (over the turns that had audio). *Ideal*: "
         f"{ttft_ms} ms TTFT + {ideal.deltas - 1} deltas x "
         f"{token_ms} ms until the delta that completes the first piece "
         f"{quoted(ideal.first_piece)} (the pipeline's chunker) + {ttfb_ms} ms "

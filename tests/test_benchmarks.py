@@ -35,8 +35,16 @@ from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_
 from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.load_client import ClientPlan, TurnRecord
 from voice_membrane.bench.membrane_consumers import CONSUMERS
 from voice_membrane.bench.runner import Target, TargetRun, TurnSample
+from voice_membrane.bench.serve_load import (
+    Ideal,
+    LevelResult,
+    LoadScript,
+    LoadSetup,
+    ServeLoadResults,
+)
 from voice_membrane.chunking import SpeechChunker
 from voice_membrane.pipeline.metrics import TurnMetrics
 
@@ -102,13 +110,17 @@ def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:
 def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
     # Two sessions, one turn each: the fakes, the server and a client process all run;
     # the turns must have played audio without an error. Numbers are not checked.
-    # Once on one process, once on serve --workers 2.
+    # Once on one process, once on serve --workers 2, once all at once (burst).
     results = run_serve_load_bench(
-        levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None, workers=(1, 2)
+        levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None, workers=(1, 2), burst_levels=(2,)
     )
-    assert [(level.sessions, level.workers) for level in results.levels] == [(2, 1), (2, 2)]
+    assert [(lv.sessions, lv.workers, lv.burst) for lv in results.levels] == [
+        (2, 1, False),
+        (2, 2, False),
+        (2, 1, True),
+    ]
     for level in results.levels:
-        assert len(level.turns) == 2
+        assert len(level.turns) == level.sessions
         assert level.error_count() == 0, (level.errors, [t.errors for t in level.turns])
         for turn in level.turns:
             assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
@@ -125,6 +137,45 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
         cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
         assert cells[:3] == ["2", workers, "2"] and cells[6] == "0"  # sessions, turns, errors
         assert cells[8].endswith(" ms") and float(cells[8].removesuffix(" ms")) > 0
+    burst = [line for line in section.splitlines() if line.startswith("| 2, burst | 1 |")]
+    assert len(burst) == 2  # the load table and the stage table
+    assert "Target (200 sessions against one): not run at those sizes." in section
+
+
+def _load_level(sessions: int, first_audio_ms: list[float], **kw: Any) -> LevelResult:
+    turns = [TurnRecord(n, first_audio_ms=ms, audio_s=3.0) for n, ms in enumerate(first_audio_ms)]
+    fields: dict[str, Any] = {
+        "errors": [],
+        "clients": 1,
+        "client_lag_ms": [1.0],
+        "client_cpu_cores": 0.1,
+        "fakes_cpu_cores": 0.1,
+        "server_rss_base_mb": 100.0,
+        "server_rss_peak_mb": 110.0,
+        "seconds": 10.0,
+    }
+    return LevelResult(sessions, turns, **(fields | kw))
+
+
+def _load_results(*levels: LevelResult) -> ServeLoadResults:
+    script = LoadScript("Hi there.", 0.3, 0.025, 4, 0.1, 0.8)
+    client = ClientPlan("Hi?", 24000, 1, 1.0, 0.5, 15.0)
+    ideal = Ideal("Hi there.", 3, 450.0)
+    return ServeLoadResults(LoadSetup(script, client, 100), list(levels), ideal, 0.05, 0, 0, 1)
+
+
+def test_the_serve_load_verdict_is_issue_27s_target_against_one_session() -> None:
+    single = _load_level(1, [500.0, 510.0, 520.0], server_cpu_cores=0.001)
+    # 200 sessions, 600 turns of 3 s of audio (1800 s) in 10 s: 0.3 cores is 1.7 ms a second
+    ok = _load_level(200, [540.0] * 600, server_cpu_cores=0.3)
+    verdict = serve_section(_load_results(single, ok))
+    assert "(here 550 ms)" in verdict and ": **met**." in verdict
+    late = _load_level(200, [540.0] * 560 + [560.0] * 40, server_cpu_cores=0.3)
+    assert "first-audio p95 560 ms > 550 ms." in serve_section(_load_results(single, late))
+    busy = _load_level(200, [540.0] * 600, server_cpu_cores=0.9)
+    assert "— server CPU 5.0 ms per second of audio." in serve_section(_load_results(single, busy))
+    burst = _load_level(200, [540.0] * 600, server_cpu_cores=0.3, burst=True)
+    assert "not run at those sizes" in serve_section(_load_results(single, burst))
 
 
 def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:

@@ -29,7 +29,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,11 @@ class LevelResult:
     server_rss_peak_mb: float
     seconds: float  # the turns' wall time
     workers: int = 1  # serve --workers; CPU and memory count every process of the group
+    burst: bool = False  # every session's turns started at once (no ramp)
+
+    @property
+    def label(self) -> str:
+        return f"{self.sessions}, burst" if self.burst else str(self.sessions)
 
     @property
     def rss_per_session_mb(self) -> float:
@@ -238,9 +243,14 @@ class ServeLoadResults:
 
 
 def run_serve_load(
-    setup: LoadSetup, levels: Sequence[int], log: Callable[[str], None] = print
+    setup: LoadSetup,
+    levels: Sequence[int],
+    log: Callable[[str], None] = print,
+    burst_levels: Sequence[int] = (),
 ) -> ServeLoadResults:
-    """Each of ``levels`` sessions at once, in turn, each on a fresh server."""
+    """Each of ``levels`` sessions at once, in turn, each on a fresh server; then
+    each of ``burst_levels`` on one process with every session's first turn sent
+    at the same moment (no ramp: the turns stay bunched)."""
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     char_s = setup.script.char_s()
@@ -272,6 +282,12 @@ def run_serve_load(
                             setup, sessions, pipeline, env, [llm.pid, tts.pid], folder, workers
                         )
                     )
+            bunched = replace(setup, client=replace(setup.client, ramp_s=0.0))
+            for sessions in burst_levels:
+                log(f"serve load bench: {sessions} sessions, all at once …")
+                level = _run_level(bunched, sessions, pipeline, env, [llm.pid, tts.pid], folder)
+                level.burst = True
+                results.append(level)
     return ServeLoadResults(
         setup,
         results,
