@@ -14,6 +14,7 @@ from voice_membrane.bench.serve_load import LoadScript, LoadSetup, ServeLoadResu
 
 LEVELS = (1, 50, 100, 200, 400)  # 1: the single session the targets are relative to
 BURST_LEVELS = (100,)  # every session's turns at once, on one process
+BARE_LEVELS = (1, 100)  # the bare protocol client in the server's place: the floor
 TURNS = 3
 LLM_TTFT_S = 0.3
 TOKEN_S = 0.025
@@ -45,11 +46,12 @@ def run_serve_load_bench(
     log: Callable[[str], None] = print,
     workers: tuple[int, ...] = WORKERS,
     burst_levels: tuple[int, ...] = BURST_LEVELS,
+    bare_levels: tuple[int, ...] = BARE_LEVELS,
 ) -> ServeLoadResults:
     script = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
     client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S)
     setup = LoadSetup(script, client, SESSIONS_PER_CLIENT, workers)
-    return run_serve_load(setup, levels, log, burst_levels)
+    return run_serve_load(setup, levels, log, burst_levels, bare_levels)
 
 
 if __name__ == "__main__":
@@ -62,12 +64,17 @@ if __name__ == "__main__":
     parser.add_argument("--workers", default=",".join(map(str, WORKERS)), help="e.g. 1,2")
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--burst", default=",".join(map(str, BURST_LEVELS)), help="e.g. 100")
+    parser.add_argument("--bare", default=",".join(map(str, BARE_LEVELS)), help="e.g. 1,100")
     args = parser.parse_args()
 
     def sizes(text: str) -> tuple[int, ...]:
         return tuple(int(n) for n in text.split(",") if n)
 
     results = run_serve_load_bench(
-        sizes(args.levels), args.turns, workers=sizes(args.workers), burst_levels=sizes(args.burst)
+        sizes(args.levels),
+        args.turns,
+        workers=sizes(args.workers),
+        burst_levels=sizes(args.burst),
+        bare_levels=sizes(args.bare),
     )
     print(serve_section(results))

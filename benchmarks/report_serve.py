@@ -13,6 +13,7 @@ from voice_membrane.bench.stats import median, nearest_rank
 SERVE_TITLE = "`voice-membrane serve` under load"
 TARGET_SESSIONS = 200
 TARGET_OVER_ONE_MS = 40.0  # issue 27: p95 at 200 sessions over one session's p50
+SIDE_BY_SIDE_SESSIONS, SIDE_BY_SIDE_MS = 100, 20.0  # issue 27: p95 within +20 ms of bare
 TARGET_CPU_MS_PER_AUDIO_S = 2.0  # issue 27: a third of what serve used
 
 
@@ -73,6 +74,38 @@ def _run(results: ServeLoadResults, sessions: int) -> LevelResult | None:
     )
 
 
+def _side_by_side(results: ServeLoadResults) -> str:
+    """Each size run both ways: the served sessions' first audio over the bare
+    client's, and the CPU of each per second of audio."""
+    lines = []
+    for bare in (lv for lv in results.levels if lv.bare):
+        served = _run(results, bare.sessions)
+        if served is None or not _first_audio(served) or not _first_audio(bare):
+            continue
+        ours, floor = _first_audio(served), _first_audio(bare)
+        p50 = median(ours) - median(floor)
+        p95 = nearest_rank(ours, 0.95) - nearest_rank(floor, 0.95)
+        target = (
+            f" (target at {SIDE_BY_SIDE_SESSIONS}: ≤ +{SIDE_BY_SIDE_MS:.0f} at p95)"
+            if bare.sessions == SIDE_BY_SIDE_SESSIONS
+            else ""
+        )
+        lines.append(
+            f"- {bare.sessions} session(s): served first audio {p50:+.0f} / {p95:+.0f} ms over the "
+            f"bare client's at p50 / p95{target}; CPU per second of audio "
+            f"{_cpu_per_audio(served)} served, {_cpu_per_audio(bare)} bare."
+        )
+    if not lines:
+        return ""
+    return (
+        "Side by side with the floor, the bare protocol client "
+        "(`voice_membrane/bench/bare_client.py`: the same turns, plan and fakes, the "
+        "reply cut where the pipeline cuts its first piece, N sessions in one process in "
+        "the server's place, no client behind it; its rows above, *server CPU* being its "
+        "own):\n\n" + "\n".join(lines)
+    )
+
+
 def _verdict(results: ServeLoadResults) -> str:
     level, single = _run(results, TARGET_SESSIONS), _run(results, 1)
     if level is None or single is None or not _first_audio(single):
@@ -126,13 +159,18 @@ def serve_section(results: ServeLoadResults) -> str:
                 len(level.turns),
                 _percentiles(_first_audio(level)),
                 _percentiles(_excess(level, ideal.first_audio_ms), signed=True),
-                _underruns(level),
+                "—" if level.bare else _underruns(level),
                 level.error_count(),
                 f"{level.server_cpu_cores:.2f} ({per_session:.2f}%)",
                 _cpu_per_audio(level),
-                f"{level.rss_per_session_mb * 1024:.0f} KiB",
+                "—" if level.bare else f"{level.rss_per_session_mb * 1024:.0f} KiB",
                 f"{nearest_rank(lag, 0.99):.0f} / {max(lag):.0f}" if lag else "—",
-                f"{level.client_cpu_cores:.2f} ({level.clients}) / {level.fakes_cpu_cores:.2f}",
+                (
+                    f"— / {level.fakes_cpu_cores:.2f}"
+                    if level.bare
+                    else f"{level.client_cpu_cores:.2f} ({level.clients}) / "
+                    f"{level.fakes_cpu_cores:.2f}"
+                ),
             ]
         )
     stages = [
@@ -149,6 +187,7 @@ def serve_section(results: ServeLoadResults) -> str:
             f"{level.seconds:.0f} s",
         ]
         for level in results.levels
+        if not level.bare
     ]
     ttft_ms, token_ms = f"{script.llm_ttft_s * 1000:.0f}", f"{script.token_s * 1000:.0f}"
     ttfb_ms = f"{script.tts_ttfb_s * 1000:.0f}"
@@ -220,6 +259,7 @@ def serve_section(results: ServeLoadResults) -> str:
             rows,
         ),
         _verdict(results),
+        _side_by_side(results),
         stage_note,
         table(
             [

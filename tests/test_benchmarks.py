@@ -110,21 +110,32 @@ def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:
 def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
     # Two sessions, one turn each: the fakes, the server and a client process all run;
     # the turns must have played audio without an error. Numbers are not checked.
-    # Once on one process, once on serve --workers 2, once all at once (burst).
+    # Once on one process, once on serve --workers 2, once all at once (burst),
+    # and the bare protocol client in the server's place.
     results = run_serve_load_bench(
-        levels=(2,), turns=1, ramp_s=0.2, log=lambda _: None, workers=(1, 2), burst_levels=(2,)
+        levels=(2,),
+        turns=1,
+        ramp_s=0.2,
+        log=lambda _: None,
+        workers=(1, 2),
+        burst_levels=(2,),
+        bare_levels=(2,),
     )
-    assert [(lv.sessions, lv.workers, lv.burst) for lv in results.levels] == [
-        (2, 1, False),
-        (2, 2, False),
-        (2, 1, True),
+    assert [(lv.sessions, lv.workers, lv.burst, lv.bare) for lv in results.levels] == [
+        (2, 1, False, False),
+        (2, 2, False, False),
+        (2, 1, True, False),
+        (2, 1, False, True),
     ]
     for level in results.levels:
         assert len(level.turns) == level.sessions
         assert level.error_count() == 0, (level.errors, [t.errors for t in level.turns])
         for turn in level.turns:
             assert turn.first_audio_ms is not None and turn.frames > 10 and turn.audio_s > 1
-            assert turn.server.get("first_audio") is not None
+            assert level.bare or turn.server.get("first_audio") is not None
+            # the fakes only ever sleep longer than scripted: no first audio comes
+            # before the ideal (a bare client cutting too early would)
+            assert turn.first_audio_ms >= results.ideal.first_audio_ms - 2
         assert level.server_cpu_cores > 0
         cpu = level.server_cpu_cores * level.seconds * 1000 / sum(t.audio_s for t in level.turns)
         assert level.cpu_ms_per_audio_s == pytest.approx(cpu)
@@ -139,6 +150,10 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
         assert cells[8].endswith(" ms") and float(cells[8].removesuffix(" ms")) > 0
     burst = [line for line in section.splitlines() if line.startswith("| 2, burst | 1 |")]
     assert len(burst) == 2  # the load table and the stage table
+    bare = [line for line in section.splitlines() if line.startswith("| 2, bare client | 1 |")]
+    assert len(bare) == 1  # no server stamps: the load table only
+    side = [line for line in section.splitlines() if line.startswith("- 2 session(s): served")]
+    assert len(side) == 1 and "ms over the bare client's at p50 / p95" in side[0]
     assert "Target (200 sessions against one): not run at those sizes." in section
 
 

@@ -36,11 +36,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..pipeline.config import load_pipeline
+from .bare_client import BareTarget
 from .child import library_env
 from .fakes import fakes_process
 from .load_client import ClientPlan, TurnRecord, read_result, warm_up
 from .scripted import first_piece_delta
 from .serve_process import (
+    cpu_s,
     group_pids,
     group_rss_mb,
     run_clients,
@@ -159,9 +161,12 @@ class LevelResult:
     seconds: float  # the turns' wall time
     workers: int = 1  # serve --workers; CPU and memory count every process of the group
     burst: bool = False  # every session's turns started at once (no ramp)
+    bare: bool = False  # the bare protocol client in the server's place (bare_client)
 
     @property
     def label(self) -> str:
+        if self.bare:
+            return f"{self.sessions}, bare client"
         return f"{self.sessions}, burst" if self.burst else str(self.sessions)
 
     @property
@@ -242,15 +247,52 @@ class ServeLoadResults:
     seconds: float
 
 
+def _run_bare(
+    setup: LoadSetup, sessions: int, target: BareTarget, fake_pids: list[int]
+) -> LevelResult:
+    """``sessions`` of the bare protocol client (``bare_client``) in one process,
+    in the server's place: its CPU is the process's own over the turns."""
+    from .child import bench_child
+
+    args = [json.dumps(asdict(target)), json.dumps(asdict(setup.client)), str(sessions), "0"]
+    with bench_child("voice_membrane.bench.bare_client", args) as child:
+        if child.line != "connected":
+            raise RuntimeError(f"the bare client said {child.line!r}")
+        fakes_before = sum(cpu_s(pid) for pid in fake_pids)
+        assert child.process.stdin is not None and child.process.stdout is not None
+        child.process.stdin.write("go\n")
+        child.process.stdin.flush()
+        line = child.process.stdout.readline().strip()
+        fakes_cpu = sum(cpu_s(pid) for pid in fake_pids) - fakes_before
+    result = read_result(line)
+    seconds = result.wall_s or 1.0
+    return LevelResult(
+        sessions=sessions,
+        turns=result.turns,
+        errors=result.errors,
+        clients=1,
+        client_lag_ms=result.lag_ms,
+        client_cpu_cores=0.0,
+        fakes_cpu_cores=fakes_cpu / seconds,
+        server_cpu_cores=result.cpu_s / seconds,
+        server_rss_base_mb=0.0,
+        server_rss_peak_mb=0.0,
+        seconds=seconds,
+        bare=True,
+    )
+
+
 def run_serve_load(
     setup: LoadSetup,
     levels: Sequence[int],
     log: Callable[[str], None] = print,
     burst_levels: Sequence[int] = (),
+    bare_levels: Sequence[int] = (),
 ) -> ServeLoadResults:
     """Each of ``levels`` sessions at once, in turn, each on a fresh server; then
     each of ``burst_levels`` on one process with every session's first turn sent
-    at the same moment (no ramp: the turns stay bunched)."""
+    at the same moment (no ramp: the turns stay bunched); then each of
+    ``bare_levels`` as bare protocol clients in the server's place (the floor)."""
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     char_s = setup.script.char_s()
@@ -288,6 +330,17 @@ def run_serve_load(
                 level = _run_level(bunched, sessions, pipeline, env, [llm.pid, tts.pid], folder)
                 level.burst = True
                 results.append(level)
+            target = BareTarget(
+                llm.urls()["llm"],
+                tts.urls()["tts"],
+                MODEL,
+                VOICE,
+                ideal.deltas,
+                setup.client.sample_rate,
+            )
+            for sessions in bare_levels:
+                log(f"serve load bench: {sessions} bare protocol clients …")
+                results.append(_run_bare(setup, sessions, target, [llm.pid, tts.pid]))
     return ServeLoadResults(
         setup,
         results,

@@ -1,0 +1,177 @@
+"""The floor of the serve load benchmark: a bare client of the two wire
+protocols doing a served session's work in the server's place, with none of our
+code on its path.
+
+N sessions in one process (one event loop, as one ``serve`` process), each
+running the load client's turns (``load_client.ClientPlan``: its ramp, turns
+and think time). A turn posts the chat request to the fake OpenAI with
+``httpx`` (one client for the process, connections kept alive) and reads its
+SSE body line by line; meanwhile it opens the fake ElevenLabs stream-input
+socket (``websockets``, compression off as our engine has it). It cuts the
+reply where the pipeline's chunker cuts its first piece (the delta that
+completes it, as the benchmark's ideal counts it), sends that text with
+``flush``, the rest when the reply ends, and reads the audio (base64 decoded,
+as any client must) until ``isFinal``. *First audio*: the first audio message
+after the request was sent. It then waits, as the load client does, until the
+audio would have played, and its think time.
+
+A turn's record is the load client's ``TurnRecord`` (first audio, audio
+seconds), and the process's CPU over the turns is in the result, so the
+benchmark can set it beside the served sessions' at the same size.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anyio
+import httpx
+from websockets.asyncio.client import connect
+
+from .load_client import ClientPlan, ClientResult, TurnRecord, describe
+
+KEY = "bench-key"
+
+
+@dataclass(frozen=True, slots=True)
+class BareTarget:
+    llm_url: str  # the fake OpenAI's base URL (…/v1)
+    tts_url: str  # the fake ElevenLabs' base URL (http://…)
+    model: str
+    voice: str
+    cut_after_deltas: int  # the first piece is complete once this many deltas came
+    sample_rate: int
+
+
+class BareSession:
+    def __init__(
+        self, target: BareTarget, plan: ClientPlan, http: httpx.AsyncClient, result: ClientResult
+    ) -> None:
+        self.target, self.plan, self.http, self.result = target, plan, http, result
+        self.history: list[dict[str, str]] = []
+
+    async def run(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        for number in range(1, self.plan.turns + 1):
+            record = TurnRecord(number)
+            self.result.turns.append(record)
+            try:
+                with anyio.fail_after(self.plan.turn_timeout_s):
+                    play_end = await self._turn(record)
+            except TimeoutError:
+                record.errors.append("timeout")
+                return
+            except Exception as error:
+                record.errors.append(describe(error))
+                return
+            await anyio.sleep(max(0.0, play_end - time.perf_counter()) + self.plan.think_s)
+
+    async def _turn(self, record: TurnRecord) -> float:
+        t = self.target
+        self.history.append({"role": "user", "content": self.plan.prompt})
+        url = (
+            t.tts_url.replace("http://", "ws://", 1)
+            + f"/v1/text-to-speech/{t.voice}/stream-input"
+            + f"?model_id=eleven_flash_v2_5&output_format=pcm_{t.sample_rate}"
+        )
+        sent = time.perf_counter()
+        first: float | None = None
+        samples = 0
+        reply = ""
+        async with (
+            connect(url, additional_headers={"xi-api-key": KEY}, compression=None) as ws,
+            anyio.create_task_group() as tg,
+        ):
+            await ws.send(json.dumps({"text": " "}))
+
+            async def receive() -> None:
+                nonlocal first, samples
+                async for message in ws:
+                    data = json.loads(message)
+                    if data.get("audio"):
+                        samples += len(base64.b64decode(data["audio"])) // 2
+                        record.frames += 1
+                        if first is None:
+                            first = time.perf_counter()
+                    if data.get("isFinal"):
+                        return
+
+            tg.start_soon(receive)
+            body = {"model": t.model, "messages": self.history, "stream": True}
+            deltas, cut = 0, 0
+            async with self.http.stream("POST", "/chat/completions", json=body) as response:
+                response.raise_for_status()
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk: Any = json.loads(line[6:])
+                    content = (chunk["choices"] or [{}])[0].get("delta", {}).get("content")
+                    if not content:
+                        continue
+                    reply += content
+                    deltas += 1
+                    if deltas == t.cut_after_deltas:
+                        await ws.send(json.dumps({"text": reply + " ", "flush": True}))
+                        cut = len(reply)
+            await ws.send(json.dumps({"text": reply[cut:] + " ", "flush": True}))
+            await ws.send(json.dumps({"text": ""}))
+        self.history.append({"role": "assistant", "content": reply})
+        if first is None:
+            record.errors.append("no audio")
+            return time.perf_counter()
+        record.first_audio_ms = (first - sent) * 1000
+        record.audio_s = samples / t.sample_rate
+        return first + record.audio_s
+
+
+async def run_bare(
+    target: BareTarget, plan: ClientPlan, sessions: int, seed: int, go: Any
+) -> ClientResult:
+    """``sessions`` bare sessions' turns, after ``go``; the process's CPU over them."""
+    result = ClientResult()
+    headers = {"Authorization": f"Bearer {KEY}"}
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(
+        base_url=target.llm_url, headers=headers, timeout=30, limits=limits
+    ) as http:
+        await go()
+        rng = random.Random(seed)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        began = time.perf_counter()
+        # (No lag ticker here, unlike the load client: its wake-ups would be CPU
+        # the server does not spend.)
+        async with anyio.create_task_group() as turns:
+            for _ in range(sessions):
+                session = BareSession(target, plan, http, result)
+                turns.start_soon(session.run, rng.uniform(0, plan.ramp_s))
+        result.wall_s = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        result.cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    return result
+
+
+def main(target: str, plan: str, sessions: str, seed: str) -> None:
+    async def go() -> None:
+        print("connected", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+
+    result = anyio.run(
+        run_bare,
+        BareTarget(**json.loads(target)),
+        ClientPlan(**json.loads(plan)),
+        int(sessions),
+        int(seed),
+        go,
+    )
+    print(json.dumps(asdict(result)), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
