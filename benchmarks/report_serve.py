@@ -102,7 +102,8 @@ def _side_by_side(results: ServeLoadResults) -> str:
         "(`voice_membrane/bench/bare_client.py`: the same turns, plan and fakes, the "
         "reply cut where the pipeline cuts its first piece, N sessions in one process in "
         "the server's place, no client behind it; its rows above, *server CPU* being its "
-        "own):\n\n" + "\n".join(lines)
+        "own):\n\n" + "\n".join(lines) + "\n\nWhat the served CPU goes to, and the plan: "
+        "[serve.md](serve.md#what-a-sessions-cpu-goes-to-and-the-plan)."
     )
 
 
