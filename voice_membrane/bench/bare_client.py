@@ -6,8 +6,8 @@ N sessions in one process (one event loop, as one ``serve`` process), each
 running the load client's turns (``load_client.ClientPlan``: its ramp, turns
 and think time). A turn posts the chat request to the fake OpenAI with
 ``httpx`` (one client for the process, connections kept alive) and reads its
-SSE body line by line; meanwhile it opens the fake ElevenLabs stream-input
-socket (``websockets``, compression off as our engine has it). It cuts the
+SSE body line by line; meanwhile (as the pipeline does) it opens the fake
+ElevenLabs stream-input socket (``websockets``, compression off as our engine has it). It cuts the
 reply where the pipeline's chunker cuts its first piece (the delta that
 completes it, as the benchmark's ideal counts it), sends that text with
 ``flush``, the rest when the reply ends, and reads the audio (base64 decoded,
@@ -28,12 +28,13 @@ import random
 import resource
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
 import httpx
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 
 from .load_client import ClientPlan, ClientResult, TurnRecord, describe
 
@@ -85,14 +86,16 @@ class BareSession:
         first: float | None = None
         samples = 0
         reply = ""
-        async with (
-            connect(url, additional_headers={"xi-api-key": KEY}, compression=None) as ws,
-            anyio.create_task_group() as tg,
-        ):
-            await ws.send(json.dumps({"text": " "}))
+        opened = anyio.Event()
+        socket: list[ClientConnection] = []
 
-            async def receive() -> None:
-                nonlocal first, samples
+        async def speak() -> None:
+            """Open the socket while the LLM request goes out, then read the audio."""
+            nonlocal first, samples
+            async with connect(url, additional_headers={"xi-api-key": KEY}, compression=None) as ws:
+                await ws.send(json.dumps({"text": " "}))
+                socket.append(ws)
+                opened.set()
                 async for message in ws:
                     data = json.loads(message)
                     if data.get("audio"):
@@ -103,7 +106,12 @@ class BareSession:
                     if data.get("isFinal"):
                         return
 
-            tg.start_soon(receive)
+        async def send(text: str) -> None:
+            await opened.wait()
+            await socket[0].send(json.dumps({"text": text + " ", "flush": True}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(speak)
             body = {"model": t.model, "messages": self.history, "stream": True}
             deltas, cut = 0, 0
             async with self.http.stream("POST", "/chat/completions", json=body) as response:
@@ -118,10 +126,10 @@ class BareSession:
                     reply += content
                     deltas += 1
                     if deltas == t.cut_after_deltas:
-                        await ws.send(json.dumps({"text": reply + " ", "flush": True}))
+                        await send(reply)
                         cut = len(reply)
-            await ws.send(json.dumps({"text": reply[cut:] + " ", "flush": True}))
-            await ws.send(json.dumps({"text": ""}))
+            await send(reply[cut:])
+            await socket[0].send(json.dumps({"text": ""}))
         self.history.append({"role": "assistant", "content": reply})
         if first is None:
             record.errors.append("no audio")
@@ -132,7 +140,11 @@ class BareSession:
 
 
 async def run_bare(
-    target: BareTarget, plan: ClientPlan, sessions: int, seed: int, go: Any
+    target: BareTarget,
+    plan: ClientPlan,
+    sessions: int,
+    seed: int,
+    go: Callable[[], Awaitable[None]],
 ) -> ClientResult:
     """``sessions`` bare sessions' turns, after ``go``; the process's CPU over them."""
     result = ClientResult()
