@@ -36,7 +36,7 @@ import anyio
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
-from .load_client import ClientPlan, ClientResult, TurnRecord, describe
+from .load_client import ClientPlan, ClientResult, TurnRecord, go_when_told, run_turns
 
 KEY = "bench-key"
 
@@ -59,22 +59,9 @@ class BareSession:
         self.history: list[dict[str, str]] = []
 
     async def run(self, delay: float) -> None:
-        await anyio.sleep(delay)
-        for number in range(1, self.plan.turns + 1):
-            record = TurnRecord(number)
-            self.result.turns.append(record)
-            try:
-                with anyio.fail_after(self.plan.turn_timeout_s):
-                    play_end = await self._turn(record)
-            except TimeoutError:
-                record.errors.append("timeout")
-                return
-            except Exception as error:
-                record.errors.append(describe(error))
-                return
-            await anyio.sleep(max(0.0, play_end - time.perf_counter()) + self.plan.think_s)
+        await run_turns(self.plan, self.result, self._turn, delay)
 
-    async def _turn(self, record: TurnRecord) -> float:
+    async def _turn(self, number: int, record: TurnRecord) -> float:
         t = self.target
         self.history.append({"role": "user", "content": self.plan.prompt})
         url = (
@@ -170,17 +157,13 @@ async def run_bare(
 
 
 def main(target: str, plan: str, sessions: str, seed: str) -> None:
-    async def go() -> None:
-        print("connected", flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.readline)
-
     result = anyio.run(
         run_bare,
         BareTarget(**json.loads(target)),
         ClientPlan(**json.loads(plan)),
         int(sessions),
         int(seed),
-        go,
+        go_when_told,
     )
     print(json.dumps(asdict(result)), flush=True)
 

@@ -104,22 +104,9 @@ class LoadSession:
         return ws
 
     async def run(self, delay: float) -> None:
-        await anyio.sleep(delay)
-        for number in range(1, self.plan.turns + 1):
-            record = TurnRecord(number)
-            self.result.turns.append(record)
-            try:
-                with anyio.fail_after(self.plan.turn_timeout_s):
-                    await self._turn(number, record)
-            except TimeoutError:
-                record.errors.append("timeout")
-                return
-            except Exception as error:  # a close, mostly: this session is over
-                record.errors.append(describe(error))
-                return
-            await anyio.sleep(max(0.0, self.play_end - time.perf_counter()) + self.plan.think_s)
+        await run_turns(self.plan, self.result, self._turn, delay)
 
-    async def _turn(self, number: int, record: TurnRecord) -> None:
+    async def _turn(self, number: int, record: TurnRecord) -> float:
         ws = self.ws
         assert ws is not None
         await ws.send(json.dumps({"type": "user.message", "text": self.plan.prompt}))
@@ -159,7 +146,7 @@ class LoadSession:
                     record.errors.append(f"turn.end error: {event['error']}")
                 if first is None:
                     record.errors.append("no audio")
-                return
+                return self.play_end
 
     async def close(self) -> None:
         if self.ws is None:
@@ -177,6 +164,39 @@ class LoadSession:
         if code not in (1000, None):
             self.result.errors.append(f"closed {code}")
         await self.ws.close()
+
+
+async def run_turns(
+    plan: ClientPlan,
+    result: ClientResult,
+    turn: Callable[[int, TurnRecord], Awaitable[float]],
+    delay: float,
+) -> None:
+    """A session's turns, the first ``delay`` s after the start: each recorded in
+    ``result``, within the plan's turn timeout, the next sent the plan's think
+    time after the audio would have played (``turn`` returns when, on the
+    ``perf_counter`` clock). A timeout or an error ends the session's turns."""
+    await anyio.sleep(delay)
+    for number in range(1, plan.turns + 1):
+        record = TurnRecord(number)
+        result.turns.append(record)
+        try:
+            with anyio.fail_after(plan.turn_timeout_s):
+                play_end = await turn(number, record)
+        except TimeoutError:
+            record.errors.append("timeout")
+            return
+        except Exception as error:  # a close, mostly: this session is over
+            record.errors.append(describe(error))
+            return
+        await anyio.sleep(max(0.0, play_end - time.perf_counter()) + plan.think_s)
+
+
+async def go_when_told() -> None:
+    """A client process's start signal: say "connected", then wait for the
+    parent's line on stdin (``serve_process.run_clients``)."""
+    print("connected", flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.readline)
 
 
 def describe(error: BaseException) -> str:
@@ -257,12 +277,8 @@ async def warm_up(url: str, plan: ClientPlan) -> None:
 
 
 def main(plan: str, url: str, sessions: str, seed: str) -> None:
-    async def go() -> None:
-        print("connected", flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.readline)
-
     result = anyio.run(
-        run_client, url, ClientPlan(**json.loads(plan)), int(sessions), int(seed), go
+        run_client, url, ClientPlan(**json.loads(plan)), int(sessions), int(seed), go_when_told
     )
     print(json.dumps(asdict(result)), flush=True)
 

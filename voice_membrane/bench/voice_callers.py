@@ -25,7 +25,7 @@ from typing import Protocol
 import anyio
 
 from ..vocab.audio import Samples
-from .load_client import LAG_TICK_S, describe
+from .load_client import LAG_TICK_S, describe, go_when_told
 from .stats import nearest_rank
 from .voice_caller import CallerPlan, CallerResult, VoiceCaller, read_question
 
@@ -120,12 +120,8 @@ async def warm_up_call(url: str, plan: CallerPlan) -> CallerResult:
 
 
 def main(plan: str, url: str, callers: str, seed: str) -> None:
-    async def go() -> None:
-        print("connected", flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.readline)
-
     result = anyio.run(
-        run_callers, url, CallerPlan(**json.loads(plan)), int(callers), int(seed), go
+        run_callers, url, CallerPlan(**json.loads(plan)), int(callers), int(seed), go_when_told
     )
     print(json.dumps(asdict(result)), flush=True)
 
