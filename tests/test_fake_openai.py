@@ -180,3 +180,31 @@ def test_env_points_the_sdk_at_the_fake() -> None:
     with FakeOpenAI() as server:
         assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
         assert server.env() == {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "fake-key"}
+
+
+def test_streamed_deltas_keep_their_scripted_deadlines_however_late_the_fake_wakes() -> None:
+    """The fakes' fixed service times are deadlines from the stream's start
+    (TTFT, then one per delta_delay_s, a pause moving the rest on): a late
+    wake-up (here a 30 ms stall between deltas) is never added to later ones."""
+    import anyio
+
+    from voice_membrane.testing.fake_server import ReplyClock
+    from voice_membrane.testing.script import Pause
+
+    reply = ScriptedReply.of(
+        "abcdefgh", ttft_s=0.2, delta_delay_s=0.05, delta_chars=2, pauses=(Pause(2, 1.0),)
+    )
+
+    async def deadlines() -> list[float]:
+        clock = ReplyClock()
+        start = anyio.current_time()
+        due = []
+        for sent in range(4):
+            due.append(clock.next(reply, sent) - start)
+            if reply.pauses_at(sent):
+                due[-1] = clock.hold(sum(p.seconds for p in reply.pauses_at(sent))) - start
+            await anyio.sleep(0.03)  # woken late
+        return due
+
+    due = anyio.run(deadlines)
+    assert due == pytest.approx([0.2, 0.25, 1.3, 1.35], abs=0.005)

@@ -52,6 +52,7 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
+    ReplyClock,
     paced,
     raw_event,
     sse,
@@ -159,6 +160,7 @@ class FakeAnthropic(FakeServer):
 
     async def _events(self, reply: ScriptedReply, message: dict[str, Any]) -> AsyncIterator[bytes]:
         fault = reply.fault
+        clock = ReplyClock()  # the deltas' deadlines
         sent = 0  # content deltas so far
 
         async def faulted(end: bool = False) -> bytes | None:
@@ -196,7 +198,7 @@ class FakeAnthropic(FakeServer):
                     return
                 for raw in reply.raw_due(sent):
                     yield raw_event(raw)
-                async for beat in paced(reply, sent, PING):
+                async for beat in paced(reply, sent, PING, clock):
                     yield beat
                 yield _delta(index, delta)
                 sent += 1

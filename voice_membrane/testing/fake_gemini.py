@@ -66,6 +66,7 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
+    ReplyClock,
     paced,
     raw_event,
     sse,
@@ -241,13 +242,14 @@ class Events:
         at = min(fault.after_deltas, len(parts)) if fault is not None and fires else -1
         if not parts and not fires:
             parts = [{"text": ""}]  # an empty reply still has a final event
+        clock = ReplyClock()  # the deltas' deadlines
         for sent, part in enumerate(parts):
             if sent == at:
                 break
             for raw in reply.raw_due(sent, end=sent == len(parts) - 1):
                 yield raw_event(raw, "\r\n")
             empty = sse(self.chunk([{"text": ""}], False), newline="\r\n")  # a keep-alive
-            async for beat in paced(reply, sent, empty):
+            async for beat in paced(reply, sent, empty, clock):
                 yield beat
             final = sent == len(parts) - 1 and at != len(parts)
             yield sse(self.chunk([part], final), newline="\r\n")

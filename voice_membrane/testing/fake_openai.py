@@ -52,6 +52,7 @@ from starlette.routing import Route
 from .fake_server import (
     DropConnection,
     FakeServer,
+    ReplyClock,
     paced,
     pause,
     raw_event,
@@ -283,6 +284,7 @@ class FakeOpenAI(FakeServer):
         body: dict[str, Any],
     ) -> AsyncIterator[bytes]:
         fault = reply.fault
+        clock = ReplyClock()  # the deltas' deadlines
         sent = 0  # content deltas so far
         head = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
         extra: dict[str, Any] = {"usage": None} if usage else {}
@@ -314,7 +316,7 @@ class FakeOpenAI(FakeServer):
                     yield raw_event(raw)
                 # A keep-alive as some servers send one: a chunk with nothing in it.
                 empty = chunk({"delta": {"content": ""}} if chat else {"text": ""})
-                async for beat in paced(reply, sent, empty):
+                async for beat in paced(reply, sent, empty, clock):
                     yield beat
                 sent += 1
             yield chunk({"delta": delta} if chat else delta)

@@ -226,13 +226,40 @@ async def pause(seconds: float) -> None:
         await anyio.sleep(seconds)
 
 
-async def paced(reply: ScriptedReply, sent: int, keepalive: bytes) -> AsyncIterator[bytes]:
-    """The wait before content delta number ``sent``: the script's pacing, then
-    its pauses there, each yielding ``keepalive`` every ``keepalive_s`` if it
-    asks for it. A client that gives up cancels the wait (``_CountedStream``)."""
-    await pause(reply.ttft_s if sent == 0 else reply.delta_delay_s)
+class ReplyClock:
+    """When a streamed reply's content deltas are due: its TTFT after the
+    stream began, then one every ``delta_delay_s``, each pause moving the rest
+    on by its length. Deadlines, not sleeps one after another, so the fake keeps
+    its scripted times however late its loop wakes (sleeps in a row would add
+    each wake-up's lateness to every later delta)."""
+
+    def __init__(self) -> None:
+        self._due: float | None = None
+
+    def next(self, reply: ScriptedReply, sent: int) -> float:
+        """The deadline of content delta number ``sent`` (called in order)."""
+        if self._due is None:
+            self._due = anyio.current_time()
+        self._due += reply.ttft_s if sent == 0 else reply.delta_delay_s
+        return self._due
+
+    def hold(self, seconds: float) -> float:
+        """A pause's end, from the last deadline (the rest move on by it)."""
+        assert self._due is not None, "hold() before next()"
+        self._due += seconds
+        return self._due
+
+
+async def paced(
+    reply: ScriptedReply, sent: int, keepalive: bytes, clock: ReplyClock
+) -> AsyncIterator[bytes]:
+    """The wait before content delta number ``sent``: until ``clock``'s deadline
+    for it, then its pauses there, each yielding ``keepalive`` every
+    ``keepalive_s`` if it asks for it. A client that gives up cancels the wait
+    (``_CountedStream``)."""
+    await anyio.sleep_until(clock.next(reply, sent))
     for held in reply.pauses_at(sent):
-        end = anyio.current_time() + held.seconds
+        end = clock.hold(held.seconds)
         if held.keepalive_s is None:
             await anyio.sleep_until(end)
             continue
