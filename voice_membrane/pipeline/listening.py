@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import anyio
 import numpy as np
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ..listening.decisions import (
     Decision,
@@ -52,6 +52,7 @@ from ..sources.base import Frame
 from ..stt.base import SttEngine, SttError, SttStream
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
+from .inbox import Inbox
 from .vad_batch import VadBatcher
 
 
@@ -177,7 +178,7 @@ class FrameInlet:
     def __init__(self, backlog: int) -> None:
         self._backlog = backlog  # frames held before the listener runs
         self._early: list[Frame] = []
-        self._send: MemoryObjectSendStream[_Input] | None = None
+        self._inbox: Inbox[_Input] | None = None
         self._closed = anyio.Event()
         self._end: tuple[int, int] | None = None  # (rate, position) past the last frame
         self.dropped = 0
@@ -186,37 +187,36 @@ class FrameInlet:
         if self._closed.is_set():
             return
         self._end = (frame.sample_rate, frame.end)
-        if self._send is None:
+        if self._inbox is None:
             if len(self._early) < self._backlog:
                 self._early.append(frame)
             else:
                 self.dropped += 1
             return
         try:
-            self._send.send_nowait(frame)
+            self._inbox.put_nowait(frame)
         except anyio.WouldBlock:
             self.dropped += 1
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             pass  # the listener is gone: the conversation is over
 
     def close(self) -> None:
         self._closed.set()
 
-    async def deliver_to(self, send: MemoryObjectSendStream[_Input], rate: int) -> None:
+    async def deliver_to(self, inbox: Inbox[_Input], rate: int) -> None:
         """The listener's side: the frames put so far, then each as it is put,
         then the end of input once closed."""
-        async with send:
-            while self._early:  # (more may be put while these are sent)
-                early, self._early = self._early, []
-                for frame in early:
-                    await send.send(frame)
-            self._send = send
-            try:
-                await self._closed.wait()
-            finally:
-                self._send = None
-            rate, end = self._end or (rate, 0)
-            await send.send(_end_of_input(rate, end))
+        while self._early:  # (more may be put while these are sent)
+            early, self._early = self._early, []
+            for frame in early:
+                await inbox.put(frame)
+        self._inbox = inbox
+        try:
+            await self._closed.wait()
+        finally:
+            self._inbox = None
+        rate, end = self._end or (rate, 0)
+        await inbox.put(_end_of_input(rate, end))
 
 
 @dataclass(slots=True)
@@ -238,9 +238,7 @@ class Listener:
     endpointer: Endpointer
     # scores the detector's windows with other listeners' (a served process)
     vad_batch: VadBatcher | None = None
-    _inputs: tuple[MemoryObjectSendStream[_Input], MemoryObjectReceiveStream[_Input]] = field(
-        init=False
-    )
+    _inbox: Inbox[_Input] = field(init=False)
     _open: SttStream | None = field(default=None, init=False)
     _open_id: int = field(default=0, init=False)
     _failed: set[int] = field(default_factory=set, init=False)
@@ -258,31 +256,29 @@ class Listener:
                 f"the detector takes {self.vad.sample_rate} Hz, {self.stt.name} "
                 f"{self.stt.sample_rate} Hz: open the source at the STT's rate"
             )
-        self._inputs = anyio.create_memory_object_stream[_Input](256)
+        self._inbox = Inbox[_Input](256)
 
     def assistant_speaking(self, speaking: bool) -> None:
         """The assistant's audio started or stopped playing (echo, barge-in)."""
         # (After the input ended nobody listens: the news has nowhere to go.)
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._inputs[0].send_nowait(speaking)
+        # (Never refused for room: the endpointer must hear every change.)
+        with contextlib.suppress(anyio.ClosedResourceError):
+            self._inbox.put_nowait(speaking, bounded=False)
 
     async def run(
         self, frames: AsyncIterator[Frame] | FrameInlet, out: MemoryObjectSendStream[ListenItem]
     ) -> None:
         """Listen until the frames end (then settle what was heard and return)."""
-        send, receive = self._inputs
+        inbox = self._inbox
         async with anyio.create_task_group() as tg, out:
             if isinstance(frames, FrameInlet):
-                tg.start_soon(frames.deliver_to, send.clone(), self.vad.sample_rate)
+                tg.start_soon(frames.deliver_to, inbox, self.vad.sample_rate)
             else:
-                tg.start_soon(self._pump, frames, send.clone())
-            async with receive:
+                tg.start_soon(self._pump, frames, inbox)
+            try:
                 while True:
                     deadline = self.endpointer.next_deadline()
-                    try:
-                        item = await self._receive(deadline)
-                    except anyio.EndOfStream:
-                        break
+                    item = await self._receive(deadline)
                     if item is None:  # the deadline's audio is due and nothing came first
                         assert deadline is not None
                         decisions = self.endpointer.advance(deadline)
@@ -297,6 +293,8 @@ class Listener:
                         await self._decide(decision, out)
                 # still open: the STT streams' readers send what they settle here
                 await self._settle(out)
+            finally:
+                inbox.close()
             tg.cancel_scope.cancel()
 
     async def _receive(self, deadline: int | None) -> _Input | None:
@@ -304,21 +302,20 @@ class Listener:
         came first: when that sample is due by the last frame's clock. What is
         queued is taken first; a source ahead of the clock (a file read as fast
         as it goes, made-up capture times) decides by its frames alone."""
-        receive = self._inputs[1]
+        inbox = self._inbox
         queued, self._next = self._next, None
-        if queued is None:
-            with contextlib.suppress(anyio.WouldBlock):
-                queued = receive.receive_nowait()
+        if queued is None and len(inbox):
+            queued = inbox.take_nowait()
         if queued is not None:
             return self._merged(queued) if isinstance(queued, Frame) else queued
         frame = self._last_frame
         if deadline is None or frame is None:
-            return await receive.receive()
+            return await inbox.take()
         due_ns = frame.captured_ns + round((deadline - frame.end) * 1e9 / frame.sample_rate)
         if due_ns <= self._last_arrival_ns:  # due before the last frame came: no clock
-            return await receive.receive()
+            return await inbox.take()
         with anyio.move_on_after((due_ns - time.perf_counter_ns()) / 1e9):
-            return await receive.receive()
+            return await inbox.take()
         return None
 
     def _merged(self, frame: Frame) -> Frame:
@@ -329,10 +326,9 @@ class Listener:
         parts, size = [frame], len(frame.samples)
         limit = MERGE_QUEUED_S * frame.sample_rate
         while size < limit:
-            try:
-                item = self._inputs[1].receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
+            if not len(self._inbox):
                 break
+            item = self._inbox.take_nowait()
             last = parts[-1]
             if (
                 not isinstance(item, Frame)
@@ -349,16 +345,13 @@ class Listener:
         samples = np.concatenate([part.samples for part in parts])
         return Frame(samples, frame.sample_rate, frame.position, parts[-1].captured_ns)
 
-    async def _pump(
-        self, frames: AsyncIterator[Frame], send: MemoryObjectSendStream[_Input]
-    ) -> None:
-        async with send:
-            last: Frame | None = None
-            async for frame in frames:
-                last = frame
-                await send.send(frame)
-            end = 0 if last is None else last.end
-            await send.send(_end_of_input(self.vad.sample_rate, end))
+    async def _pump(self, frames: AsyncIterator[Frame], inbox: Inbox[_Input]) -> None:
+        last: Frame | None = None
+        async for frame in frames:
+            last = frame
+            await inbox.put(frame)
+        end = 0 if last is None else last.end
+        await inbox.put(_end_of_input(self.vad.sample_rate, end))
 
     def _take(self, item: _Transcript | _StreamEnded | bool) -> list[Decision]:
         endpointer = self.endpointer
@@ -417,17 +410,16 @@ class Listener:
     async def _read(
         self, stream: SttStream, number: int, *, task_status: TaskStatus[SttStream]
     ) -> None:
-        send = self._inputs[0].clone()
+        inbox = self._inbox
         error: SttError | None = None
-        async with send:
-            try:
-                async with stream:
-                    task_status.started(stream)
-                    async for transcript in stream.transcripts():
-                        await send.send(_Transcript(number, transcript, time.perf_counter_ns()))
-            except SttError as exc:
-                error = exc
-            await send.send(_StreamEnded(number, error, time.perf_counter_ns()))
+        try:
+            async with stream:
+                task_status.started(stream)
+                async for transcript in stream.transcripts():
+                    await inbox.put(_Transcript(number, transcript, time.perf_counter_ns()))
+        except SttError as exc:
+            error = exc
+        await inbox.put(_StreamEnded(number, error, time.perf_counter_ns()))
 
     async def _push(self, samples: Samples) -> None:
         stream = self._open
@@ -513,9 +505,8 @@ class Listener:
             for decision in self.endpointer.vad(event):
                 await self._decide(decision, out)
         await self._finalize()
-        receive = self._inputs[1]
         while self._running > 0:
-            item = await receive.receive()
+            item = await self._inbox.take()
             if not isinstance(item, Frame):  # (none come after the end)
                 await self._tell(item, out)
                 for decision in self._take(item):
