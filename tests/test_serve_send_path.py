@@ -26,13 +26,16 @@ RATE = 16000
 FRAME = RATE * p.FRAME_MS // 1000
 
 
-def _sink_frames(pieces: list[int], lead_s: float = 100.0) -> list[tuple[int, int, bytes]]:
-    """The frames a socket sink queues for a ramp cut into writes of ``pieces``."""
+def _sink_frames(
+    pieces: list[int], frame_ms: int = p.FRAME_MS, lead_s: float = 100.0
+) -> list[tuple[int, int, bytes]]:
+    """The frames a socket sink of ``frame_ms`` frames queues for a ramp cut
+    into writes of ``pieces``."""
     samples = np.arange(sum(pieces), dtype=np.int16)
 
     async def run() -> list[tuple[int, int, bytes]]:
         box = Outbox(max_audio=100_000, max_events=10)
-        sink = SocketSink(box, sample_rate=RATE, lead_s=lead_s)
+        sink = SocketSink(box, sample_rate=RATE, lead_s=lead_s, frame_ms=frame_ms)
         sink.turn = 3
         await sink.open()
         start = 0
@@ -48,14 +51,19 @@ def _sink_frames(pieces: list[int], lead_s: float = 100.0) -> list[tuple[int, in
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.integers(min_value=1, max_value=3 * FRAME), min_size=1, max_size=20))
-def test_rechunking_the_writes_never_changes_the_frames_sent(pieces: list[int]) -> None:
-    frames = _sink_frames(pieces)
-    whole = _sink_frames([sum(pieces)])
+@given(
+    st.lists(st.integers(min_value=1, max_value=3 * FRAME), min_size=1, max_size=20),
+    st.sampled_from([20, 40, 60]),  # what a client may ask for (protocol 1.2)
+)
+def test_rechunking_the_writes_never_changes_the_frames_sent(
+    pieces: list[int], frame_ms: int
+) -> None:
+    frames = _sink_frames(pieces, frame_ms)
+    whole = _sink_frames([sum(pieces)], frame_ms)
     assert frames == whole  # same numbering, same boundaries, same bytes
     audio = b"".join(a for _, _, a in frames)
     assert audio == np.arange(sum(pieces), dtype=np.int16).tobytes()
-    assert all(len(a) == FRAME * 2 for _, _, a in frames[:-1])
+    assert all(len(a) == RATE * frame_ms // 1000 * 2 for _, _, a in frames[:-1])
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,12 +78,13 @@ def test_the_turn_cuts_audio_into_blocks_without_losing_a_sample(n: int, block_s
     assert all(len(b.samples) == round(RATE * block_s) for b in blocks[:-1])
 
 
-async def test_a_paced_write_sends_in_batches_within_the_lead() -> None:
+@pytest.mark.parametrize("frame_ms", [20, 40, 60])
+async def test_a_paced_write_sends_in_batches_within_the_lead(frame_ms: int) -> None:
     """0.6 s in one write, lead 0.2 s, refill 0.1 s: no frame goes out more than
     the lead ahead of a client playing from the first frame, and the frames leave
-    in a few batches (one wake-up each), not one per 20 ms frame."""
+    in a few batches (one wake-up each), not one per frame."""
     box = Outbox(max_audio=1000, max_events=10)
-    sink = SocketSink(box, sample_rate=RATE, lead_s=0.2, refill_s=0.1)
+    sink = SocketSink(box, sample_rate=RATE, lead_s=0.2, refill_s=0.1, frame_ms=frame_ms)
     await sink.open()
     batches: list[int] = []
     worst_ahead_s = 0.0
@@ -87,7 +96,7 @@ async def test_a_paced_write_sends_in_batches_within_the_lead() -> None:
             item = await box.get()
             batch = [item, *box.take_audio(1000)]
             first = first or time.perf_counter()
-            sent_s += len(batch) * p.FRAME_MS / 1000
+            sent_s += len(batch) * frame_ms / 1000
             worst_ahead_s = max(worst_ahead_s, sent_s - (time.perf_counter() - first))
             batches.append(len(batch))
 
@@ -95,9 +104,9 @@ async def test_a_paced_write_sends_in_batches_within_the_lead() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client)
             await sink.write(AudioChunk(np.zeros(RATE * 6 // 10, dtype=np.int16), RATE))
-    assert sum(batches) == 30
+    assert sum(batches) == 600 // frame_ms
     assert worst_ahead_s <= 0.2 + 1e-6
-    assert batches[0] == 10  # the lead at once
+    assert batches[0] == 200 // frame_ms  # the lead at once
     assert len(batches) <= 8  # then ~100 ms a wake-up (a late wake-up only makes more per batch)
 
 

@@ -228,3 +228,34 @@ async def test_two_sessions_one_interrupted(tmp_path: Path) -> None:
     calm_end = results["calm"].end
     assert calm_end["interrupted"] is False and calm_end["heard"] == SHORT_SPOKEN
     check_frames(results["calm"], 1, 24000)
+
+
+@pytest.mark.parametrize("frame_ms", [40, 60])
+async def test_a_client_may_ask_for_longer_frames(tmp_path: Path, frame_ms: int) -> None:
+    """Protocol 1.2: ``audio.frame_ms`` 20, 40 or 60; the reply comes in frames of
+    that length (the last may be shorter), numbered as ever."""
+    async with running_server(tmp_path) as server, connect(server.ws_url) as ws:
+        audio = {"encoding": "pcm16", "sample_rate": 16000, "frame_ms": frame_ms}
+        await send(ws, type="session.start", v=1, pipeline="short", audio=audio)
+        started = json.loads(await ws.recv())
+        assert started["audio"] == audio and started["protocol_version"] == "1.2"
+        await send(ws, type="user.message", text="Hi!")
+        log = await read_turn(ws)
+    frames = [f for f in log.frames if f[0] == 1]
+    assert [seq for _, seq, _ in frames] == list(range(len(frames)))
+    size = 16000 * frame_ms // 1000 * 2
+    assert len(frames) > 2 and all(len(a) == size for _, _, a in frames[:-1])
+    assert 0 < len(frames[-1][2]) <= size
+
+
+@pytest.mark.parametrize("frame_ms", [10, 30, 80, 100])
+async def test_a_frame_length_past_the_pacing_batch_is_refused(
+    tmp_path: Path, frame_ms: int
+) -> None:
+    async with running_server(tmp_path) as server, connect(server.ws_url) as ws:
+        await send(ws, type="session.start", v=1, audio={"frame_ms": frame_ms})
+        error = json.loads(await ws.recv())
+        assert error["type"] == "error" and error["code"] == "bad_message", error
+        assert "frame_ms" in error["message"]
+        await send(ws, type="session.start", v=1, audio={"frame_ms": 60})  # may try again
+        assert json.loads(await ws.recv())["audio"]["frame_ms"] == 60

@@ -34,7 +34,7 @@ async def test_a_spoken_question_is_answered_and_stop_interrupts_it(tmp_path: Pa
     async with _server(tmp_path) as server, connect(server.ws_url) as ws:
         started = await start(ws, pipeline="voice", input_audio=VOICE_IN)
         assert started["input_audio"] == VOICE_IN and started["turn_taking"] == "vad"
-        assert started["protocol_version"] == "1.1"
+        assert started["protocol_version"] == "1.2"
         assert started["listening"] == {"voice": True, "brief": True, "deaf": False}
 
         # The question, then silence until the answer has played a while.

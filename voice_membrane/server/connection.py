@@ -124,7 +124,7 @@ class Connection(ServedSession):
         except ConfigError as exc:  # e.g. a cloud key removed from the environment since
             await self._fail_start("internal", f"pipeline {name}: {exc}")
             return
-        frames_per_s = 1000 // p.FRAME_MS
+        frames_per_s = 1000 // start.audio.frame_ms
         self.outbox = outbox = Outbox(
             max(1, round(state.max_queued_audio_s * frames_per_s)),
             state.max_queued_events,
@@ -134,10 +134,11 @@ class Connection(ServedSession):
             outbox,
             encoding=start.audio.encoding,
             sample_rate=start.audio.sample_rate,
+            frame_ms=start.audio.frame_ms,
             on_overflow=self._drop_slow_client,
         )
         audio = start.audio
-        set_send_buffer(self.ws, audio.encoding, audio.sample_rate, state.send_buffer_s)
+        set_send_buffer(self.ws, audio, state.send_buffer_s)
         # The toolbox is this session's own MCP connections, closed with it.
         self.session = session = session_for(
             config,
@@ -216,7 +217,7 @@ class Connection(ServedSession):
                 descriptions={n: c.description for n, c in state.pipelines.items()},
                 llm=llm,
                 tts=tts,
-                audio={**start.audio.model_dump(), "frame_ms": p.FRAME_MS},
+                audio=start.audio.model_dump(),
                 protocol_version=p.PROTOCOL_MINOR,
                 input_audio=None if self.voice is None else self.voice.declared.model_dump(),
                 turn_taking=None if self.voice is None else start.turn_taking,

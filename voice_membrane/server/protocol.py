@@ -27,9 +27,14 @@ from pydantic import (
 from ..infra.redact import quote, redact
 
 PROTOCOL_VERSION: Final = 1
-PROTOCOL_MINOR: Final = "1.1"  # 1.1: the client's voice (input_audio), listening events
+# 1.1: the client's voice (input_audio), listening events; 1.2: the reply's frame_ms
+PROTOCOL_MINOR: Final = "1.2"
 SESSION_PATH: Final = "/v1/session"
-FRAME_MS: Final = 20
+FRAME_MS: Final = 20  # the reply's frames unless the client asks for others
+# What a client may ask its reply's frames to be (1.2): longer ones cost the
+# server less per second of audio (a frame's header, framing and write are per
+# frame); at most the pacing batch (pacing.REFILL_S), so no frame passes the lead.
+OutputFrameMs = Literal[20, 40, 60]
 MAX_MESSAGE_BYTES: Final = 64 * 1024
 # The largest event the server sends: a quarter of the 1 MiB a websockets client
 # accepts by default, so a long reply or tool result never gets a client dropped.
@@ -79,11 +84,13 @@ class _Message(BaseModel):
 class Pcm16Format(_Message):
     encoding: Literal["pcm16"] = "pcm16"
     sample_rate: Literal[16000, 22050, 24000, 48000] = 24000
+    frame_ms: OutputFrameMs = FRAME_MS
 
 
 class MulawFormat(_Message):
     encoding: Literal["mulaw"]
     sample_rate: Literal[8000] = 8000
+    frame_ms: OutputFrameMs = FRAME_MS
 
 
 def _encoding(value: Any) -> str:
@@ -323,9 +330,9 @@ def unpack_frame(frame: bytes) -> tuple[int, int, bytes]:
     return turn, sequence, frame[HEADER.size :]
 
 
-def audio_bytes_per_second(encoding: str, sample_rate: int) -> int:
+def audio_bytes_per_second(encoding: str, sample_rate: int, frame_ms: int = FRAME_MS) -> int:
     """What a session's audio takes on the wire each second: its frames with their
     header and the WebSocket's own (4 bytes for frames of 126 bytes to 64 KiB)."""
-    frames = 1000 // FRAME_MS
-    audio = sample_rate * FRAME_MS // 1000 * (1 if encoding == "mulaw" else 2)
+    frames = 1000 // frame_ms
+    audio = sample_rate * frame_ms // 1000 * (1 if encoding == "mulaw" else 2)
     return frames * (audio + HEADER.size + 4)

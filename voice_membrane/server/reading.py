@@ -20,19 +20,20 @@ import anyio
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from .protocol import FRAME_MS, audio_bytes_per_second
+from .protocol import AudioFormat, audio_bytes_per_second
 from .socket_sink import SocketSink
 
 PROBE_EVERY_S = 0.5
 
 
-def set_send_buffer(ws: ServerConnection, encoding: str, sample_rate: int, seconds: float) -> None:
+def set_send_buffer(ws: ServerConnection, audio: AudioFormat, seconds: float) -> None:
     """``seconds`` of this session's audio (the kernel doubles it for its
     bookkeeping). Set once the format is known, before the first audio."""
     sock = ws.transport.get_extra_info("socket")
     if sock is None:
         return
-    size = max(1, round(seconds * audio_bytes_per_second(encoding, sample_rate)))
+    per_s = audio_bytes_per_second(audio.encoding, audio.sample_rate, audio.frame_ms)
+    size = max(1, round(seconds * per_s))
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
@@ -48,7 +49,7 @@ async def watch_reading(
     """Until the client has ``bound_s`` of audio (beyond the lead) waiting for it:
     then ``on_stalled()`` and return. Counted in frames sent, not seconds: a
     server slowed by load sends fewer of them and drops no one for it."""
-    limit = round((bound_s + sink.lead_s) * 1000 / FRAME_MS)
+    limit = round((bound_s + sink.lead_s) * 1000 / sink.frame_ms)
     while True:
         await anyio.sleep(PROBE_EVERY_S)
         if not turn_running():

@@ -1,6 +1,7 @@
-"""The audio sink of a served session: 20 ms binary frames on the session's socket.
+"""The audio sink of a served session: binary frames on the session's socket.
 
-Audio is cut into frames of exactly ``FRAME_MS`` (the last frame of a turn may
+Audio is cut into frames of exactly ``frame_ms`` (20 ms unless the client asked
+for 40 or 60; the last frame of a turn may
 be shorter), converted to the session's format (resampled; μ-law for
 telephony) and queued on the session's ``Outbox``, paced at real time with a
 small lead: no frame goes out more than ``lead_s`` ahead of a client that
@@ -42,18 +43,20 @@ class SocketSink:
         sample_rate: int = 24000,
         lead_s: float = LEAD_S,
         refill_s: float = REFILL_S,
+        frame_ms: int = FRAME_MS,
         on_overflow: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = "websocket"
         self.sample_rate = sample_rate
         self.encoding = encoding
-        self._pacer = BatchPacer(FRAME_MS / 1000, lead_s, refill_s)
+        self.frame_ms = frame_ms
+        self._pacer = BatchPacer(frame_ms / 1000, lead_s, refill_s)
         self.lead_s, self.write_block_s = lead_s, self._pacer.write_block_s
         self.turn = 0  # set by the session before each turn: frames carry it
         self.sequence = 0  # the next frame's number (per session)
         self._outbox = outbox
         self._on_overflow = on_overflow
-        self._frame = sample_rate * FRAME_MS // 1000
+        self._frame = sample_rate * frame_ms // 1000
         self._carry: Samples = np.zeros(0, dtype=np.int16)
         # Stands in for the client's playback: frames back to back, an idle client's at once.
         self._clock = PlaybackClock()

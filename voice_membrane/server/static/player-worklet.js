@@ -2,7 +2,7 @@
 // with no gap between them (a frame starts on the sample after the last one ended).
 // Runs on the audio thread; reports what it has played to the page.
 
-const PREBUFFER_SECONDS = 0.04; // two 20 ms frames before a turn starts: jitter margin
+const PREBUFFER_SECONDS = 0.04; // held before a turn starts: jitter margin (a frame is 20-60 ms)
 const REPORT_EVERY = 8; // render quanta (128 samples each) between reports while playing
 
 class VoiceMembranePlayer extends AudioWorkletProcessor {
