@@ -11,7 +11,7 @@ from voice_membrane.bench.stats import nearest_rank
 from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults, workers_note
 from voice_membrane.bench.voice_serve_figures import error_kinds, figure, spread
 
-VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.1)"
+VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.2)"
 TARGET_ADDED_MS = 20.0
 TARGET_CALLERS = (1, 50)
 TARGET_BARGE_P95_MS = 150.0
@@ -190,12 +190,14 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         f"`[endpoint] end_silence_s = {setup.end_silence_s:g}`, `preemptive = false` (the "
         "reply starts when the turn is decided: with it on, the reply would run during the "
         "end silence and the sum below would not hold). N callers from client processes "
-        f"(up to {setup.callers_per_client} each), each a protocol-1.1 session sending pcm16 "
+        f"(up to {setup.callers_per_client} each), each a protocol-1.2 session sending pcm16 "
         f"{plan.sample_rate} Hz in {plan.frame_ms} ms frames in real time from the start "
         f"(silence while not speaking, as a muted microphone), saying "
         f"{quoted(setup.question_text)} (`{setup.question.rsplit('/', 1)[-1]}`) first at a "
-        f"random moment within {plan.ramp_s:g} s, then {plan.turns - 1} more times, each "
-        f"{plan.think_s:g} s after the answer finished playing. *Voice to voice* (client): "
+        f"random moment within {plan.ramp_s:g} s, then {plan.turns - 1} more times (a "
+        "lone caller more: the turns' column says how many), each "
+        f"{plan.think_s:g} s after the answer finished playing, and asking for the answer in "
+        f"{plan.output_frame_ms} ms frames (as the page does). *Voice to voice* (client): "
         "the answer's first audio frame's arrival - the sending of the frame holding the "
         "question's last voiced sample (its last 5 ms above -50 dBFS, the detector's loudness "
         "gate: quieter is silence to it, so no end silence starts earlier). *Engines' own*: "
