@@ -197,7 +197,7 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         f"random moment within {plan.ramp_s:g} s, then {plan.turns - 1} more times (a "
         "lone caller more: the turns' column says how many), each "
         f"{plan.think_s:g} s after the answer finished playing, and asking for the answer in "
-        f"{plan.output_frame_ms} ms frames (as the page does). *Voice to voice* (client): "
+        f"{plan.output_frame_ms} ms frames. *Voice to voice* (client): "
         "the answer's first audio frame's arrival - the sending of the frame holding the "
         "question's last voiced sample (its last 5 ms above -50 dBFS, the detector's loudness "
         "gate: quieter is silence to it, so no end silence starts earlier). *Engines' own*: "
