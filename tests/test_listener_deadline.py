@@ -61,3 +61,71 @@ def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
     # decided by the clock: 0.6 s after the detector's speech end, well after
     # the last frame (0.25 s of silence) came
     assert (turn.decided_ns - turn.speech_end_ns) / 1e6 >= 590
+
+
+def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
+    """A live source's frame that ends one sample short of the turn's end (a
+    phone call's audio doubled to 16 kHz lags one sample) was handled after
+    that sample was due: the end of the turn must come on the clock then, not
+    wait for the next frame (here it comes 2 s later; before: a frame's
+    length, 20 ms, on every such turn of a call)."""
+    audio, rate = sf.read(ROOT / "audio_fixtures" / "listening" / "weather.wav", dtype="int16")
+    assert rate == RATE
+    audio = np.concatenate([np.zeros(RATE // 2, np.int16), audio, np.zeros(RATE * 2, np.int16)])
+    endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
+    listener = Listener(make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(endpoint, RATE))
+    stalled_ns: list[int] = []  # when the source held back its next frame
+
+    async def frames() -> AsyncIterator[Frame]:
+        start = time.perf_counter_ns()
+        i = 0
+        while i < len(audio):
+            size = FRAME
+            deadline = listener.endpointer.next_deadline()
+            if deadline is not None and i < deadline - 1 < i + FRAME:
+                size = deadline - 1 - i  # this frame ends one sample short of it
+            due = start + round((i + size) * 1e9 / RATE)
+            await anyio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
+            # its last sample was captured a millisecond before it is handed on
+            yield Frame(audio[i : i + size], RATE, i, time.perf_counter_ns() - 1_000_000)
+            i += size
+            if size != FRAME and not stalled_ns:
+                stalled_ns.append(time.perf_counter_ns())
+                await anyio.sleep(2.0)  # the next frame comes late
+
+    async def go() -> UserTurn:
+        send, receive = anyio.create_memory_object_stream[ListenItem](100)
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.run, frames(), send)
+                async with receive:
+                    async for item in receive:
+                        if isinstance(item, UserTurn):
+                            tg.cancel_scope.cancel()
+                            return item
+        raise AssertionError("no turn")
+
+    turn = anyio.run(go)
+    assert turn.reason == "final"
+    assert stalled_ns, "the source never cut a frame short of a deadline"
+    # decided while the source held its next frame back, not when it came
+    assert turn.decided_ns - stalled_ns[0] < 2e9 * 0.5
+
+
+def test_a_source_is_live_when_its_frames_come_at_the_audio_pace() -> None:
+    from voice_membrane.pipeline.listening import SourcePace
+
+    def judged(gap_ns: int, pairs: bool = False) -> bool:
+        pace = SourcePace()
+        now = 0
+        for i in range(0, 40 * FRAME, FRAME):
+            # (pairs: two frames in one socket read, the pair on time)
+            now += (0 if i % (2 * FRAME) else 2 * gap_ns) if pairs else gap_ns
+            pace.note(Frame(np.zeros(FRAME, np.int16), RATE, i, now))
+        return pace.live
+
+    assert judged(20_000_000)  # 20 ms frames every 20 ms
+    assert judged(20_000_000, pairs=True)
+    assert judged(12_000_000)  # a client a little ahead of real time
+    assert not judged(50_000)  # a file read as fast as it goes
+    assert not judged(0)  # made-up capture times

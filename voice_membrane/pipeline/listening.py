@@ -219,6 +219,30 @@ class FrameInlet:
         await inbox.put(_end_of_input(rate, end))
 
 
+PACE_SPAN_S = 0.2  # the audio over which a source's pace is judged
+
+
+@dataclass(slots=True)
+class SourcePace:
+    """Whether a source's frames come at the audio's own pace (a microphone, a
+    client streaming live) rather than ahead of it (a file read as fast as it
+    goes): judged from their capture times over each ``PACE_SPAN_S`` of audio,
+    so two frames that arrive together (one socket read) change nothing."""
+
+    live: bool = False
+    _span_from: tuple[int, int] | None = None  # (end, captured_ns) where the span began
+
+    def note(self, frame: Frame) -> None:
+        if self._span_from is None:
+            self._span_from = (frame.end, frame.captured_ns)
+            return
+        end, captured_ns = self._span_from
+        audio_ns = (frame.end - end) * 1e9 / frame.sample_rate
+        if audio_ns >= PACE_SPAN_S * 1e9:
+            self.live = frame.captured_ns - captured_ns >= audio_ns / 2
+            self._span_from = (frame.end, frame.captured_ns)
+
+
 @dataclass(slots=True)
 class _Times:
     """Wall-clock times of the utterance being heard (for voice-to-voice)."""
@@ -247,6 +271,7 @@ class Listener:
     _times: _Times = field(default_factory=_Times, init=False)
     _last_frame: Frame | None = field(default=None, init=False)
     _last_arrival_ns: int = field(default=0, init=False)  # when it was taken
+    _pace: SourcePace = field(default_factory=SourcePace, init=False)
     _tentative: bool = field(default=False, init=False)  # a TentativeTurn awaits its outcome
     _next: _Input | None = field(default=None, init=False)  # taken while merging frames
 
@@ -299,9 +324,10 @@ class Listener:
 
     async def _receive(self, deadline: int | None) -> _Input | None:
         """The next input, or None when the endpointer's ``deadline`` (a sample)
-        came first: when that sample is due by the last frame's clock. What is
-        queued is taken first; a source ahead of the clock (a file read as fast
-        as it goes, made-up capture times) decides by its frames alone."""
+        came first: when that sample is due by the last frame's clock (at once
+        if it was due already). What is queued is taken first; a source ahead of
+        the clock (a file read as fast as it goes, made-up capture times) decides
+        by its frames alone."""
         inbox = self._inbox
         queued, self._next = self._next, None
         if queued is None and len(inbox):
@@ -312,8 +338,8 @@ class Listener:
         if deadline is None or frame is None:
             return await inbox.take()
         due_ns = frame.captured_ns + round((deadline - frame.end) * 1e9 / frame.sample_rate)
-        if due_ns <= self._last_arrival_ns:  # due before the last frame came: no clock
-            return await inbox.take()
+        if due_ns <= self._last_arrival_ns and not self._pace.live:
+            return await inbox.take()  # no clock to go by: the next frame decides
         with anyio.move_on_after((due_ns - time.perf_counter_ns()) / 1e9):
             return await inbox.take()
         return None
@@ -376,6 +402,7 @@ class Listener:
         self, frame: Frame, tg: TaskGroup, out: MemoryObjectSendStream[ListenItem]
     ) -> list[Decision]:
         self._last_frame, self._last_arrival_ns = frame, time.perf_counter_ns()
+        self._pace.note(frame)
         decisions: list[Decision] = []
         pushed = False
         if self.vad_batch is None:
