@@ -169,6 +169,15 @@ def test_a_payload_we_send_decodes_to_the_same_bytes(audio: bytes) -> None:
     assert message.media.payload == audio
 
 
+@given(st.text(max_size=40), st.binary(max_size=400))
+def test_a_media_message_is_exactly_its_json(sid: str, audio: bytes) -> None:
+    # (built from a cached head: any stream id, quotes and non-ASCII included)
+    payload = base64.b64encode(audio).decode()
+    assert media_message(sid, audio) == json.dumps(
+        {"event": "media", "streamSid": sid, "media": {"payload": payload}}, separators=(",", ":")
+    )
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda inner: (

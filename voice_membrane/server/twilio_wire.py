@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from typing import Annotated, Any, Final, Literal
 
@@ -203,8 +204,14 @@ def _dumps(value: dict[str, Any]) -> str:
 
 def media_message(stream_sid: str, ulaw: bytes) -> str:
     """Audio for the caller: μ-law 8 kHz bytes, no header."""
-    payload = base64.b64encode(ulaw).decode("ascii")
-    return _dumps({"event": "media", "streamSid": stream_sid, "media": {"payload": payload}})
+    # 50 a second per call: the text _dumps gives, from the stream's head (a
+    # base64 payload needs no escaping), at a tenth of its CPU
+    return _media_head(stream_sid) + base64.b64encode(ulaw).decode("ascii") + '"}}'
+
+
+@functools.lru_cache(maxsize=1024)
+def _media_head(stream_sid: str) -> str:
+    return '{"event":"media","streamSid":' + json.dumps(stream_sid) + ',"media":{"payload":"'
 
 
 def mark_message(stream_sid: str, name: str) -> str:
