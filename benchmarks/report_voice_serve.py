@@ -46,6 +46,13 @@ def _errors(level: CallLevel) -> str:
     return f"{sum(kinds.values())} ({listed})"
 
 
+def _unmatched_note(results: VoiceServeResults) -> str:
+    left = [f"{n} of {_who(lv)}" for lv in results.levels if (n := lv.unmatched)]
+    if not left:
+        return ""
+    return f" Turns the log did not match (their server figures left out): {', '.join(left)}."
+
+
 def _verdict(results: VoiceServeResults) -> str:
     parts = []
     missed = False
@@ -222,7 +229,11 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         f"{engines.llm_ttft_ms:.0f} ms and the TTS's first byte - its {engines.tts_ttfb_ms:.0f} "
         "ms (what the fakes' own timers and the SDKs add), *server added* (its voice to "
         "voice - the engines' own); "
-        "*client - server*: the detector's dating, the 20 ms frames and loopback both ways."
+        "*client - server*: the detector's dating, the 20 ms frames and loopback both ways. "
+        "A phone call's server figures are its serve log's `turn_end` lines (Twilio takes "
+        "no events), matched to the caller's questions in order; its detector's speech end "
+        "is not logged, so there *client - server* holds the detector's dating too."
+        + _unmatched_note(results)
     )
     load = (
         f"One run on the shared 2-CPU machine (other work beside it): the 1-minute load "

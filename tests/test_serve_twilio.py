@@ -165,6 +165,13 @@ async def test_a_spoken_question_is_answered_and_speaking_over_it_clears(tmp_pat
         assert {b["action"] for b in events(lines, "barge_in")} & {"pause", "interrupt"}
         # Marks came back for what was played: heard audio is what the caller heard.
         assert call.marks_echoed
+        # Twilio takes no metrics event: the log names the call and has each
+        # turn's stages (the voice serve benchmark reads them there).
+        (start,) = events(lines, "session_start")
+        assert start["call_sid"] == call.call_sid
+        answered = events(lines, "turn_end")[0]
+        assert answered["voice_to_voice"]["voice_to_voice_ms"] is not None
+        assert answered["stamps_ms"]["first_audio"] is not None
     assert server.state is not None
     assert (server.state.sessions, server.state.turns_running) == (0, 0)
 

@@ -46,6 +46,17 @@ SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_
 REPLY_STAMPS = ("first_token", "first_chunk", "tts_request", "tts_first_byte", "first_audio")
 
 
+def server_figures(
+    voice_to_voice: dict[str, Any] | None, stamps_ms: dict[str, Any] | None
+) -> dict[str, float | None]:
+    """What a turn's report (a ``metrics`` event's, a ``turn_end`` log line's)
+    says of its voice to voice and the reply's stages."""
+    figures, stamps = voice_to_voice or {}, stamps_ms or {}
+    return {name: figures.get(name) for name in SERVER_FIGURES} | {
+        name: stamps.get(name) for name in REPLY_STAMPS
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class CallerPlan:
     """What every caller does: ``turns`` times, say ``question`` (a WAV at
@@ -92,6 +103,7 @@ class VoiceTurnRecord:
     audio_s: float = 0.0
     errors: list[str] = field(default_factory=list)
     server: dict[str, float | None] = field(default_factory=dict)  # metrics' voice_to_voice
+    call: str | None = None  # a phone call's callSid (its server figures are in the log)
 
 
 @dataclass
@@ -312,10 +324,7 @@ class VoiceCaller:
             record.heard = str(event.get("text", ""))
         elif kind == "metrics" and event.get("turn") == record.turn:
             report = event.get("report") or {}
-            figures = report.get("voice_to_voice") or {}
-            stamps = report.get("stamps_ms") or {}
-            record.server = {name: figures.get(name) for name in SERVER_FIGURES}
-            record.server |= {name: stamps.get(name) for name in REPLY_STAMPS}
+            record.server = server_figures(report.get("voice_to_voice"), report.get("stamps_ms"))
         elif kind == "turn.end" and event.get("turn") == record.turn:
             if event.get("error"):
                 record.errors.append(f"turn.end error: {event['error']}")

@@ -59,7 +59,7 @@ class PhoneCaller:
     async def run(self, delay: float) -> None:
         await anyio.sleep(delay)
         for number in range(1, self.plan.turns + 1):
-            record = VoiceTurnRecord(number)
+            record = VoiceTurnRecord(number, call=self.call.call_sid)
             self.result.turns.append(record)
             try:
                 with anyio.fail_after(self.plan.turn_timeout_s):

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..listening.settings import VadSettings
+from .call_log import fill_from_log
 from .child import library_env
 from .fakes import fakes_process
 from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
@@ -210,6 +211,7 @@ class CallLevel:
     barge: bool = False  # each answer interrupted by the caller
     route: str = "session"
     workers: int = 1  # serve's worker processes (CPU and memory count them all)
+    unmatched: int = 0  # phone turns whose server figures the log could not give
 
     @property
     def server_cpu_cores(self) -> float:
@@ -254,6 +256,9 @@ def _run_level(
     server_cpu, fakes_cpu = run.server_cpu_s, run.fakes_cpu_s
     results = [read_caller_result(line) if line else None for line in lines]
     level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
+    if plan.route == "twilio" and plan.interrupt is None:  # (no metrics event: logged)
+        logged = (folder / name).read_text("utf-8", errors="replace").splitlines()
+        level.unmatched = fill_from_log(level.turns, logged)
     level.barge = plan.interrupt is not None
     level.route = plan.route
     level.workers = workers

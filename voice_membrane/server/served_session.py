@@ -227,9 +227,11 @@ class ServedSession:
         state.metrics.audio_seconds.inc(max(0.0, sent_s - self._audio_counted_s))
         self._audio_counted_s = sent_s
         first_audio = report.first_audio_ms
-        fields: dict[str, Any] = (
-            {} if voice_to_voice is None else {"voice_to_voice": voice_to_voice}
-        )
+        # The stages' stamps too: a phone call takes no metrics event, so its
+        # log is where they are read.
+        fields: dict[str, Any] = {"stamps_ms": report_dict.get("stamps_ms")}
+        if voice_to_voice is not None:
+            fields["voice_to_voice"] = voice_to_voice
         state.log(
             "turn_end",
             session=self.id,
