@@ -26,18 +26,30 @@ RATE = 16000
 FRAME = RATE * p.FRAME_MS // 1000
 
 
+HOLDING_S = 6  # a whole number of 20, 40 and 60 ms frames
+
+
 def _sink_frames(
-    pieces: list[int], frame_ms: int = p.FRAME_MS, lead_s: float = 100.0
+    pieces: list[int], frame_ms: int = p.FRAME_MS, *, low: bool = False
 ) -> list[tuple[int, int, bytes]]:
     """The frames a socket sink of ``frame_ms`` frames queues for a ramp cut
-    into writes of ``pieces``."""
+    into writes of ``pieces``, all within its lead: to a client that holds
+    nothing and stays under the low mark (``low``), or to one that already
+    holds ``HOLDING_S`` and never runs low (the frames it got first left out)."""
     samples = np.arange(sum(pieces), dtype=np.int16)
 
     async def run() -> list[tuple[int, int, bytes]]:
         box = Outbox(max_audio=100_000, max_events=10)
-        sink = SocketSink(box, sample_rate=RATE, lead_s=lead_s, frame_ms=frame_ms)
-        sink.turn = 3
+        lead_s, refill_s = (100.0, 0.0) if low else (10.0, 10.0)  # low mark: 100 s, or 0
+        sink = SocketSink(
+            box, sample_rate=RATE, lead_s=lead_s, refill_s=refill_s, frame_ms=frame_ms
+        )
         await sink.open()
+        if not low:
+            await sink.write(AudioChunk(np.zeros(RATE * HOLDING_S, dtype=np.int16), RATE))
+            box.take_audio(100_000)
+            sink.sequence = 0
+        sink.turn = 3
         start = 0
         for size in pieces:
             await sink.write(AudioChunk(samples[start : start + size], RATE))
@@ -58,12 +70,52 @@ def _sink_frames(
 def test_rechunking_the_writes_never_changes_the_frames_sent(
     pieces: list[int], frame_ms: int
 ) -> None:
+    # (a client that never runs low: a write's part of a frame waits for the next)
     frames = _sink_frames(pieces, frame_ms)
     whole = _sink_frames([sum(pieces)], frame_ms)
     assert frames == whole  # same numbering, same boundaries, same bytes
     audio = b"".join(a for _, _, a in frames)
     assert audio == np.arange(sum(pieces), dtype=np.int16).tobytes()
     assert all(len(a) == RATE * frame_ms // 1000 * 2 for _, _, a in frames[:-1])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(min_value=1, max_value=3 * FRAME), min_size=1, max_size=20),
+    st.sampled_from([20, 40, 60]),
+)
+def test_a_client_running_low_gets_each_write_whole_and_nothing_lost(
+    pieces: list[int], frame_ms: int
+) -> None:
+    """Always below the low mark (a turn's start, all the way): what a write
+    leaves of a frame goes out with it, as a shorter frame, never held back."""
+    frames = _sink_frames(pieces, frame_ms, low=True)
+    assert [n for _, n, _ in frames] == list(range(len(frames)))
+    audio = b"".join(a for _, _, a in frames)
+    assert audio == np.arange(sum(pieces), dtype=np.int16).tobytes()
+    size = RATE * frame_ms // 1000
+    ends = np.cumsum([len(a) // 2 for _, _, a in frames])
+    # every write's end is a frame's end; between them, whole frames
+    assert set(np.cumsum(pieces).tolist()) <= set(ends.tolist())
+    assert all(len(a) <= size * 2 for _, _, a in frames)
+    assert len(frames) == sum(-(-n // size) for n in pieces)  # each write: its frames
+
+
+async def test_at_a_turn_s_start_a_part_of_a_frame_is_not_held_back() -> None:
+    """60 ms frames and a voice's first 100 ms: both the frame and the 40 ms
+    left go out at once (held back, the client would run dry before the next
+    chunk); once the client holds its margin, a part waits for the next write."""
+    box = Outbox(max_audio=1000, max_events=10)
+    sink = SocketSink(box, sample_rate=RATE, lead_s=0.2, refill_s=0.06, frame_ms=60)
+    await sink.open()
+    await sink.write(AudioChunk(np.zeros(RATE // 10, dtype=np.int16), RATE))
+    sizes = [len(p.unpack_frame(d)[2]) // 2 for d in box.take_audio(1000) if isinstance(d, bytes)]
+    assert sizes == [960, 640]  # 60 ms, then the 40 ms left
+    await sink.write(AudioChunk(np.zeros(RATE // 10, dtype=np.int16), RATE))  # 100 ms more
+    # a frame: the client holds ~160 ms, over the 140 ms mark, so the 40 ms left
+    # wait for the next write
+    sizes = [len(p.unpack_frame(d)[2]) // 2 for d in box.take_audio(1000) if isinstance(d, bytes)]
+    assert sizes == [960]
 
 
 @settings(max_examples=60, deadline=None)

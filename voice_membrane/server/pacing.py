@@ -26,6 +26,13 @@ class BatchPacer:
         self._lead_ns = round(lead_s * 1e9)
         self._low_ns = round((lead_s - self.refill_s) * 1e9)
 
+    def running_low(self, ends_ns: int, now_ns: int) -> bool:
+        """Whether the client holds less than ``lead_s - refill_s`` (what the
+        batches keep it above): a sink then sends even a part of a frame rather
+        than hold it back for the voice's next chunk (at a turn's start the
+        client holds little, and a frame held back can be heard as a gap)."""
+        return ends_ns - now_ns < self._low_ns
+
     def wait_s(self, ends_ns: int, now_ns: int) -> float:
         """Seconds to wait before the next frame, when the audio sent so far ends
         playing at ``ends_ns`` and it is ``now_ns`` (one clock): 0 within the lead."""

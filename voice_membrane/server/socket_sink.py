@@ -1,10 +1,12 @@
 """The audio sink of a served session: binary frames on the session's socket.
 
-Audio is cut into frames of exactly ``frame_ms`` (20 ms unless the client asked
-for 40 or 60; the last frame of a turn may
-be shorter), converted to the session's format (resampled; μ-law for
-telephony) and queued on the session's ``Outbox``, paced at real time with a
-small lead: no frame goes out more than ``lead_s`` ahead of a client that
+Audio is cut into frames of ``frame_ms`` (20 ms unless the client asked for
+40 or 60): a frame is shorter only as the last of a turn, or when a write
+leaves a part of a frame while the client holds less than ``lead_s -
+refill_s`` (a turn's start: held back, it could be heard as a gap). Frames are
+converted to the session's format (resampled; μ-law for telephony) and queued
+on the session's ``Outbox``, paced at real time with a small lead: no frame
+goes out more than ``lead_s`` ahead of a client that
 started playing each frame when it was sent. A frame that would pass the lead
 waits until the client holds ``lead_s - refill_s``, so frames go out
 ``refill_s`` at a time (one wake-up, one pass of the event loop and one socket
@@ -32,6 +34,8 @@ from ..vocab.audio import AudioChunk, Samples, resample, ulaw_from_pcm16
 from .outbox import Audio, Outbox
 from .pacing import LEAD_S, REFILL_S, BatchPacer
 from .protocol import FRAME_MS, pack_frame
+
+_NONE: Samples = np.zeros(0, dtype=np.int16)
 
 
 class SocketSink:
@@ -81,6 +85,11 @@ class SocketSink:
                 await anyio.sleep(wait_s)
                 await self._clock.wait_resumed()
             self._send(samples[start : start + self._frame])
+        if len(self._carry) and self._pacer.running_low(
+            self._clock.ends_ns, time.perf_counter_ns()
+        ):
+            self._send(self._carry)  # a short frame rather than a gap
+            self._carry = _NONE
         # Within the lead a write does not yield: its frames go out in one pass of
         # the event loop (the stage checks for cancellation between writes).
 
