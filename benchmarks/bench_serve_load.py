@@ -30,6 +30,7 @@ PACE = 0.8
 REPLY = "The weather stays mild and dry today, with a light breeze."  # ~3 s of speech
 PROMPT = "What's the weather like today?"
 SAMPLE_RATE = 24000
+FRAME_MS = 60  # the reply's frames, as the page asks for them (protocol 1.2)
 RAMP_S = 4.0  # turns start within it: a steady load rather than a thundering herd
 THINK_S = 0.5
 TURN_TIMEOUT_S = 15.0  # keeps an overloaded run short; a turn that long has failed
@@ -49,7 +50,7 @@ def run_serve_load_bench(
     bare_levels: tuple[int, ...] = BARE_LEVELS,
 ) -> ServeLoadResults:
     script = LoadScript(REPLY, LLM_TTFT_S, TOKEN_S, DELTA_CHARS, TTS_TTFB_S, PACE)
-    client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S)
+    client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S, FRAME_MS)
     setup = LoadSetup(script, client, SESSIONS_PER_CLIENT, workers)
     return run_serve_load(setup, levels, log, burst_levels, bare_levels)
 

@@ -60,6 +60,7 @@ REPLY = (
 SAMPLE_RATE = 16000
 FRAME_MS = 20
 OUTPUT_RATE = 24000
+OUTPUT_FRAME_MS = 60  # the reply's frames on /v1/session, as the page asks (protocol 1.2)
 RAMP_S = 2.0  # first questions staggered over it
 THINK_S = 0.5
 TURN_TIMEOUT_S = 30.0  # a barge-in question waits for the answer to its "stop" too
@@ -114,6 +115,7 @@ def voice_serve_setup(
         think_s=THINK_S,
         turn_timeout_s=TURN_TIMEOUT_S,
         interrupt_after_s=INTERRUPT_AFTER_S,
+        output_frame_ms=OUTPUT_FRAME_MS,
     )
     return VoiceServeSetup(
         reply,

@@ -201,7 +201,7 @@ def serve_section(results: ServeLoadResults) -> str:
         f"released over {script.pace:g} x their duration), each fake in a child process of its "
         "own. N sessions from client processes (asyncio `websockets`, up to "
         f"{results.setup.sessions_per_client} sessions each) asking for pcm16 at "
-        f"{client.sample_rate} Hz: all "
+        f"{client.sample_rate} Hz in {client.frame_ms} ms frames (as the page does): all "
         f"connect first, then each starts at a random moment within {client.ramp_s:g} s and runs "
         f"{client.turns} turns, each sent {client.think_s:g} s after the last reply finished "
         "playing (*burst*: every session's first turn sent at the same moment, so the turns "

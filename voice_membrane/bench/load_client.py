@@ -47,8 +47,8 @@ SERVER_STAMPS = ("first_token", "first_chunk", "tts_request", "tts_first_byte", 
 @dataclass(frozen=True, slots=True)
 class ClientPlan:
     """What every session does: ``turns`` turns asking ``prompt`` for pcm16 at
-    ``sample_rate``, the first at a random moment within ``ramp_s``, each sent
-    ``think_s`` after the previous reply finished playing."""
+    ``sample_rate`` in ``frame_ms`` frames, the first at a random moment within
+    ``ramp_s``, each sent ``think_s`` after the previous reply finished playing."""
 
     prompt: str
     sample_rate: int
@@ -56,6 +56,7 @@ class ClientPlan:
     ramp_s: float
     think_s: float
     turn_timeout_s: float  # a turn that takes longer has failed
+    frame_ms: int = 20  # the reply's frames, as session.start asks (protocol 1.2)
 
 
 @dataclass
@@ -98,7 +99,8 @@ class LoadSession:
     async def open(self) -> ClientConnection:
         ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
         self.ws = ws
-        audio = {"encoding": "pcm16", "sample_rate": self.plan.sample_rate}
+        plan = self.plan
+        audio = {"encoding": "pcm16", "sample_rate": plan.sample_rate, "frame_ms": plan.frame_ms}
         with anyio.fail_after(60):
             await start_session(ws, audio=audio)
         return ws

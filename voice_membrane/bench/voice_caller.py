@@ -63,7 +63,7 @@ class CallerPlan:
     ``sample_rate``; its last voiced sample is ``voiced_end``) as ``frame_ms``
     frames, the first time at a random moment within ``ramp_s``, then each
     ``think_s`` after the answer finished playing; the answer comes as pcm16 at
-    ``output_rate``."""
+    ``output_rate`` in ``output_frame_ms`` frames."""
 
     question: str  # a path
     voiced_end: int  # samples into the question
@@ -80,6 +80,7 @@ class CallerPlan:
     interrupt: str | None = None
     interrupt_onset: int = 0
     interrupt_after_s: float = 0.5
+    output_frame_ms: int = 20  # as session.start asks (protocol 1.2; /v1/session only)
 
     @property
     def frame_samples(self) -> int:
@@ -161,9 +162,14 @@ class VoiceCaller:
     async def open(self) -> None:
         ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
         self.ws = ws
-        audio = {"encoding": "pcm16", "sample_rate": self.plan.output_rate}
+        plan = self.plan
+        audio = {
+            "encoding": "pcm16",
+            "sample_rate": plan.output_rate,
+            "frame_ms": plan.output_frame_ms,
+        }
         with anyio.fail_after(60):
-            started = await start_session(ws, audio=audio, input_audio=self.plan.input_audio())
+            started = await start_session(ws, audio=audio, input_audio=plan.input_audio())
         if started.get("input_audio") is None:
             raise RuntimeError("the served pipeline does not listen (no [stt])")
 

@@ -15,6 +15,7 @@ import { Transcript } from "./transcript.js";
 import { showReport } from "./waterfall.js";
 
 const PROTOCOL = 1;
+const FRAME_MS = 60; // the reply's frames, as session.start asks for them
 const PCM_RATES = [16000, 22050, 24000, 48000];
 const DEFAULT_RATE = 24000;
 // The token is kept for this tab only (sessionStorage): never in the address or localStorage.
@@ -159,10 +160,10 @@ function connect() {
   app.ws = ws;
   ws.onopen = () => {
     const start = { type: "session.start", v: PROTOCOL };
-    // 20 ms frames (the default): longer ones (protocol 1.2) cost the server less
-    // but hold up to a frame of audio back, and the player can run dry at a turn's
-    // start when the voice comes in small chunks (docs/websocket-protocol.md).
-    start.audio = { encoding: "pcm16", sample_rate: wantedRate() };
+    // 60 ms frames (protocol 1.2): a third of the server's per-frame work of 20 ms
+    // ones; the player's lead is the server's pacing, not the frame size (and at a
+    // turn's start the server sends shorter frames rather than hold audio back).
+    start.audio = { encoding: "pcm16", sample_rate: wantedRate(), frame_ms: FRAME_MS };
     Object.assign(start, listening.startFields()); // input_audio and turn_taking
     if (app.tokenSent) start.token = app.tokenSent;
     // A pipeline other than the server's first: ?pipeline=NAME in the page's address.
