@@ -156,6 +156,8 @@ async def test_a_spoken_question_is_answered_and_speaking_over_it_clears(tmp_pat
                 cleared = call.first_clear_after(onset)
                 assert cleared is not None and cleared >= stop.started
                 await call.wait_for(lambda: bool(events(lines, "barge_in")), GUARD_S)
+                # (the interrupted answer's turn_end, before hanging up ends the rest)
+                await call.wait_for(lambda: bool(events(lines, "turn_end")), GUARD_S)
         heard = call.heard_audio()
         report = analyze_speech(heard, 8000)
         assert report.span_s > 0.5 and report.nuclei >= 2  # the answer was heard as speech
