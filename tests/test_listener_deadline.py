@@ -16,6 +16,7 @@ from listener_stt import RATE, SaysWeather
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
 from voice_membrane.listening.settings import EndpointSettings, VadSettings
+from voice_membrane.listening.vad import SpeechEnd
 from voice_membrane.pipeline.listening import Listener, ListenItem, UserTurn
 from voice_membrane.sources.base import Frame
 
@@ -73,6 +74,10 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
     assert rate == RATE
     audio = np.concatenate([np.zeros(RATE // 2, np.int16), audio, np.zeros(RATE * 2, np.int16)])
     endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
+    # The turn's end: the end silence after the detector's speech end (the
+    # detector decides by the audio alone; the STT's final comes at once).
+    ends = [e for e in make_vad(VadSettings(), RATE).feed(audio) if isinstance(e, SpeechEnd)]
+    deadline = ends[0].at_sample + round(endpoint.end_silence_s * RATE)
     listener = Listener(make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(endpoint, RATE))
     stalled_ns: list[int] = []  # when the source held back its next frame
 
@@ -80,17 +85,20 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
         start = time.perf_counter_ns()
         i = 0
         while i < len(audio):
-            size = FRAME
-            deadline = listener.endpointer.next_deadline()
-            if deadline is not None and i < deadline - 1 < i + FRAME:
-                size = deadline - 1 - i  # this frame ends one sample short of it
-            due = start + round((i + size) * 1e9 / RATE)
-            await anyio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
-            # its last sample was captured a millisecond before it is handed on
-            yield Frame(audio[i : i + size], RATE, i, time.perf_counter_ns() - 1_000_000)
-            i += size
-            if size != FRAME and not stalled_ns:
+            size = deadline - 1 - i if i < deadline - 1 < i + FRAME else FRAME
+            short = i + size == deadline - 1
+            # Handed on at the audio's pace, the short frame 10 ms early (a client
+            # a little ahead of real time): so it is in before the last frame's
+            # timer for the deadline, however late this loop wakes.
+            handed = start + round((i + size) * 1e9 / RATE) - (10_000_000 if short else 0)
+            await anyio.sleep(max(0.0, (handed - time.perf_counter_ns()) / 1e9))
+            if short:  # the source holds back what follows
                 stalled_ns.append(time.perf_counter_ns())
+            # captured a millisecond before it is handed on (so the deadline just
+            # past the short frame was due before the listener took it)
+            yield Frame(audio[i : i + size], RATE, i, handed - 1_000_000)
+            i += size
+            if short:
                 await anyio.sleep(2.0)  # the next frame comes late
 
     async def go() -> UserTurn:
@@ -107,7 +115,7 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
 
     turn = anyio.run(go)
     assert turn.reason == "final"
-    assert stalled_ns, "the source never cut a frame short of a deadline"
+    assert stalled_ns, "the source never cut a frame short of the deadline"
     # decided while the source held its next frame back, not when it came
     assert turn.decided_ns - stalled_ns[0] < 2e9 * 0.5
 
