@@ -22,12 +22,43 @@ from voice_membrane.sources.base import Frame
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAME = 320  # 20 ms
+ENDPOINT = EndpointSettings(end_silence_s=0.6, preemptive=False)
+
+
+def question(silence_after: int) -> np.ndarray:
+    """weather.wav after half a second of silence, ``silence_after`` samples after it."""
+    audio, rate = sf.read(ROOT / "audio_fixtures" / "listening" / "weather.wav", dtype="int16")
+    assert rate == RATE
+    silence = np.zeros(RATE // 2, np.int16)
+    return np.concatenate([silence, audio, np.zeros(silence_after, np.int16)])
+
+
+def listener() -> Listener:
+    return Listener(make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(ENDPOINT, RATE))
+
+
+def heard_until_turn(listening: Listener, frames: AsyncIterator[Frame]) -> list[ListenItem]:
+    """What ``listening`` says of ``frames`` up to its first turn (20 s at most)."""
+
+    async def go() -> list[ListenItem]:
+        send, receive = anyio.create_memory_object_stream[ListenItem](100)
+        items: list[ListenItem] = []
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listening.run, frames, send)
+                async with receive:
+                    async for item in receive:
+                        items.append(item)
+                        if isinstance(item, UserTurn):
+                            break
+                tg.cancel_scope.cancel()
+        return items
+
+    return anyio.run(go)
 
 
 def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
-    audio, rate = sf.read(ROOT / "audio_fixtures" / "listening" / "weather.wav", dtype="int16")
-    assert rate == RATE
-    audio = np.concatenate([np.zeros(RATE // 2, np.int16), audio, np.zeros(RATE // 4, np.int16)])
+    audio = question(RATE // 4)
 
     async def frames() -> AsyncIterator[Frame]:
         start = time.perf_counter_ns()
@@ -37,25 +68,7 @@ def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
             yield Frame(audio[i : i + FRAME], RATE, i, time.perf_counter_ns())
         await anyio.sleep_forever()  # the client is still there, its audio is not
 
-    async def go() -> list[ListenItem]:
-        endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
-        listener = Listener(
-            make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(endpoint, RATE)
-        )
-        send, receive = anyio.create_memory_object_stream[ListenItem](100)
-        items: list[ListenItem] = []
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(listener.run, frames(), send)
-                async with receive:
-                    async for item in receive:
-                        items.append(item)
-                        if isinstance(item, UserTurn):
-                            break
-                tg.cancel_scope.cancel()
-        return items
-
-    items = anyio.run(go)  # without the clock: no turn, and a timeout
+    items = heard_until_turn(listener(), frames())  # without the clock: a timeout
     (turn,) = [item for item in items if isinstance(item, UserTurn)]
     assert turn.text.startswith("What is the weather")
     assert turn.reason == "final"
@@ -70,15 +83,11 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
     that sample was due: the end of the turn must come on the clock then, not
     wait for the next frame (here it comes 2 s later; before: a frame's
     length, 20 ms, on every such turn of a call)."""
-    audio, rate = sf.read(ROOT / "audio_fixtures" / "listening" / "weather.wav", dtype="int16")
-    assert rate == RATE
-    audio = np.concatenate([np.zeros(RATE // 2, np.int16), audio, np.zeros(RATE * 2, np.int16)])
-    endpoint = EndpointSettings(end_silence_s=0.6, preemptive=False)
+    audio = question(RATE * 2)
     # The turn's end: the end silence after the detector's speech end (the
     # detector decides by the audio alone; the STT's final comes at once).
     ends = [e for e in make_vad(VadSettings(), RATE).feed(audio) if isinstance(e, SpeechEnd)]
-    deadline = ends[0].at_sample + round(endpoint.end_silence_s * RATE)
-    listener = Listener(make_vad(VadSettings(), RATE), SaysWeather(), Endpointer(endpoint, RATE))
+    deadline = ends[0].at_sample + round(ENDPOINT.end_silence_s * RATE)
     stalled_ns: list[int] = []  # when the source held back its next frame
 
     async def frames() -> AsyncIterator[Frame]:
@@ -101,19 +110,9 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
             if short:
                 await anyio.sleep(2.0)  # the next frame comes late
 
-    async def go() -> UserTurn:
-        send, receive = anyio.create_memory_object_stream[ListenItem](100)
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(listener.run, frames(), send)
-                async with receive:
-                    async for item in receive:
-                        if isinstance(item, UserTurn):
-                            tg.cancel_scope.cancel()
-                            return item
-        raise AssertionError("no turn")
-
-    turn = anyio.run(go)
+    (turn,) = [
+        item for item in heard_until_turn(listener(), frames()) if isinstance(item, UserTurn)
+    ]
     assert turn.reason == "final"
     assert stalled_ns, "the source never cut a frame short of the deadline"
     # decided while the source held its next frame back, not when it came

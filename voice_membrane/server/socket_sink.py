@@ -61,7 +61,7 @@ class SocketSink:
         self._outbox = outbox
         self._on_overflow = on_overflow
         self._frame = sample_rate * frame_ms // 1000
-        self._carry: Samples = np.zeros(0, dtype=np.int16)
+        self._carry: Samples = _NONE
         # Stands in for the client's playback: frames back to back, an idle client's at once.
         self._clock = PlaybackClock()
 
@@ -103,12 +103,12 @@ class SocketSink:
     async def drain(self) -> None:
         if len(self._carry):
             self._send(self._carry)
-            self._carry = np.zeros(0, dtype=np.int16)
+            self._carry = _NONE
         await self._clock.wait_played()
 
     async def stop(self) -> None:
         self._clock.stop()
-        self._carry = np.zeros(0, dtype=np.int16)
+        self._carry = _NONE
         self._outbox.drop_audio(self.turn)
 
     def pause(self) -> bool:
