@@ -5,7 +5,7 @@ and cancellation."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -137,12 +137,15 @@ async def test_fifth_stop_sequence_is_enforced_client_side() -> None:
 # ------------------------------------------------------------------ request mapping
 
 
-async def test_request_mapping() -> None:
-    weather = ToolDefinition(
-        name="get_weather",
-        description="Weather by city.",
-        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
-    )
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Weather by city.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def rich_request(mode: Literal["chat", "prefill"] = "chat") -> BuiltRequest:
+    """Text, images, thinking, a tool call and its result, tools, stops, params."""
     png = ImageContent(source=Base64Source(media_type="image/png", data="iVBORw0K"))
     messages = [
         ProviderMessage(
@@ -169,16 +172,20 @@ async def test_request_mapping() -> None:
             ],
         ),
     ]
-    built = BuiltRequest(
-        "chat",
-        messages,
+    return BuiltRequest(
+        mode,
+        messages if mode == "chat" else [],
         system="Be brief.",
-        tools=[weather],
+        prompt=None if mode == "chat" else "User: Hi\n\nBob:",
+        tools=[WEATHER],
         stop_sequences=["\n\nUser:"],
         params={"seed": 7, "reasoning_effort": "low"},
     )
+
+
+async def test_request_mapping() -> None:
     with FakeOpenAI(ScriptedReply.of("Done.")) as fake:
-        await run(fake, built)
+        await run(fake, rich_request())
     body = fake.requests[0].body
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
@@ -210,7 +217,7 @@ async def test_request_mapping() -> None:
             "function": {
                 "name": "get_weather",
                 "description": "Weather by city.",
-                "parameters": weather.input_schema,
+                "parameters": WEATHER.input_schema,
             },
         }
     ]
@@ -219,6 +226,28 @@ async def test_request_mapping() -> None:
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["stop"] == ["\n\nUser:"]
     assert body["seed"] == 7 and body["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize("mode", ["chat", "prefill"])
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_body_on_the_wire_is_what_the_sdk_create_sends(mode: str, streaming: bool) -> None:
+    """The body is posted as built, skipping ``create``'s parameter transform:
+    what the server receives is the same either way."""
+    built = rich_request(mode)  # type: ignore[arg-type]
+    with FakeOpenAI(ScriptedReply.of("Done."), ScriptedReply.of("Done.")) as fake:
+        await run(fake, built, streaming=streaming)
+        provider = OpenAIProvider(api_key="fake-key", base_url=fake.base_url)
+        body = provider.request_body(built, CONFIG, streaming=streaming)
+        extra = {key: body.pop(key) for key in built.params}
+        calls: Any = provider.client().chat if mode == "chat" else provider.client()
+        try:
+            answer = await calls.completions.create(**body, extra_body=extra)
+            if streaming:
+                _ = [part async for part in answer]
+        finally:
+            await provider.aclose()
+    ours, sdks = (request.body for request in fake.requests)
+    assert ours == sdks
 
 
 async def test_max_tokens_field() -> None:

@@ -266,25 +266,12 @@ OPENAI_CHUNK = st.one_of(
 )
 
 
-class SseResponse:
-    """The SDK's raw streaming response over prebuilt chunks, as ``data:`` events
-    (the adapter reads the body itself: ``vendors/openai_stream.py``)."""
-
-    http_request = httpx2.Request("POST", "http://stub/v1/chat/completions")
-    http_version = "HTTP/1.1"
-
-    def __init__(self, chunks: list[Any]) -> None:
-        body = b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in chunks)
-        self.http_response = Stub(aiter_bytes=lambda: Events([body, b"data: [DONE]\n\n"]))
-
-    async def __aenter__(self) -> SseResponse:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
+def sse_response(chunks: list[Any]) -> httpx2.Response:
+    """The raw streaming response the SDK's ``post`` returns, over prebuilt chunks
+    as ``data:`` events (the adapter reads the body itself: ``vendors/openai_stream.py``)."""
+    body = b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in chunks)
+    request = httpx2.Request("POST", "http://stub/v1/chat/completions")
+    return httpx2.Response(200, content=Events([body, b"data: [DONE]\n\n"]), request=request)
 
 
 @SETTINGS
@@ -292,13 +279,11 @@ class SseResponse:
 def test_openai_reader_survives_any_chunk_stream(chunks: list[Any]) -> None:
     provider = OpenAIProvider(api_key="k")
 
-    def create(**_: Any) -> SseResponse:
-        return SseResponse(chunks)
+    async def post(path: str, **_: Any) -> httpx2.Response:
+        assert path == "/chat/completions"
+        return sse_response(chunks)
 
-    provider._client = Stub(  # type: ignore[assignment]
-        base_url="stub",
-        chat=Stub(completions=Stub(with_streaming_response=Stub(create=create))),
-    )
+    provider._client = Stub(base_url="stub", post=post)  # type: ignore[assignment]
     check(run(provider, "native"))
 
 

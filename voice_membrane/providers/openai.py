@@ -6,8 +6,12 @@ The SDK's retries are off (``Membrane`` holds the retry policy) and its errors
 become ``ProviderError``s with one vocabulary of kinds. Request mapping lives in
 ``openai_request``, response reading in ``openai_read``; this module makes the
 calls, keeps the HTTP stream closed when the consumer stops, and maps errors.
-A stream is read through the SDK's raw streaming response, its body as JSON
-dicts (``vendors/openai_stream``), not as the SDK's per-chunk pydantic objects.
+The request goes through the SDK's generic ``post`` (its documented path for
+any endpoint: auth, base URL, timeouts, status errors) with the JSON body
+``openai_request`` builds, not through ``create``, whose parameter transform
+walks every message of the conversation: ~0.4 ms for one message, ~3.4 ms
+for twenty, on every turn before a byte is sent. A stream's body is read as
+JSON dicts (``vendors/openai_stream``), not as the SDK's pydantic chunks.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx2
 import openai
+from openai.types import Completion
+from openai.types.chat import ChatCompletion
 
 from ..infra.redact import remember
 from ..vendors.openai_client import NAME, STREAM_ERRORS, async_client, provider_error
@@ -28,6 +35,10 @@ from .openai_request import chat_request, completion_request, token_field
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..vocab.messages import ModelConfig
+
+
+CHAT_PATH = "/chat/completions"
+COMPLETIONS_PATH = "/completions"  # legacy Completions: prefill mode
 
 
 class OpenAIProvider:
@@ -72,10 +83,10 @@ class OpenAIProvider:
     def request_body(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
     ) -> dict[str, Any]:
-        """The keyword arguments of the SDK call ``stream`` makes (debug records)."""
-        return self._kwargs(self.client(), built, config, streaming)
+        """The JSON body ``stream`` posts (debug records)."""
+        return self._body(self.client(), built, config, streaming)
 
-    def _kwargs(
+    def _body(
         self, client: openai.AsyncOpenAI, built: BuiltRequest, config: ModelConfig, streaming: bool
     ) -> dict[str, Any]:
         if built.mode == "chat":
@@ -88,35 +99,36 @@ class OpenAIProvider:
     ) -> AsyncGenerator[ProviderOutput, None]:
         client = self.client()
         try:
-            kwargs = self._kwargs(client, built, config, streaming)
+            body = self._body(client, built, config, streaming)
+            reader: ChatReader | TextReader
+            whole: type[ChatCompletion | Completion]
             if built.mode == "chat":
-                reader: ChatReader | TextReader = ChatReader(built.stop_sequences)
-                calls: Any = client.chat.completions
+                reader, path, whole = ChatReader(built.stop_sequences), CHAT_PATH, ChatCompletion
             else:
                 reader = TextReader(built.stop_sequences, built.end_of_turn)
-                calls = client.completions
+                path, whole = COMPLETIONS_PATH, Completion
             if streaming:
-                # The SDK's raw streaming response: its request, auth and status
-                # errors, its timeouts, but the body read as dicts (openai_stream.py).
-                async with calls.with_streaming_response.create(**kwargs) as response:
-                    streamed = chunks(response)
-                    try:
-                        async for chunk in streamed:
-                            for item in reader.chunk(chunk):
-                                yield item
-                            if reader.done:  # a client-side stop: read no further
-                                break
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await streamed.aclose()
-                            await response.close()
+                # The raw response, its body not yet read: the SDK has already
+                # raised its status error if there was one.
+                response = await client.post(path, body=body, cast_to=httpx2.Response, stream=True)
+                streamed = chunks(response)
+                try:
+                    async for chunk in streamed:
+                        for item in reader.chunk(chunk):
+                            yield item
+                        if reader.done:  # a client-side stop: read no further
+                            break
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await streamed.aclose()
+                        await response.aclose()
             else:
-                response = await calls.create(**kwargs)
+                completion = await client.post(path, body=body, cast_to=whole)
                 if isinstance(reader, ChatReader):
-                    for item in reader.completion(response):
+                    for item in reader.completion(completion):
                         yield item
                 else:
-                    for item in reader.chunk(response):
+                    for item in reader.chunk(completion):
                         yield item
             for item in reader.end():
                 yield item

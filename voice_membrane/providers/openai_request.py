@@ -1,5 +1,5 @@
-"""Request mapping for the OpenAI adapter: a ``BuiltRequest`` → the keyword
-arguments of ``chat.completions.create`` or ``completions.create``.
+"""Request mapping for the OpenAI adapter: a ``BuiltRequest`` → the JSON body
+of ``POST /chat/completions`` or ``POST /completions``.
 
 Kept apart from the stream handling so each can be read (and tested) alone.
 The mapping is the one every OpenAI-compatible server understands: string
@@ -49,50 +49,49 @@ def token_field(base_url: str, override: str | None = None) -> str:
 def chat_request(
     built: BuiltRequest, config: ModelConfig, *, max_tokens_field: str, streaming: bool
 ) -> dict[str, Any]:
-    """Keyword arguments for ``chat.completions.create``."""
+    """The body of ``POST /chat/completions``."""
     messages: list[dict[str, Any]] = []
     if built.system:
         messages.append({"role": "system", "content": built.system})
     for message in built.messages:
         messages.extend(write_message(message))
-    kwargs: dict[str, Any] = {
+    body: dict[str, Any] = {
         "model": config.model,
         "messages": messages,
         max_tokens_field: config.max_tokens,
     }
     if built.tools:
-        kwargs["tools"] = [tool_spec(tool) for tool in built.tools]
+        body["tools"] = [tool_spec(tool) for tool in built.tools]
     if config.thinking_budget is not None:  # provider_params may still set it exactly
-        kwargs["reasoning_effort"] = reasoning_effort(config.thinking_budget)
-    return _common(kwargs, built, config, streaming)
+        body["reasoning_effort"] = reasoning_effort(config.thinking_budget)
+    return _common(body, built, config, streaming)
 
 
 def completion_request(
     built: BuiltRequest, config: ModelConfig, *, streaming: bool
 ) -> dict[str, Any]:
-    """Keyword arguments for the legacy ``completions.create`` (prefill mode)."""
+    """The body of the legacy ``POST /completions`` (prefill mode)."""
     prompt = built.prompt if built.prompt is not None else built.prefill or ""
-    kwargs: dict[str, Any] = {
+    body: dict[str, Any] = {
         "model": config.model,
         "prompt": prompt,
         "max_tokens": config.max_tokens,
     }
-    return _common(kwargs, built, config, streaming)
+    return _common(body, built, config, streaming)
 
 
 def _common(
-    kwargs: dict[str, Any], built: BuiltRequest, config: ModelConfig, streaming: bool
+    body: dict[str, Any], built: BuiltRequest, config: ModelConfig, streaming: bool
 ) -> dict[str, Any]:
     if config.temperature is not None:
-        kwargs["temperature"] = config.temperature
+        body["temperature"] = config.temperature
     if built.stop_sequences:
-        kwargs["stop"] = list(built.stop_sequences[:MAX_STOPS])
+        body["stop"] = list(built.stop_sequences[:MAX_STOPS])
     if streaming:
-        kwargs["stream"] = True
-        kwargs["stream_options"] = {"include_usage": True}
-    if built.params:
-        kwargs["extra_body"] = dict(built.params)
-    return kwargs
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    body.update(built.params)  # provider_params win, as the SDK's extra_body would
+    return body
 
 
 def tool_spec(tool: ToolDefinition) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The SDK's ``AsyncStream`` builds a pydantic object (``construct``, unvalidated)
 for every streamed chunk: about a third of the LLM path's CPU in a loaded server.
 The adapter still makes the call through the SDK (auth, base URL, timeouts, the
-HTTP status errors), with ``with_streaming_response``, and reads the body here
+HTTP status errors), with its generic ``post`` for the raw response, and reads the body here
 the way ``AsyncStream`` reads it: SSE events (``sse.py``) up to ``data: [DONE]``,
 each ``json.loads``-ed into a dict, one that carries ``error`` raised as the
 SDK's ``APIError`` (so ``provider_error`` maps both paths alike). The readers
@@ -59,11 +59,11 @@ class ChunkDecoder:
         self._sse.end()
 
 
-async def chunks(response: openai.AsyncAPIResponse[Any]) -> AsyncGenerator[Any, None]:
+async def chunks(response: httpx2.Response) -> AsyncGenerator[Any, None]:
     """Each streamed chunk's JSON, until ``[DONE]`` or the body's end. Transport
     errors come out as httpx's (``provider_error`` maps them as the SDK's)."""
-    decoder = ChunkDecoder(response.http_request)
-    body = response.http_response.aiter_bytes()
+    decoder = ChunkDecoder(response.request)
+    body = response.aiter_bytes()
     async for piece in body:
         for chunk in decoder.feed(piece):
             yield chunk
