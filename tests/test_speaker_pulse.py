@@ -155,7 +155,9 @@ def test_stop_silences_within_200_ms_and_played_seconds_matches(
     # end is the stop (plus the same latency), so its length bounds stop's latency.
     assert duration <= stop_at + 0.2, f"heard {duration:.3f} s, stopped at {stop_at:.3f} s"
     assert duration >= stop_at - 0.2, f"heard {duration:.3f} s, stopped at {stop_at:.3f} s"
-    assert played == pytest.approx(duration, abs=0.1)
+    # What was heard, not the span: under load the callback can be starved and
+    # the server fill the wait with silence, which played_seconds rightly leaves out.
+    assert played == pytest.approx(loud_seconds(path), abs=0.1)
     assert dominant_hz(heard) == pytest.approx(TONE_HZ, abs=5)
 
 
