@@ -293,7 +293,9 @@ def framing_site(html: str) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    site = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    # Threaded: the browser may open a spare connection it never sends on, on
+    # which a one-at-a-time server would wait, and shutdown() with it (100 s in CI).
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     thread = threading.Thread(target=site.serve_forever, daemon=True)
     thread.start()
     try:
