@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from benchmarks.markdown import table
 from voice_membrane.bench.membrane_cost import CaseResult, MembraneResults
+from voice_membrane.bench.request_cost import MESSAGE, RequestCost
 
 MEMBRANE_TITLE = "Membrane: cost per streamed delta over the vendors' SDKs"
 FAST_DELTAS_PER_S = 200  # a fast model's stream: what the CPU-share finding assumes
@@ -186,8 +187,44 @@ def membrane_section(results: MembraneResults) -> str:
             "two clock reads per item included).",
             _in_process_table(results),
             "\n".join(findings(results)),
+            *_before_send(results.before_send),
         ]
     )
+
+
+def _before_send(costs: Sequence[RequestCost]) -> list[str]:
+    """Each adapter's stream() to its request's hand-over, by conversation length."""
+    if not costs:
+        return []
+    lengths = sorted({cost.messages for cost in costs})
+    vendors = list(dict.fromkeys(cost.vendor for cost in costs))
+    by = {(cost.vendor, cost.messages): cost for cost in costs}
+    first, last = lengths[0], lengths[-1]
+    rows = []
+    for vendor in vendors:
+        cells = [_us(by[vendor, n].spread()) if (vendor, n) in by else "—" for n in lengths]
+        slope = "—"
+        if (vendor, first) in by and (vendor, last) in by and last > first:
+            per = (by[vendor, last].spread()[0] - by[vendor, first].spread()[0]) / (last - first)
+            slope = f"{per:+.0f}"
+        rows.append([vendor, *cells, slope])
+    calls = costs[0].calls
+    repeats = len(costs[0].us)
+    return [
+        "Before the first byte: each adapter's `stream()` (chat mode, a system prompt, "
+        f"the conversation as alternating user and assistant messages of {len(MESSAGE)} "
+        "characters) "
+        "until the SDK hands the request to `httpx`, whose `send` is replaced for the run "
+        "by one that notes the time and refuses it (`voice_membrane/bench/request_cost.py`): "
+        "building, validating and serialising the request, paid on every turn before the "
+        f"provider starts on its first token. µs, median (min to max) over {repeats} "
+        f"repetitions of the median of {calls} calls; *per message* the slope between the "
+        "two lengths.",
+        table(
+            ["Vendor", *(f"{n} message{'s' if n > 1 else ''}" for n in lengths), "per message"],
+            rows,
+        ),
+    ]
 
 
 def method_paragraph(results: MembraneResults) -> str:

@@ -5,9 +5,10 @@ No timing is asserted here: speed is reported by `make bench`, not tested.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import anyio
 import pytest
 
 from benchmarks import bench_first_audio
@@ -37,6 +38,7 @@ from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
 from voice_membrane.bench.load_client import ClientPlan, TurnRecord
 from voice_membrane.bench.membrane_consumers import CONSUMERS
+from voice_membrane.bench.request_cost import LENGTHS, conversation, one_call
 from voice_membrane.bench.runner import Target, TargetRun, TurnSample
 from voice_membrane.bench.serve_load import (
     Ideal,
@@ -47,6 +49,7 @@ from voice_membrane.bench.serve_load import (
 )
 from voice_membrane.chunking import SpeechChunker
 from voice_membrane.pipeline.metrics import TurnMetrics
+from voice_membrane.vocab.messages import ModelConfig
 
 
 def test_corpus_is_large_enough_and_its_hazards_are_real() -> None:
@@ -73,7 +76,9 @@ def test_parser_benchmark_runs_and_checks_its_output() -> None:
 def test_membrane_benchmark_runs_every_vendor_and_renders_a_row_each() -> None:
     # A tiny reply and one repetition: the outputs are checked inside the run (a
     # consumer that loses the scripted blocks raises), the numbers are not.
-    results = run_membrane_bench(text_chars=120, thinking_chars=40, repeats=1)
+    results = run_membrane_bench(
+        text_chars=120, thinking_chars=40, repeats=1, send_calls=3, send_repeats=2
+    )
     modes = [(case.vendor, case.mode) for case in results.cases]
     assert modes == [*((vendor, "chat") for vendor in VENDORS), ("anthropic", "prefill")]
     for case in results.cases:
@@ -90,6 +95,24 @@ def test_membrane_benchmark_runs_every_vendor_and_renders_a_row_each() -> None:
         assert sum(line.startswith(f"| {case.label} |") for line in rows) == 1, case.label
     assert section.count("\n- ") >= 3  # the findings
     assert "child process" in method_paragraph(results)
+    sent = [(cost.vendor, cost.messages) for cost in results.before_send]
+    assert sent == [(vendor, n) for vendor in VENDORS for n in LENGTHS]
+    assert all(len(cost.us) == 2 and min(cost.us) > 0 for cost in results.before_send)
+    assert "Before the first byte" in section
+    for vendor in VENDORS:
+        assert sum(line.startswith(f"| {vendor} |") for line in rows) == 1, vendor
+
+
+def test_a_call_that_never_reaches_the_transport_fails_the_request_cost() -> None:
+    class GivesUp:  # an adapter that ends its stream without sending anything
+        name = "gives-up"
+
+        async def stream(self, built: Any, config: Any) -> AsyncIterator[Any]:
+            return
+            yield
+
+    with pytest.raises(RuntimeError, match="never reached the transport"):
+        anyio.run(one_call, GivesUp(), conversation(3), ModelConfig(model="m"))
 
 
 def test_tts_benchmark_runs_every_cloud_engine_and_renders_a_row_each() -> None:

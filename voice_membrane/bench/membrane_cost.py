@@ -56,6 +56,7 @@ from .membrane_reply import (
     check_blocks,
     membrane_fakes,
 )
+from .request_cost import RequestCost
 from .stats import median
 
 SDK_DISTRIBUTIONS = ("anthropic", "openai", "google-genai")
@@ -142,6 +143,9 @@ class MembraneResults:
     in_process: list[InProcessResult]
     sdk_versions: dict[str, str]  # distribution → version
     seconds: float  # the whole benchmark
+    # Before the first byte: each adapter's stream() to its request's hand-over
+    # (``request_cost``), by conversation length; filled by the caller.
+    before_send: tuple[RequestCost, ...] = ()
 
     def part_of(self, case: CaseResult) -> InProcessResult | None:
         return next((p for p in self.in_process if p.case == case.label), None)
