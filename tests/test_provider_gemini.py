@@ -14,12 +14,14 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from google import genai
 from google.genai import errors, types
 from native_events import assemble, blocks
 
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.providers.gemini import GeminiProvider, provider_error
 from voice_membrane.providers.gemini_read import ChunkReader
+from voice_membrane.providers.gemini_request import request_config, request_contents
 from voice_membrane.testing.fake_gemini import FakeGemini
 from voice_membrane.testing.script import Fault, ScriptedReply, thinking, tool_use
 from voice_membrane.vendors.errors import ProviderError
@@ -188,9 +190,11 @@ async def test_non_streaming_gives_the_same_blocks(
 # ---------------------------------------------------------------- the request
 
 
-async def test_request_mapping(fake: FakeGemini, provider: GeminiProvider) -> None:
+def rich_request() -> BuiltRequest:
+    """Text, an image, signed and unsigned thinking, calls and their results,
+    tools, more stops than the API takes, and params."""
     png = base64.b64encode(b"\x89PNG fake").decode()
-    built = BuiltRequest(
+    return BuiltRequest(
         mode="chat",
         system="Be brief.",
         messages=[
@@ -232,9 +236,14 @@ async def test_request_mapping(fake: FakeGemini, provider: GeminiProvider) -> No
         stop_sequences=["\nUser:", "A", "B", "C", "D", "E", "F"],
         params={"top_k": 7, "responseMimeType": "text/plain", "labels_not_a_field": {"x": 1}},
     )
+
+
+RICH_CONFIG = CONFIG.model_copy(update={"temperature": 0.3, "thinking_budget": 2048})
+
+
+async def test_request_mapping(fake: FakeGemini, provider: GeminiProvider) -> None:
     fake.add(ScriptedReply.of("Sunny in Oslo."))
-    config = CONFIG.model_copy(update={"temperature": 0.3, "thinking_budget": 2048})
-    await collect(provider, built, config=config)
+    await collect(provider, rich_request(), config=RICH_CONFIG)
     body = fake.requests[0].body
     assert body["systemInstruction"]["parts"] == [{"text": "Be brief."}]
     user, model, results = body["contents"]
@@ -267,6 +276,33 @@ async def test_request_mapping(fake: FakeGemini, provider: GeminiProvider) -> No
     assert generation["maxOutputTokens"] == 500 and generation["temperature"] == 0.3
     assert generation["topK"] == 7 and generation["responseMimeType"] == "text/plain"
     assert body["labels_not_a_field"] == {"x": 1}  # unknown params go into the body as they are
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_the_body_on_the_wire_is_what_the_sdks_own_objects_send(
+    fake: FakeGemini, provider: GeminiProvider, streaming: bool
+) -> None:
+    """The adapter hands the SDK dicts (cheaper for it to take): the server
+    receives what the SDK sends when given its own objects."""
+    built = rich_request()
+    fake.add(ScriptedReply.of("Sunny."))
+    fake.add(ScriptedReply.of("Sunny."))
+    await collect(provider, built, config=RICH_CONFIG, streaming=streaming)
+    client = genai.Client(
+        api_key="fake-key", http_options=types.HttpOptions(base_url=fake.base_url)
+    )
+    objects = request_contents(built)
+    config = request_config(built, RICH_CONFIG)
+    models = client.aio.models
+    if streaming:
+        stream = await models.generate_content_stream(
+            model=RICH_CONFIG.model, contents=objects, config=config
+        )
+        _ = [chunk async for chunk in stream]
+    else:
+        await models.generate_content(model=RICH_CONFIG.model, contents=objects, config=config)
+    ours, sdks = (request.body for request in fake.requests)
+    assert ours == sdks
 
 
 async def test_stops_beyond_five_are_applied_client_side(

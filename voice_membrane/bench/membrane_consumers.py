@@ -87,9 +87,9 @@ def sdk_reader(
     from google import genai
     from google.genai import types
 
-    from ..providers.gemini_request import request_config, request_contents
+    from ..providers.gemini_request import call_contents, request_config
 
-    contents, config = request_contents(built), request_config(built, request.config)
+    contents, config = call_contents(built), request_config(built, request.config)
     options = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
     gemini = genai.Client(api_key="fake-key", http_options=options)
     model = request.config.model

@@ -52,7 +52,7 @@ from ..vendors.errors import ProviderError, retry_after_seconds, status_kind
 from ..vendors.tls import shared_ssl_context
 from ..vocab.provider_output import ProviderOutput
 from .gemini_read import NAME, ChunkReader
-from .gemini_request import client_stops, request_config, request_contents
+from .gemini_request import call_contents, client_stops, request_config, request_contents
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
@@ -137,7 +137,7 @@ class GeminiProvider:
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
     ) -> AsyncGenerator[ProviderOutput, None]:
-        contents, request = request_contents(built), request_config(built, config)
+        contents, request = call_contents(built), request_config(built, config)
         prefill, stops = built.mode == "prefill", client_stops(built)
         reader = ChunkReader(prefill, stops, built.end_of_turn, self._ids)
         try:

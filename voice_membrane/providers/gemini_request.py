@@ -31,7 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import mimetypes
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote_to_bytes, urlparse
 
 import pydantic
@@ -139,6 +139,17 @@ def request_contents(built: BuiltRequest) -> list[types.Content]:
         else:
             contents.append(types.Content(role="model", parts=[prefill]))
     return contents
+
+
+def call_contents(built: BuiltRequest) -> list[types.ContentDict]:
+    """``request_contents`` as the dicts the SDK call is given: it validates and
+    converts its input on every call, and from its own objects at twice the
+    cost of from dicts (8.3 against 4.1 ms for a conversation of 21 messages,
+    ``bench/request_cost.py``); the body on the wire is the same."""
+    return [
+        cast("types.ContentDict", content.model_dump(exclude_none=True))
+        for content in request_contents(built)
+    ]
 
 
 def _parts(block: ContentBlock, names: dict[str, str], where: str) -> list[types.Part]:
