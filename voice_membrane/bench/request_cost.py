@@ -106,8 +106,10 @@ async def one_call(provider: Any, built: BuiltRequest, config: ModelConfig) -> f
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
+    met: set[int] = set()
     seen: BaseException | None = exc
-    while seen is not None:
+    while seen is not None and id(seen) not in met:
+        met.add(id(seen))
         yield seen
         seen = seen.__cause__ or seen.__context__
 
