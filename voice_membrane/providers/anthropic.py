@@ -22,7 +22,7 @@ from ..infra.redact import remember
 from ..vendors.credentials import unusable_key
 from ..vendors.errors import ErrorKind, ProviderError, retry_after_seconds, status_kind
 from ..vendors.http_pool import pool_limits
-from ..vendors.tls import shared_ssl_context
+from ..vendors.tls import shared_ssl_context, warm_http_stack
 from ..vocab.provider_output import ProviderOutput
 from .anthropic_read import StreamReader, message_outputs
 from .anthropic_request import request_params
@@ -54,8 +54,10 @@ class AnthropicProvider:
         self._client: anthropic.AsyncAnthropic | None = None
 
     async def start(self) -> None:
-        """Nothing to load: the client is made by the first ``stream``, so a
-        missing key surfaces there as a ``ProviderError``."""
+        """The HTTP stack loaded (not in the first turn's request); the client
+        is made by the first ``stream``, so a missing key surfaces there as a
+        ``ProviderError``."""
+        await anyio.to_thread.run_sync(warm_http_stack)
 
     async def aclose(self) -> None:
         if self._client is not None:

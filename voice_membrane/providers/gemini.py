@@ -49,7 +49,7 @@ from google.genai import errors, types
 from ..infra.redact import remember
 from ..vendors.credentials import unusable_key
 from ..vendors.errors import ProviderError, retry_after_seconds, status_kind
-from ..vendors.tls import shared_ssl_context
+from ..vendors.tls import shared_ssl_context, warm_http_stack
 from ..vocab.provider_output import ProviderOutput
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import call_contents, client_stops, request_config, request_contents
@@ -88,6 +88,7 @@ class GeminiProvider:
         self._ids = itertools.count(1)  # generated tool call ids, unique per provider
 
     async def start(self) -> None:
+        await anyio.to_thread.run_sync(warm_http_stack)  # not on the event loop
         self._get_client()
 
     async def aclose(self) -> None:

@@ -30,6 +30,7 @@ from openai.types.chat import ChatCompletion
 from ..infra.redact import remember
 from ..vendors.openai_client import NAME, STREAM_ERRORS, async_client, provider_error
 from ..vendors.openai_stream import chunks
+from ..vendors.tls import warm_http_stack
 from ..vocab.provider_output import ProviderOutput
 from .openai_read import ChatReader, TextReader
 from .openai_request import chat_request, completion_request, token_field
@@ -69,8 +70,10 @@ class OpenAIProvider:
         self._client: openai.AsyncOpenAI | None = None
 
     async def start(self) -> None:
-        """Nothing to load: the client is made on first use, so a missing key
-        surfaces as a ``ProviderError`` from ``stream``."""
+        """The HTTP stack loaded (not in the first turn's request); the client
+        is made on first use, so a missing key surfaces as a ``ProviderError``
+        from ``stream``."""
+        await anyio.to_thread.run_sync(warm_http_stack)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -16,6 +16,17 @@ from functools import cache
 import httpx2
 
 
+def warm_http_stack() -> None:
+    """Load what the first HTTP client of the process would: httpx's transport
+    (whose import builds a default context of its own) and the shared context.
+    For a provider's ``start``, in a worker thread: otherwise the first turn's
+    request pays it (~40 ms on the event loop, stalling every other session
+    of a fresh server process)."""
+    import httpcore2  # noqa: F401  (imported for its side effect: loaded once)
+
+    shared_ssl_context()
+
+
 @cache
 def shared_ssl_context() -> ssl.SSLContext:
     """The context an httpx client makes by default (certifi's CA bundle,
