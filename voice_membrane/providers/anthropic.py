@@ -57,7 +57,7 @@ class AnthropicProvider:
         """The HTTP stack loaded (not in the first turn's request); the client
         is made by the first ``stream``, so a missing key surfaces there as a
         ``ProviderError``."""
-        await anyio.to_thread.run_sync(warm_http_stack)
+        await warm_http_stack()
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -88,7 +88,7 @@ class GeminiProvider:
         self._ids = itertools.count(1)  # generated tool call ids, unique per provider
 
     async def start(self) -> None:
-        await anyio.to_thread.run_sync(warm_http_stack)  # not on the event loop
+        await warm_http_stack()  # off the event loop
         self._get_client()
 
     async def aclose(self) -> None:

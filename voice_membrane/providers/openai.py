@@ -73,7 +73,7 @@ class OpenAIProvider:
         """The HTTP stack loaded (not in the first turn's request); the client
         is made on first use, so a missing key surfaces as a ``ProviderError``
         from ``stream``."""
-        await anyio.to_thread.run_sync(warm_http_stack)
+        await warm_http_stack()
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -13,15 +13,22 @@ from __future__ import annotations
 import ssl
 from functools import cache
 
+import anyio
 import httpx2
 
 
-def warm_http_stack() -> None:
+async def warm_http_stack() -> None:
     """Load what the first HTTP client of the process would: httpx's transport
-    (whose import builds a default context of its own) and the shared context.
-    For a provider's ``start``, in a worker thread: otherwise the first turn's
-    request pays it (~40 ms on the event loop, stalling every other session
-    of a fresh server process)."""
+    (whose import builds a default context of its own) and the shared context,
+    in a worker thread, once per process. For a provider's ``start``: otherwise
+    the first turn's request pays it (~40 ms on the event loop, stalling every
+    other session of a fresh server process)."""
+    if shared_ssl_context.cache_info().currsize:
+        return  # loaded: no thread hop for every later session's start
+    await anyio.to_thread.run_sync(_load_http_stack)
+
+
+def _load_http_stack() -> None:
     import httpcore2  # noqa: F401  (imported for its side effect: loaded once)
 
     shared_ssl_context()
