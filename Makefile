@@ -17,7 +17,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy voice_membrane
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -n 3 --dist loadfile --durations=15  # a file's tests share one worker; the slowest named
+	$(VENV)/bin/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15  # a file's tests share one worker, the longest files first (tests/conftest.py); the slowest named
 
 # Prints the report and writes it to build/benchmarks.md (untracked).
 bench: $(VENV)/.installed

@@ -9,12 +9,53 @@ where pulseaudio is not installed).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from voice_membrane.infra.redact import KEY_VARIABLES, forget_all
 from voice_membrane.testing.fake_server import FakeServer
 from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+
+# The suite's longest files, longest first (pytest --durations=0, summed per
+# file; most of it is real time: conversations, browsers, served processes).
+# pytest-xdist hands a worker its next file when it frees up; handed out first,
+# these leave short files for the end and the workers finish together (handed
+# out last, as when xdist orders files by their number of tests, the longest
+# ran alone at the end: ~30 s of the run). `make test` passes
+# --no-loadscope-reorder so that this order is the one used.
+LONGEST_FIRST = (
+    "test_bench_voice_serve.py",
+    "test_voice_loop.py",
+    "test_browser_mic.py",
+    "test_serve_voice.py",
+    "test_browser_page_app.py",
+    "test_benchmarks.py",
+    "test_serve_workers.py",
+    "test_stt_whisper.py",
+    "test_kv_trim.py",
+    "test_bench_twilio_cli.py",
+    "test_voice_wire_cloud.py",
+    "test_stall_deadline.py",
+    "test_serve_cluster.py",
+    "test_run_cloud_e2e.py",
+    "test_serve_slow_reader.py",
+    "test_serve_turns.py",
+    "test_microphone.py",
+    "test_run_e2e.py",
+    "test_browser_page.py",
+    "test_serve_limits.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gone = [name for name in LONGEST_FIRST if not (Path(__file__).parent / name).exists()]
+    if gone:  # a renamed file would silently go back to the end
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST names no file: {gone}")
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(rank))
+    )  # stable: the rest as collected
 
 
 @pytest.fixture(autouse=True)
