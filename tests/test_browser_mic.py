@@ -39,14 +39,16 @@ SECOND = ROOT / "audio_fixtures" / "speech" / "questions" / "moon_distance.wav"
 
 
 def breaths() -> np.ndarray:
-    """Three times the question's first 150 ms, faded out, 1.5 s apart: speech the
+    """Five times the question's first 150 ms, faded out, 1.5 s apart: speech the
     detector hears (a pause) but never confirms (0.2 s), like a breath — no words,
-    no turn. Three: the browser's noise suppression may swallow one."""
+    no turn. Five, over 6.6 s of the answer: the browser's noise suppression may
+    swallow one, and on a loaded machine the answer starts late, so the first
+    may fall in its echo warm-up (where speech alone does not pause it)."""
     question, _ = sf.read(QUESTION, dtype="int16")
     burst = question[: int(0.15 * 16000)].astype(np.float64)
     burst[-480:] *= np.linspace(1, 0, 480)
     gap = np.zeros(int(1.5 * 16000))
-    return np.concatenate([burst, gap, burst, gap, burst]).astype(np.int16)
+    return np.concatenate([burst] + [gap, burst] * 4).astype(np.int16)
 
 
 LEAD_S = 1.0
