@@ -183,7 +183,7 @@ def test_env_points_the_sdk_at_the_fake() -> None:
 
 
 def test_streamed_deltas_keep_their_scripted_deadlines_however_late_the_fake_wakes() -> None:
-    """The fakes' fixed service times are deadlines from the stream's start
+    """The fakes' fixed service times are deadlines from the request's arrival
     (TTFT, then one per delta_delay_s, a pause moving the rest on): a late
     wake-up (here a 30 ms stall between deltas) is never added to later ones."""
     import anyio
@@ -196,8 +196,8 @@ def test_streamed_deltas_keep_their_scripted_deadlines_however_late_the_fake_wak
     )
 
     async def deadlines() -> list[float]:
-        clock = ReplyClock()
         start = anyio.current_time()
+        clock = ReplyClock(start)
         due = []
         for sent in range(4):
             due.append(clock.next(reply, sent) - start)

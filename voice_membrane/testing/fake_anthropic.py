@@ -45,6 +45,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -102,6 +103,7 @@ class FakeAnthropic(FakeServer):
 
     async def _messages(self, request: Request) -> Response:
         body = await self.record(request)
+        clock = ReplyClock(anyio.current_time())  # the deltas' deadlines
         n = next(self._ids)
         headers = {"request-id": f"req_fake_{n}"}
         if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
@@ -114,7 +116,7 @@ class FakeAnthropic(FakeServer):
             return reply
         message = self._message(reply, body, n)
         if body.get("stream"):
-            return self.stream(self._events(reply, message), headers=headers)
+            return self.stream(self._events(reply, message, clock), headers=headers)
         return whole_response(reply, message, headers, self._error)
 
     @staticmethod
@@ -158,9 +160,10 @@ class FakeAnthropic(FakeServer):
 
     # ------------------------------------------------------------ the stream
 
-    async def _events(self, reply: ScriptedReply, message: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _events(
+        self, reply: ScriptedReply, message: dict[str, Any], clock: ReplyClock
+    ) -> AsyncIterator[bytes]:
         fault = reply.fault
-        clock = ReplyClock()  # the deltas' deadlines
         sent = 0  # content deltas so far
 
         async def faulted(end: bool = False) -> bytes | None:

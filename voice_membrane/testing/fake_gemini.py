@@ -59,6 +59,7 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -138,6 +139,7 @@ class FakeGemini(FakeServer):
 
     async def _models(self, request: Request) -> Response:
         body = await self.record(request)
+        clock = ReplyClock(anyio.current_time())  # the deltas' deadlines
         target = request.path_params["target"]
         _, _, method = target.rpartition(":")
         headers = {"x-request-id": f"fake-{next(self._ids)}"}
@@ -155,7 +157,7 @@ class FakeGemini(FakeServer):
         events = Events(reply, model, f"resp-fake-{next(self._ids)}")
         if method == "generateContent":
             return events.whole(headers)
-        return self.stream(events.stream(), headers)
+        return self.stream(events.stream(clock), headers)
 
 
 def _error(code: int, message: str, headers: dict[str, str]) -> JSONResponse:
@@ -235,14 +237,13 @@ class Events:
         parts = self.parts(False) or [{"text": ""}]
         return whole_response(self.reply, self.chunk(parts, True), headers, _error)
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    async def stream(self, clock: ReplyClock) -> AsyncIterator[bytes]:
         reply, fault = self.reply, self.reply.fault
         parts = self.parts(True)
         fires = fault is not None and fault.kind != "http_error"
         at = min(fault.after_deltas, len(parts)) if fault is not None and fires else -1
         if not parts and not fires:
             parts = [{"text": ""}]  # an empty reply still has a final event
-        clock = ReplyClock()  # the deltas' deadlines
         for sent, part in enumerate(parts):
             if sent == at:
                 break

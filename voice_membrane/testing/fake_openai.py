@@ -45,6 +45,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -121,6 +122,7 @@ class FakeOpenAI(FakeServer):
 
     async def _serve(self, request: Request, *, chat: bool) -> Response:
         body = await self.record(request)
+        clock = ReplyClock(anyio.current_time())  # the deltas' deadlines
         n = next(self._ids)
         headers = {"x-request-id": f"req_fake_{n}"}
         if not request.headers.get("authorization"):
@@ -136,7 +138,7 @@ class FakeOpenAI(FakeServer):
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             pieces = self._chat_deltas(reply) if chat else self._text_deltas(reply, body)
-            events = self._events(reply, head, pieces, chat=chat, usage=usage, body=body)
+            events = self._events(reply, head, pieces, clock, chat=chat, usage=usage, body=body)
             return self.stream(events, headers)
         whole = self._chat_whole(reply) if chat else self._text_whole(reply, body)
         return _whole(reply, {**head, **whole}, headers)
@@ -278,13 +280,13 @@ class FakeOpenAI(FakeServer):
         reply: ScriptedReply,
         head: dict[str, Any],
         deltas: Iterator[tuple[dict[str, Any], bool]],
+        clock: ReplyClock,
         *,
         chat: bool,
         usage: bool,
         body: dict[str, Any],
     ) -> AsyncIterator[bytes]:
         fault = reply.fault
-        clock = ReplyClock()  # the deltas' deadlines
         sent = 0  # content deltas so far
         head = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
         extra: dict[str, Any] = {"usage": None} if usage else {}

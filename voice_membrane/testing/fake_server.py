@@ -227,25 +227,26 @@ async def pause(seconds: float) -> None:
 
 
 class ReplyClock:
-    """When a streamed reply's content deltas are due: its TTFT after the
-    stream began, then one every ``delta_delay_s``, each pause moving the rest
-    on by its length. Deadlines, not sleeps one after another, so the fake keeps
-    its scripted times however late its loop wakes (sleeps in a row would add
-    each wake-up's lateness to every later delta)."""
+    """When a streamed reply's content deltas are due: its TTFT after
+    ``arrived`` (the request read whole, as a service's time to first token
+    counts), then one every ``delta_delay_s``, each pause moving the rest on by
+    its length. Deadlines, not sleeps one after another, so the fake keeps its
+    scripted times however late its loop wakes (sleeps in a row would add each
+    wake-up's lateness to every later delta); and from the request's arrival,
+    not from the stream's first event, so the fake's own handling under load
+    (its headers and first event sent through a busy loop) is inside its TTFT,
+    not added to it."""
 
-    def __init__(self) -> None:
-        self._due: float | None = None
+    def __init__(self, arrived: float) -> None:
+        self._due = arrived
 
     def next(self, reply: ScriptedReply, sent: int) -> float:
         """The deadline of content delta number ``sent`` (called in order)."""
-        if self._due is None:
-            self._due = anyio.current_time()
         self._due += reply.ttft_s if sent == 0 else reply.delta_delay_s
         return self._due
 
     def hold(self, seconds: float) -> float:
         """A pause's end, from the last deadline (the rest move on by it)."""
-        assert self._due is not None, "hold() before next()"
         self._due += seconds
         return self._due
 
