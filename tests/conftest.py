@@ -53,9 +53,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if gone:  # a renamed file would silently go back to the end
         raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST names no file: {gone}")
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(
-        key=lambda item: rank.get(item.path.name, len(rank))
-    )  # stable: the rest as collected
+    # A stable sort: the files not named keep their collected order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(autouse=True)
