@@ -33,6 +33,7 @@ from voice_membrane.listening.vad import (
     VadEvent,
     VadStateMachine,
     VadWindow,
+    level_dbfs,
     samples_after,
 )
 from voice_membrane.listening.webrtc import WebRtcVad
@@ -255,6 +256,67 @@ def test_reset_starts_a_new_session_and_gives_the_same_events_again() -> None:
     first = run(vad, audio)
     vad.reset()
     assert run(vad, audio) == first
+
+
+class CountingSilero(SileroVad):
+    """The real model, counting the windows it scores."""
+
+    scored = 0
+
+    def _score(self, window: np.ndarray) -> float:
+        self.scored += 1
+        return super()._score(window)
+
+
+def _counting(skips_deep_silence: bool, rate: int = RATE) -> CountingSilero:
+    vad = CountingSilero(sample_rate=rate)
+    vad.skips_deep_silence = skips_deep_silence
+    return vad
+
+
+def test_the_model_is_not_run_in_deep_silence_and_runs_again_at_any_sound() -> None:
+    window = 512  # 32 ms at 16 kHz
+    silence = np.zeros(40 * window, dtype=np.int16)
+    quiet = white_noise(40 * window / RATE, -55.0)  # under the gate, not 10 dB under
+    audio = np.concatenate([silence, load("weather"), silence, quiet, silence])
+    spared, every = _counting(True), _counting(False)
+    events, reference = run(spared, audio, chunk=320), run(every, audio, chunk=320)
+    # the rule: a window 10 dB under the gate's floor (-50 dBFS), after 8 such in a row
+    run_length, skipped = 0, set()
+    for i in range(len(audio) // window):
+        deep = level_dbfs(audio[i * window : (i + 1) * window]) < -60.0
+        run_length = run_length + 1 if deep else 0
+        if run_length > 8:
+            skipped.add(i)
+    assert len(skipped) > 80
+    assert every.scored == len(audio) // window + 1  # (+ flush's padded window)
+    assert spared.scored == every.scored - len(skipped)
+    windows = [e for e in events if isinstance(e, VadWindow)]
+    assert all(windows[i].probability == 0.0 for i in skipped)
+    assert [w.level_dbfs for w in windows] == [
+        w.level_dbfs for w in reference if isinstance(w, VadWindow)
+    ]
+    # what is heard stays: the one segment, its end alike; its start moves with
+    # the model's state (held through the silence, not drifted): here 2 windows
+    found, truth = segments(events), segments(reference)
+    assert len(found) == len(truth) == 1
+    assert found[0][1] == truth[0][1]
+    assert abs(found[0][0] - truth[0][0]) <= 3 * window
+
+
+@pytest.mark.parametrize("rate", [RATE, 8000])
+def test_sparing_the_model_in_deep_silence_keeps_the_segments_of_a_conversation(
+    rate: int,
+) -> None:
+    audio = conversation().audio if rate == RATE else telephone(conversation().audio)
+    spared, every = _counting(True, rate), _counting(False, rate)
+    found = segments(run(spared, audio, chunk=rate // 50))
+    truth = segments(run(every, audio, chunk=rate // 50))
+    assert len(found) == len(truth) == 4
+    assert [end for _, end in found] == [end for _, end in truth]
+    tolerance = 3 * 512 * rate // RATE  # three windows (docs/listening.md)
+    assert all(abs(s - t) <= tolerance for (s, _), (t, _) in zip(found, truth, strict=True))
+    assert spared.scored < every.scored * 0.8
 
 
 def test_bad_input_is_one_clear_error() -> None:

@@ -113,7 +113,9 @@ def test_windows_ready_in_one_pass_are_one_model_call() -> None:
     session = CountingSession(16000)
     vads = [SileroVad(sample_rate=16000, session=session) for _ in range(4)]
     batcher = VadBatcher()
-    audio = AUDIO[16000][0][: 16000 // 2]  # 0.5 s: 15 whole windows
+    # 0.5 s of the question past its leading silence: 15 whole windows, each
+    # scored (deep silence would not be)
+    audio = AUDIO[16000][0][9 * 512 : 9 * 512 + 16000 // 2]
 
     async def listen(vad: SileroVad) -> None:
         for piece in np.array_split(audio, 25):  # 20 ms frames
@@ -212,4 +214,6 @@ def test_a_served_listener_scores_through_the_loop_batcher(
             await speak(ws, silence(0.5))
 
     anyio.run(main)
-    assert sum(calls) >= 10  # 0.5 s: 15 windows, scored through the batcher
+    # 0.5 s of zeros, 15 windows: the first 8 scored through the batcher, the
+    # deep silence after them not at all
+    assert sum(calls) == 8

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -32,7 +33,21 @@ from .vad import (
 _RECENT_WINDOWS = 8  # kept to date a stop by its sound: the smoothing's lag and more
 _BLOCK_S = 0.004  # the precision a stop is dated to
 _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
-_NOTHING_STAGED = (_NO_SAMPLES, _NO_SAMPLES)
+# Deep silence: windows this far under the loudness gate's floor, after this
+# many in a row. The gate gives them probability 0 whatever the model says, so a
+# model that ``skips_deep_silence`` is not run on them (its state held).
+_DEEP_SILENCE_DB = 10.0
+_DEEP_SILENCE_RUN = 8
+
+
+@dataclass(slots=True)
+class _Staged:
+    """What ``stage`` took in, for its ``judge``."""
+
+    buf: Samples  # model-rate samples: the whole windows, then the rest
+    blocks: Samples  # model-rate samples for the level blocks
+    levels: list[float]  # each whole window's level, dBFS
+    skipped: list[bool]  # each whole window: deep silence, not scored
 
 
 class SpeechFront(Protocol):
@@ -52,6 +67,9 @@ class SpeechFront(Protocol):
 class VadFront(ABC):
     """``feed(samples) -> events``, ``flush() -> events`` at the end of input,
     ``reset()`` between sessions (never on a timer)."""
+
+    # A model whose cost is worth saving: not run in deep silence (listening.md)
+    skips_deep_silence = False
 
     def __init__(
         self, settings: VadSettings, sample_rate: int, model_rate: int, window: int
@@ -85,7 +103,8 @@ class VadFront(ABC):
         self._recent: deque[tuple[int, Samples]] = deque(maxlen=_RECENT_WINDOWS)
         self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
         self._fed = 0
-        self._staged = _NOTHING_STAGED  # (model-rate windows' samples, level blocks')
+        self._staged: _Staged | None = None
+        self._deep_run = 0  # windows of deep silence in a row, up to the last staged
         self._reset_model()
 
     @property
@@ -106,12 +125,13 @@ class VadFront(ABC):
 
     def stage(self, samples: Samples) -> list[Samples]:
         """Take ``samples`` in; the whole windows (model rate) it completes, in
-        order, for ``score``."""
+        order, for ``score`` — less those of deep silence, which ``judge``
+        counts as probability 0."""
         if samples.ndim != 1:
             raise ValueError(f"VAD input must be mono (1-D), got shape {samples.shape}")
         if samples.dtype != np.int16:  # a float array cast would be silence
             raise ValueError(f"VAD input must be int16 PCM, got {samples.dtype}")
-        if self._staged is not _NOTHING_STAGED:
+        if self._staged is not None:
             raise RuntimeError("VadFront.stage() twice without a judge() between")
         self._fed += len(samples)
         self._history = np.concatenate([self._history, samples])
@@ -123,9 +143,24 @@ class VadFront(ABC):
             blocks = np.concatenate([self._block_pending, model])
         else:
             blocks = model
-        self._staged = buf, blocks
         window = self.window
-        return [buf[i * window : (i + 1) * window] for i in range(len(buf) // window)]
+        windows = [buf[i * window : (i + 1) * window] for i in range(len(buf) // window)]
+        levels = [level_dbfs(w) for w in windows]
+        skipped = self._deep_silence(levels)
+        self._staged = _Staged(buf, blocks, levels, skipped)
+        return [w for w, skip in zip(windows, skipped, strict=True) if not skip]
+
+    def _deep_silence(self, levels: list[float]) -> list[bool]:
+        """Which windows the model is spared: past a run of deep silence (a
+        function of the audio alone, so any chunking decides alike)."""
+        if not self.skips_deep_silence:
+            return [False] * len(levels)
+        floor = self.settings.min_level_dbfs - _DEEP_SILENCE_DB
+        skipped = []
+        for level in levels:
+            self._deep_run = self._deep_run + 1 if level < floor else 0
+            skipped.append(self._deep_run > _DEEP_SILENCE_RUN)
+        return skipped
 
     def score(self, windows: list[Samples]) -> list[float]:
         """The speech probabilities of consecutive ``windows``, in order (the
@@ -133,18 +168,23 @@ class VadFront(ABC):
         return [self._score(w) for w in windows]
 
     def judge(self, scores: list[float]) -> list[VadEvent]:
-        """The events of the staged windows, given their ``scores``."""
-        if self._staged is _NOTHING_STAGED:
+        """The events of the staged windows, given the ``scores`` of those
+        ``stage`` returned."""
+        staged = self._staged
+        if staged is None:
             raise RuntimeError("VadFront.judge() without a stage() before it")
-        buf, blocks = self._staged
-        self._staged = _NOTHING_STAGED
+        buf, blocks, window_levels = staged.buf, staged.blocks, staged.levels
+        self._staged = None
+        wanted = staged.skipped.count(False)
+        if len(scores) != wanted:
+            raise ValueError(f"{len(scores)} scores for {wanted} staged windows")
+        given = iter(scores)
+        probabilities = [0.0 if skip else next(given) for skip in staged.skipped]
         machine, window, size = self._machine, self.window, self._block
-        n, nb = len(scores), len(blocks) // size
-        if n != len(buf) // window:
-            raise ValueError(f"{n} scores for {len(buf) // window} staged windows")
+        n, nb = len(window_levels), len(blocks) // size
         window_end = machine.position + window  # (model rate, as the block ends)
         block_at = self._block_at
-        levels = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
+        block_dbfs = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
         gate = machine.start_gate  # changes only with a window
         events: list[VadEvent] = []
         i = j = 0
@@ -153,7 +193,7 @@ class VadFront(ABC):
         # whatever the chunking
         while i < n or j < nb:
             if j < nb and (i >= n or block_at + (j + 1) * size <= window_end + i * window):
-                rise = self._rise.block(block_at + j * size, size, levels[j], gate)
+                rise = self._rise.block(block_at + j * size, size, block_dbfs[j], gate)
                 if rise is not None:
                     events.append(rise)
                 j += 1
@@ -161,7 +201,7 @@ class VadFront(ABC):
                 w = buf[i * window : (i + 1) * window]
                 # (a copy: the caller may reuse its buffer)
                 self._recent.append((machine.position, w.copy()))
-                events.extend(machine.window(scores[i], level_dbfs(w), self._blocks_from))
+                events.extend(machine.window(probabilities[i], window_levels[i], self._blocks_from))
                 gate = machine.start_gate
                 i += 1
         self._pending = buf[n * window :].copy()

@@ -82,6 +82,8 @@ class SileroVad(VadFront):
     """Silero at 16 kHz (512-sample, 32 ms windows) or natively at 8 kHz
     (256 samples); any other input rate is resampled to 16 kHz."""
 
+    skips_deep_silence = True
+
     def __init__(
         self, settings: VadSettings | None = None, sample_rate: int = 16_000, session: Any = None
     ) -> None:
