@@ -22,8 +22,8 @@ def bargein_section(run: BargeInRun) -> str:
         'echo warm-up (3 s) plus 0.2 to 1.0 s, "mm-hm" (the reply must pause and resume) and '
         '1.5 s later "stop" (it must pause and be interrupted; "stop" is then the next '
         "turn, spoken over in the next round). Milliseconds from the clip's speech onset "
-        "(its first 5 ms above -50 dBFS, the detector's loudness gate, dated as a microphone "
-        "captures it), p50 / p95 / "
+        "(the start of its first 4 ms block above -50 dBFS, the detector's loudness gate on "
+        "its own blocks, dated as a microphone captures it), p50 / p95 / "
         "max: *paused* when the reply's audio was paused (target ≤ 150 ms p95), *ended* when "
         "it resumed or was interrupted. The null sink has no output latency; a speaker adds "
         f"its own (20 to 60 ms through PulseAudio). The run took {s['seconds']:.0f} s; "

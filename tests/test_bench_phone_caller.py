@@ -25,7 +25,7 @@ class _LateServerCall(FakeTwilioCall):
         now = time.perf_counter()
         if not self.media:
             self.media.append(ReceivedMedia(now, now, np.zeros(8000, np.int16)))
-        return Spoken(now, now)
+        return Spoken(now, now, now, now)
 
 
 def test_an_interruption_heard_after_the_answer_is_no_clear_not_a_timeout() -> None:

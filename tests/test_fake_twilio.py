@@ -136,8 +136,15 @@ async def test_the_caller_speaks_in_real_time_between_silences() -> None:
     sent = b"".join(m.media.payload for m in media)
     with wave.open(str(QUESTION), "rb") as wav:
         pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(np.int16)
-    expected = b"".join(_mulaw_frames(pcm, 16000))
+    frames, padding = _mulaw_frames(pcm, 16000)
+    expected = b"".join(frames)
     assert len(expected) == 160 * math.ceil(seconds * 50 - 1e-9)
+    assert expected.endswith(b"\xff" * padding) and 0 <= padding < 160
+    assert len(expected) - padding == round(seconds * 8000)  # the question's own samples
+    # dated as a microphone would: its first sample a frame before its frame went
+    # out, its last before the padding of its last frame
+    assert spoken.onset == pytest.approx(spoken.started - 0.02)
+    assert spoken.end == pytest.approx(spoken.ended - padding / 8000)
     assert sent.find(expected) >= 0.15 * 8000
     assert sent.endswith(b"\xff" * 160)  # silence after
     # In real time: the speech took about as long to send as to say (no upper bound

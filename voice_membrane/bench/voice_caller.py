@@ -7,9 +7,11 @@ silence, and its question at a random moment within the ramp, then again
 
 Per question, client side (``VoiceTurnRecord``):
 
-- *speech end*: when the frame holding the question's last voiced sample
-  (``CallerPlan.voiced_end``, found from its level) was sent, and that sample's
-  position in the session's input audio;
+- *speech end*: when the question's last voiced sample (``CallerPlan.voiced_end``,
+  found from its level) was captured, as a microphone dates it: the send of the
+  frame holding it less the rest of that frame (``voiced.captured_at``); and
+  that sample's position in the session's input audio (the interruption's
+  onset is dated alike);
 - *voice to voice*: the answer's first audio frame's arrival - the speech end;
 - the detector's own speech end (``vad.speech_end`` ``at_ms``), the server's
   ``voice_to_voice`` figures (``metrics``), what was heard (``turn.started``),
@@ -40,6 +42,7 @@ from ..server.protocol import unpack_frame
 from ..vocab.audio import Samples
 from .load_client import describe
 from .remote import start_session
+from .voiced import captured_at
 
 SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_to_voice_ms")
 # The reply's own stamps (ms after its request), from the same report.
@@ -98,7 +101,7 @@ class VoiceTurnRecord:
     speech_end_position_ms: float | None = None  # the voiced end, in the session's input audio
     detector_end_ms: float | None = None  # vad.speech_end's at_ms
     voice_to_voice_ms: float | None = None  # at the client
-    barge_in_ms: float | None = None  # the interruption's onset sent → barge_in (pause) came
+    barge_in_ms: float | None = None  # the interruption's onset captured → barge_in (pause) came
     barge_in: list[str] = field(default_factory=list)  # the barge_in actions seen
     send_late_ms: float = 0.0  # the question's frames: the latest send after its schedule
     audio_s: float = 0.0
@@ -141,10 +144,10 @@ class VoiceCaller:
         self._clip = question  # what is being said: the question or the interruption
         self._said = 0  # its samples sent so far
         self._barge_at: float | None = None  # when to say the interruption
-        self._onset_sent: float | None = None  # when its onset's frame was sent
+        self._onset_at: float | None = None  # when its onset was captured
         self._later_turn_ended = anyio.Event()  # (barge-in) the interruption's own turn
         self._position = 0  # samples sent in the session
-        self._speech_end_sent: dict[int, float] = {}  # by question number
+        self._speech_end_at: dict[int, float] = {}  # captured, by question number
         self._record: VoiceTurnRecord | None = None  # the question awaiting its answer
         self._answered = anyio.Event()
         self._last_seq: int | None = None
@@ -249,17 +252,19 @@ class VoiceCaller:
                 await ws.send(piece.tobytes())
             except ConnectionClosed:
                 return  # the receiver reports the close
+            frame_end, rate = said_before + len(piece), self.plan.sample_rate
             if record is not None and clip is self.interrupt:
                 onset = self.plan.interrupt_onset
-                if said_before <= onset < said_before + len(piece):
-                    self._onset_sent = now
+                if said_before <= onset < frame_end:
+                    self._onset_at = captured_at(now, frame_end, onset, rate)
             elif record is not None:
                 record.send_late_ms = max(record.send_late_ms, late_ms)
                 end = self.plan.voiced_end
-                if said_before <= end < said_before + len(piece):
-                    position = self._position + end - said_before
-                    record.speech_end_position_ms = position * 1000 / self.plan.sample_rate
-                    self._speech_end_sent[record.number] = now
+                if said_before <= end < frame_end:
+                    position = self._position + end + 1 - said_before  # (its end)
+                    record.speech_end_position_ms = position * 1000 / rate
+                    # the end of the last voiced sample, as a microphone dates it
+                    self._speech_end_at[record.number] = captured_at(now, frame_end, end + 1, rate)
             self._position += len(piece)
             n += 1
 
@@ -300,12 +305,12 @@ class VoiceCaller:
         record.audio_s += seconds
         if turn not in self._first_audio:
             self._first_audio.add(turn)
-            sent = self._speech_end_sent.get(record.number)
-            if sent is not None:
-                record.voice_to_voice_ms = round((now - sent) * 1000, 3)
+            ended = self._speech_end_at.get(record.number)
+            if ended is not None:
+                record.voice_to_voice_ms = round((now - ended) * 1000, 3)
             self._play_end = now
             if self.interrupt is not None:
-                self._onset_sent = None
+                self._onset_at = None
                 self._barge_at = now + self.plan.interrupt_after_s
         self._play_end = max(self._play_end, now) + seconds
 
@@ -321,8 +326,8 @@ class VoiceCaller:
             self._later_turn_ended.set()
         if kind == "barge_in" and event.get("turn") == record.turn:
             record.barge_in.append(str(event.get("action")))
-            if record.barge_in_ms is None and self._onset_sent is not None:
-                record.barge_in_ms = round((now - self._onset_sent) * 1000, 3)
+            if record.barge_in_ms is None and self._onset_at is not None:
+                record.barge_in_ms = round((now - self._onset_at) * 1000, 3)
         elif kind == "vad.speech_end" and record.turn is None:
             record.detector_end_ms = event.get("at_ms")
         elif kind == "turn.started" and event.get("source") == "voice" and record.turn is None:

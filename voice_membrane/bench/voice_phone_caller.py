@@ -4,9 +4,10 @@ measurement (``voice_serve``): the fake Twilio caller (``testing.fake_twilio``:
 obeyed) saying the same question, recorded as ``voice_caller``'s callers are.
 
 The question is said up to its last voiced sample (the rest is the silence
-that follows anyway), so the caller's ``Spoken.ended`` — when the frame
-holding it went out — dates the speech end; the interruption is said from its
-first voiced sample, so ``Spoken.started`` dates its onset. Twilio carries no
+that follows anyway), so the caller's ``Spoken.end`` — when it was captured,
+as a microphone dates it: its frame's send less the padding after it — dates
+the speech end; the interruption is said from its first voiced sample, so
+``Spoken.onset`` (its frame's send less the frame) dates its onset. Twilio carries no
 events: *voice to voice* is the first ``media`` after the speech end, the
 answer has played once no ``media`` came for ``QUIET_S`` and the phone's
 queue ran out, and *barge-in* is the first ``clear`` after the onset (none
@@ -84,7 +85,7 @@ class PhoneCaller:
         call, rate = self.call, self.plan.sample_rate
         spoken = await call.say(self.question, rate)
         first = await self._first(lambda: call.first_media_after(spoken.ended))
-        record.voice_to_voice_ms = round((first - spoken.ended) * 1000, 3)
+        record.voice_to_voice_ms = round((first - spoken.end) * 1000, 3)
         if self.interrupt is not None:
             await anyio.sleep(max(0.0, first + self.plan.interrupt_after_s - time.perf_counter()))
             if self._played_out():
@@ -95,7 +96,7 @@ class PhoneCaller:
             if cleared is None:  # heard too late to clear: a server behind real time
                 record.errors.append(NOT_CLEARED)
                 return
-            record.barge_in_ms = round((cleared - stop.started) * 1000, 3)
+            record.barge_in_ms = round((cleared - stop.onset) * 1000, 3)
             record.barge_in.append("clear")
             await self._first(lambda: call.first_media_after(max(cleared, stop.ended)))
         await self._played()

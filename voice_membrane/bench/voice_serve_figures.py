@@ -28,7 +28,7 @@ def _minus(a: float | None, b: float | None, floor: float = 0.0) -> float | None
 # name → (what it is, the figure of one answered turn)
 FIGURES: dict[str, tuple[str, Figure]] = {
     "voice_to_voice": (
-        "client: first audio - the voiced end sent",
+        "client: first audio - the voiced end captured",
         lambda t, e: t.voice_to_voice_ms,
     ),
     "added": (

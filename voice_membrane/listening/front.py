@@ -31,7 +31,7 @@ from .vad import (
 )
 
 _RECENT_WINDOWS = 8  # kept to date a stop by its sound: the smoothing's lag and more
-_BLOCK_S = 0.004  # the precision a stop is dated to
+LEVEL_BLOCK_S = 0.004  # the level blocks: the precision a stop is dated to
 _NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
 # Deep silence: windows this far under the loudness gate's floor, after this
 # many in a row. The gate gives them probability 0 whatever the model says, so a
@@ -82,7 +82,7 @@ class VadFront(ABC):
         self.window = window
         self._machine = VadStateMachine(settings, model_rate, window)
         self._resampler = StreamResampler(sample_rate, model_rate)
-        self._block = max(1, round(_BLOCK_S * model_rate))
+        self._block = max(1, round(LEVEL_BLOCK_S * model_rate))
         self._rise = LevelRiseWatch(settings.rise_db, settings.rise_s, self._block, model_rate)
         # Off when nothing uses the rises (the level pause off): the blocks' levels
         # cost about a fifth of the detector's CPU.
@@ -212,9 +212,9 @@ class VadFront(ABC):
         return out
 
     def _blocks_from(self, start: int) -> list[tuple[int, int, float]]:
-        """(start, samples, level) of ``_BLOCK_S`` blocks of the recent windows
+        """(start, samples, level) of ``LEVEL_BLOCK_S`` blocks of the recent windows
         (model rate) from ``start`` on."""
-        size = max(1, round(_BLOCK_S * self.model_rate))
+        size = max(1, round(LEVEL_BLOCK_S * self.model_rate))
         blocks: list[tuple[int, int, float]] = []
         for at, w in self._recent:
             for offset in range(0, len(w), size):

@@ -79,6 +79,11 @@ class ReceivedMedia:
 class Spoken:
     started: float  # the first speech frame went out
     ended: float  # the last speech frame went out
+    # as a microphone dates them: the audio's first sample was captured a
+    # frame (20 ms) before its frame went out; its last ended before the
+    # silence its frame was padded with
+    onset: float
+    end: float
 
 
 @dataclass(slots=True)
@@ -128,7 +133,7 @@ class FakeTwilioCall:
         """Send speech (a 16-bit mono WAV, or samples at ``sample_rate``) as the
         caller, at the call's ``speed``; returns when its last frame went out."""
         samples, rate = _load(audio, sample_rate)
-        frames = _mulaw_frames(samples, rate)
+        frames, padding = _mulaw_frames(samples, rate)
         if not frames:
             raise ValueError("nothing to say: the audio is empty")
         gap_before = [SILENCE] * round(silence_before_s / FRAME_S)
@@ -142,7 +147,9 @@ class FakeTwilioCall:
         await self._sent_all.wait()
         if "ended" not in self._spoken_times:
             raise CallEnded(f"the call ended (close code {self.close_code}) mid-sentence")
-        return Spoken(self._spoken_times["started"], self._spoken_times["ended"])
+        started, ended = self._spoken_times["started"], self._spoken_times["ended"]
+        frame_s = FRAME_S / self.speed if self.speed > 0 else 0.0  # a frame's time on the line
+        return Spoken(started, ended, started - frame_s, ended - frame_s * padding / FRAME)
 
     async def press(self, digit: str) -> None:
         await self._send({"event": "dtmf", "dtmf": {"track": "inbound_track", "digit": digit}})
@@ -407,16 +414,18 @@ def _load(audio: str | Path | Samples, sample_rate: int) -> tuple[Samples, int]:
     return audio, sample_rate
 
 
-def _mulaw_frames(samples: Samples, rate: int) -> list[bytes]:
+def _mulaw_frames(samples: Samples, rate: int) -> tuple[list[bytes], int]:
     """``samples`` at ``rate`` as 20 ms μ-law 8 kHz frames (a phone line's
-    band-limited resampling; the last frame padded with silence)."""
+    band-limited resampling; the last frame padded with silence), and how many
+    samples of that padding."""
     if rate != RATE:
         resampler = StreamResampler(rate, RATE)
         converted = np.concatenate([resampler.feed(samples.astype(np.float64)), resampler.flush()])
         samples = to_int16(converted)
     ulaw = ulaw_from_pcm16(samples)
-    ulaw += SILENCE[: (-len(ulaw)) % FRAME]
-    return [ulaw[i : i + FRAME] for i in range(0, len(ulaw), FRAME)]
+    padding = (-len(ulaw)) % FRAME
+    ulaw += SILENCE[:padding]
+    return [ulaw[i : i + FRAME] for i in range(0, len(ulaw), FRAME)], padding
 
 
 def _join(parts: list[Samples]) -> Samples:
