@@ -214,7 +214,7 @@ class VadFront(ABC):
     def _blocks_from(self, start: int) -> list[tuple[int, int, float]]:
         """(start, samples, level) of ``LEVEL_BLOCK_S`` blocks of the recent windows
         (model rate) from ``start`` on."""
-        size = max(1, round(LEVEL_BLOCK_S * self.model_rate))
+        size = self._block
         blocks: list[tuple[int, int, float]] = []
         for at, w in self._recent:
             for offset in range(0, len(w), size):
