@@ -13,26 +13,23 @@ rightly hears as speech as the pipeline's delay.)
 
 from __future__ import annotations
 
-from ..listening.front import LEVEL_BLOCK_S
+from ..listening.front import LEVEL_BLOCK_S, level_block
 from ..listening.settings import VadSettings
-from ..listening.vad import level_dbfs
+from ..listening.vad import block_levels
 from ..vocab.audio import Samples
 
 VOICED_DBFS = VadSettings().min_level_dbfs
-BLOCK_S = LEVEL_BLOCK_S
 
 
 def voiced_bounds(samples: Samples, rate: int) -> tuple[int, int]:
     """The first and the last voiced sample: the start of the first block above
     ``VOICED_DBFS`` and the end of the last."""
-    block = max(1, round(rate * BLOCK_S))
-    voiced = [
-        start
-        for start in range(0, len(samples) - block + 1, block)
-        if level_dbfs(samples[start : start + block]) > VOICED_DBFS
-    ]
+    block = level_block(rate)
+    whole = len(samples) // block * block
+    levels = block_levels(samples[:whole], block)  # as the detector measures them
+    voiced = [i * block for i, level in enumerate(levels) if level > VOICED_DBFS]
     if not voiced:
-        raise ValueError(f"no {BLOCK_S * 1000:g} ms block above {VOICED_DBFS:g} dBFS")
+        raise ValueError(f"no {LEVEL_BLOCK_S * 1000:g} ms block above {VOICED_DBFS:g} dBFS")
     return voiced[0], voiced[-1] + block - 1
 
 

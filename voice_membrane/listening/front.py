@@ -40,6 +40,11 @@ _DEEP_SILENCE_DB = 10.0
 _DEEP_SILENCE_RUN = 8
 
 
+def level_block(rate: int) -> int:
+    """Samples in one of the detector's level blocks at ``rate``."""
+    return max(1, round(LEVEL_BLOCK_S * rate))
+
+
 @dataclass(slots=True)
 class _Staged:
     """What ``stage`` took in, for its ``judge``."""
@@ -82,7 +87,7 @@ class VadFront(ABC):
         self.window = window
         self._machine = VadStateMachine(settings, model_rate, window)
         self._resampler = StreamResampler(sample_rate, model_rate)
-        self._block = max(1, round(LEVEL_BLOCK_S * model_rate))
+        self._block = level_block(model_rate)
         self._rise = LevelRiseWatch(settings.rise_db, settings.rise_s, self._block, model_rate)
         # Off when nothing uses the rises (the level pause off): the blocks' levels
         # cost about a fifth of the detector's CPU.
