@@ -23,7 +23,7 @@ from serve_voice_helpers import silence, speak
 from websockets.asyncio.client import connect
 
 from voice_membrane.listening.resample import StreamResampler
-from voice_membrane.pipeline.config import load_pipeline
+from voice_membrane.pipeline.config import ConfigError, load_pipeline
 from voice_membrane.pipeline.listen_build import listener_for, stt_for
 from voice_membrane.pipeline.listening import (
     ListenItem,
@@ -115,6 +115,14 @@ def test_forty_seconds_of_speech_are_cut_at_the_cap(tmp_path: Path, ears: FakeDe
     assert conn.samples / RATE < 10 + 0.5 + 0.1
     assert {"type": "Finalize"} in conn.controls
     assert items.index(capped) < items.index(turn)
+
+
+def test_the_cap_is_off_at_zero_and_never_below_a_second(
+    tmp_path: Path, ears: FakeDeepgram
+) -> None:
+    assert load_pipeline(capped_pipeline(tmp_path, ears, 0)).endpoint.max_utterance_s == 0
+    with pytest.raises(ConfigError, match=r"max_utterance_s: 0 \(no cap\) or at least 1 s"):
+        load_pipeline(capped_pipeline(tmp_path, ears, 0.5))
 
 
 @pytest.mark.anyio

@@ -82,4 +82,6 @@ class EndpointSettings(BaseModel):
             raise ValueError(
                 "endpoint: end_silence_s <= unfinished_silence_s <= max_delay_s must hold"
             )
+        if 0 < self.max_utterance_s < 1:  # every utterance would be cut at its start
+            raise ValueError("endpoint.max_utterance_s: 0 (no cap) or at least 1 s")
         return self
