@@ -24,7 +24,7 @@ from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.event_log import JsonlEventLog, OutputFileError
 from ..pipeline.listen_build import listener_for, stt_for
-from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem
+from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem, UtteranceCapped
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sources.base import AudioSource, SourceError
@@ -123,6 +123,11 @@ def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
         out(f"{_CLEAR}{_DIM}… {item.transcript.text}{_PLAIN}")  # replaced by the next
     elif isinstance(item, ListenError):
         out(f"{_CLEAR if terminal else ''}listening: {item.message}\n")
+    elif isinstance(item, UtteranceCapped):
+        out(
+            f"{_CLEAR if terminal else ''}listening: {item.max_s:g} s of speech without a "
+            "pause: that is the turn (endpoint.max_utterance_s)\n"
+        )
     elif isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
         out(f"\n[you spoke over the answer: {item.decision.text}]\n")
 

@@ -57,6 +57,10 @@ class EndpointSettings(BaseModel):
     unfinished_silence_s: float = Field(1.5, ge=0.0, le=10.0)
     final_wait_s: float = Field(1.0, ge=0.0, le=10.0)
     max_delay_s: float = Field(3.0, gt=0.0, le=30.0)
+    # One stretch of speech is ended here (its STT stream settles, its words are
+    # the turn): a detector that never hears a pause (noise, music) must not keep
+    # a billed stream open. 0: no cap (docs/listening.md, "The longest utterance").
+    max_utterance_s: float = Field(30.0, ge=0.0, le=3600.0)
     # Start the reply at a tentative end, held unheard until the turn is decided
     # (docs/listening.md, "Preemptive replies").
     preemptive: bool = True
@@ -78,4 +82,6 @@ class EndpointSettings(BaseModel):
             raise ValueError(
                 "endpoint: end_silence_s <= unfinished_silence_s <= max_delay_s must hold"
             )
+        if 0 < self.max_utterance_s < 1:  # every utterance would be cut at its start
+            raise ValueError("endpoint.max_utterance_s: 0 (no cap) or at least 1 s")
         return self

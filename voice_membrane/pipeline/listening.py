@@ -1,16 +1,18 @@
 """The listening half: the user's voice in, user turns and barge-in out.
 
 Audio frames (``sources/``) go to the voice activity detector (``listening/``);
-a detected start opens a speech-to-text stream (``stt/``) given the detector's
-pre-roll first, so the first word is not clipped; the frames that follow are
-pushed while the user speaks, and the stream is asked to settle when the
-detector says the speech stopped. The endpointer (``listening/endpointer.py``,
-sans-I/O) hears all of it — detector events, transcripts, the assistant's
-playout — and decides: the user's turn is over (``UserTurn``), or speech over
-the assistant pauses it, resumes it, or interrupts it (``BargeIn``). Before a
-turn is decided it may say the user has probably finished (``TentativeTurn``):
-a reply may start, held unheard, until the ``UserTurn`` (``tentative`` set: the
-same words) or a ``TentativeDropped``; every tentative turn gets one or the other.
+a detected start opens a speech-to-text stream (``stt/``, ``stt_streams.py``)
+given the detector's pre-roll first, so the first word is not clipped; the
+frames that follow are pushed while the user speaks, and the stream is asked to
+settle when the detector says the speech stopped. The endpointer
+(``listening/endpointer.py``, sans-I/O) hears all of it — detector events,
+transcripts, the assistant's playout — and decides: the user's turn is over
+(``UserTurn``), or speech over the assistant pauses it, resumes it, or
+interrupts it (``BargeIn``). Before a turn is decided it may say the user has
+probably finished (``TentativeTurn``): a reply may start, held unheard, until
+the ``UserTurn`` (``tentative`` set: the same words) or a ``TentativeDropped``;
+every tentative turn gets one or the other. What comes out is ``listen_items``';
+how frames come in, ``frame_intake``'s.
 
 Everything the endpointer is told happens in one task, in order, dated by
 samples of input (never the wall clock), so a file fed faster than real time
@@ -19,7 +21,11 @@ when the final transcript came) are kept beside, for voice-to-voice latency:
 a sample's time is its frame's capture time less the samples after it.
 
 An STT failure is never a turn from half an utterance: the utterance it hit is
-dropped (the user is told, ``ListenError``) and listening goes on.
+dropped (the user is told, ``ListenError``) and listening goes on. A stretch
+of speech longer than ``[endpoint] max_utterance_s`` is ended there as if the
+user had stopped (``UtteranceCapped``): its stream settles and what it heard is
+the turn; the speech that goes on is not transcribed until the detector hears
+a pause.
 """
 
 from __future__ import annotations
@@ -31,17 +37,14 @@ from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..listening.decisions import (
     Decision,
     EndOfTurn,
     FinalizeStt,
-    Interrupt,
     LateTranscript,
-    PausePlayout,
-    ResumePlayout,
     TentativeCancelled,
     TentativeEnd,
 )
@@ -49,198 +52,45 @@ from ..listening.endpointer import Endpointer
 from ..listening.front import SpeechFront
 from ..listening.vad import SpeechEnd, SpeechStart, samples_after
 from ..sources.base import Frame
-from ..stt.base import SttEngine, SttError, SttStream
-from ..vocab.audio import Samples
-from ..vocab.transcripts import Transcript
+from ..stt.base import SttEngine
+from .frame_intake import FrameInlet, SourcePace, end_of_input
 from .inbox import Inbox
+from .listen_items import (
+    BargeIn,
+    Heard,
+    ListenError,
+    ListenItem,
+    SpeechBegan,
+    SpeechEnded,
+    TentativeDropped,
+    TentativeTurn,
+    UserTurn,
+    UtteranceCapped,
+)
+from .stt_streams import ListenerInput, StreamEnded, StreamTranscript, UtteranceStreams
 from .vad_batch import VadBatcher
 
+__all__ = [  # (what listeners' users import from here)
+    "BargeIn",
+    "FrameInlet",
+    "Heard",
+    "ListenError",
+    "ListenItem",
+    "Listener",
+    "SourcePace",
+    "SpeechBegan",
+    "SpeechEnded",
+    "TentativeDropped",
+    "TentativeTurn",
+    "UserTurn",
+    "UtteranceCapped",
+]
 
-@dataclass(frozen=True, slots=True)
-class Heard:
-    """A transcript as it comes: a partial (shown dimmed) or a final.
-    ``stream_from_s``: where its stream's audio begins in the input (its
-    times are from there)."""
-
-    transcript: Transcript
-    stream_from_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class UserTurn:
-    """The user is done: ``text`` starts a turn. Wall-clock stamps
-    (``time.perf_counter_ns``): ``speech_end_ns`` when their speech stopped,
-    ``final_ns`` when the last final transcript came, ``decided_ns`` when the
-    endpointer ended the turn. ``reason``: see ``EndOfTurn`` (or ``late``: a
-    final that came after its utterance had closed empty; ``tentative``: a
-    ``TentativeTurn``'s). ``tentative``: the words are the pending
-    ``TentativeTurn``'s (a reply held for it stands)."""
-
-    text: str
-    reason: str
-    speech_start_ns: int | None
-    speech_end_ns: int
-    final_ns: int | None
-    decided_ns: int
-    tentative: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TentativeTurn:
-    """The user has probably finished (``TentativeEnd``): ``turn`` may be answered
-    now if its audio is held until the ``UserTurn`` with ``tentative`` set."""
-
-    turn: UserTurn
-
-
-@dataclass(frozen=True, slots=True)
-class TentativeDropped:
-    """The pending ``TentativeTurn`` is not the user's turn: throw its reply away."""
-
-
-@dataclass(frozen=True, slots=True)
-class BargeIn:
-    """Speech over the assistant: pause its playout, resume it, or interrupt
-    the reply (``Interrupt.text``: what interrupted it)."""
-
-    decision: PausePlayout | ResumePlayout | Interrupt
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechBegan:
-    """The detector heard speech start ``at_s`` seconds into the input."""
-
-    at_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class SpeechEnded:
-    """The detector heard speech stop ``at_s`` seconds into the input."""
-
-    at_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ListenError:
-    """Listening hit a fault (an STT error): the utterance is dropped, one line."""
-
-    message: str
-
-
-ListenItem = (
-    Heard
-    | SpeechBegan
-    | SpeechEnded
-    | UserTurn
-    | TentativeTurn
-    | TentativeDropped
-    | BargeIn
-    | ListenError
-)
-
-
-@dataclass(slots=True)
-class _Transcript:
-    stream: int
-    transcript: Transcript
-    at_ns: int
-
-
-@dataclass(slots=True)
-class _StreamEnded:
-    stream: int
-    error: SttError | None
-    at_ns: int
-
-
-_Input = Frame | _Transcript | _StreamEnded | bool  # bool: the assistant speaking or not
-_NO_SAMPLES: Samples = np.zeros(0, dtype=np.int16)
 # Frames queued behind the one taken (a listener behind real time: an overloaded
 # process) are heard together, up to this much audio: the detector and the
 # endpointer decide by the audio's samples whatever its chunking, and the
 # per-frame costs (a pass of the loop, a push to the STT) are paid once.
 MERGE_QUEUED_S = 0.1
-
-
-def _end_of_input(rate: int, end: int) -> Frame:
-    """The marker a listener's input ends with: a frame of no samples."""
-    return Frame(_NO_SAMPLES, rate, end, time.perf_counter_ns())
-
-
-class FrameInlet:
-    """Frames put by code that is not a task (a socket's receive handler)
-    straight into a listener's queue, with no task between them: a served
-    session's frame is taken by the listener in the next pass of the loop, not
-    handed through a stream and a pump first. ``put`` never waits: a listener
-    whose queue is full (far behind real time) loses the frame, counted in
-    ``dropped``; ``close`` ends the input after the frames put before it."""
-
-    def __init__(self, backlog: int) -> None:
-        self._backlog = backlog  # frames held before the listener runs
-        self._early: list[Frame] = []
-        self._inbox: Inbox[_Input] | None = None
-        self._closed = anyio.Event()
-        self._end: tuple[int, int] | None = None  # (rate, position) past the last frame
-        self.dropped = 0
-
-    def put(self, frame: Frame) -> None:
-        if self._closed.is_set():
-            return
-        self._end = (frame.sample_rate, frame.end)
-        if self._inbox is None:
-            if len(self._early) < self._backlog:
-                self._early.append(frame)
-            else:
-                self.dropped += 1
-            return
-        try:
-            self._inbox.put_nowait(frame)
-        except anyio.WouldBlock:
-            self.dropped += 1
-        except anyio.ClosedResourceError:
-            pass  # the listener is gone: the conversation is over
-
-    def close(self) -> None:
-        self._closed.set()
-
-    async def deliver_to(self, inbox: Inbox[_Input], rate: int) -> None:
-        """The listener's side: the frames put so far, then each as it is put,
-        then the end of input once closed."""
-        while self._early:  # (more may be put while these are sent)
-            early, self._early = self._early, []
-            for frame in early:
-                await inbox.put(frame)
-        self._inbox = inbox
-        try:
-            await self._closed.wait()
-        finally:
-            self._inbox = None
-        rate, end = self._end or (rate, 0)
-        await inbox.put(_end_of_input(rate, end))
-
-
-PACE_SPAN_S = 0.2  # the audio over which a source's pace is judged
-
-
-@dataclass(slots=True)
-class SourcePace:
-    """Whether a source's frames come at the audio's own pace (a microphone, a
-    client streaming live) rather than ahead of it (a file read as fast as it
-    goes): judged from their capture times over each ``PACE_SPAN_S`` of audio,
-    so two frames that arrive together (one socket read) change nothing."""
-
-    live: bool = False
-    _span_from: tuple[int, int] | None = None  # (end, captured_ns) where the span began
-
-    def note(self, frame: Frame) -> None:
-        if self._span_from is None:
-            self._span_from = (frame.end, frame.captured_ns)
-            return
-        end, captured_ns = self._span_from
-        audio_ns = (frame.end - end) * 1e9 / frame.sample_rate
-        if audio_ns >= PACE_SPAN_S * 1e9:
-            self.live = frame.captured_ns - captured_ns >= audio_ns / 2
-            self._span_from = (frame.end, frame.captured_ns)
 
 
 @dataclass(slots=True)
@@ -262,18 +112,17 @@ class Listener:
     endpointer: Endpointer
     # scores the detector's windows with other listeners' (a served process)
     vad_batch: VadBatcher | None = None
-    _inbox: Inbox[_Input] = field(init=False)
-    _open: SttStream | None = field(default=None, init=False)
-    _open_id: int = field(default=0, init=False)
-    _failed: set[int] = field(default_factory=set, init=False)
-    _stream_from: dict[int, float] = field(default_factory=dict, init=False)  # by stream
-    _running: int = field(default=0, init=False)  # streams whose transcripts are still read
+    _inbox: Inbox[ListenerInput] = field(init=False)
+    _streams: UtteranceStreams = field(init=False)
     _times: _Times = field(default_factory=_Times, init=False)
     _last_frame: Frame | None = field(default=None, init=False)
     _last_arrival_ns: int = field(default=0, init=False)  # when it was taken
     _pace: SourcePace = field(default_factory=SourcePace, init=False)
     _tentative: bool = field(default=False, init=False)  # a TentativeTurn awaits its outcome
-    _next: _Input | None = field(default=None, init=False)  # taken while merging frames
+    _next: ListenerInput | None = field(default=None, init=False)  # taken while merging frames
+    # where the stretch of speech being heard began (None: none, or it was capped)
+    _speech_from: int | None = field(default=None, init=False)
+    _capped: bool = field(default=False, init=False)  # the stretch heard was capped
 
     def __post_init__(self) -> None:
         if self.vad.sample_rate != self.stt.sample_rate:
@@ -281,7 +130,8 @@ class Listener:
                 f"the detector takes {self.vad.sample_rate} Hz, {self.stt.name} "
                 f"{self.stt.sample_rate} Hz: open the source at the STT's rate"
             )
-        self._inbox = Inbox[_Input](256)
+        self._inbox = Inbox[ListenerInput](256)
+        self._streams = UtteranceStreams(self.stt, self._inbox)
 
     def assistant_speaking(self, speaking: bool) -> None:
         """The assistant's audio started or stopped playing (echo, barge-in)."""
@@ -322,7 +172,7 @@ class Listener:
                 inbox.close()
             tg.cancel_scope.cancel()
 
-    async def _receive(self, deadline: int | None) -> _Input | None:
+    async def _receive(self, deadline: int | None) -> ListenerInput | None:
         """The next input, or None when the endpointer's ``deadline`` (a sample)
         came first: when that sample is due by the last frame's clock (at once
         if it was due already). What is queued is taken first; a source ahead of
@@ -371,32 +221,29 @@ class Listener:
         samples = np.concatenate([part.samples for part in parts])
         return Frame(samples, frame.sample_rate, frame.position, parts[-1].captured_ns)
 
-    async def _pump(self, frames: AsyncIterator[Frame], inbox: Inbox[_Input]) -> None:
+    async def _pump(self, frames: AsyncIterator[Frame], inbox: Inbox[ListenerInput]) -> None:
         last: Frame | None = None
         async for frame in frames:
             last = frame
             await inbox.put(frame)
         end = 0 if last is None else last.end
-        await inbox.put(_end_of_input(self.vad.sample_rate, end))
+        await inbox.put(end_of_input(self.vad.sample_rate, end))
 
-    def _take(self, item: _Transcript | _StreamEnded | bool) -> list[Decision]:
+    def _take(self, item: StreamTranscript | StreamEnded | bool) -> list[Decision]:
         endpointer = self.endpointer
         now = self.vad.samples_fed
         if isinstance(item, bool):
             return endpointer.assistant_speaking(item, now)
-        if isinstance(item, _Transcript):
-            if item.stream in self._failed:
+        if isinstance(item, StreamTranscript):
+            if self._streams.failed(item.stream):
                 return []
             if item.transcript.final and item.transcript.text.strip():
                 self._times.final_ns = item.at_ns
             return endpointer.transcript(item.transcript, now)
-        if isinstance(item, _StreamEnded):
-            self._running -= 1
-            self._stream_from.pop(item.stream, None)
-            if item.error is not None:
-                self._failed.add(item.stream)
-                return []
-            return endpointer.transcripts_done(now)
+        self._streams.ended(item)
+        if item.error is not None:
+            return []
+        return endpointer.transcripts_done(now)
 
     async def _frame(
         self, frame: Frame, tg: TaskGroup, out: MemoryObjectSendStream[ListenItem]
@@ -404,6 +251,7 @@ class Listener:
         self._last_frame, self._last_arrival_ns = frame, time.perf_counter_ns()
         self._pace.note(frame)
         decisions: list[Decision] = []
+        streams = self._streams
         pushed = False
         if self.vad_batch is None:
             events = self.vad.feed(frame.samples)
@@ -413,70 +261,49 @@ class Listener:
             if isinstance(event, SpeechStart):
                 await out.send(SpeechBegan(event.at_sample / frame.sample_rate))
                 self._times = _Times(speech_start_ns=_sample_ns(frame, event.at_sample))
-                await self._open_stream(tg)
-                self._stream_from[self._open_id] = event.audio_from / frame.sample_rate
-                if self._open is not None:
-                    await self._push(event.audio)
-                    await self._push(samples_after(frame.samples, frame.end, event.confirmed_at))
+                self._speech_from, self._capped = event.at_sample, False
+                await streams.open(tg, event.audio_from / frame.sample_rate)
+                if streams.is_open:
+                    await streams.push(event.audio)
+                    await streams.push(samples_after(frame.samples, frame.end, event.confirmed_at))
                     pushed = True
             elif isinstance(event, SpeechEnd):
                 await out.send(SpeechEnded(event.at_sample / frame.sample_rate))
-                self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
+                if not self._capped:  # (a capped stretch's speech ended at the cap)
+                    self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
+                self._speech_from = None
             decisions += self.endpointer.vad(event)
-        if self._open is not None and not pushed:
-            await self._push(frame.samples)
+        if streams.is_open and not pushed:
+            await streams.push(frame.samples)
+        decisions += await self._cap(frame, out)
         return decisions + self.endpointer.advance(self.vad.samples_fed)
 
-    async def _open_stream(self, tg: TaskGroup) -> None:
-        if self._open is not None:  # speech resumed before the last one settled
-            await self._finalize()
-        self._open_id += 1
-        self._running += 1
-        self._open = await tg.start(self._read, self.stt.stream(), self._open_id)
-
-    async def _read(
-        self, stream: SttStream, number: int, *, task_status: TaskStatus[SttStream]
-    ) -> None:
-        inbox = self._inbox
-        error: SttError | None = None
-        try:
-            async with stream:
-                task_status.started(stream)
-                async for transcript in stream.transcripts():
-                    await inbox.put(_Transcript(number, transcript, time.perf_counter_ns()))
-        except SttError as exc:
-            error = exc
-        await inbox.put(_StreamEnded(number, error, time.perf_counter_ns()))
-
-    async def _push(self, samples: Samples) -> None:
-        stream = self._open
-        if stream is None or len(samples) == 0:
-            return
-        try:
-            await stream.push(samples)
-        except SttError:
-            self._failed.add(self._open_id)  # its reader reports the error
-            self._open = None
-
-    async def _finalize(self) -> None:
-        stream, self._open = self._open, None
-        if stream is not None:
-            try:
-                await stream.finalize()
-            except SttError:
-                self._failed.add(self._open_id)
+    async def _cap(self, frame: Frame, out: MemoryObjectSendStream[ListenItem]) -> list[Decision]:
+        """A stretch of speech that reached ``max_utterance_s`` ends there for the
+        endpointer (the detector still hears speech): its stream settles, what it
+        heard becomes the turn, and nothing more is pushed until the next start."""
+        max_s = self.endpointer.settings.max_utterance_s
+        if self._speech_from is None or not max_s:
+            return []
+        at = self._speech_from + round(max_s * frame.sample_rate)
+        if self.vad.samples_fed < at:
+            return []
+        self._speech_from, self._capped = None, True
+        await out.send(UtteranceCapped(at / frame.sample_rate, max_s))
+        self._times.speech_end_ns = _sample_ns(frame, at)
+        return self.endpointer.vad(SpeechEnd(at, at))
 
     async def _decide(self, decision: Decision, out: MemoryObjectSendStream[ListenItem]) -> None:
         if isinstance(decision, FinalizeStt):
-            await self._finalize()
+            await self._streams.finalize()
         elif isinstance(decision, TentativeEnd):
-            if self._open_id not in self._failed and not self._tentative:
+            if not self._streams.failed() and not self._tentative:
                 self._tentative = True
                 await out.send(TentativeTurn(self._user_turn(decision.text, "tentative")))
         elif isinstance(decision, TentativeCancelled):
             await self._drop_tentative(out)
         elif isinstance(decision, EndOfTurn):
-            if self._open_id in self._failed or not decision.text.strip():
+            if self._streams.failed() or not decision.text.strip():
                 await self._drop_tentative(out)
                 return  # (said when the stream failed): never a turn from half of it
             tentative = self._tentative and decision.tentative
@@ -492,12 +319,13 @@ class Listener:
             await out.send(BargeIn(decision))
 
     async def _tell(
-        self, item: _Transcript | _StreamEnded | bool, out: MemoryObjectSendStream[ListenItem]
+        self, item: StreamTranscript | StreamEnded | bool, out: MemoryObjectSendStream[ListenItem]
     ) -> None:
         """What the user should see as it happens: transcripts, and a failed stream."""
-        if isinstance(item, _Transcript) and item.stream not in self._failed:
-            await out.send(Heard(item.transcript, self._stream_from.get(item.stream, 0.0)))
-        elif isinstance(item, _StreamEnded) and item.error is not None:
+        streams = self._streams
+        if isinstance(item, StreamTranscript) and not streams.failed(item.stream):
+            await out.send(Heard(item.transcript, streams.from_s(item.stream)))
+        elif isinstance(item, StreamEnded) and item.error is not None:
             await out.send(
                 ListenError(
                     f"speech to text failed ({item.error}): what was said is dropped, say it again"
@@ -528,11 +356,12 @@ class Listener:
         for event in self.vad.flush():
             if isinstance(event, SpeechEnd) and frame is not None:
                 await out.send(SpeechEnded(event.at_sample / frame.sample_rate))
-                self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
+                if not self._capped:
+                    self._times.speech_end_ns = _sample_ns(frame, event.at_sample)
             for decision in self.endpointer.vad(event):
                 await self._decide(decision, out)
-        await self._finalize()
-        while self._running > 0:
+        await self._streams.finalize()
+        while self._streams.running > 0:
             item = await self._inbox.take()
             if not isinstance(item, Frame):  # (none come after the end)
                 await self._tell(item, out)

@@ -25,6 +25,19 @@ def listens(config: PipelineConfig) -> bool:
     return "stt" in config.model_fields_set
 
 
+def check_listening(pipelines: dict[str, PipelineConfig]) -> None:
+    """Each listening pipeline's ``[stt]`` as its sessions will make it (spec,
+    key, base URL), at start-up: ``ConfigError`` in one line naming the
+    pipeline, as a missing LLM key is, rather than a 1011 for every session
+    that speaks. Nothing starts: no model loads, nothing is connected."""
+    for name, config in pipelines.items():
+        if listens(config):
+            try:
+                stt_for(config)
+            except ConfigError as exc:
+                raise ConfigError(f"pipeline {name}: {exc}") from None
+
+
 async def voice_input_for(
     stack: AsyncExitStack,
     config: PipelineConfig,

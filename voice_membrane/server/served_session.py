@@ -251,6 +251,13 @@ class ServedSession:
     def speech_started(self) -> None:
         self.last_activity = anyio.current_time()
 
+    def stt_failed(self, message: str) -> None:
+        self._error("stt_error", message)  # (logged and counted; a call takes no event)
+
+    def utterance_capped(self, at_ms: float, max_s: float) -> None:
+        self.state.log("utterance_capped", session=self.id, at_ms=at_ms, max_utterance_s=max_s)
+        self._put(p.event("utterance_capped", at_ms=at_ms, max_utterance_s=max_s))
+
     def voice_turn_started(self, heard: UserTurn) -> None:
         if self._held_events is not None:  # the held reply is the user's: heard from now
             held, self._held_events = self._held_events, None

@@ -35,6 +35,7 @@ from . import protocol as p
 from .connection import Connection
 from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
+from .listening_setup import check_listening
 from .log import JsonLog, Log
 from .redis_store import store_for
 from .serve_config import SessionSettings
@@ -82,6 +83,7 @@ class Server:
         self.pipelines = (
             dict(pipelines) if isinstance(pipelines, dict) else _load_pipelines(pipelines)
         )
+        check_listening(self.pipelines)
         if token == "":
             raise ConfigError("the token is empty")
         if token is None and not _is_loopback(host):

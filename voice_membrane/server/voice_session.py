@@ -34,6 +34,7 @@ from ..pipeline.listening import (
     SpeechBegan,
     SpeechEnded,
     UserTurn,
+    UtteranceCapped,
 )
 from ..pipeline.session import Session
 from ..pipeline.voice_loop import VoiceTurn, converse
@@ -68,6 +69,13 @@ class VoiceHooks(Protocol):
 
     def speech_started(self) -> None:
         """The user began to speak (activity: the session is not idle)."""
+
+    def stt_failed(self, message: str) -> None:
+        """An STT stream failed (refused, dropped): its utterance is dropped, the
+        session goes on; say so (``stt_error``) and log what the STT answered."""
+
+    def utterance_capped(self, at_ms: float, max_s: float) -> None:
+        """A stretch of speech reached ``max_utterance_s``: it is ended there."""
 
     async def wait_idle(self) -> None:
         """Return once no other turn runs (a typed one is interrupted)."""
@@ -163,7 +171,9 @@ class VoiceInput:
             else:
                 hooks.barge_in("resume", None)
         elif isinstance(item, ListenError):
-            hooks.event(p.error_event("stt_error", item.message))
+            hooks.stt_failed(item.message)
+        elif isinstance(item, UtteranceCapped):
+            hooks.utterance_capped(_ms(item.at_s), item.max_s)
 
 
 @contextmanager

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.redact import quote
-from ..vendors.credentials import BASE_URL_VARS, KEY_VARS, api_key, check_base_url
+from ..vendors.credentials import (
+    BASE_URL_VARS,
+    HTTP_SCHEMES,
+    KEY_VARS,
+    SOCKET_SCHEMES,
+    api_key,
+    check_base_url,
+)
 from .base import SttEngine, SttError
 from .whisper_decoding import check_folder
 
@@ -43,7 +50,10 @@ def create_stt(
             raise ValueError(f"{where}: {exc}") from None
     if kind in ("deepgram", "openai") and arg:
         key = _key(kind, where, api_key_env)
-        check_base_url(kind, where, base_url, section="stt")
+        # Deepgram's SDK talks to one host over HTTP and WebSocket: either scheme
+        # names it; OpenAI's derives its socket's URL from an http(s):// one.
+        schemes = SOCKET_SCHEMES if kind == "deepgram" else HTTP_SCHEMES
+        check_base_url(kind, where, base_url, section="stt", schemes=schemes)
         url = base_url or os.environ.get(BASE_URL_VARS[kind]) or None
         if kind == "deepgram":
             from .deepgram import DeepgramStt

@@ -79,14 +79,26 @@ def key_variable(kind: str, api_key_env: str | None, section: str = "llm") -> st
     return f"the variable {section}.api_key_env names"
 
 
-def check_base_url(kind: str, where: str, base_url: str | None, section: str = "llm") -> None:
+HTTP_SCHEMES = ("http", "https")
+# A service whose SDK speaks HTTP and WebSocket to one host (Deepgram): either
+# scheme names it, ws:// as http:// (plain: a proxy or a fake on this machine).
+SOCKET_SCHEMES = ("http", "https", "ws", "wss")
+
+
+def check_base_url(
+    kind: str,
+    where: str,
+    base_url: str | None,
+    section: str = "llm",
+    schemes: tuple[str, ...] = HTTP_SCHEMES,
+) -> None:
     """``ValueError`` if the configured base URL, or else the SDK's variable, is unusable."""
     source, url = f"{section}.base_url", base_url
     if url is None:
         source, url = BASE_URL_VARS[kind], os.environ.get(BASE_URL_VARS[kind]) or None
     if url is None:
         return
-    problem = base_url_problem(url)
+    problem = base_url_problem(url, schemes)
     if problem:
         raise ValueError(f"{where}: {source} {quote(url)}: {problem}")
 
@@ -102,8 +114,8 @@ BaseUrl = Annotated[str, AfterValidator(_usable_base_url)]
 """A base URL in a pipeline file: pydantic reports ``base_url_problem`` for it."""
 
 
-def base_url_problem(url: str) -> str | None:
-    """What makes ``url`` unusable as an API base URL, or None."""
+def base_url_problem(url: str, schemes: tuple[str, ...] = HTTP_SCHEMES) -> str | None:
+    """What makes ``url`` unusable as an API base URL (one of ``schemes``), or None."""
     if any(c.isspace() or not c.isprintable() for c in url):
         return "contains a space or a control character"
     try:
@@ -111,8 +123,9 @@ def base_url_problem(url: str) -> str | None:
         port = parts.port  # parsed lazily: a bad port raises only here
     except ValueError as exc:
         return f"not a valid URL ({exc})"
-    if parts.scheme not in ("http", "https"):
-        return "expected an http:// or https:// URL"
+    if parts.scheme not in schemes:
+        *most, last = [f"{scheme}://" for scheme in schemes]
+        return f"expected an {', '.join(most)} or {last} URL"
     if not parts.hostname:
         return "the URL has no host"
     if port == 0:
