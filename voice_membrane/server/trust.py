@@ -10,9 +10,9 @@ elsewhere:
 - at start-up, a public name (an ``--allow-host`` or ``--twilio-url`` host that
   is not loopback) exposes the server: it needs a token (``Server`` refuses to
   start without one) and takes phone calls signed only;
-- per request, a proxy's marks (``Forwarded``, ``X-Forwarded-*``,
-  ``X-Real-IP``, a ``Host`` that is not a loopback name) make the request not
-  local, whatever its peer address.
+- per request, a proxy's marks (``Forwarded``, ``Via``, ``X-Forwarded-*``,
+  ``X-Real-IP``, ``CF-Connecting-IP``, a ``Host`` that is not a loopback name)
+  make the request not local, whatever its peer address.
 
 A proxy that adds no header and rewrites the ``Host`` to 127.0.0.1 cannot be
 told from a local client: docs/serve.md says so (give such a server a token).
@@ -31,13 +31,16 @@ from .hosts import canonical_ip, is_loopback_host, parse_authority
 # Reached from elsewhere a token is all that stands between the port and anyone:
 # one this short could be guessed.
 MIN_TOKEN_LENGTH = 16
-# What a proxy adds to say whom it forwards (RFC 7239, and the de facto ones).
+# What a proxy adds to say whom it forwards (RFC 7239 and RFC 9110's Via, the de
+# facto X- ones, and Cloudflare's, whose tunnel runs on the server's machine).
 PROXY_HEADERS = (
     "Forwarded",
+    "Via",
     "X-Forwarded-For",
     "X-Forwarded-Host",
     "X-Forwarded-Proto",
     "X-Real-IP",
+    "CF-Connecting-IP",
 )
 
 
