@@ -77,7 +77,10 @@ def loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with (
         start_blocking_portal() as portal,
         portal.wrap_async_context_manager(
-            running_server(folder, allow_hosts=["voice.example.com", "proxy.example:8443"])
+            # (a public name needs a token: a proxy brings everyone from loopback)
+            running_server(
+                folder, token=TOKEN, allow_hosts=["voice.example.com", "proxy.example:8443"]
+            )
         ) as server,
     ):
         yield server

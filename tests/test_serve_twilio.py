@@ -97,10 +97,9 @@ async def test_the_signature_is_checked_before_any_work(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_configured_public_url_is_what_the_signature_covers(tmp_path: Path) -> None:
     public = "wss://voice.example.com/v1/twilio"
-    async with phone_server(tmp_path, twilio_auth_token=TOKEN, twilio_url=public) as (
-        server,
-        lines,
-    ):
+    # (a public name needs the sessions' token too: docs/serve.md)
+    options = {"token": "a-session-token-of-24-chars", "twilio_auth_token": TOKEN}
+    async with phone_server(tmp_path, twilio_url=public, **options) as (server, lines):
         url = call_url(server)
         with pytest.raises(CallRefused):  # signed for the address the server sees
             async with twilio_call(url, auth_token=TOKEN):

@@ -158,7 +158,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 pipelines,
                 host=args.host,
                 port=args.port,
-                token=token or None,
+                token=token,  # empty: refused by Server, never taken as unset
                 allow_origins=args.allow_origin,
                 allow_hosts=args.allow_host,
                 send_buffer_s=args.send_buffer_ms / 1000,
@@ -167,7 +167,7 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 max_sessions=args.max_sessions or None,  # 0: no limit
                 debug_audio_dir=args.debug_audio_dir,
                 log=make_log(args.log_format),
-                twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE) or None,
+                twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
                 twilio_url=args.twilio_url,
                 sessions=sessions,
             )
@@ -214,8 +214,11 @@ def _serve_group(
                 command,
                 host=args.host,
                 port=args.port,
-                token=token or None,
+                token=token,  # empty: refused by Server, never taken as unset
                 allow_hosts=args.allow_host,
+                # checked here, before any worker starts (each reads them as this did)
+                twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
+                twilio_url=args.twilio_url,
                 drain_timeout_s=args.drain_timeout,
                 log=make_log(args.log_format),
                 notice=notice,

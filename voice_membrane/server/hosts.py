@@ -73,7 +73,7 @@ def canonical_ip(text: str) -> str:
     return str(address)
 
 
-def _is_loopback_host(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -136,7 +136,7 @@ class HostRules:
         except ValueError:
             return False
         return authority.host == local or (
-            _is_loopback_host(local) and authority.host in LOOPBACK_NAMES
+            is_loopback_host(local) and authority.host in LOOPBACK_NAMES
         )
 
     def allows_host(self, value: str | None, local_ip: str | None) -> bool:

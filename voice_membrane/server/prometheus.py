@@ -28,6 +28,10 @@ FIRST_AUDIO_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 STAGE_BUCKETS = (0.025, 0.05, 0.1, *FIRST_AUDIO_BUCKETS)
 ERROR_KINDS = frozenset(typing.get_args(ErrorKind))
 TTS_ERROR_KINDS = ERROR_KINDS | {"engine"}
+# Why a login was refused: a token that does not match; none offered (or a first
+# message that is no session.start or session.resume); a request through a proxy
+# to a server with no token (trust.py); a phone call whose signature fails.
+RefusedLogin = typing.Literal["wrong_token", "no_token", "proxied", "twilio_signature"]
 
 
 class ServerMetrics:
@@ -103,6 +107,14 @@ class ServerMetrics:
         self.errors = Counter(
             "voice_membrane_errors", "Error events sent, by code", ["kind"], registry=r
         )
+        self.refused_logins = Counter(
+            "voice_membrane_refused_logins",
+            "Sessions and calls refused for their credentials, by reason",
+            ["reason"],
+            registry=r,
+        )
+        for reason in typing.get_args(RefusedLogin):  # each at 0 from the start
+            self.refused_logins.labels(reason)
         self.dropped = Counter(
             "voice_membrane_dropped_clients", "Clients dropped for not keeping up", registry=r
         )

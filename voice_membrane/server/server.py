@@ -37,26 +37,31 @@ from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
+from .prometheus import RefusedLogin
 from .redis_store import store_for
 from .serve_config import SessionSettings
 from .session_store import StoreUnavailable
 from .state import ServerState
+from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
 from .twilio_gate import twilio_refusal
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
 
 DEFAULT_PORT = 8765
-# Off loopback a token is all that stands between the port and anyone: one this
-# short could be guessed.
-MIN_TOKEN_LENGTH = 16
 STOP_NOW_GRACE_S = 1.0  # a second Ctrl-C: what the closing handshakes get before cancelling
+NOT_LOCAL = (
+    "this server has no token: it takes sessions from this machine only, not through a "
+    "proxy (docs/serve.md)"
+)
 
 
 class Server:
     """``pipelines``: pipeline files (or loaded configs by name); clients pick one by
     name (the file's stem), the first is the default. Raises ``ConfigError`` (one
-    line) for a bad pipeline, or a host that is not loopback without a token."""
+    line) for a bad pipeline, a server reached from elsewhere (a host that is not
+    loopback, a public ``allow_hosts`` or ``twilio_url`` name) without a token,
+    or an empty secret (trust.py)."""
 
     def __init__(
         self,
@@ -84,32 +89,24 @@ class Server:
             dict(pipelines) if isinstance(pipelines, dict) else _load_pipelines(pipelines)
         )
         check_listening(self.pipelines)
-        if token == "":
-            raise ConfigError("the token is empty")
-        if token is None and not _is_loopback(host):
-            raise ConfigError(
-                f"refusing to listen on {host} without a token "
-                "(--token or VOICE_MEMBRANE_TOKEN): anyone who can reach it could use it"
-            )
-        if token is not None and len(token) < MIN_TOKEN_LENGTH and not _is_loopback(host):
-            raise ConfigError(
-                f"refusing a token of {len(token)} characters on {host}: use at least "
-                f"{MIN_TOKEN_LENGTH} (python -c 'import secrets; print(secrets.token_urlsafe())')"
-            )
+        allow_hosts = tuple(allow_hosts)
+        loopback = _is_loopback(host)
         try:
-            self.hosts = HostRules.for_listener(
-                host, port, allow_hosts, loopback=_is_loopback(host)
-            )
+            self.hosts = HostRules.for_listener(host, port, allow_hosts, loopback=loopback)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if twilio_url is not None and (problem := url_problem(twilio_url)):
+            raise ConfigError(f"--twilio-url: {problem}")
+        # Reached from beyond this machine: on its address, or by a public name a
+        # proxy on this machine forwards from loopback (trust.py).
+        public = host if not loopback else public_name(allow_hosts, twilio_url)
+        if problem := secrets_problem(public, token, twilio_auth_token, twilio_url):
+            raise ConfigError(problem)
+        self.exposed = public is not None
         self.host, self.port, self.token = host, port, token
         remember(token)  # masked in every event, log line and message from now on
         # Phone calls (/v1/twilio): signed with the Twilio account's auth token, for
         # the public URL Twilio calls (docs/telephony.md).
-        if twilio_auth_token == "":
-            raise ConfigError("the Twilio auth token is empty")
-        if twilio_url is not None and (problem := url_problem(twilio_url)):
-            raise ConfigError(f"--twilio-url: {problem}")
         self.twilio_auth_token, self.twilio_url = twilio_auth_token, twilio_url
         remember(twilio_auth_token)
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
@@ -221,20 +218,26 @@ class Server:
         if not self.hosts.allows_host(host, local_ip):
             self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
             return response(421, "this server does not answer to that host name\n")
-        if request.path.partition("?")[0] == TWILIO_PATH:
+        path = request.path.partition("?")[0]
+        peer = connection.remote_address
+        peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
+        # Trusted without a secret: a local client of a server nobody else reaches
+        # (trust.py); a proxy on this machine brings the internet from loopback.
+        local = not self.exposed and is_local(request.headers, peer_ip)
+        if path == TWILIO_PATH:
             # Before any work: a call that is not Twilio's gets a 403 and nothing else.
-            peer = connection.remote_address
-            peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
             refusal = twilio_refusal(
                 request,
                 auth_token=self.twilio_auth_token,
                 public_url=self.twilio_url,
-                local=peer_ip is not None and _is_loopback(self.host) and _is_loopback(peer_ip),
+                local=local,
             )
-            if refusal is not None:
-                self.log("http_refused", status=403, path=TWILIO_PATH, reason=refusal)
-                return response(403, refusal + "\n")
-            return None  # the WebSocket handshake
+            if refusal is None:
+                return None  # the WebSocket handshake
+            unsigned = self.twilio_auth_token is None and not local
+            return self._refuse_login(path, "proxied" if unsigned else "twilio_signature", refusal)
+        if path == p.SESSION_PATH and self.token is None and not local:
+            return self._refuse_login(path, "proxied", NOT_LOCAL)
         return route(
             request,
             allowed_origins=self.allow_origins,
@@ -243,6 +246,12 @@ class Server:
             metrics=state.metrics.render,
             static_dir=self.static_dir,
         )
+
+    def _refuse_login(self, path: str, why: RefusedLogin, message: str) -> Response:
+        assert self.state is not None
+        self.state.metrics.refused_logins.labels(why).inc()
+        self.log("http_refused", status=403, path=path, reason=message)
+        return response(403, message + "\n")
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert self.state is not None

@@ -2,8 +2,9 @@
 
 With a Twilio auth token configured, only a request whose ``X-Twilio-Signature``
 matches the public URL Twilio called (``twilio_signature.signed_url``). Without
-one, only a local caller on a server that listens on loopback (tests, the fake
-caller): an open phone route would let anyone spend the pipeline's engines.
+one, only a local caller (tests, the fake caller) of a server nobody else
+reaches (``trust.py``: no public name, no proxy's marks on the request): an
+open phone route would let anyone spend the pipeline's engines.
 A browser (an ``Origin`` header: Twilio sends none) is refused either way.
 """
 
@@ -23,7 +24,8 @@ def twilio_refusal(
     local: bool,
 ) -> str | None:
     """Why the upgrade is refused (HTTP 403, one line), or None to let it go on.
-    ``local``: the server listens on loopback and the peer is a loopback address."""
+    ``local``: the caller is on this machine and the server is reached from
+    nowhere else (``trust.is_local``, on a server with no public name)."""
     try:
         origin = request.headers.get("Origin")
         signature = request.headers.get(SIGNATURE_HEADER)
