@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from serve_helpers import LONG_REPLY, write_pipeline
+from serve_helpers import LONG_REPLY, listening_pipeline, write_pipeline
 
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.server import Server
@@ -30,15 +30,6 @@ STOP = SPEECH / "backchannels" / "stop.wav"
 TOKEN = "twilio-auth-token-for-the-tests"
 GUARD_S = 120  # against a hang only: the machine is shared and loaded
 WARMUP_S = EndpointSettings().echo_warmup_s
-
-
-def listening_pipeline(folder: Path, name: str, reply: str) -> Path:
-    """A recorded reply (spoken by espeak), with the embedded recognizer listening."""
-    path = write_pipeline(folder, name, reply)
-    path.write_text(
-        path.read_text() + '\n[stt]\nspec = "pocketsphinx"\n\n[vad]\nengine = "silero"\n'
-    )
-    return path
 
 
 @asynccontextmanager

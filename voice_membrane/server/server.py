@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import socket
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -41,9 +42,11 @@ from .serve_config import SessionSettings
 from .session_store import StoreUnavailable
 from .state import ServerState
 from .twilio_call import TwilioCall
+from .twilio_call_token import CallTokens
 from .twilio_gate import twilio_refusal
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
+from .twiml_route import TWIML_PATH, twiml_route
 
 DEFAULT_PORT = 8765
 # Off loopback a token is all that stands between the port and anyone: one this
@@ -152,6 +155,8 @@ class Server:
             **self.limits,
         )
         self._done = anyio.Event()
+        if self.twilio_auth_token is not None:
+            self.state.call_tokens = CallTokens(self.twilio_auth_token)
         if self.preload:
             await self._preload()
         self._ws = await ws_serve(
@@ -219,15 +224,27 @@ class Server:
         if not self.hosts.allows_host(host, local_ip):
             self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
             return response(421, "this server does not answer to that host name\n")
-        if request.path.partition("?")[0] == TWILIO_PATH:
+        path = request.path.partition("?")[0]
+        peer = connection.remote_address
+        peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
+        local_call = peer_ip is not None and _is_loopback(self.host) and _is_loopback(peer_ip)
+        if path == TWIML_PATH:  # Twilio's voice webhook: the TwiML of one call
+            return twiml_route(
+                request,
+                auth_token=self.twilio_auth_token,
+                public_url=self.twilio_url,
+                host=host,
+                local=local_call,
+                tokens=state.call_tokens,
+                now=time.time(),
+            )
+        if path == TWILIO_PATH:
             # Before any work: a call that is not Twilio's gets a 403 and nothing else.
-            peer = connection.remote_address
-            peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
             refusal = twilio_refusal(
                 request,
                 auth_token=self.twilio_auth_token,
                 public_url=self.twilio_url,
-                local=peer_ip is not None and _is_loopback(self.host) and _is_loopback(peer_ip),
+                local=local_call,
             )
             if refusal is not None:
                 self.log("http_refused", status=403, path=TWILIO_PATH, reason=refusal)

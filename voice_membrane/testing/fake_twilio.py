@@ -32,7 +32,10 @@ import hashlib
 import hmac
 import json
 import math
+import os
 import time
+import urllib.error
+import urllib.request
 import wave
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -40,6 +43,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import anyio
 import numpy as np
@@ -99,6 +104,7 @@ class FakeTwilioCall:
     call_sid: str
     account_sid: str
     speed: float = 1.0  # how fast the caller's audio goes out (0: as fast as possible)
+    echo_marks: bool = True  # False: a stream that never sends a mark back
     media: list[ReceivedMedia] = field(default_factory=list)
     marks_received: list[tuple[str, float]] = field(default_factory=list)
     marks_echoed: list[tuple[str, float, bool]] = field(default_factory=list)  # cleared?
@@ -291,7 +297,8 @@ class FakeTwilioCall:
         elif event == "mark":
             name = message["mark"]["name"]
             self.marks_received.append((name, now))
-            self._pending.append(_Pending(name, max(self._play_ends, now)))
+            if self.echo_marks:
+                self._pending.append(_Pending(name, max(self._play_ends, now)))
         elif event == "clear":
             self.clears.append(now)
             self._cleared_at.append(now)
@@ -343,12 +350,29 @@ async def twilio_call(
     media_format: Mapping[str, Any] = MULAW_8K,
     speed: float = 1.0,
     send_start: bool = True,
+    fetch_twiml: bool = True,
+    echo_marks: bool = True,
 ) -> AsyncIterator[FakeTwilioCall]:
-    """A call to ``url``. ``X-Twilio-Signature``: ``signature`` if given, else one
-    computed from ``auth_token`` over ``signed_url`` (default ``url``), else none.
-    ``media_format``: what ``start`` declares (another one for fault tests).
-    ``CallRefused`` if the upgrade is refused. On leaving, the call hangs up
-    (``stop`` and close) unless it ended already."""
+    """A call to ``url``. With an ``auth_token``, first what Twilio does when a
+    call comes in (unless ``fetch_twiml`` is False): fetch the TwiML from the
+    voice webhook (``twiml_url_for(url)``, a signed GET with the call's
+    ``CallSid``), whose ``<Stream>`` parameters go in ``start``'s custom
+    parameters (``parameters`` added over them). ``X-Twilio-Signature``:
+    ``signature`` if given, else one computed from ``auth_token`` over
+    ``signed_url`` (default ``url``; the webhook's, ``twiml_url_for`` it), else
+    none. ``media_format``: what ``start`` declares (another one for fault
+    tests). ``echo_marks`` False: a stream that never sends marks back.
+    ``CallRefused`` if the webhook or the upgrade is refused. On leaving, the
+    call hangs up (``stop`` and close) unless it ended already."""
+    n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
+    n ^= int.from_bytes(os.urandom(8))  # calls started in the same nanosecond differ too
+    call_sid, account_sid = f"CA{n:032x}", f"AC{0:032x}"
+    custom: dict[str, str] = {}
+    if auth_token is not None and fetch_twiml:
+        custom = await fetch_stream_parameters(
+            url, auth_token, call_sid, account_sid, signed_url=signed_url
+        )
+    custom.update(parameters or {})
     headers = {}
     if signature is None and auth_token is not None:
         signature = twilio_signature(auth_token, signed_url or url)
@@ -358,13 +382,13 @@ async def twilio_call(
         ws = await connect(url, additional_headers=headers, max_size=2**20)
     except InvalidStatus as exc:
         raise CallRefused(exc.response.status_code) from None
-    n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
     call = FakeTwilioCall(
         ws,
         stream_sid=f"MZ{n:032x}",
-        call_sid=f"CA{n:032x}",
-        account_sid=f"AC{0:032x}",
+        call_sid=call_sid,
+        account_sid=account_sid,
         speed=speed,
+        echo_marks=echo_marks,
     )
     async with ws, anyio.create_task_group() as tg:
         tg.start_soon(call._receive)
@@ -380,7 +404,7 @@ async def twilio_call(
                         "callSid": call.call_sid,
                         "tracks": ["inbound"],
                         "mediaFormat": dict(media_format),
-                        "customParameters": dict(parameters or {}),
+                        "customParameters": custom,
                     },
                 }
             )
@@ -394,6 +418,57 @@ async def twilio_call(
                 while call.close_code is None:
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
+
+
+def twiml_url_for(stream_url: str) -> str:
+    """The voice webhook of a stream URL, as ``serve`` answers it: ``https://`` for
+    ``wss://`` (``http://`` for ``ws://``), the stream's path + ``/twiml``."""
+    scheme, rest = stream_url.split("://", 1)
+    return {"wss": "https", "ws": "http"}.get(scheme, scheme) + "://" + rest + "/twiml"
+
+
+async def fetch_stream_parameters(
+    url: str,
+    auth_token: str,
+    call_sid: str,
+    account_sid: str,
+    *,
+    signed_url: str | None = None,
+) -> dict[str, str]:
+    """What Twilio does when a call comes in to a number whose voice webhook
+    (HTTP GET) is ``twiml_url_for(url)``: fetch it, signed over the public
+    webhook (``twiml_url_for(signed_url)``) with the call's parameters in the
+    query; the ``<Stream>``'s ``<Parameter>`` values. ``CallRefused`` if refused."""
+    query = "?" + urlencode(
+        {
+            "AccountSid": account_sid,
+            "ApiVersion": "2010-04-01",
+            "CallSid": call_sid,
+            "CallStatus": "ringing",
+            "Direction": "inbound",
+            "From": "+15005550006",
+            "To": "+15005550001",
+        }
+    )
+    webhook = twiml_url_for(url) + query
+    signature = twilio_signature(auth_token, twiml_url_for(signed_url or url) + query)
+    status, body = await anyio.to_thread.run_sync(_get, webhook, signature)
+    if status != 200:
+        raise CallRefused(status)
+    stream = ElementTree.fromstring(body).find("./Connect/Stream")
+    if stream is None:
+        raise ValueError("the voice webhook's TwiML has no <Connect><Stream>")
+    return {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
+
+
+def _get(url: str, signature: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"X-Twilio-Signature": signature})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    try:
+        with opener.open(request, timeout=30) as answer:
+            return answer.status, answer.read(1 << 16)
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
 
 
 def twilio_signature(auth_token: str, url: str) -> str:
