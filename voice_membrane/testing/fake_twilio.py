@@ -138,6 +138,8 @@ class FakeTwilioCall:
     ) -> Spoken:
         """Send speech (a 16-bit mono WAV, or samples at ``sample_rate``) as the
         caller, at the call's ``speed``; returns when its last frame went out."""
+        if self.close_code is not None:
+            raise CallEnded(f"the call ended (close code {self.close_code})")
         samples, rate = _load(audio, sample_rate)
         frames, padding = _mulaw_frames(samples, rate)
         if not frames:
