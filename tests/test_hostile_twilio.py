@@ -21,6 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from voice_membrane.server import Server
+from voice_membrane.server.twilio_call import KeyTally
 from voice_membrane.testing.fake_twilio import (
     MULAW_8K,
     fetch_stream_parameters,
@@ -211,3 +212,12 @@ async def test_the_voice_webhook_answers_twilio_only(tmp_path: Path) -> None:
         assert stream is not None and stream.get("url") == PUBLIC
         names = {p.get("name"): p.get("value") for p in stream}
         assert names["pipeline"] == "long" and names["call_token"]
+
+
+def test_keypresses_are_a_line_a_second_with_their_count() -> None:
+    tally = KeyTally()
+    assert tally.press(10.0) == 1  # the first at once
+    assert [tally.press(10.0 + i / 1000) for i in range(1, 999)] == [0] * 998
+    assert tally.press(11.0) == 999  # then a line a second, counting what it summed up
+    assert tally.press(11.5) == 0
+    assert tally.flush() == 1 and tally.flush() == 0  # the rest, as the call ends
