@@ -29,13 +29,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import hmac
 import json
 import math
 import os
 import time
-import urllib.error
-import urllib.request
 import wave
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -43,8 +40,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-from xml.etree import ElementTree
 
 import anyio
 import numpy as np
@@ -53,6 +48,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from ..sources._resample import StreamResampler, to_int16
 from ..vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
+
+# (here too: the tests and benchmarks import them from here)
+from .fake_twilio_webhook import CallRefused as CallRefused
+from .fake_twilio_webhook import fetch_stream_parameters as fetch_stream_parameters
+from .fake_twilio_webhook import twilio_signature as twilio_signature
 
 RATE = 8000
 FRAME = 160  # 20 ms of μ-law 8 kHz
@@ -63,14 +63,6 @@ MULAW_8K = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
 
 class CallEnded(Exception):
     """The call ended before the caller finished speaking."""
-
-
-class CallRefused(Exception):
-    """The server refused the WebSocket upgrade (``status``: its HTTP status)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"the server refused the call with HTTP {status}")
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,64 +412,6 @@ async def twilio_call(
                 while call.close_code is None:
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
-
-
-def twiml_url_for(stream_url: str) -> str:
-    """The voice webhook of a stream URL, as ``serve`` answers it: ``https://`` for
-    ``wss://`` (``http://`` for ``ws://``), the stream's path + ``/twiml``."""
-    scheme, rest = stream_url.split("://", 1)
-    return {"wss": "https", "ws": "http"}.get(scheme, scheme) + "://" + rest + "/twiml"
-
-
-async def fetch_stream_parameters(
-    url: str,
-    auth_token: str,
-    call_sid: str,
-    account_sid: str,
-    *,
-    signed_url: str | None = None,
-) -> dict[str, str]:
-    """What Twilio does when a call comes in to a number whose voice webhook
-    (HTTP GET) is ``twiml_url_for(url)``: fetch it, signed over the public
-    webhook (``twiml_url_for(signed_url)``) with the call's parameters in the
-    query; the ``<Stream>``'s ``<Parameter>`` values. ``CallRefused`` if refused."""
-    query = "?" + urlencode(
-        {
-            "AccountSid": account_sid,
-            "ApiVersion": "2010-04-01",
-            "CallSid": call_sid,
-            "CallStatus": "ringing",
-            "Direction": "inbound",
-            "From": "+15005550006",
-            "To": "+15005550001",
-        }
-    )
-    webhook = twiml_url_for(url) + query
-    signature = twilio_signature(auth_token, twiml_url_for(signed_url or url) + query)
-    status, body = await anyio.to_thread.run_sync(_get, webhook, signature)
-    if status != 200:
-        raise CallRefused(status)
-    stream = ElementTree.fromstring(body).find("./Connect/Stream")
-    if stream is None:
-        raise ValueError("the voice webhook's TwiML has no <Connect><Stream>")
-    return {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
-
-
-def _get(url: str, signature: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers={"X-Twilio-Signature": signature})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-    try:
-        with opener.open(request, timeout=30) as answer:
-            return answer.status, answer.read(1 << 16)
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
-
-
-def twilio_signature(auth_token: str, url: str) -> str:
-    """Twilio's signature of a GET to ``url`` (computed here on its own, not with
-    the server's code, so the two check each other)."""
-    digest = hmac.new(auth_token.encode(), url.encode(), hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
 
 
 def _load(audio: str | Path | Samples, sample_rate: int) -> tuple[Samples, int]:
