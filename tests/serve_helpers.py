@@ -47,6 +47,16 @@ def write_pipeline(folder: Path, name: str, reply: str, *, tts: str = "espeak") 
     return path
 
 
+def listening_pipeline(folder: Path, name: str, reply: str) -> Path:
+    """A recorded reply (spoken by espeak), with the embedded recognizer listening:
+    one that can take a phone call."""
+    path = write_pipeline(folder, name, reply)
+    path.write_text(
+        path.read_text() + '\n[stt]\nspec = "pocketsphinx"\n\n[vad]\nengine = "silero"\n'
+    )
+    return path
+
+
 def pipelines(folder: Path) -> list[Path]:
     return [
         write_pipeline(folder, "short", SHORT_REPLY),

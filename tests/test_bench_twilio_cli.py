@@ -13,19 +13,29 @@ import pytest
 
 from benchmarks.bench_voice_serve import voice_serve_setup
 from voice_membrane.bench.child import library_env
+from voice_membrane.bench.phone_command import PhoneBenchOptions
 from voice_membrane.bench.serve_process import serve_process
 from voice_membrane.bench.voice_serve import voice_fakes
+from voice_membrane.pipeline.config import ConfigError
 
 pytest.importorskip("deepgram")
 pytest.importorskip("onnxruntime")
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+AUTH_TOKEN = "a-twilio-auth-token-for-the-rehearsal"
+SERVE_TOKEN = "a-serve-token-for-the-rehearsal-test"
+
+
+def _bench(*args: str, auth_token: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = library_env()
+    env.pop("TWILIO_AUTH_TOKEN", None)
+    if auth_token is not None:
+        env["TWILIO_AUTH_TOKEN"] = auth_token
     return subprocess.run(
         [sys.executable, "-m", "voice_membrane.cli", "bench", *args],
         capture_output=True,
         text=True,
-        env=library_env(),
+        env=env,
         timeout=180,
     )
 
@@ -46,6 +56,50 @@ def test_a_call_measures_voice_to_voice_and_the_clear_of_a_barge_in(tmp_path: Pa
     assert re.fullmatch(
         r"barge-in, onset → clear, ms: p50 \d+ / p95 \d+ / max \d+ over 1", lines[2]
     )
+
+
+def test_a_rehearsal_signs_for_the_public_url_serve_checks(tmp_path: Path) -> None:
+    # serve as behind a TLS proxy: it checks signatures for its public wss:// URL,
+    # and the bench calls it on loopback, signing for that URL.
+    public = "wss://voice.example.com/v1/twilio"
+    with voice_fakes(voice_serve_setup()) as fakes:
+        env = {**fakes.env, "TWILIO_AUTH_TOKEN": AUTH_TOKEN, "VOICE_MEMBRANE_TOKEN": SERVE_TOKEN}
+        with (
+            open(tmp_path / "serve.log", "w+", encoding="utf-8") as log,
+            serve_process(fakes.pipeline, env, log, options=["--twilio-url", public]) as (url, _),
+        ):
+            signed = _bench(
+                "--twilio", f"{url}/v1/twilio", "--turns", "1", "--twilio-sign-url", public,
+                auth_token=AUTH_TOKEN,
+            )  # fmt: skip
+            wrong = _bench(
+                "--twilio", f"{url}/v1/twilio", "--turns", "1",
+                "--twilio-sign-url", "wss://other.example.com/v1/twilio", auth_token=AUTH_TOKEN,
+            )  # fmt: skip
+            log.seek(0)
+            served = log.read()
+    assert signed.returncode == 0, signed.stderr
+    assert re.match(r"call 1, question 1: voice to voice \d+ ms", signed.stdout), signed.stdout
+    # Signed for another URL: the call is refused (HTTP 403), said in one line.
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert "error: connect: the server refused the call with HTTP 403" in wrong.stdout
+    assert AUTH_TOKEN not in served + signed.stdout + signed.stderr + wrong.stdout + wrong.stderr
+
+
+def test_a_sign_url_serve_cannot_have_or_no_auth_token_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "ws://127.0.0.1:9/v1/twilio"
+    done = _bench("--twilio", url, "--twilio-sign-url", "ws://voice.example.com/v1/twilio")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "voice-membrane bench: --twilio-sign-url ws://voice.example.com/v1/twilio: the public "
+        "wss:// URL serve's --twilio-url names (wss://HOST/…/v1/twilio, no query)"
+    ]
+    monkeypatch.delenv("TWILIO_AUTH_TOKEN", raising=False)
+    options = PhoneBenchOptions(url, sign_url="wss://voice.example.com/v1/twilio")
+    with pytest.raises(ConfigError, match=r"signs with the auth token: set \$TWILIO_AUTH_TOKEN"):
+        options.plan()
 
 
 def test_a_wrong_address_is_one_line() -> None:

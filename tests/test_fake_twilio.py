@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import numpy as np
@@ -33,6 +34,7 @@ from voice_membrane.server.twilio_wire import (
     media_message,
     parse_twilio_message,
 )
+from voice_membrane.server.twiml import stream_twiml
 from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, _mulaw_frames, twilio_call
 from voice_membrane.vocab.audio import ulaw_from_pcm16
 
@@ -56,6 +58,16 @@ async def scripted_server(
 
     def check(connection: ServerConnection, request: Request) -> Response | None:
         signature = request.headers.get("X-Twilio-Signature")
+        path, _, query = request.path.partition("?")
+        if path == "/v1/twilio/twiml":  # the voice webhook, as serve answers it
+            webhook = url_box[0].replace("ws://", "http://") + "/twiml?" + query
+            if token is None or not signature_matches(token, webhook, signature):
+                return connection.respond(403, "bad signature\n")
+            call_sid = parse_qs(query)["CallSid"][0]
+            received.append((time.perf_counter(), ("twiml", call_sid)))
+            return connection.respond(
+                200, stream_twiml(url_box[0].replace("ws://", "wss://"), token=f"T-{call_sid}")
+            )
         if token is not None and not signature_matches(token, url_box[0], signature):
             return connection.respond(403, "bad signature\n")
         return None
@@ -121,11 +133,17 @@ async def test_the_caller_speaks_in_real_time_between_silences() -> None:
             await anyio.sleep(0.2)
             spoken = await call.say(QUESTION, silence_after_s=0.2)
             await anyio.sleep(0.1)
-    messages = [m for _, m in received]
+    messages = [m for _, m in received[1:]]
     assert isinstance(messages[0], Connected)
     start = messages[1]
     assert isinstance(start, Start)
-    assert start.start.customParameters == {"pipeline": "local-voice"}
+    # As Twilio: the TwiML fetched for the call first, its parameters in start.
+    assert received[0][1] == ("twiml", call.call_sid)
+    assert start.start.callSid == call.call_sid
+    assert start.start.customParameters == {
+        "token": f"T-{call.call_sid}",
+        "pipeline": "local-voice",
+    }
     assert start.stream_sid == call.stream_sid
     media = of_type(received, Media)
     assert [m.media.chunk for m in media] == list(range(1, len(media) + 1))
@@ -243,7 +261,7 @@ async def test_a_start_in_another_format_goes_out_as_declared() -> None:
             ) as call,
         ):
             await call.wait_for(lambda: False, GUARD_S)  # until the server closes
-    refused = received[1][1]
+    refused = received[2][1]  # (the TwiML, connected, then the start)
     assert isinstance(refused, BadTwilioMessage)
     assert str(refused).startswith("unsupported media format 'audio/x-l16' 16000 Hz")
     assert (call.close_code, call.close_reason) == (1008, "unsupported media format")

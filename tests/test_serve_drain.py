@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.serve_helpers import (
     GUARD_S,
+    listening_pipeline,
     read_turn,
     running_server,
     send,
@@ -26,12 +28,15 @@ from tests.serve_helpers import (
     start,
     write_pipeline,
 )
+from voice_membrane.server import Server
+from voice_membrane.testing.fake_twilio import FakeTwilioCall, twilio_call
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parent.parent
 MEDIUM = "This answer takes a few seconds to say, so the server drains while it speaks."
 MEDIUM_SPOKEN = MEDIUM
+QUESTION = REPO / "audio_fixtures" / "speech" / "phone" / "weather_paris.wav"
 
 
 def http_get(url: str) -> tuple[int, str, bytes]:
@@ -115,6 +120,79 @@ async def test_the_drain_timeout_interrupts_the_turn_and_closes_1001(tmp_path: P
                 await ws.recv()
         assert log.end["interrupted"] is True
         assert ws.close_code == 1001
+
+
+async def _played_out(call: FakeTwilioCall) -> None:
+    """Until the answer has played and no more came for a second."""
+    while call.close_code is None:
+        last = call.media[-1]
+        quiet_from = max(last.starts + len(last.samples) / 8000, last.arrived) + 1.0
+        if time.perf_counter() >= quiet_from:
+            return
+        await anyio.sleep(quiet_from - time.perf_counter())
+
+
+async def test_sigterm_lets_a_phone_call_go_on_until_it_ends(tmp_path: Path) -> None:
+    # A Twilio stream cannot resume on another server: a rolling restart that
+    # closed it would hang up on the caller.
+    pytest.importorskip("pocketsphinx")
+    pipeline = listening_pipeline(tmp_path, "phone", "It will be sunny in Paris tomorrow.")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in ("VOICE_MEMBRANE_TOKEN", "TWILIO_AUTH_TOKEN"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    process = subprocess.Popen(
+        [*command, "--port", "0", "--drain-timeout", "300"],  # far past GUARD_S
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        url = line.split()[-1]
+        call_url = "ws" + url.removeprefix("http") + "/v1/twilio"
+        with anyio.fail_after(GUARD_S * 4):
+            async with twilio_call(call_url) as call:
+                first = await call.say(QUESTION, silence_after_s=0.3)
+                await call.wait_for(lambda: call.first_media_after(first.ended) is not None, 60)
+                process.send_signal(signal.SIGTERM)  # mid-answer
+                while (await get(url + "/readyz"))[0] != 503:
+                    await anyio.sleep(0.02)
+                await _played_out(call)
+                # The call goes on through the drain: another question is answered.
+                second = await call.say(QUESTION, silence_after_s=0.3)
+                await call.wait_for(lambda: call.first_media_after(second.ended) is not None, 60)
+                await _played_out(call)
+                assert call.close_code is None
+            # The caller hung up: the server exits now, not at its drain timeout.
+            code = await anyio.to_thread.run_sync(process.wait)
+        assert code == 0 and call.close_code == 1000
+        assert process.stderr is not None
+        log_lines = [json.loads(line) for line in process.stderr.read().splitlines()]
+        names = [record["event"] for record in log_lines]
+        assert names.count("turn_end") == 2, names
+        assert names.index("drain_start") < names.index("session_end")
+        assert names[-1] == "drain_end"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_a_call_live_at_the_drain_deadline_is_closed_1001(tmp_path: Path) -> None:
+    pytest.importorskip("pocketsphinx")
+    pipeline = listening_pipeline(tmp_path, "medium", MEDIUM)
+    async with Server([pipeline], port=0, log=lambda *a, **f: None) as server:
+        call_url = server.ws_url.replace("/v1/session", "/v1/twilio")
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(call_url) as call:
+                while not server.state or not server.state.sessions:
+                    await anyio.sleep(0.02)
+                await server.drain(0.5)
+                await call.wait_for(lambda: False, GUARD_S)
+    assert call.close_code == 1001
 
 
 async def test_http_endpoints(tmp_path: Path) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from serve_helpers import LONG_REPLY, write_pipeline
+from serve_helpers import LONG_REPLY, listening_pipeline, write_pipeline
 
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.server import Server
+from voice_membrane.server.twilio_call import TwilioCall
 from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, FakeTwilioCall, twilio_call
 from voice_membrane.testing.speech_check import analyze_speech
 
@@ -30,15 +31,6 @@ STOP = SPEECH / "backchannels" / "stop.wav"
 TOKEN = "twilio-auth-token-for-the-tests"
 GUARD_S = 120  # against a hang only: the machine is shared and loaded
 WARMUP_S = EndpointSettings().echo_warmup_s
-
-
-def listening_pipeline(folder: Path, name: str, reply: str) -> Path:
-    """A recorded reply (spoken by espeak), with the embedded recognizer listening."""
-    path = write_pipeline(folder, name, reply)
-    path.write_text(
-        path.read_text() + '\n[stt]\nspec = "pocketsphinx"\n\n[vad]\nengine = "silero"\n'
-    )
-    return path
 
 
 @asynccontextmanager
@@ -224,3 +216,34 @@ async def test_audio_far_faster_than_real_time_is_refused_then_closed(tmp_path: 
                 await call.wait_for(lambda: False, GUARD_S)
     assert (call.close_code, call.close_reason) == (1008, "rate_limited")
     assert [f for f in events(lines, "error") if f.get("code") == "rate_limited"]
+
+
+@pytest.mark.anyio
+async def test_without_mark_echoes_an_interrupted_answer_is_heard_as_far_as_it_played(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the history keeps of the answer: the turn's heard text.
+    heard: list[str] = []
+    ended = TwilioCall.voice_turn_ended
+
+    def record(self: TwilioCall, turn: Any) -> None:
+        heard.append(turn.result.spoken_text)
+        ended(self, turn)
+
+    monkeypatch.setattr(TwilioCall, "voice_turn_ended", record)
+    async with phone_server(tmp_path) as (server, lines):
+        with anyio.fail_after(GUARD_S):
+            async with twilio_call(
+                call_url(server), parameters={"pipeline": "long"}, echo_marks=False
+            ) as call:
+                question = await call.say(QUESTION, silence_after_s=0.3)
+                await answer_heard(call, question.ended, WARMUP_S + 0.8)
+                await call.say(STOP)
+                await call.wait_for(lambda: bool(events(lines, "turn_end")), GUARD_S)
+                played_s = len(call.heard_audio()) / 8000
+    assert call.marks_received and not call.marks_echoed  # a stream that never echoes
+    assert events(lines, "turn_end")[0]["interrupted"] is True
+    # Seconds of the answer played: heard is its beginning, not "" nor all of it.
+    assert played_s > WARMUP_S
+    assert heard and 0 < len(heard[0]) < len(LONG_REPLY)
+    assert LONG_REPLY.startswith(heard[0].split()[0])

@@ -165,6 +165,41 @@ async def test_stop_clears_and_drops_what_was_not_heard() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("cut", ["stop", "pause"])
+async def test_without_mark_echoes_what_played_is_estimated_from_the_send_clock(cut: str) -> None:
+    # A stream that never echoes marks: an answer cut half-way was still heard
+    # up to where the clock says it had played, not "nothing".
+    outbox = FakeOutbox()
+    sink = await opened(outbox, silent_marks_s=0.2)
+    await sink.write(AudioChunk(speech(1.0), 8000))  # sent at once: it plays for 1 s
+    outbox.flush()
+    await anyio.sleep(0.5)
+    if cut == "stop":
+        await sink.stop()
+    else:
+        sink.pause()
+    assert [m["event"] for m in outbox.flush()] == ["clear"]
+    # What was sent less what had not yet had time to play (a loaded machine
+    # only sleeps longer: more played, never all of it before a second).
+    assert 0.45 <= sink.played_seconds < 1.0
+    heard = sink.played_seconds
+    sink.on_mark("vm0")  # the clear's echoes, if any: nothing more
+    assert sink.played_seconds == heard
+
+
+@pytest.mark.anyio
+async def test_a_mark_not_yet_late_keeps_the_heard_audio_to_the_echoes() -> None:
+    outbox = FakeOutbox()
+    sink = await opened(outbox)  # Twilio's round trip is well within a second
+    await sink.write(AudioChunk(speech(1.0), 8000))
+    outbox.flush()
+    await anyio.sleep(0.15)
+    sink.on_mark("vm0")
+    await sink.stop()
+    assert sink.played_seconds == pytest.approx(0.1)
+
+
+@pytest.mark.anyio
 async def test_stop_with_everything_heard_sends_no_clear() -> None:
     outbox = FakeOutbox()
     sink = await opened(outbox)

@@ -70,3 +70,24 @@ def test_any_pipeline_name_and_path_survive_escaping(pipeline: str, path: str) -
     parameter = stream.find("Parameter")
     assert parameter is not None
     assert (parameter.get("name"), parameter.get("value")) == ("pipeline", pipeline)
+
+
+def test_call_sid_adds_the_call_token_serve_takes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from voice_membrane.server.twilio_call_token import CallTokens
+
+    monkeypatch.setenv("TWILIO_AUTH_TOKEN", "an-auth-token")
+    main(["twiml", "--url", URL, "--call-sid", "CA1"])
+    stream = ET.fromstring(capsys.readouterr().out.split("\n", 1)[1]).find("Connect/Stream")
+    assert stream is not None
+    (parameter,) = list(stream)
+    assert parameter.get("name") == "call_token"
+    token = parameter.get("value")
+    assert CallTokens("an-auth-token").redeem("CA1", token, time.time()) is None
+    monkeypatch.delenv("TWILIO_AUTH_TOKEN")
+    with pytest.raises(SystemExit) as excinfo:
+        main(["twiml", "--url", URL, "--call-sid", "CA1"])
+    assert str(excinfo.value.code) == "voice-membrane twiml: --call-sid needs $TWILIO_AUTH_TOKEN"

@@ -13,11 +13,13 @@ time is known from outside, so these are the whole waits, engines included.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import soundfile as sf  # type: ignore[import-untyped]
@@ -31,6 +33,7 @@ LISTENING = Path(__file__).resolve().parents[2] / "audio_fixtures" / "listening"
 QUESTION = LISTENING / "weather.wav"
 INTERRUPT = LISTENING / "stop.wav"
 TURN_TIMEOUT_S = 60.0  # against a hung server only
+TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"  # as serve reads it
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,7 @@ class PhoneBenchOptions:
     turns: int = 3
     question: Path = QUESTION
     barge_after_s: float = 3.5  # past the endpointer's 3 s echo warm-up
+    sign_url: str | None = None  # the public URL the calls are signed for (serve's --twilio-url)
 
     def plan(self) -> CallerPlan:
         """The callers' plan (``ConfigError``, one line, for options that cannot run)."""
@@ -47,6 +51,8 @@ class PhoneBenchOptions:
 
         if not self.url.startswith(("ws://", "wss://")):
             raise ConfigError(f"--twilio {self.url}: a ws:// or wss:// address (…/v1/twilio)")
+        if self.sign_url is not None:
+            _check_sign_url(self.sign_url)
         if self.turns < 1 or self.calls < 1:
             raise ConfigError("--turns and --concurrency must be ≥ 1")
         rate = _mono_rate(self.question)
@@ -71,6 +77,22 @@ class PhoneBenchOptions:
             interrupt=interrupt,
             interrupt_onset=onset,
             interrupt_after_s=self.barge_after_s,
+            sign_url=self.sign_url,
+        )
+
+
+def _check_sign_url(url: str) -> None:
+    """``--twilio-sign-url``: serve's ``--twilio-url`` (wss://, as Twilio calls), and
+    the auth token to sign with."""
+    parts = urlsplit(url)
+    if parts.scheme != "wss" or not parts.hostname or parts.query:
+        raise ConfigError(
+            f"--twilio-sign-url {url}: the public wss:// URL serve's --twilio-url names "
+            "(wss://HOST/…/v1/twilio, no query)"
+        )
+    if not os.environ.get(TWILIO_TOKEN_VARIABLE):
+        raise ConfigError(
+            f"--twilio-sign-url signs with the auth token: set ${TWILIO_TOKEN_VARIABLE}"
         )
 
 
@@ -137,7 +159,9 @@ def phone_bench_main(args: Any, user_error: Callable[[str, Exception], None]) ->
     """The CLI's ``bench --twilio``: prints a line per question and the spreads;
     exits 1 when nothing was measured."""
     question = args.input[0] if args.input else QUESTION
-    options = PhoneBenchOptions(args.twilio, args.concurrency, args.turns, Path(question))
+    options = PhoneBenchOptions(
+        args.twilio, args.concurrency, args.turns, Path(question), sign_url=args.twilio_sign_url
+    )
     try:
         options.plan()
         result = anyio.run(run_phone_bench, options)

@@ -63,10 +63,15 @@ def group_rss_mb(pids: Sequence[int]) -> float:
 
 @contextlib.contextmanager
 def serve_process(
-    pipeline: Path, env: dict[str, str], log: IO[str], workers: int = 1
+    pipeline: Path,
+    env: dict[str, str],
+    log: IO[str],
+    workers: int = 1,
+    options: Sequence[str] = (),
 ) -> Iterator[tuple[str, int]]:
-    """``voice-membrane serve --workers N`` on a free loopback port, its output in
-    ``log``: (its ws:// URL, its pid; ``group_pids`` adds the workers')."""
+    """``voice-membrane serve --workers N`` (and ``options``) on a free loopback
+    port, its output in ``log``: (its ws:// URL, its pid; ``group_pids`` adds the
+    workers')."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -83,6 +88,7 @@ def serve_process(
             "0",  # the benchmark measures past the default limit
             "--workers",
             str(workers),  # never "auto": a run says how many it measured
+            *options,
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,

@@ -84,6 +84,9 @@ class CallerPlan:
     interrupt_onset: int = 0
     interrupt_after_s: float = 0.5
     output_frame_ms: int = 20  # as session.start asks (protocol 1.2; /v1/session only)
+    # /v1/twilio: the public URL the calls are signed for (serve's --twilio-url), when
+    # it is not the one called (a rehearsal on loopback of a server behind a proxy).
+    sign_url: str | None = None
 
     @property
     def frame_samples(self) -> int:

@@ -48,9 +48,11 @@ class PhoneCaller:
 
     @contextlib.asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
-        # Signed as Twilio signs, when the server's auth token is in the environment.
+        # Signed as Twilio signs, when the server's auth token is in the environment,
+        # for the public URL serve checks (``--twilio-sign-url``) if it is not ours.
         token = os.environ.get("TWILIO_AUTH_TOKEN") or None
-        async with twilio_call(self.url + ROUTE, auth_token=token) as call:
+        url, public = self.url + ROUTE, self.plan.sign_url
+        async with twilio_call(url, auth_token=token, signed_url=public) as call:
             self._call = call
             yield
         # (the fake hung up on leaving: stop, then close)

@@ -43,6 +43,12 @@ def add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "per question, and barge-in (onset → clear) by saying stop over each answer",
     )
     bench.add_argument(
+        "--twilio-sign-url",
+        metavar="wss://HOST/v1/twilio",
+        help="with --twilio: sign the calls (with $TWILIO_AUTH_TOKEN) for this public URL, "
+        "serve's --twilio-url, rather than the address called (a rehearsal on loopback)",
+    )
+    bench.add_argument(
         "--token",
         metavar="TOKEN",
         help="the server's token for --url (default $VOICE_MEMBRANE_TOKEN)",

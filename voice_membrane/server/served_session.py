@@ -46,6 +46,9 @@ BATCH_FRAMES = 15  # frames per socket write at most: 300 ms of 20 ms frames
 
 class ServedSession:
     takes_events: ClassVar[bool] = True  # the wire carries JSON events (a phone call: no)
+    # On drain, the session goes on until it ends (up to the drain deadline), not
+    # just its running turn: a phone call cannot be resumed on another server.
+    lives_through_drain: ClassVar[bool] = False
 
     def __init__(self, ws: ServerConnection, state: ServerState) -> None:
         self.ws, self.state = ws, state
@@ -418,9 +421,12 @@ class ServedSession:
             await anyio.sleep(max(remaining, 0.01))
 
     async def _drain_watch(self) -> None:
-        """On drain: let the running turn finish (up to the deadline), then close 1001."""
+        """On drain: let the running turn finish (a session that lives through a
+        drain: the whole session), up to the deadline; then close 1001."""
         state = self.state
         await state.draining.wait()
+        if self.lives_through_drain:  # its end cancels this watch with the session
+            await anyio.sleep_until(state.drain_deadline)
         with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
             await self.turn_done.wait()
         if not self.turn_done.is_set() and self.session is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import socket
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -44,9 +45,11 @@ from .session_store import StoreUnavailable
 from .state import ServerState
 from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
+from .twilio_call_token import CallTokens
 from .twilio_gate import twilio_refusal
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
+from .twiml_route import TWIML_PATH, twiml_route
 
 DEFAULT_PORT = 8765
 STOP_NOW_GRACE_S = 1.0  # a second Ctrl-C: what the closing handshakes get before cancelling
@@ -151,6 +154,8 @@ class Server:
             **self.limits,
         )
         self._done = anyio.Event()
+        if self.twilio_auth_token is not None:
+            self.state.call_tokens = CallTokens(self.twilio_auth_token)
         if self.preload:
             await self._preload()
         self._ws = await ws_serve(
@@ -224,6 +229,16 @@ class Server:
         # Trusted without a secret: a local client of a server nobody else reaches
         # (trust.py); a proxy on this machine brings the internet from loopback.
         local = not self.exposed and is_local(request.headers, peer_ip)
+        if path == TWIML_PATH:  # Twilio's voice webhook: the TwiML of one call
+            return twiml_route(
+                request,
+                auth_token=self.twilio_auth_token,
+                public_url=self.twilio_url,
+                host=host,
+                local=local,
+                tokens=state.call_tokens,
+                now=time.time(),
+            )
         if path == TWILIO_PATH:
             # Before any work: a call that is not Twilio's gets a 403 and nothing else.
             refusal = twilio_refusal(

@@ -16,6 +16,7 @@ from .log import JsonLog, Log
 from .pacing import LEAD_S
 from .prometheus import ServerMetrics
 from .session_store import MemoryStore, SessionStore
+from .twilio_call_token import CallTokens
 
 if TYPE_CHECKING:
     from .resume import Keeper
@@ -60,6 +61,8 @@ class ServerState:
     # the protocol sessions this process serves, by id (a newer resume supersedes).
     store: SessionStore = field(default_factory=MemoryStore)
     live: dict[str, Keeper] = field(default_factory=dict)
+    # With a Twilio auth token: each call's start must bring its TwiML's token.
+    call_tokens: CallTokens | None = None
 
     @property
     def default_pipeline(self) -> str:

@@ -15,6 +15,7 @@ nothing outlives the call.
 from __future__ import annotations
 
 import contextlib
+import time
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -33,11 +34,18 @@ from . import protocol as p
 from . import twilio_wire as w
 from .listening_setup import ListeningFailed, listens
 from .outbox import Outbox
+from .rate_limit import RateLimit, Verdict
 from .served_session import ServedSession
 from .state import ServerState
+from .twilio_call_token import CALL_TOKEN_PARAMETER
 from .twilio_sink import MARK_EVERY_S, TwilioSink
 from .voice_input import BadAudio
+from .voice_session import VoiceInput
 
+# A call's messages besides its good audio (checked by the audio budget): marks
+# come back 10 a second and keys are pressed by hand, so more than this in a
+# second is a flood; its excess is dropped, and one that goes on is closed.
+MESSAGES_PER_S = 50
 INPUT = p.InputAudio(encoding="mulaw", sample_rate=w.SAMPLE_RATE, frame_ms=w.FRAME_MS)
 # Queued audio items a second: 20 ms media and a mark every MARK_EVERY_S.
 _ITEMS_PER_S = 1000 // w.FRAME_MS + round(1 / MARK_EVERY_S)
@@ -45,11 +53,15 @@ _ITEMS_PER_S = 1000 // w.FRAME_MS + round(1 / MARK_EVERY_S)
 
 class TwilioCall(ServedSession):
     takes_events = False  # Twilio takes media, marks and clears only: the rest is logged
+    lives_through_drain = True  # a stream cannot resume elsewhere: a restart would hang up
 
     def __init__(self, ws: ServerConnection, state: ServerState) -> None:
         super().__init__(ws, state)
         self.sink: TwilioSink | None = None
         self._told_at = -1.0  # when a bad message was last logged
+        self._messages = RateLimit(MESSAGES_PER_S)  # all but the caller's good audio
+        self._flooded = False  # closed for it
+        self._keys = KeyTally()
 
     def _set_sink_turn(self, n: int) -> None:
         assert self.sink is not None
@@ -71,6 +83,14 @@ class TwilioCall(ServedSession):
         if state.draining.is_set():
             await self._refuse(p.CLOSE_TRY_AGAIN, "draining")
             return
+        if state.call_tokens is not None:  # the signature alone can be replayed
+            info = start.start
+            token = info.customParameters.get(CALL_TOKEN_PARAMETER)
+            why = state.call_tokens.redeem(info.callSid, token, time.time())
+            if why is not None:
+                state.metrics.errors.labels("unauthorized").inc()
+                await self._refuse(p.CLOSE_UNAUTHORIZED, "unauthorized", message=why)
+                return
         name = start.start.customParameters.get("pipeline") or state.default_pipeline
         if name not in state.pipelines:
             await self._refuse(p.CLOSE_POLICY, "pipeline_not_allowed", pipeline=name[:100])
@@ -100,6 +120,11 @@ class TwilioCall(ServedSession):
                     data = await self.ws.recv()
                 except ConnectionClosed:
                     return None
+                if self._over_limit():
+                    if self._flooded:
+                        await self._refuse(p.CLOSE_POLICY, "rate_limited")
+                        return None
+                    continue
                 try:
                     message = w.parse_twilio_message(data)
                 except w.BadTwilioMessage as exc:
@@ -171,7 +196,18 @@ class TwilioCall(ServedSession):
     async def _receive(self, tg: TaskGroup) -> None:
         assert self.voice is not None and self.sink is not None
         voice, sink = self.voice, self.sink
+        try:
+            await self._messages_of_the_call(voice, sink)
+        finally:
+            if presses := self._keys.flush():
+                self.state.log("dtmf", session=self.id, turn=self.turn, presses=presses)
+
+    async def _messages_of_the_call(self, voice: VoiceInput, sink: TwilioSink) -> None:
         while True:
+            if self._flooded:  # closed, and nothing more of it is read
+                with contextlib.suppress(ConnectionClosed):
+                    await self.ws.close(p.CLOSE_POLICY, "rate_limited")
+                return
             try:
                 data = await self.ws.recv()
             except ConnectionClosed:
@@ -179,18 +215,41 @@ class TwilioCall(ServedSession):
             try:
                 message = w.parse_twilio_message(data)
             except w.BadTwilioMessage as exc:
-                self._bad_message(exc)
+                if not self._over_limit():
+                    self._bad_message(exc)
                 continue
             if isinstance(message, w.Media):
-                self._take_audio(voice, message.media.payload)
-            elif isinstance(message, w.Mark):
-                sink.on_mark(message.mark.name)
-            elif isinstance(message, w.Dtmf):
-                self.last_activity = anyio.current_time()
-                self.state.log("dtmf", session=self.id, turn=self.turn)
+                self._take_audio(voice, message.media.payload)  # (bad audio: counted)
             elif isinstance(message, w.Stop):
                 self.state.log("hang_up", session=self.id, turn=self.turn)
                 return
+            elif self._over_limit():
+                continue
+            elif isinstance(message, w.Mark):
+                sink.on_mark(message.mark.name)
+            elif isinstance(message, w.Dtmf):
+                now = self.last_activity = anyio.current_time()
+                if presses := self._keys.press(now):  # a line a second at most
+                    self.state.log("dtmf", session=self.id, turn=self.turn, presses=presses)
+
+    def _over_limit(self) -> bool:
+        """Count one message that is not good audio: True when it is to be dropped
+        (a flood; one that goes on is ``_flooded``: the caller closes it)."""
+        verdict = self._messages.check(anyio.current_time())
+        if verdict is Verdict.ACCEPT:
+            return False
+        if verdict is Verdict.REFUSE:
+            self.state.log(
+                "error",
+                session=self.id,
+                code="rate_limited",
+                message=f"over {MESSAGES_PER_S} messages a second besides the audio: dropped",
+            )
+        elif verdict is Verdict.DISCONNECT and not self._flooded:
+            self._flooded = True
+            self.state.metrics.errors.labels("rate_limited").inc()
+            self.state.log("error", session=self.id, code="rate_limited", message="closed")
+        return True
 
     def _bad_message(self, exc: Exception) -> None:
         """Logged at most once a second: Twilio has no error event to be told by."""
@@ -201,4 +260,28 @@ class TwilioCall(ServedSession):
             self.state.log("error", session=self.id, code="bad_message", message=str(exc))
 
     def _refuse_audio(self, now: float, code: p.ErrorCode, message: str) -> None:
-        self._bad_message(BadAudio(message))
+        if not self._over_limit():
+            self._bad_message(BadAudio(message))
+
+
+class KeyTally:
+    """Keypresses logged at most once a second, with how many there were
+    (sans-I/O: the caller passes the time): a caller holding a key down, or a
+    flood of ``dtmf``, is a line a second, not a line a press."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s = every_s
+        self._told_at = -float("inf")
+        self._untold = 0
+
+    def press(self, now: float) -> int:
+        """The presses to log now (this one and those not yet logged), or 0."""
+        self._untold += 1
+        if now - self._told_at < self.every_s:
+            return 0
+        self._told_at = now
+        return self.flush()
+
+    def flush(self) -> int:
+        untold, self._untold = self._untold, 0
+        return untold

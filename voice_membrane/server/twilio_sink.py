@@ -14,7 +14,11 @@ buffers what it is sent and plays it in order), and the turn hands the sink
 What the caller has heard comes from the marks Twilio echoes once the audio
 before them has played (``on_mark``): ``played_seconds`` is the audio up to
 the last echoed mark, so it lags the caller's ear by at most one mark interval
-plus the trip back, never runs ahead of it.
+plus the trip back, never runs ahead of it. A stream that does not echo marks
+(its oldest pending mark ``silent_marks_s`` past the moment its audio should
+have played) is not taken to have played nothing: when the answer is cut
+(``pause``, ``stop``) what played is estimated from the send clock instead —
+the audio sent, less what had not yet had time to play at real time.
 
 ``pause()`` (the caller speaks over the answer) sends ``clear`` at once: Twilio
 empties its buffer and echoes the marks still pending — those did not play and
@@ -44,6 +48,10 @@ MARK_EVERY_S = 0.1
 # How long drain waits for Twilio to echo the last mark once the audio should have
 # played: past it, the audio counts as heard (a stream that never echoes marks).
 ECHO_TIMEOUT_S = 2.0
+# A mark this late (past when its audio should have played) and not echoed: the
+# stream does not echo marks, and what was heard is estimated from the clock.
+# (Twilio echoes within a round trip: a few hundred ms.)
+SILENT_MARKS_S = 1.0
 MARK_PREFIX = "vm"
 
 
@@ -65,6 +73,7 @@ class TwilioSink:
         refill_s: float = REFILL_S,
         mark_every_s: float = MARK_EVERY_S,
         echo_timeout_s: float = ECHO_TIMEOUT_S,
+        silent_marks_s: float = SILENT_MARKS_S,
         on_overflow: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = "twilio"
@@ -73,6 +82,7 @@ class TwilioSink:
         self._pacer = BatchPacer(FRAME_BYTES / SAMPLE_RATE, lead_s, refill_s)
         self.lead_s, self.write_block_s = lead_s, self._pacer.write_block_s
         self.echo_timeout_s = echo_timeout_s
+        self._silent_marks_ns = round(silent_marks_s * 1e9)
         self.turn = 0  # set by the session before each turn: queued media carry it
         self._outbox = outbox
         self._on_overflow = on_overflow
@@ -94,7 +104,8 @@ class TwilioSink:
         self._unconfirmed = bytearray()  # the μ-law of [confirmed, position)
         self._last_mark_at = 0
         self._next_mark = 0
-        self._pending: list[tuple[int, int]] = []  # (mark number, position), in order
+        # (mark number, position, when its audio should have played), in order
+        self._pending: list[tuple[int, int, int]] = []
         self._ignore_below = 0  # marks numbered below this were cleared
         self._progress = anyio.Event()
         self.marks_sent = 0
@@ -173,7 +184,7 @@ class TwilioSink:
     def _send_mark(self) -> None:
         number = self._next_mark
         self._next_mark += 1
-        self._pending.append((number, self._position))
+        self._pending.append((number, self._position, self._ends_ns))
         self._last_mark_at = self._position
         self._put(mark_message(self.stream_sid, f"{MARK_PREFIX}{number}"))
         self.marks_sent += 1
@@ -191,16 +202,29 @@ class TwilioSink:
         number = _mark_number(name)
         if number is None or number < self._ignore_below:
             return
-        positions = [p for n, p in self._pending if n == number]
+        positions = [p for n, p, _ in self._pending if n == number]
         if not positions:
             return  # not ours, or echoed already
         # Twilio plays in order: the marks before it have played too.
-        self._pending = [(n, p) for n, p in self._pending if n > number]
-        position = positions[0]
+        self._confirm(positions[0])
+
+    def _confirm(self, position: int) -> None:
+        """Heard up to ``position``: the marks up to it are done with."""
+        self._pending = [m for m in self._pending if m[1] > position]
         if position > self._confirmed:
             del self._unconfirmed[: position - self._confirmed]
             self._confirmed = position
         self._wake()
+
+    def _confirm_by_clock(self) -> None:
+        """The answer is cut now: on a stream that does not echo marks, what has
+        played is estimated from the send clock (Twilio plays what it is sent in
+        order, at real time), not taken to be nothing."""
+        now = time.perf_counter_ns()
+        if not self._pending or now - self._pending[0][2] < self._silent_marks_ns:
+            return  # marks come back (or may yet): they say what played
+        unplayed = max(0, self._ends_ns - now) * SAMPLE_RATE // 1_000_000_000
+        self._confirm(max(self._confirmed, self._position - unplayed))
 
     def _wake(self) -> None:
         self._progress.set()
@@ -245,6 +269,7 @@ class TwilioSink:
         if self._resumed is None:
             self._resumed = anyio.Event()
             if self._position > self._confirmed:
+                self._confirm_by_clock()
                 self._clear()
         return True
 
@@ -259,7 +284,7 @@ class TwilioSink:
         self._ends_ns = time.perf_counter_ns()
         base = self._confirmed
         audio, self._unconfirmed = bytes(self._unconfirmed), bytearray()
-        marks = {p - base for _, p in self._pending}
+        marks = {p - base for _, p, _ in self._pending}
         self._pending = []
         self._position = self._last_mark_at = base
         start = 0
@@ -275,6 +300,7 @@ class TwilioSink:
         self._stops += 1
         if self._resumed is None:
             if self._position > self._confirmed or len(self._carry):
+                self._confirm_by_clock()
                 self._clear()
         else:  # paused: cleared already; the writers waiting for a resume go on
             resumed, self._resumed = self._resumed, None

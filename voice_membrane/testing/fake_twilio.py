@@ -29,9 +29,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import hmac
 import json
 import math
+import os
 import time
 import wave
 from collections import deque
@@ -49,6 +49,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from ..sources._resample import StreamResampler, to_int16
 from ..vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
 
+# (here too: the tests and benchmarks import them from here)
+from .fake_twilio_webhook import CallRefused as CallRefused
+from .fake_twilio_webhook import fetch_stream_parameters as fetch_stream_parameters
+from .fake_twilio_webhook import twilio_signature as twilio_signature
+
 RATE = 8000
 FRAME = 160  # 20 ms of μ-law 8 kHz
 FRAME_S = FRAME / RATE
@@ -58,14 +63,6 @@ MULAW_8K = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
 
 class CallEnded(Exception):
     """The call ended before the caller finished speaking."""
-
-
-class CallRefused(Exception):
-    """The server refused the WebSocket upgrade (``status``: its HTTP status)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"the server refused the call with HTTP {status}")
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +96,7 @@ class FakeTwilioCall:
     call_sid: str
     account_sid: str
     speed: float = 1.0  # how fast the caller's audio goes out (0: as fast as possible)
+    echo_marks: bool = True  # False: a stream that never sends a mark back
     media: list[ReceivedMedia] = field(default_factory=list)
     marks_received: list[tuple[str, float]] = field(default_factory=list)
     marks_echoed: list[tuple[str, float, bool]] = field(default_factory=list)  # cleared?
@@ -132,6 +130,8 @@ class FakeTwilioCall:
     ) -> Spoken:
         """Send speech (a 16-bit mono WAV, or samples at ``sample_rate``) as the
         caller, at the call's ``speed``; returns when its last frame went out."""
+        if self.close_code is not None:
+            raise CallEnded(f"the call ended (close code {self.close_code})")
         samples, rate = _load(audio, sample_rate)
         frames, padding = _mulaw_frames(samples, rate)
         if not frames:
@@ -291,7 +291,8 @@ class FakeTwilioCall:
         elif event == "mark":
             name = message["mark"]["name"]
             self.marks_received.append((name, now))
-            self._pending.append(_Pending(name, max(self._play_ends, now)))
+            if self.echo_marks:
+                self._pending.append(_Pending(name, max(self._play_ends, now)))
         elif event == "clear":
             self.clears.append(now)
             self._cleared_at.append(now)
@@ -343,12 +344,29 @@ async def twilio_call(
     media_format: Mapping[str, Any] = MULAW_8K,
     speed: float = 1.0,
     send_start: bool = True,
+    fetch_twiml: bool = True,
+    echo_marks: bool = True,
 ) -> AsyncIterator[FakeTwilioCall]:
-    """A call to ``url``. ``X-Twilio-Signature``: ``signature`` if given, else one
-    computed from ``auth_token`` over ``signed_url`` (default ``url``), else none.
-    ``media_format``: what ``start`` declares (another one for fault tests).
-    ``CallRefused`` if the upgrade is refused. On leaving, the call hangs up
-    (``stop`` and close) unless it ended already."""
+    """A call to ``url``. With an ``auth_token``, first what Twilio does when a
+    call comes in (unless ``fetch_twiml`` is False): fetch the TwiML from the
+    voice webhook (``twiml_url_for(url)``, a signed GET with the call's
+    ``CallSid``), whose ``<Stream>`` parameters go in ``start``'s custom
+    parameters (``parameters`` added over them). ``X-Twilio-Signature``:
+    ``signature`` if given, else one computed from ``auth_token`` over
+    ``signed_url`` (default ``url``; the webhook's, ``twiml_url_for`` it), else
+    none. ``media_format``: what ``start`` declares (another one for fault
+    tests). ``echo_marks`` False: a stream that never sends marks back.
+    ``CallRefused`` if the webhook or the upgrade is refused. On leaving, the
+    call hangs up (``stop`` and close) unless it ended already."""
+    n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
+    n ^= int.from_bytes(os.urandom(8))  # calls started in the same nanosecond differ too
+    call_sid, account_sid = f"CA{n:032x}", f"AC{0:032x}"
+    custom: dict[str, str] = {}
+    if auth_token is not None and fetch_twiml:
+        custom = await fetch_stream_parameters(
+            url, auth_token, call_sid, account_sid, signed_url=signed_url
+        )
+    custom.update(parameters or {})
     headers = {}
     if signature is None and auth_token is not None:
         signature = twilio_signature(auth_token, signed_url or url)
@@ -358,13 +376,13 @@ async def twilio_call(
         ws = await connect(url, additional_headers=headers, max_size=2**20)
     except InvalidStatus as exc:
         raise CallRefused(exc.response.status_code) from None
-    n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
     call = FakeTwilioCall(
         ws,
         stream_sid=f"MZ{n:032x}",
-        call_sid=f"CA{n:032x}",
-        account_sid=f"AC{0:032x}",
+        call_sid=call_sid,
+        account_sid=account_sid,
         speed=speed,
+        echo_marks=echo_marks,
     )
     async with ws, anyio.create_task_group() as tg:
         tg.start_soon(call._receive)
@@ -380,7 +398,7 @@ async def twilio_call(
                         "callSid": call.call_sid,
                         "tracks": ["inbound"],
                         "mediaFormat": dict(media_format),
-                        "customParameters": dict(parameters or {}),
+                        "customParameters": custom,
                     },
                 }
             )
@@ -394,13 +412,6 @@ async def twilio_call(
                 while call.close_code is None:
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
-
-
-def twilio_signature(auth_token: str, url: str) -> str:
-    """Twilio's signature of a GET to ``url`` (computed here on its own, not with
-    the server's code, so the two check each other)."""
-    digest = hmac.new(auth_token.encode(), url.encode(), hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
 
 
 def _load(audio: str | Path | Samples, sample_rate: int) -> tuple[Samples, int]:
