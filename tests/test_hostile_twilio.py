@@ -36,6 +36,7 @@ TOKEN = "twilio-auth-token-for-the-hostile-tests"
 PUBLIC = "wss://voice.example.com/v1/twilio"
 # The upgrade is a GET with no parameters: every call's signature is this one.
 CAPTURED = twilio_signature(TOKEN, PUBLIC)
+SESSION_TOKEN = "session-token-for-the-hostile-tests"
 ACCOUNT = "AC" + "0" * 32
 GUARD_S = 60  # against a hang only
 IDLE_S = 3.0  # a stream taken (and silent) is closed 4408 after this
@@ -52,6 +53,7 @@ async def phone_server(folder: Path) -> AsyncIterator[tuple[str, list[Any]]]:
         log=log,
         twilio_auth_token=TOKEN,
         twilio_url=PUBLIC,
+        token=SESSION_TOKEN,  # a public name needs one (trust.py)
         idle_timeout_s=IDLE_S,
         close_timeout_s=1.0,  # a flooder's closing handshake: it is not read any more
     ) as server:
