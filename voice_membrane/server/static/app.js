@@ -30,7 +30,7 @@ const ui = Object.fromEntries(
     "connect-button", "token-prompt", "token-field", "token", "error", "transcript",
     "composer", "message", "send", "interrupt", "details", "session-info", "audio-info",
     "session-id", "hidden-count", "hidden-blocks", "waterfalls", "mic", "mic-level", "mic-note",
-    "talk-field", "talk", "mic-mute", "talk-mode", "talk-hint",
+    "talk-field", "talk", "mic-mute", "talk-mode", "talk-hint", "start-mic", "mic-retry",
   ].map((id) => [id.replace(/-(\w)/g, (_, c) => c.toUpperCase()), $(id)]),
 );
 const waterfallHint = ui.waterfalls.firstElementChild;
