@@ -5,7 +5,8 @@ pocketsphinx, answers with a long recorded reply and speaks with espeak-ng.
 
 The page listens once Start talking is clicked (tests/test_hostile_page_mic.py: not
 before). Hands-free: the question's words show as they are recognized (partial, then
-final), a voice turn starts and its answer is played, the second question interrupts it.
+final), a voice turn starts and its answer is played, with its voice to voice on the
+turn and its end-of-speech wait in the waterfall; the second question interrupts it.
 The shipped local-voice pipeline (the embedded model; espeak-ng and a short answer
 for speed) answers a spoken question. Push-to-talk: the words held between press
 and release are the turn. Without a microphone (denied, none, no AudioWorklet): one
@@ -16,6 +17,7 @@ again once it is allowed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import AsyncIterator
@@ -69,6 +71,11 @@ ANSWER = " ".join(
     ]
 )
 GUARD_S = 120  # a guard against a hang on a loaded machine, not a timing check
+
+
+def shown_ms(ms: float) -> str:
+    """A time as the page shows it: JavaScript's Math.round, half up."""
+    return f"{math.floor(ms + 0.5)} ms"
 
 
 def fake_mic_wav(
@@ -246,6 +253,27 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                     tab, lambda e: e["type"] == "turn.end" and e["turn"] == turn["turn"]
                 )
                 assert end["interrupted"] is True
+
+                # Voice to voice, the headline figure, on the turn: the server's, to the ms.
+                metrics = await until_event(
+                    tab, lambda e: e["type"] == "metrics" and e["turn"] == turn["turn"]
+                )
+                latency = metrics["report"]["voice_to_voice"]
+                reply = f'#transcript li.reply[data-turn="{turn["turn"]}"]'
+                badge = await tab.text_content(f"{reply} .badge.v2v")
+                assert badge == f"voice to voice {shown_ms(latency['voice_to_voice_ms'])}"
+                # The waterfall counts from the end of speech: the end-of-speech wait
+                # (endpointing) first, the first audio at voice to voice.
+                figure = f'.waterfall[data-turn="{turn["turn"]}"]'
+                rows = await tab.eval_on_selector_all(
+                    f"{figure} tr[data-stamp]",
+                    "rows => rows.map(r => [r.dataset.stamp, r.querySelector('.ms').textContent])",
+                )
+                assert rows[0] == ["endpointing", shown_ms(latency["endpointing_ms"])]
+                assert dict(rows)["first_audio"] == shown_ms(latency["voice_to_voice_ms"])
+                assert dict(rows)["request_sent"] == shown_ms(latency["request_ms"])
+                caption = await tab.text_content(f"{figure} figcaption")
+                assert f"voice to voice {shown_ms(latency['voice_to_voice_ms'])}" in caption
                 actions = [e["action"] for e in of_type(tab, "barge_in")]
                 assert "interrupt" in actions, actions
                 second = await until_event(
@@ -273,8 +301,9 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                     await tab.set_viewport_size({"width": width, "height": 700})
                     await assert_fits(tab, {"talk", "mic-mute", "talk-mode", "message", "send"})
                 shot = os.environ.get(SCREENSHOT_ENV)
-                if shot:
+                if shot:  # with the details open: the spoken turn's waterfall
                     await tab.set_viewport_size({"width": 1280, "height": 800})
+                    await tab.click("#details > summary")
                     await tab.screenshot(
                         path=str(Path(shot).with_stem(Path(shot).stem + "-mic")), full_page=True
                     )
