@@ -58,6 +58,7 @@ const listening = new Listening(ui, transcript, {
     return true;
   },
   reconnect: () => newSession(),
+  retry: () => app.state === "closed" && newSession(), // else one is coming (resume, token)
   dropTurn: (turn) => dropTurn(turn),
   player: () => playback.player,
   changed: () => render(),

@@ -20,8 +20,8 @@ const TURN_TAKING = ["vad", "push_to_talk"];
 export class Listening {
   /**
    * `ui`: the page's elements; `hooks`: send(message), sendAudio(buffer),
-   * reconnect(), dropTurn(turn) (its audio is not played), player() and
-   * changed() (render).
+   * reconnect() (a new session), retry() (a new session if none is coming),
+   * dropTurn(turn) (its audio is not played), player() and changed() (render).
    */
   constructor(ui, transcript, hooks) {
     this.ui = ui;
@@ -96,7 +96,7 @@ export class Listening {
   ask() {
     this.wanted = true;
     if (!this.accepted) {
-      this.hooks.reconnect(); // the connection is gone: its new session listens
+      this.hooks.retry(); // no session: the next one listens
       return;
     }
     if (this.state === "asking" || this.state === "on") return;
