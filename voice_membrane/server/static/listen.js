@@ -4,9 +4,10 @@
 // are recognized, and barge-in.
 //
 // The microphone opens only on a click in this page, every time it loads: a
-// choice remembered in storage would let any site that opens the page (a popup
-// of the same origin) start it listening unseen. Once clicked, the page keeps
-// listening across its reconnects and new sessions until it is closed.
+// choice remembered in storage would let any site that opens the page start it
+// listening unseen (the opened page is of this origin: it reads the same
+// storage). Once clicked, the page keeps listening across its reconnects and
+// new sessions until it is closed.
 import { LevelMeter } from "./audio.js";
 import { Microphone, describeMicError, micUnavailable } from "./mic.js";
 import { stored } from "./stored.js";
