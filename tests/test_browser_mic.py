@@ -3,17 +3,21 @@
 answer plays), against an in-process server whose pipeline hears with Silero and
 pocketsphinx, answers with a long recorded reply and speaks with espeak-ng.
 
-Hands-free: the question's words show as they are recognized (partial, then final),
-a voice turn starts and its answer is played, the second question interrupts it.
+The page listens once Start talking is clicked (tests/test_hostile_page_mic.py: not
+before). Hands-free: the question's words show as they are recognized (partial, then
+final), a voice turn starts and its answer is played, with its voice to voice on the
+turn and its end-of-speech wait in the waterfall; the second question interrupts it.
 The shipped local-voice pipeline (the embedded model; espeak-ng and a short answer
 for speed) answers a spoken question. Push-to-talk: the words held between press
 and release are the turn. Without a microphone (denied, none, no AudioWorklet): one
-clear line, and typing still works.
+clear line, and typing still works; a refused microphone shows Reconnect, which asks
+again once it is allowed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import AsyncIterator
@@ -67,6 +71,11 @@ ANSWER = " ".join(
     ]
 )
 GUARD_S = 120  # a guard against a hang on a loaded machine, not a timing check
+
+
+def shown_ms(ms: float) -> str:
+    """A time as the page shows it: JavaScript's Math.round, half up."""
+    return f"{math.floor(ms + 0.5)} ms"
 
 
 def fake_mic_wav(
@@ -200,7 +209,8 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
                 await tab.goto(server.url + "/")
-                # Listening at once, no click: the session took the page's input audio.
+                # Listening once asked to: the session took the page's input audio.
+                await tab.click("#start-mic")
                 await wait_for(tab, "window.voiceMembrane.mic.state === 'on'")
                 (started,) = of_type(tab, "session.started")
                 assert started["input_audio"] == {
@@ -243,6 +253,27 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                     tab, lambda e: e["type"] == "turn.end" and e["turn"] == turn["turn"]
                 )
                 assert end["interrupted"] is True
+
+                # Voice to voice, the headline figure, on the turn: the server's, to the ms.
+                metrics = await until_event(
+                    tab, lambda e: e["type"] == "metrics" and e["turn"] == turn["turn"]
+                )
+                latency = metrics["report"]["voice_to_voice"]
+                reply = f'#transcript li.reply[data-turn="{turn["turn"]}"]'
+                badge = await tab.text_content(f"{reply} .badge.v2v")
+                assert badge == f"voice to voice {shown_ms(latency['voice_to_voice_ms'])}"
+                # The waterfall counts from the end of speech: the end-of-speech wait
+                # (endpointing) first, the first audio at voice to voice.
+                figure = f'.waterfall[data-turn="{turn["turn"]}"]'
+                rows = await tab.eval_on_selector_all(
+                    f"{figure} tr[data-stamp]",
+                    "rows => rows.map(r => [r.dataset.stamp, r.querySelector('.ms').textContent])",
+                )
+                assert rows[0] == ["endpointing", shown_ms(latency["endpointing_ms"])]
+                assert dict(rows)["first_audio"] == shown_ms(latency["voice_to_voice_ms"])
+                assert dict(rows)["request_sent"] == shown_ms(latency["request_ms"])
+                caption = await tab.text_content(f"{figure} figcaption")
+                assert f"voice to voice {shown_ms(latency['voice_to_voice_ms'])}" in caption
                 actions = [e["action"] for e in of_type(tab, "barge_in")]
                 assert "interrupt" in actions, actions
                 second = await until_event(
@@ -270,8 +301,9 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                     await tab.set_viewport_size({"width": width, "height": 700})
                     await assert_fits(tab, {"talk", "mic-mute", "talk-mode", "message", "send"})
                 shot = os.environ.get(SCREENSHOT_ENV)
-                if shot:
+                if shot:  # with the details open: the spoken turn's waterfall
                     await tab.set_viewport_size({"width": 1280, "height": 800})
+                    await tab.click("#details > summary")
                     await tab.screenshot(
                         path=str(Path(shot).with_stem(Path(shot).stem + "-mic")), full_page=True
                     )
@@ -303,6 +335,7 @@ async def test_a_breath_over_the_answer_pauses_it_where_it_is_then_it_plays_on(
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
                 await tab.goto(server.url + "/")
+                await tab.click("#start-mic")
                 turn = await until_event(tab, lambda e: e["type"] == "turn.started")
                 # Paused, the player holds its audio where it is: from the pause to
                 # the resume (at least 0.25 s later) it plays nothing (the player
@@ -346,6 +379,7 @@ async def test_the_embedded_pipeline_answers_a_spoken_question(tmp_path: Path) -
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
                 await tab.goto(server.url + "/")
+                await tab.click("#start-mic")
                 turn = await until_event(tab, lambda e: e["type"] == "turn.started")
                 assert turn["source"] == "voice" and "weather" in turn["text"]
                 end = await until_event(tab, lambda e: e["type"] == "turn.end")
@@ -381,6 +415,7 @@ async def test_push_to_talk_only_the_words_held_are_a_turn(server: Server, tmp_p
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
                 await tab.goto(server.url + "/?turn_taking=push_to_talk")
+                await tab.click("#start-mic")
                 await wait_for(tab, "window.voiceMembrane.mic.state === 'on'")
                 (started,) = of_type(tab, "session.started")
                 assert started["turn_taking"] == "push_to_talk"
@@ -459,6 +494,8 @@ async def test_without_a_microphone_one_line_says_why_and_typing_works(
             with anyio.fail_after(GUARD_S):
                 await tab.goto(server.url + "/")
                 await wait_for(tab, "window.voiceMembrane.state === 'idle'")
+                if asked:  # where the page can capture, it asks on the click
+                    await tab.click("#start-mic")
                 await wait_for(tab, "!document.getElementById('mic-note').hidden")
                 line = await tab.inner_text("#mic-note")
                 assert says in line and "Typing still works." in line
@@ -467,6 +504,11 @@ async def test_without_a_microphone_one_line_says_why_and_typing_works(
                 # The page asks for input audio only where it can capture it.
                 assert (started["input_audio"] is not None) is asked
                 assert await tab.is_hidden("#talk") and await tab.is_hidden("#mic")
+                assert await tab.is_hidden("#start-mic")
+                # Where asking again may help, the line's Reconnect is there to press.
+                assert await tab.is_visible("#mic-retry") is asked
+                if asked:
+                    assert "press Reconnect" in line
                 assert await tab.is_hidden("#error")
                 assert not [p for p in tab.sent if isinstance(p, bytes)]
 
@@ -478,6 +520,48 @@ async def test_without_a_microphone_one_line_says_why_and_typing_works(
                 await tab.keyboard.press("Escape")
                 await wait_for(tab, "window.voiceMembrane.state === 'idle'")
                 assert await tab.inner_text("#mic-note") == line  # still said
+            await check(tab)
+        finally:
+            await context.close()
+
+
+async def test_a_refused_microphone_shows_reconnect_which_listens_once_allowed(
+    server: Server, tmp_path: Path
+) -> None:
+    """The permission refused: the line says press Reconnect, and the button is there;
+    the user allows the microphone, presses it, and is heard."""
+    from playwright.async_api import async_playwright
+
+    wav = fake_mic_wav(tmp_path, second=None)
+    async with async_playwright() as playwright:
+        context = await launch(
+            playwright,
+            tmp_path,
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop",
+        )
+        try:
+            tab = await open_tab(context)
+            with anyio.fail_after(GUARD_S):
+                await tab.goto(server.url + "/")
+                await wait_for(tab, "window.voiceMembrane.state === 'idle'")
+                await tab.click("#start-mic")
+                await wait_for(tab, "window.voiceMembrane.mic.state === 'failed'")
+                line = await tab.inner_text("#mic-note")
+                assert "blocked" in line and "press Reconnect" in line
+                assert await tab.is_visible("#mic-retry")
+                assert await tab.inner_text("#mic-retry") == "Reconnect"
+                assert not [p for p in tab.sent if isinstance(p, bytes)]
+
+                await context.grant_permissions(["microphone"], origin=server.url)
+                await tab.click("#mic-retry")
+                await wait_for(tab, "window.voiceMembrane.mic.state === 'on'")
+                assert await tab.is_hidden("#mic-retry") and await tab.is_hidden("#mic-note")
+                assert await tab.is_visible("#mic")
+                # The same session, heard: the question is its first turn.
+                turn = await until_event(tab, lambda e: e["type"] == "turn.started")
+                assert turn["source"] == "voice" and "weather" in turn["text"]
+                assert len(of_type(tab, "session.started")) == 1
             await check(tab)
         finally:
             await context.close()

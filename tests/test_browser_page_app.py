@@ -1,7 +1,8 @@
 """The page of `voice-membrane serve` as a voice app, in Debian's chromium driven by
 Playwright: the speaking indicator and its level meter, mute and volume, the details
 toggle, phone widths, a server that needs a token, the pipeline picker, the waterfall
-on one axis, the hint of a slow first answer and the cut-off marker.
+on one axis (broken at the first audio when the reply is long), the hint of a slow
+first answer and the cut-off marker.
 
 One browser and one server (four pipelines) for the module; each test has its own
 browser context (its own storage).
@@ -10,6 +11,7 @@ browser context (its own storage).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -347,6 +349,24 @@ async def test_the_picker_is_labelled_describes_each_pipeline_and_keeps_the_conv
         assert "cut" in divider and "does not remember" in divider
 
 
+BREAK_AT = 0.7  # scale.js: the share of the width the linear part keeps
+
+
+def scale(axis: float, knee: float | None) -> Any:
+    """Where a time falls on the waterfall's track, 0 to 1: linear up to the axis's
+    end, or, broken at ``knee``, linear up to it over BREAK_AT of the width and
+    logarithmic past it."""
+
+    def at(ms: float) -> float:
+        if knee is None:
+            return ms / axis
+        if ms <= knee:
+            return BREAK_AT * ms / knee
+        return BREAK_AT + (1 - BREAK_AT) * math.log(ms / knee) / math.log(axis / knee)
+
+    return at
+
+
 def stage_widths(figure: str) -> str:
     return f"""() => {{
       const figure = document.querySelector('{figure}');
@@ -370,18 +390,23 @@ async def test_the_waterfall_is_to_scale_and_a_slow_start_says_why(
         figure = f'.waterfall[data-turn="{turn}"]'
         axis = float(await tab.get_attribute(figure, "data-axis-ms"))
         assert stamps["last_audio"] <= axis < 2 * stamps["last_audio"]
+        knee = await tab.get_attribute(figure, "data-break-ms")
+        at = scale(axis, None if knee is None else float(knee))
+        if knee is not None:  # broken at a round time just past the first audio
+            assert stamps["first_audio"] <= float(knee) < 2 * stamps["first_audio"]
+            assert axis == stamps["last_audio"]
         previous = 0.0
         for stamp, left, width, bar_left, bar_width in await tab.evaluate(stage_widths(figure)):
             value = stamps[stamp]
             begin = min(previous, value)
             # Every bar on the one axis: where it starts and how long it is, to the pixel.
-            assert bar_left - left == pytest.approx(width * begin / axis, abs=1), stamp
-            assert bar_width == pytest.approx(max(2, width * (value - begin) / axis), abs=1), stamp
+            assert bar_left - left == pytest.approx(width * at(begin), abs=1), stamp
+            assert bar_width == pytest.approx(max(2, width * (at(value) - at(begin))), abs=1), stamp
             assert bar_left + bar_width <= left + width + 0.5, stamp
             previous = value
         ticks = await tab.eval_on_selector_all(f"{figure} .tick", "t => t.map(e => e.textContent)")
         assert ticks[0] == "0 ms" and len(ticks) >= 3
-        assert ticks[-1] == (f"{axis / 1000:g} s" if axis >= 1000 else f"{axis:g} ms")
+        assert ticks[-1] == (f"{round(axis / 1000, 2):g} s" if axis >= 1000 else f"{axis:g} ms")
 
         # The first audio came after the model's 1.5 s: the turn says so, with the time.
         waited = stamps["first_token"] - stamps["request_sent"]
@@ -420,3 +445,88 @@ async def test_a_reply_cut_by_the_token_limit_says_so(
         await wait_for(tab, "window.voiceMembrane.state === 'idle'")
         await say(tab, "And the weather?")
         assert await tab.locator("#transcript li.reply .badge.cut-off").count() == 1
+
+
+# A spoken turn whose answer plays for 21 s after a quick start (docs/metrics.md).
+LONG_ANSWER = {
+    "stamps_ms": {
+        "request_sent": 0,
+        "first_token": 80,
+        "first_visible": 90,
+        "first_chunk": 150,
+        "tts_first_byte": 240,
+        "first_audio": 280,
+        "last_audio": 21000,
+    },
+    "voice_to_voice": {
+        "endpointing_ms": 600,
+        "transcript_final_ms": 310,
+        "request_ms": 606,
+        "voice_to_voice_ms": 886,
+        "preemptive": False,
+    },
+    "counts": {"audio_seconds": 20.7, "tokens": 310},
+}
+SHORT_STAGES = ("first_token", "first_chunk", "tts_first_byte", "first_audio")  # 40-90 ms
+
+
+async def test_short_stages_stay_visible_beside_a_21_s_answer(
+    server: Server, browser: Any, pages: list[Any]
+) -> None:
+    with anyio.fail_after(60):
+        tab = await start(browser, pages, server.url + "/?pipeline=page")
+        # The scale itself (scale.js), run in the page.
+        stamps = LONG_ANSWER["stamps_ms"]
+        got = await tab.evaluate(
+            """async (stamps) => {
+              const { timeScale } = await import('/static/scale.js');
+              const scale = timeScale(stamps.first_audio, stamps.last_audio);
+              const at = Object.fromEntries(
+                Object.entries(stamps).map(([key, ms]) => [key, scale.at(ms)]),
+              );
+              return { at, ticks: scale.ticks, breakMs: scale.breakMs, end: scale.end };
+            }""",
+            stamps,
+        )
+        at = got["at"]
+        assert at["request_sent"] == 0 and at["last_audio"] == 1
+        order = list(stamps)
+        assert [at[k] for k in order] == sorted(at[k] for k in order)
+        # Up to the first audio the axis is linear, over most of the width...
+        knee = got["breakMs"]
+        assert stamps["first_audio"] <= knee < 2 * stamps["first_audio"]
+        assert at["first_audio"] > 0.5
+        for key in order[:-1]:
+            assert at[key] == pytest.approx(BREAK_AT * stamps[key] / knee)
+        # ...so each sub-100 ms stage keeps at least 5 % of it (on one linear axis
+        # to 21 s, under 0.5 %).
+        for key in SHORT_STAGES:
+            before = order[order.index(key) - 1]
+            assert at[key] - at[before] >= 0.05, key
+            assert (stamps[key] - stamps[before]) / stamps["last_audio"] < 0.005
+        assert got["ticks"][0] == 0 and got["ticks"][-1] == got["end"] == stamps["last_audio"]
+        assert got["ticks"] == sorted(set(got["ticks"]))
+
+        # The figure of such a spoken turn: the end-of-speech wait first, the short
+        # stages wide enough to see, the axis broken and ending at 21.6 s.
+        await tab.click("#details > summary")
+        await tab.evaluate(
+            """async (report) => {
+              const { waterfallFigure } = await import('/static/waterfall.js');
+              document.getElementById('waterfalls').replaceChildren(waterfallFigure(7, report));
+            }""",
+            LONG_ANSWER,
+        )
+        figure = '.waterfall[data-turn="7"]'
+        rows = await tab.evaluate(stage_widths(figure))
+        assert [row[0] for row in rows] == ["endpointing", *stamps]
+        widths = {stamp: bar_width for stamp, _, _, _, bar_width in rows}
+        for key in SHORT_STAGES:
+            assert widths[key] >= 10, (key, widths)
+        assert widths["endpointing"] > widths["first_token"]
+        assert await tab.locator(f"{figure} .break").count() > 0
+        ticks = await tab.eval_on_selector_all(f"{figure} .tick", "t => t.map(e => e.textContent)")
+        assert ticks[0] == "0 ms" and ticks[-1] == "21.61 s"
+        caption = await tab.inner_text(f"{figure} figcaption")
+        assert "voice to voice 886 ms: end-of-speech wait 600 ms" in caption
+        await assert_fits(tab, set())

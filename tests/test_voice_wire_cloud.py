@@ -135,6 +135,7 @@ async def test_the_page_against_the_cloud_fakes(
                 tab = await open_tab(context)
                 with anyio.fail_after(GUARD_S):
                     await tab.goto(server.url + "/")
+                    await tab.click("#start-mic")  # the page listens once asked to
                     final = await until_event(tab, lambda e: e["type"] == "transcript.final")
                     assert final["text"] == HEARD
                     turn = await until_event(tab, lambda e: e["type"] == "turn.started")

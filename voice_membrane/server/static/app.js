@@ -1,13 +1,14 @@
 // The browser page of `voice-membrane serve`: one WebSocket session
-// (docs/websocket-protocol.md, version 1.1), its audio played gaplessly, its
-// transcript, hidden blocks and latency waterfall; the microphone (listen.js).
+// (docs/websocket-protocol.md, version 1.1) and its events, the reply's audio
+// (playback.js), its transcript, hidden blocks and latency (waterfall.js); the
+// microphone (listen.js).
 // Plain ES modules, no build step. Server text is only ever set with
 // textContent (model output is untrusted).
-import { BufferPlayer, LevelMeter, OutputChain, WorkletPlayer, decodeFrame } from "./audio.js";
 import { HiddenBlocks } from "./blocks.js";
 import { CLOSE_REASONS, STATE_LABELS } from "./labels.js";
 import { Listening } from "./listen.js";
 import { showPipelines } from "./picker.js";
+import { Playback } from "./playback.js";
 import { Reconnector } from "./reconnect.js";
 import { stored } from "./stored.js";
 import { exposeStatus } from "./status.js";
@@ -16,8 +17,6 @@ import { showReport } from "./waterfall.js";
 
 const PROTOCOL = 1;
 const FRAME_MS = 60; // the reply's frames, as session.start asks for them
-const PCM_RATES = [16000, 22050, 24000, 48000];
-const DEFAULT_RATE = 24000;
 // The token is kept for this tab only (sessionStorage): never in the address or localStorage.
 const TOKEN_KEY = "voice-membrane.token";
 const DETAILS_KEY = "voice-membrane.details";
@@ -31,7 +30,7 @@ const ui = Object.fromEntries(
     "connect-button", "token-prompt", "token-field", "token", "error", "transcript",
     "composer", "message", "send", "interrupt", "details", "session-info", "audio-info",
     "session-id", "hidden-count", "hidden-blocks", "waterfalls", "mic", "mic-level", "mic-note",
-    "talk-field", "talk", "mic-mute", "talk-mode", "talk-hint",
+    "talk-field", "talk", "mic-mute", "talk-mode", "talk-hint", "start-mic", "mic-retry",
   ].map((id) => [id.replace(/-(\w)/g, (_, c) => c.toUpperCase()), $(id)]),
 );
 const waterfallHint = ui.waterfalls.firstElementChild;
@@ -41,27 +40,16 @@ const transcript = new Transcript(ui.transcript);
 const app = {
   ws: null,
   state: "connecting", // connecting | token | idle | responding | interrupting | closed
-  audioContext: null,
-  chain: null, // OutputChain: level analyser, volume, output analyser
-  player: null,
-  format: null, // session.started's audio
   session: null,
   tokenSent: "", // the token of the current attempt ("" when none)
   turn: null, // the running turn's number, WAITING_TURN, or null
   interruptPending: false, // interrupted while WAITING_TURN
   droppedUpTo: 0, // frames of turns up to this one are dropped (interrupted or ended)
-  lastSeq: -1,
-  framesScheduled: 0,
-  samplesScheduled: 0,
-  framesDropped: 0,
-  framesLost: 0,
   turns: new Map(), // this session's turn → record
   lastTurn: null,
   resumes: 0, // sessions resumed after a dropped connection
-  volume: 1,
-  muted: false,
 };
-const meter = new LevelMeter(ui.level, () => render());
+const playback = new Playback(ui.level, () => render(), () => listening.onContextRunning());
 const listening = new Listening(ui, transcript, {
   send,
   sendAudio: (frame) => {
@@ -70,67 +58,22 @@ const listening = new Listening(ui, transcript, {
     return true;
   },
   reconnect: () => newSession(),
+  retry: () => app.state === "closed" && newSession(), // else one is coming (resume, token)
   dropTurn: (turn) => dropTurn(turn),
-  player: () => app.player,
+  player: () => playback.player,
   changed: () => render(),
 });
 
 // --- audio ---------------------------------------------------------------------
-function wantedRate() {
-  // The context's own rate when the protocol allows it; the browser resamples otherwise.
-  const rate = app.audioContext ? app.audioContext.sampleRate : DEFAULT_RATE;
-  return PCM_RATES.includes(rate) ? rate : DEFAULT_RATE;
-}
+const resumeAudio = () => playback.resume();
 
-async function setUpAudio(rate) {
-  if (app.audioContext && app.audioContext.sampleRate === rate && app.player) return;
-  if (app.audioContext) await app.audioContext.close();
-  app.player = null;
-  // A context at the stream's rate: frames go in as they are, the browser resamples.
-  app.audioContext = new AudioContext({ sampleRate: rate, latencyHint: "interactive" });
-  app.chain = new OutputChain(app.audioContext);
-  app.chain.setVolume(app.volume, app.muted);
-  const forceBuffers = new URLSearchParams(location.search).get("player") === "buffers";
-  app.player =
-    app.audioContext.audioWorklet && !forceBuffers
-      ? await WorkletPlayer.create(app.audioContext, app.chain.input, render)
-      : new BufferPlayer(app.audioContext, app.chain.input, render);
-  meter.attach(app.chain.level);
-  app.audioContext.onstatechange = () => {
-    if (app.audioContext.state === "running") listening.onContextRunning();
-    render();
-  };
-}
-
-function resumeAudio() {
-  // Browsers start audio only after a user gesture: call from event handlers.
-  if (app.audioContext && app.audioContext.state === "suspended") {
-    app.audioContext.resume().then(render, () => {});
-  }
-}
-
+// A frame of a turn interrupted or over is not played.
 function onAudio(buffer) {
-  if (!app.format || !app.player || buffer.byteLength < 8) return;
-  const { turn, seq, samples } = decodeFrame(buffer, app.format.encoding);
-  if (app.lastSeq >= 0 && seq > app.lastSeq + 1) app.framesLost += seq - app.lastSeq - 1;
-  app.lastSeq = seq;
-  if (turn <= app.droppedUpTo) {
-    app.framesDropped += 1; // a turn interrupted or over: its late frames are not played
-    return;
-  }
-  const record = turnRecord(turn);
-  record.frames += 1;
-  record.samples += samples.length;
-  app.framesScheduled += 1;
-  app.samplesScheduled += samples.length;
-  app.player.push(samples);
-  meter.wake();
+  playback.onFrame(buffer, (turn) => (turn <= app.droppedUpTo ? null : turnRecord(turn)));
 }
 
 function setVolume(volume, muted) {
-  app.volume = volume;
-  app.muted = muted;
-  if (app.chain) app.chain.setVolume(volume, muted);
+  playback.setVolume(volume, muted);
   ui.volume.value = String(volume);
   ui.mute.setAttribute("aria-pressed", String(muted));
   ui.mute.textContent = muted ? "Unmute" : "Mute";
@@ -163,7 +106,7 @@ function connect() {
     // 60 ms frames (protocol 1.2): a third of the server's per-frame work of 20 ms
     // ones; the player's lead is the server's pacing, not the frame size (and at a
     // turn's start the server sends shorter frames rather than hold audio back).
-    start.audio = { encoding: "pcm16", sample_rate: wantedRate(), frame_ms: FRAME_MS };
+    start.audio = { encoding: "pcm16", sample_rate: playback.wantedRate(), frame_ms: FRAME_MS };
     Object.assign(start, listening.startFields()); // input_audio and turn_taking
     if (app.tokenSent) start.token = app.tokenSent;
     // A pipeline other than the server's first: ?pipeline=NAME in the page's address.
@@ -272,21 +215,19 @@ async function onSessionStarted(message) {
   ui.token.value = "";
   ui.tokenField.hidden = ui.tokenPrompt.hidden = true;
   app.session = message;
-  app.format = message.audio;
-  app.lastSeq = -1;
   app.droppedUpTo = 0;
   app.turns = new Map();
   app.lastTurn = null;
   hidden.clear();
   ui.waterfalls.replaceChildren(waterfallHint);
-  await setUpAudio(message.audio.sample_rate);
-  listening.onSessionStarted(message, app.audioContext); // asks for the microphone: not awaited
+  await playback.start(message.audio);
+  listening.onSessionStarted(message, playback.ctx); // the microphone, once asked for: not awaited
   ui.sessionInfo.textContent = `${message.llm} → ${message.tts} (pipeline ${message.pipeline})`;
   ui.sessionId.textContent = message.session;
   showPipelines(ui.pipeline, ui.pipelineField, message);
   ui.audioInfo.textContent =
     `${message.audio.encoding} ${message.audio.sample_rate} Hz, ` +
-    `${message.audio.frame_ms} ms frames, ${app.player.kind}`;
+    `${message.audio.frame_ms} ms frames, ${playback.player.kind}`;
   setState("idle");
   ui.message.focus();
 }
@@ -296,8 +237,6 @@ async function onSessionStarted(message) {
 async function onSessionResumed(message) {
   reconnector.remember(message);
   app.session = message;
-  app.format = message.audio;
-  app.lastSeq = -1;
   app.resumes += 1;
   const last = message.last_turn;
   const cut = last && app.turns.get(last.turn);
@@ -307,8 +246,8 @@ async function onSessionResumed(message) {
     cut.note.textContent = last.fate === "cancelled" ? " (lost: send it again)" : " (cut by the drop)";
   }
   if (last) app.droppedUpTo = Math.max(app.droppedUpTo, last.turn);
-  await setUpAudio(message.audio.sample_rate);
-  listening.onSessionStarted(message, app.audioContext);
+  await playback.start(message.audio);
+  listening.onSessionStarted(message, playback.ctx);
   ui.sessionId.textContent = message.session;
   transcript.divider("Reconnected: the conversation goes on");
   hideError();
@@ -349,7 +288,7 @@ function onTurnEnd(message) {
   }
   app.lastTurn = record;
   if (message.turn === app.turn) {
-    app.player.end();
+    playback.end();
     app.turn = null;
     app.droppedUpTo = Math.max(app.droppedUpTo, message.turn);
     setState("idle");
@@ -415,9 +354,7 @@ function dropTurn(turn) {
   setState("interrupting");
 }
 
-function stopAudio() {
-  if (app.player) app.player.clear();
-}
+const stopAudio = () => playback.stop();
 
 // --- rendering -------------------------------------------------------------------
 function setState(state) {
@@ -426,9 +363,9 @@ function setState(state) {
 }
 
 function render() {
-  const speaking = Boolean(app.player && app.player.playing) || meter.value > 0;
+  const speaking = playback.playing || playback.meter.value > 0;
   let text = STATE_LABELS[app.state];
-  if (speaking && app.ws) text = app.muted ? "speaking (muted)" : "speaking";
+  if (speaking && app.ws) text = playback.muted ? "speaking (muted)" : "speaking";
   if (ui.state.textContent !== text) ui.state.textContent = text; // aria-live: only changes
   ui.state.dataset.state = app.state;
   ui.voice.dataset.speaking = String(speaking);
@@ -437,11 +374,10 @@ function render() {
   ui.connectButton.textContent = app.state === "token" || !app.session ? "Connect" : "Reconnect";
   ui.message.disabled = !open || app.state === "token";
   ui.send.disabled = !open || app.state !== "idle";
-  ui.interrupt.disabled = !open || (app.state !== "responding" && !(app.player && app.player.playing));
-  const suspended = app.audioContext && app.audioContext.state === "suspended" && open;
-  if (suspended) ui.audioInfo.dataset.suspended = "true";
+  ui.interrupt.disabled = !open || (app.state !== "responding" && !playback.playing);
+  if (playback.suspended && open) ui.audioInfo.dataset.suspended = "true";
   else delete ui.audioInfo.dataset.suspended;
-  meter.wake();
+  playback.meter.wake();
   listening.render();
 }
 
@@ -476,7 +412,7 @@ ui.connect.addEventListener("submit", (event) => {
   resumeAudio();
   newSession();
 });
-ui.mute.addEventListener("click", () => setVolume(app.volume, !app.muted));
+ui.mute.addEventListener("click", () => setVolume(playback.volume, !playback.muted));
 ui.volume.addEventListener("input", () => setVolume(Number(ui.volume.value), false));
 ui.details.addEventListener("toggle", () => {
   stored.set(localStorage, DETAILS_KEY, ui.details.open ? "open" : "closed");
@@ -491,7 +427,7 @@ document.addEventListener("pointerdown", resumeAudio);
 document.addEventListener("keydown", resumeAudio);
 setInterval(render, 250); // playback ends on the audio thread: keep the buttons true
 
-window.voiceMembrane = exposeStatus(app, meter, listening);
+window.voiceMembrane = exposeStatus(app, playback, listening);
 
 // Remembered choices: the details panel (closed unless opened before), the volume.
 ui.details.open = stored.get(localStorage, DETAILS_KEY) === "open";
@@ -504,7 +440,7 @@ try {
 
 // Audio starts on the first gesture; the context's rate is known before it.
 try {
-  app.audioContext = new AudioContext();
+  playback.open();
 } catch (err) {
   showError(`This browser cannot play audio here: ${err.message}`);
 }

@@ -1,6 +1,13 @@
 // The listening half of the page (protocol v1.1): the microphone sent as binary
-// frames once the session accepts input audio, hands-free or push-to-talk, the
-// mic mute and meter, the user's words as they are recognized, and barge-in.
+// frames once the session accepts input audio and the user clicked Start talking,
+// hands-free or push-to-talk, the mic mute and meter, the user's words as they
+// are recognized, and barge-in.
+//
+// The microphone opens only on a click in this page, every time it loads: a
+// choice remembered in storage would let any site that opens the page start it
+// listening unseen (the opened page is of this origin: it reads the same
+// storage). Once clicked, the page keeps listening across its reconnects and
+// new sessions until it is closed.
 import { LevelMeter } from "./audio.js";
 import { Microphone, describeMicError, micUnavailable } from "./mic.js";
 import { stored } from "./stored.js";
@@ -14,8 +21,8 @@ const TURN_TAKING = ["vad", "push_to_talk"];
 export class Listening {
   /**
    * `ui`: the page's elements; `hooks`: send(message), sendAudio(buffer),
-   * reconnect(), dropTurn(turn) (its audio is not played), player() and
-   * changed() (render).
+   * reconnect() (a new session), retry() (a new session if none is coming),
+   * dropTurn(turn) (its audio is not played), player() and changed() (render).
    */
   constructor(ui, transcript, hooks) {
     this.ui = ui;
@@ -28,7 +35,10 @@ export class Listening {
     this.meter = new LevelMeter(ui.micLevel, () => {});
     this.accepted = null; // session.started's input_audio
     this.turnTaking = null;
-    this.state = "off"; // off | asking | on | failed | unavailable
+    this.state = "off"; // off | ready (waits for the click) | asking | on | failed | unavailable
+    this.wanted = false; // the user clicked Start talking (or Reconnect) in this page
+    this.ctx = null; // the audio context the microphone is captured in
+    this.attempt = 0; // counts the asks for the microphone: a stop makes the last one stale
     this.muted = stored.get(localStorage, MIC_MUTED_KEY) === "true";
     this.held = false; // the talk button or Space is down
     this.framesSent = 0;
@@ -53,8 +63,9 @@ export class Listening {
     return TURN_TAKING.includes(saved) ? saved : "vad";
   }
 
-  /** A new session: listen at once when it accepted input audio. */
+  /** A new session: listen when it accepted input audio and the user asked to. */
   onSessionStarted(message, ctx) {
+    this.ctx = ctx;
     this.held = false; // a hold of the last session ends with it
     this.stopMic();
     this.accepted = message.input_audio || null;
@@ -74,10 +85,38 @@ export class Listening {
       return;
     }
     this.note("");
+    if (this.wanted) {
+      this.startMic();
+    } else {
+      this.state = "ready"; // the Start talking button
+      this.changed();
+    }
+  }
+
+  /** Start talking, or Reconnect: the microphone, or a new connection first. */
+  ask() {
+    this.wanted = true;
+    if (!this.accepted) {
+      this.hooks.retry(); // no session: the next one listens
+      return;
+    }
+    if (this.state === "asking" || this.state === "on") return;
+    this.note("");
+    this.startMic();
+  }
+
+  startMic() {
+    const ctx = this.ctx;
+    const attempt = ++this.attempt;
     this.state = "asking";
     this.changed();
     this.mic.start(ctx, this.accepted).then(
       () => {
+        if (attempt !== this.attempt) {
+          // Stopped meanwhile (the session ended): let go, unless asked again.
+          if (this.state !== "asking") this.mic.stop();
+          return;
+        }
         this.state = "on";
         this.meter.attach(this.mic.analyser);
         this.gate();
@@ -88,7 +127,9 @@ export class Listening {
         }
         this.changed();
       },
-      (err) => this.fail(describeMicError(err)),
+      (err) => {
+        if (attempt === this.attempt) this.fail(describeMicError(err));
+      },
     );
   }
 
@@ -105,6 +146,7 @@ export class Listening {
   }
 
   stopMic() {
+    this.attempt += 1;
     this.mic.stop();
     this.meter.analyser = null;
     this.ui.micLevel.style.transform = "scaleX(0)";
@@ -181,8 +223,13 @@ export class Listening {
   }
 
   // --- controls --------------------------------------------------------------
+  /** The microphone is (being) opened: the talk controls work. */
+  get listening() {
+    return Boolean(this.accepted) && (this.state === "on" || this.state === "asking");
+  }
+
   press() {
-    if (this.held || !this.accepted) return;
+    if (this.held || !this.listening) return;
     this.held = true;
     if (this.turnTaking === "push_to_talk") {
       // The server interrupts a reply at once; its audio here stops with it.
@@ -214,6 +261,8 @@ export class Listening {
 
   wiring() {
     const ui = this.ui;
+    ui.startMic.addEventListener("click", () => this.ask());
+    ui.micRetry.addEventListener("click", () => this.ask());
     ui.micMute.addEventListener("click", () => this.setMuted(!this.muted));
     ui.talk.addEventListener("pointerdown", (event) => {
       ui.talk.setPointerCapture(event.pointerId);
@@ -232,7 +281,7 @@ export class Listening {
     // Hold Space to talk, except where Space types or picks.
     const typing = (el) => el && el.matches("input, textarea, select, [contenteditable]");
     document.addEventListener("keydown", (event) => {
-      if (event.code !== "Space" || typing(event.target) || !this.accepted) return;
+      if (event.code !== "Space" || typing(event.target) || !this.listening) return;
       event.preventDefault();
       if (!event.repeat) this.press();
     });
@@ -259,7 +308,10 @@ export class Listening {
   render() {
     const ui = this.ui;
     const on = this.state === "on" || this.state === "asking";
-    ui.mic.hidden = ui.talkField.hidden = ui.talkHint.hidden = !on;
+    ui.mic.hidden = ui.talkHint.hidden = ui.talk.hidden = ui.micMute.hidden = !on;
+    ui.startMic.hidden = this.state !== "ready";
+    ui.talkField.hidden = !on && this.state !== "ready";
+    ui.micRetry.hidden = this.state !== "failed";
     ui.mic.dataset.speech = String(this.speech);
     ui.mic.dataset.open = String(this.mic.open);
     ui.voice.dataset.paused = String(this.paused);

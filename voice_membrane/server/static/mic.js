@@ -57,8 +57,14 @@ export class Microphone {
   /** Asks for the microphone (the browser prompts once) and captures it in `ctx`. */
   async start(ctx, format) {
     if (!this.live) {
-      this.stream = await navigator.mediaDevices.getUserMedia(CONSTRAINTS);
-      for (const track of this.stream.getAudioTracks()) track.onended = () => this.onEnded();
+      const stream = await navigator.mediaDevices.getUserMedia(CONSTRAINTS);
+      if (this.live) {
+        // Another start (a new session's) got one meanwhile: one device in use, not two.
+        for (const track of stream.getTracks()) track.stop();
+      } else {
+        this.stream = stream;
+        for (const track of stream.getAudioTracks()) track.onended = () => this.onEnded();
+      }
     }
     this.detach();
     await ctx.audioWorklet.addModule("/static/mic-worklet.js");

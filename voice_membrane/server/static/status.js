@@ -1,37 +1,37 @@
 // Read-only status of the page for tests and the curious (window.voiceMembrane).
 import { peak } from "./audio.js";
 
-export function exposeStatus(app, meter, listening) {
+export function exposeStatus(app, playback, listening) {
   const status = {};
   const getters = {
     state: () => app.state,
-    audioContextState: () => (app.audioContext ? app.audioContext.state : null),
-    sampleRate: () => (app.audioContext ? app.audioContext.sampleRate : null),
-    player: () => (app.player ? app.player.kind : null),
-    playing: () => (app.player ? app.player.playing : false),
-    framesScheduled: () => app.framesScheduled,
-    samplesScheduled: () => app.samplesScheduled,
-    samplesPlayed: () => (app.player ? app.player.playedSamples : 0),
-    framesDropped: () => app.framesDropped,
-    framesLost: () => app.framesLost,
-    underruns: () => (app.player ? app.player.underruns : 0),
+    audioContextState: () => (playback.ctx ? playback.ctx.state : null),
+    sampleRate: () => (playback.ctx ? playback.ctx.sampleRate : null),
+    player: () => (playback.player ? playback.player.kind : null),
+    playing: () => (playback.player ? playback.player.playing : false),
+    framesScheduled: () => playback.framesScheduled,
+    samplesScheduled: () => playback.samplesScheduled,
+    samplesPlayed: () => (playback.player ? playback.player.playedSamples : 0),
+    framesDropped: () => playback.framesDropped,
+    framesLost: () => playback.framesLost,
+    underruns: () => (playback.player ? playback.player.underruns : 0),
     session: () => (app.session ? app.session.session : null),
     resumes: () => app.resumes,
     lastTurn: () => (app.lastTurn ? snapshot(app.lastTurn) : null),
-    gain: () => (app.chain ? app.chain.gain.gain.value : null),
-    meterLevel: () => meter.value,
+    gain: () => (playback.chain ? playback.chain.gain.gain.value : null),
+    meterLevel: () => playback.meter.value,
     mic: () => listening.status(),
-    paused: () => Boolean(app.player && app.player.status && app.player.status.paused),
+    paused: () => Boolean(playback.player && playback.player.status && playback.player.status.paused),
   };
   for (const [name, get] of Object.entries(getters)) {
     Object.defineProperty(status, name, { get, enumerable: true });
   }
   status.playedSeconds = () =>
-    app.player && app.audioContext ? app.player.playedSamples / app.audioContext.sampleRate : 0;
+    playback.player && playback.ctx ? playback.player.playedSamples / playback.ctx.sampleRate : 0;
   // The loudest sample of the last ~40 ms that reached the speakers (after the
   // volume), and that the player gave out (before it), 0 to 1.
-  status.outputPeak = () => peak(app.chain && app.chain.output);
-  status.voicePeak = () => peak(app.chain && app.chain.level);
+  status.outputPeak = () => peak(playback.chain && playback.chain.output);
+  status.voicePeak = () => peak(playback.chain && playback.chain.level);
   status.turn = (n) => (app.turns.has(n) ? snapshot(app.turns.get(n)) : null);
   return Object.freeze(status);
 }

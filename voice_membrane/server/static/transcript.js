@@ -58,6 +58,7 @@ export class Transcript {
     el.className = `badge ${kind}`;
     el.textContent = text;
     record.badges.append(el);
+    return el;
   }
 
   divider(text) {

@@ -1,6 +1,9 @@
-// A turn's latency waterfall (one linear time axis, with its ticks) and the
-// stage that made its first audio late. Pure functions of the metrics report's
-// stamps (docs/metrics.md); server text only ever goes in with textContent.
+// A turn's latency waterfall and the stage that made its first audio late. A
+// spoken turn's axis starts at the end of the user's speech: its first stage is
+// the end-of-speech wait (endpointing), and its headline is voice to voice.
+// Pure functions of the metrics report (docs/metrics.md); server text only ever
+// goes in with textContent.
+import { tickLabel, timeScale } from "./scale.js";
 
 export const WATERFALL = [
   ["request_sent", "request"],
@@ -11,6 +14,7 @@ export const WATERFALL = [
   ["first_audio", "first audio"],
   ["last_audio", "last audio"],
 ];
+const ENDPOINTING = ["endpointing", "end-of-speech wait"];
 
 // What the time up to each stamp (from the stamp before it) was spent on.
 const STAGE_BEFORE = {
@@ -34,7 +38,14 @@ export const SLOW_FIRST_AUDIO_MS = 1000; // past this, the turn itself says why
 
 export const fmt = (ms) => `${Math.round(ms)} ms`;
 
-/** The longest stage on the way to the first audio: {stage, ms, total} or null. */
+/** A spoken turn's voice_to_voice (docs/metrics.md), or null for a typed one. */
+export function spoken(report) {
+  const v = report.voice_to_voice;
+  return v && typeof v.request_ms === "number" && typeof v.endpointing_ms === "number" ? v : null;
+}
+
+/** The longest stage on the way to the first audio: {stage, ms, total} or null
+ * (`total`: the first audio from the request). */
 export function dominantStage(stamps) {
   const total = stamps.first_audio;
   if (typeof total !== "number") return null;
@@ -54,41 +65,56 @@ export function dominantStage(stamps) {
 
 export const describeCause = (cause) => `${cause.stage}: ${fmt(cause.ms)}`;
 
-// A round step for about four intervals: 1, 2 or 5 times a power of ten.
-function tickStep(max) {
-  const raw = max / 4;
-  const magnitude = 10 ** Math.floor(Math.log10(raw));
-  for (const m of [1, 2, 5, 10]) if (m * magnitude >= raw) return m * magnitude;
-  return 10 * magnitude;
-}
-
-function tickLabel(ms) {
-  return ms >= 1000 ? `${+(ms / 1000).toFixed(2)} s` : `${+ms.toFixed(1)} ms`;
-}
-
-/** The turn's figure: caption, one row per stamp on one axis, the axis, a summary. */
-export function waterfallFigure(turn, report) {
+/** The figure's rows: [key, name, ms on the axis or null]. A spoken turn's
+ * stamps move by its request's time from the end of speech. */
+export function waterfallRows(report) {
   const stamps = report.stamps_ms || {};
-  const known = WATERFALL.map(([key]) => stamps[key]).filter((v) => typeof v === "number");
-  const step = tickStep(Math.max(1, ...known));
-  const axis = step * Math.ceil(Math.max(1, ...known) / step);
+  const voice = spoken(report);
+  const offset = voice ? voice.request_ms : 0;
+  const rows = voice ? [[...ENDPOINTING, voice.endpointing_ms]] : [];
+  for (const [key, name] of WATERFALL) {
+    const value = stamps[key];
+    rows.push([key, name, typeof value === "number" ? value + offset : null]);
+  }
+  // The server's own sum (it rounds it), not one that may round the other way.
+  const firstAudio = rows.find(([key]) => key === "first_audio");
+  if (voice && typeof voice.voice_to_voice_ms === "number") firstAudio[2] = voice.voice_to_voice_ms;
+  return rows;
+}
+
+function caption(turn, report) {
+  const cause = dominantStage(report.stamps_ms || {});
+  const voice = spoken(report);
+  let text = `Turn ${turn}`;
+  if (voice && typeof voice.voice_to_voice_ms === "number") {
+    text +=
+      ` — voice to voice ${fmt(voice.voice_to_voice_ms)}: end-of-speech wait ${fmt(voice.endpointing_ms)}` +
+      (cause ? `, then first audio ${fmt(cause.total)}, mostly ${describeCause(cause)}` : "");
+  } else if (cause) {
+    text += ` — first audio ${fmt(cause.total)}, mostly ${describeCause(cause)}`;
+  }
+  return text + (report.interrupted ? " (interrupted)" : "");
+}
+
+/** The turn's figure: caption, one row per stage on one axis, the axis, a summary. */
+export function waterfallFigure(turn, report) {
+  const rows = waterfallRows(report);
+  const known = rows.map(([, , v]) => v).filter((v) => v !== null);
+  const firstAudio = rows.find(([key]) => key === "first_audio")[2];
+  const scale = timeScale(firstAudio, Math.max(1, ...known));
 
   const figure = document.createElement("figure");
   figure.className = "waterfall";
   figure.dataset.turn = String(turn);
-  figure.dataset.axisMs = String(axis);
-  const caption = document.createElement("figcaption");
-  const cause = dominantStage(stamps);
-  caption.textContent =
-    `Turn ${turn}` +
-    (cause ? ` — first audio ${fmt(cause.total)}, mostly ${describeCause(cause)}` : "") +
-    (report.interrupted ? " (interrupted)" : "");
-  figure.append(caption);
+  figure.dataset.axisMs = String(scale.end);
+  if (scale.breakMs !== null) figure.dataset.breakMs = String(scale.breakMs);
+  const title = document.createElement("figcaption");
+  title.textContent = caption(turn, report);
+  figure.append(title);
 
   const table = document.createElement("table");
   let previous = 0;
-  for (const [key, name] of WATERFALL) {
-    const value = stamps[key];
+  for (const [key, name, value] of rows) {
     const row = table.insertRow();
     row.dataset.stamp = key;
     const th = document.createElement("th");
@@ -99,21 +125,22 @@ export function waterfallFigure(turn, report) {
     track.className = "track";
     const ms = row.insertCell();
     ms.className = "ms";
-    if (typeof value === "number") {
+    if (value !== null) {
       const start = Math.min(previous, value);
       const bar = document.createElement("div");
       bar.className = "bar";
-      bar.style.left = `${(100 * start) / axis}%`;
-      bar.style.width = `${(100 * (value - start)) / axis}%`;
+      bar.style.left = `${100 * scale.at(start)}%`;
+      bar.style.width = `${100 * (scale.at(value) - scale.at(start))}%`;
       bar.title = `${name}: ${fmt(value)} (+${fmt(value - start)})`;
       track.append(bar);
+      breakMark(track, scale);
       ms.textContent = fmt(value);
       previous = value;
     } else {
       ms.textContent = "—";
     }
   }
-  table.append(axisRow(axis, step));
+  table.append(axisRow(scale));
   figure.append(table);
 
   const counts = report.counts || {};
@@ -129,27 +156,43 @@ export function waterfallFigure(turn, report) {
   return figure;
 }
 
-function axisRow(axis, step) {
+// Where the axis turns from linear to log: a gap across the track.
+function breakMark(track, scale) {
+  if (scale.breakMs === null) return;
+  const mark = document.createElement("div"); // not a span: the ticks are the cell's spans
+  mark.className = "break";
+  mark.style.left = `${100 * scale.at(scale.breakMs)}%`;
+  track.append(mark);
+}
+
+function axisRow(scale) {
   const row = document.createElement("tr");
   row.className = "axis";
   row.setAttribute("aria-hidden", "true"); // the numbers are in the rows
   row.append(document.createElement("th"));
   const cell = document.createElement("td");
   cell.className = "track";
-  for (let at = 0; at <= axis + step / 1000; at += step) {
+  for (const at of scale.ticks) {
     const tick = document.createElement("span");
     tick.className = "tick";
-    tick.style.left = `${(100 * at) / axis}%`;
+    tick.style.left = `${100 * scale.at(at)}%`;
     tick.textContent = tickLabel(at);
     cell.append(tick);
   }
+  breakMark(cell, scale);
   row.append(cell, document.createElement("td"));
   return row;
 }
 
-// What the turn's report says of the reply: cut by the token budget, and why
-// its first audio was slow.
+// What the turn's report says of the reply: voice to voice for a spoken turn,
+// cut by the token budget, and why its first audio was slow.
 export function showReport(waterfalls, transcript, record, turn, report) {
+  const voice = spoken(report);
+  if (voice && typeof voice.voice_to_voice_ms === "number") {
+    const badge = transcript.badge(record, "v2v", `voice to voice ${fmt(voice.voice_to_voice_ms)}`);
+    badge.dataset.ms = String(voice.voice_to_voice_ms);
+    badge.title = `From the end of your speech to the answer's first audio (end-of-speech wait ${fmt(voice.endpointing_ms)})`;
+  }
   if (report.stop_reason === "max_tokens") transcript.badge(record, "cut-off", "cut off (max_tokens)");
   const cause = dominantStage(report.stamps_ms || {});
   if (cause && cause.total > SLOW_FIRST_AUDIO_MS) {
