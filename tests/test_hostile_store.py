@@ -235,3 +235,16 @@ def test_a_store_url_that_does_not_parse_is_one_line_without_the_password(
     assert "Leak" not in said, said
     assert done.stdout == "" and done.stderr.count("\n") == 1, said
     assert "Traceback" not in said and "percent-encode" in said, said
+
+
+def test_a_secret_option_however_spelled_stays_off_the_workers_command_line() -> None:
+    from voice_membrane.cli.main import _parse
+    from voice_membrane.cli.serve_command import _worker_argv
+
+    url = "redis://:hunter2-very-secret@db:6379/0"
+    argv = ["serve", "--port", "0", "--session-st", url, "--tok=abcdefgh", "--workers", "2"]
+    assert _parse(argv).session_store == url  # argparse takes the prefix for the option
+    for spelled in (argv, ["serve", f"--session-store={url}"], ["serve", "--session-store", url]):
+        kept = _worker_argv(spelled)
+        assert not any("hunter2" in arg or "abcdefgh" in arg for arg in kept), kept
+    assert _worker_argv(argv) == ["serve", "--port", "0", "--workers", "2"]

@@ -240,15 +240,18 @@ _SECRET_OPTIONS = ("--token", "--session-store")
 
 
 def _worker_argv(argv: Sequence[str]) -> list[str]:
-    """The command line without ``_SECRET_OPTIONS`` and their values."""
+    """The command line without ``_SECRET_OPTIONS`` and their values, however
+    spelled (``--opt V``, ``--opt=V``, or a prefix argparse took for it)."""
     kept: list[str] = []
     skip = False
     for arg in argv:
+        name, equals, _ = arg.partition("=")
+        secret = len(name) > 2 and any(option.startswith(name) for option in _SECRET_OPTIONS)
         if skip:
             skip = False
-        elif arg in _SECRET_OPTIONS:
-            skip = True
-        elif not arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
+        elif secret:
+            skip = not equals
+        else:
             kept.append(arg)
     return kept
 
