@@ -212,3 +212,38 @@ async def test_redis_lost_holds_the_writes_and_writes_them_once_it_is_back() -> 
     assert [event for event, _ in logged] == ["session_store_lost", "session_store_back"]
     assert logged[0][1]["level"] == "warning" and logged[1][1]["written"] == 3
     assert backs == [True]
+
+
+async def test_a_write_held_past_its_grace_period_is_dropped_not_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from voice_membrane.server import reconnecting_store
+
+    now = [1000.0]
+    monkeypatch.setattr(reconnecting_store, "monotonic", lambda: now[0])
+    logged: list[tuple[str, dict[str, Any]]] = []
+    with RedisServer() as server:
+        store = ReconnectingStore(
+            RedisStore(server.url, grace_s=60), lambda e, **f: logged.append((e, f))
+        )
+        await store.open()
+        stale, fresh = new_session_id(), new_session_id()
+        server.kill()
+        assert await store.save(_record(stale), token_hash(stale, "t"), "o")
+        now[0] += 59
+        assert await store.save(_record(fresh), token_hash(fresh, "t"), "o")
+        now[0] += 2  # the first one's grace period is over: its session is gone
+        server.restart()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.keep_up)
+            with anyio.fail_after(30):
+                while store.lost:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        assert 0 < await client.ttl(f"vm:{{{fresh}}}:record") <= 58  # what was left of it
+        await client.aclose()
+        assert await store.claim(stale, token_hash(stale, "t"), "u", "n") is None
+        assert await store.claim(fresh, token_hash(fresh, "t"), "u", "n") is not None
+        await store.aclose()
+    assert logged[-1][0] == "session_store_back" and logged[-1][1]["written"] == 1
