@@ -2,13 +2,18 @@
 SIGKILL mid-turn, the session resumed on a second process sharing the store,
 the lost turn reported as cancelled and the next request carrying the earlier
 turns; Redis unreachable at start (one line, exit non-zero); a bad config file
-(one line naming it and the key); Redis killed mid-session (degrade to memory
-with one warning: the session goes on and resumes on the same process)."""
+(one line naming it and the key); Redis stopped mid-session and started again
+empty (the sessions go on, a resume is told to try again, and once Redis is
+back every session, even one started during the outage, resumes on the other
+process)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +34,8 @@ from tests.resume_helpers import (
     texts,
     ws_url,
 )
-from tests.serve_helpers import GUARD_S, LONG_REPLY, read_turn, send, start
-from voice_membrane.server.serve_config import SessionSettings
+from tests.serve_helpers import GUARD_S, LONG_REPLY, next_event, read_turn, send, start
+from voice_membrane.server.serve_config import STORE_VARIABLE, SessionSettings
 from voice_membrane.testing.fake_openai import FakeOpenAI
 from voice_membrane.testing.redis_server import RedisServer, free_port
 from voice_membrane.testing.script import ScriptedReply
@@ -107,13 +112,13 @@ def _one_line_exit(process: subprocess.Popen[str]) -> str:
     return err
 
 
-async def test_redis_unreachable_at_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
+async def test_redis_unreachable_at_start_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()
-    process = serve_process(
-        cloud_pipeline(tmp_path, "http://127.0.0.1:9"),
-        "--session-store",
-        f"redis://:sekrit-password@127.0.0.1:{port}/0",
-    )
+    # (in the environment: on the command line it would be warned of, a second line)
+    monkeypatch.setenv(STORE_VARIABLE, f"redis://:sekrit-password@127.0.0.1:{port}/0")
+    process = serve_process(cloud_pipeline(tmp_path, "http://127.0.0.1:9"))
     err = _one_line_exit(process)
     assert err.startswith(f"voice-membrane serve: session store redis://127.0.0.1:{port}/0: ")
     assert "sekrit" not in err
@@ -145,31 +150,65 @@ def test_a_bad_config_file_is_one_line_naming_it_and_the_key(
     assert where in err, err
 
 
-async def test_redis_lost_mid_session_degrades_to_memory_with_one_warning(
+def _read_log(process: subprocess.Popen[str], into: list[dict[str, Any]]) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        with contextlib.suppress(ValueError):
+            into.append(json.loads(line))
+
+
+async def _logged(log: list[dict[str, Any]], event: str) -> None:
+    with anyio.fail_after(GUARD_S):
+        while not any(record.get("event") == event for record in list(log)):
+            await anyio.sleep(0.05)
+
+
+async def test_a_redis_outage_loses_no_session_and_a_resume_meanwhile_is_told_to_try_again(
     tmp_path: Path,
 ) -> None:
-    logged: list[tuple[str, dict[str, Any]]] = []
     replies = (ScriptedReply.of("One."), ScriptedReply.of("Two."), ScriptedReply.of("Three."))
-    with RedisServer() as redis:  # its own: this test kills it
-        settings = SessionSettings(store=redis.url)
-        log = lambda event, **fields: logged.append((event, fields))  # noqa: E731
-        async with serving(tmp_path, *replies, sessions=settings, log=log) as (llm, server):
-            async with connect(server.ws_url) as ws:
-                started = await start(ws)
+    logs: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    with RedisServer() as redis, FakeOpenAI(*replies) as llm:  # its own: this test stops it
+        pipeline = cloud_pipeline(tmp_path, llm.base_url)
+        store = ("--session-store", redis.url)
+        a, b = serve_process(pipeline, *store), serve_process(pipeline, *store)
+        try:
+            url_a, url_b = await ws_url(a), await ws_url(b)
+            for process, log in zip((a, b), logs, strict=True):
+                threading.Thread(target=_read_log, args=(process, log), daemon=True).start()
+            async with connect(url_a) as ws:
+                before = await start(ws)
                 await send(ws, type="user.message", text="First.")
                 await read_turn(ws)
-                redis.kill()
+                redis.stop()
                 await send(ws, type="user.message", text="Second.")
                 second = await read_turn(ws)
                 assert second.end["heard"] == "Two." and not second.of("error")
+                async with connect(url_a) as other:  # a session started during the outage
+                    during = await start(other)
+                    await send(other, type="user.message", text="Third.")
+                    await read_turn(other)
+                    other.transport.abort()
                 ws.transport.abort()
-            async with connect(server.ws_url) as ws:  # the same process: its memory
-                back = await resumed(ws, started)
-                assert back["turns"] == 2
-                await send(ws, type="user.message", text="Third.")
-                await read_turn(ws)
-    assert [e for e, _ in logged].count("session_store_lost") == 1
-    assert [role for role, _ in texts(llm.requests[2].body)] == ["user", "assistant"] * 2 + ["user"]
+            async with connect(url_b) as ws:  # during the outage: try again, not 4410
+                await resume(ws, before)
+                assert (await next_event(ws))["code"] == "store_unavailable"
+                with pytest.raises(ConnectionClosed) as closed, anyio.fail_after(GUARD_S):
+                    await ws.recv()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+            redis.restart()  # on its port, empty: what was held is written again
+            await _logged(logs[0], "session_store_back")
+            await _logged(logs[1], "session_store_back")
+            async with connect(url_b) as ws:
+                assert (await resumed(ws, before))["turns"] == 2
+            async with connect(url_b) as ws:
+                assert (await resumed(ws, during))["turns"] == 1
+        finally:
+            stop_processes(a, b)
+    for log in logs:
+        events = [record.get("event") for record in log]
+        assert events.count("session_store_lost") == 1, events
+        assert events.count("session_store_back") == 1, events
 
 
 def test_the_session_store_flag_overrides_the_config_file(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The session stores, memory and a real redis-server (one per module): a round
 trip, single-use tokens, ownership (a superseded connection cannot write), the
 bound, expiry with the grace period, what is kept of a token (its hash only),
-and a Redis lost mid-session (the store degrades to memory with one warning)."""
+and a Redis lost mid-session (writes held, resumes refused, all written once it
+is back, one warning and one notice)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voice_membrane.server import session_store
-from voice_membrane.server.redis_store import DegradingStore, RedisStore, safe_url
+from voice_membrane.server.reconnecting_store import ReconnectingStore
+from voice_membrane.server.redis_store import RedisStore, safe_url
 from voice_membrane.server.session_store import (
     LastTurn,
     MemoryStore,
@@ -174,21 +176,74 @@ def test_a_url_shown_has_no_password() -> None:
     assert safe_url("rediss://:pw@[::1]:6379/0") == "rediss://[::1]:6379/0"
 
 
-async def test_redis_lost_mid_session_degrades_to_memory_with_one_warning() -> None:
+async def test_redis_lost_holds_the_writes_and_writes_them_once_it_is_back() -> None:
+    from voice_membrane.server.session_store import StoreUnavailable
+
     logged: list[tuple[str, dict[str, Any]]] = []
-    with RedisServer() as server:  # its own: this test kills it
-        store = DegradingStore(
+    backs: list[bool] = []
+    with RedisServer() as server:  # its own: this test stops it
+        store = ReconnectingStore(
+            RedisStore(server.url, grace_s=60), lambda e, **f: logged.append((e, f))
+        )
+        store.on_back = lambda: backs.append(True)
+        await store.open()
+        one, two, ended = new_session_id(), new_session_id(), new_session_id()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.keep_up)
+            assert await store.save(_record(one, 1), token_hash(one, "t"), "o")
+            server.kill()
+            assert await store.save(_record(one, 2), token_hash(one, "t"), "o")
+            assert await store.save(_record(two, 1), token_hash(two, "t"), "o")
+            assert await store.save(_record(ended, 1), token_hash(ended, "t"), "o")
+            await store.forget(ended, "o")
+            assert store.lost
+            with pytest.raises(StoreUnavailable):  # try again, not "unknown"
+                await store.claim(one, token_hash(one, "t"), token_hash(one, "u"), "n")
+            server.restart()  # on its port, empty
+            with anyio.fail_after(30):
+                while store.lost:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        got = await store.claim(one, token_hash(one, "t"), token_hash(one, "u"), "n")
+        assert got is not None and got.turn == 2  # the newest write held
+        assert await store.claim(two, token_hash(two, "t"), token_hash(two, "u"), "n")
+        assert await store.claim(ended, token_hash(ended, "t"), "u", "n") is None
+        await store.aclose()
+    assert [event for event, _ in logged] == ["session_store_lost", "session_store_back"]
+    assert logged[0][1]["level"] == "warning" and logged[1][1]["written"] == 3
+    assert backs == [True]
+
+
+async def test_a_write_held_past_its_grace_period_is_dropped_not_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from voice_membrane.server import reconnecting_store
+
+    now = [1000.0]
+    monkeypatch.setattr(reconnecting_store, "monotonic", lambda: now[0])
+    logged: list[tuple[str, dict[str, Any]]] = []
+    with RedisServer() as server:
+        store = ReconnectingStore(
             RedisStore(server.url, grace_s=60), lambda e, **f: logged.append((e, f))
         )
         await store.open()
-        session = new_session_id()
-        assert await store.save(_record(session, 1), token_hash(session, "t"), "o")
+        stale, fresh = new_session_id(), new_session_id()
         server.kill()
-        assert await store.save(_record(session, 2), token_hash(session, "t"), "o")
-        assert await store.save(_record(session, 3), token_hash(session, "t"), "o")
-        assert store.degraded
-        got = await store.claim(session, token_hash(session, "t"), token_hash(session, "u"), "n")
-        assert got is not None and got.turn == 3  # resumable on this process
+        assert await store.save(_record(stale), token_hash(stale, "t"), "o")
+        now[0] += 59
+        assert await store.save(_record(fresh), token_hash(fresh, "t"), "o")
+        now[0] += 2  # the first one's grace period is over: its session is gone
+        server.restart()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.keep_up)
+            with anyio.fail_after(30):
+                while store.lost:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        assert 0 < await client.ttl(f"vm:{{{fresh}}}:record") <= 58  # what was left of it
+        await client.aclose()
+        assert await store.claim(stale, token_hash(stale, "t"), "u", "n") is None
+        assert await store.claim(fresh, token_hash(fresh, "t"), "u", "n") is not None
         await store.aclose()
-    assert [event for event, _ in logged] == ["session_store_lost"]
-    assert logged[0][1]["level"] == "warning" and "memory" in logged[0][1]["now"]
+    assert logged[-1][0] == "session_store_back" and logged[-1][1]["written"] == 1

@@ -119,7 +119,8 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--session-store",
         metavar="URL",
         help="where sessions wait to be resumed: memory (default) or redis://HOST:PORT/DB, "
-        "shared by every process and replica (overrides the config file's)",
+        "shared by every process and replica (overrides the config file's; a URL with a "
+        "password: set env VOICE_MEMBRANE_SESSION_STORE instead, ps shows a command line)",
     )
     add_otel(serve)
 
@@ -148,7 +149,8 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
         exit_if_user_error("serve", exc)
         raise
     if workers > 1:
-        _serve_group(args, workers, pipelines, token, argv, store_warning(sessions.store, workers))
+        notice = store_warning(sessions.store, workers)
+        _serve_group(args, workers, pipelines, token, sessions, argv, notice)
         return
     shutdown_tracing = start_tracing("serve", args)
     try:
@@ -194,17 +196,19 @@ def _serve_group(
     workers: int,
     pipelines: list[Path],
     token: str | None,
+    sessions: Any,
     argv: Sequence[str],
     notice: str | None,
 ) -> None:
     """``serve --workers N``: this process supervises N ``serve`` processes (the
     same command) on one port (server/workers.py); ``notice``, said on stderr
-    once they listen."""
+    once they listen. The token and the store's URL reach the workers in their
+    environment, never on their command lines."""
     from ..server.log import make_log
     from ..server.run import run_group
     from ..server.workers import GroupError
 
-    command = [sys.executable, "-m", "voice_membrane.cli", *_without_token(argv)]
+    command = [sys.executable, "-m", "voice_membrane.cli", *_worker_argv(argv)]
     try:
         code = anyio.run(
             partial(
@@ -222,6 +226,7 @@ def _serve_group(
                 drain_timeout_s=args.drain_timeout,
                 log=make_log(args.log_format),
                 notice=notice,
+                sessions=sessions,
             )
         )
     except GroupError as exc:  # quiet: the worker's own line said why
@@ -232,34 +237,63 @@ def _serve_group(
     sys.exit(code)
 
 
-def _without_token(argv: Sequence[str]) -> list[str]:
-    """The workers get the token in their environment, not in ``ps``."""
+# Options whose values the workers get in their environment, not in ``ps``: the
+# token, and the session store's URL (its password).
+_SECRET_OPTIONS = ("--token", "--session-store")
+
+
+def _worker_argv(argv: Sequence[str]) -> list[str]:
+    """The command line without ``_SECRET_OPTIONS`` and their values, however
+    spelled (``--opt V``, ``--opt=V``, or a prefix argparse took for it)."""
     kept: list[str] = []
     skip = False
     for arg in argv:
+        name, equals, _ = arg.partition("=")
+        secret = len(name) > 2 and any(option.startswith(name) for option in _SECRET_OPTIONS)
         if skip:
             skip = False
-        elif arg == "--token":
-            skip = True
-        elif not arg.startswith("--token="):
+        elif secret:
+            skip = not equals
+        else:
             kept.append(arg)
     return kept
 
 
 def session_settings(args: argparse.Namespace) -> Any:
-    """The config file's ``[sessions]``, with ``--session-store`` over its store."""
+    """The config file's ``[sessions]``; its store replaced by env
+    ``VOICE_MEMBRANE_SESSION_STORE``, and that by ``--session-store``."""
+    from urllib.parse import urlsplit
+
     from ..pipeline.config import ConfigError
-    from ..server.serve_config import ServeConfig, check_store, load_serve_config
+    from ..server.serve_config import (
+        STORE_VARIABLE,
+        ServeConfig,
+        check_store,
+        load_serve_config,
+    )
 
     try:
         config = ServeConfig() if args.config is None else load_serve_config(args.config)
     except ConfigError as exc:
         sys.exit(f"voice-membrane serve: {one_line(exc)}")
     sessions = config.sessions
-    if args.session_store is not None:
+    for where, given in (
+        (STORE_VARIABLE, os.environ.get(STORE_VARIABLE) or None),
+        ("--session-store", args.session_store),
+    ):
+        if given is None:
+            continue
         try:
-            store = check_store(args.session_store)
+            store = check_store(given)
         except ValueError as exc:
-            sys.exit(f"voice-membrane serve: --session-store: {exc}")
+            sys.exit(f"voice-membrane serve: {where}: {exc}")
         sessions = sessions.model_copy(update={"store": store})
+    shown = None if args.session_store is None else urlsplit(args.session_store)
+    if shown is not None and (shown.password or "password=" in shown.query):
+        print(
+            "voice-membrane serve: warning: --session-store shows the store's password to "
+            f"every user of this machine (ps, /proc); set {STORE_VARIABLE} instead",
+            file=sys.stderr,
+            flush=True,
+        )
     return sessions

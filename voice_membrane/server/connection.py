@@ -35,7 +35,7 @@ from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
 from .resume import Keeper, restore_history, stored_history
 from .served_session import ServedSession
-from .session_store import Fate, LastTurn, SessionRecord
+from .session_store import Fate, LastTurn, SessionRecord, StoreUnavailable
 from .socket_sink import SocketSink
 from .state import ServerState
 
@@ -81,8 +81,14 @@ class Connection(ServedSession):
     async def _resume(self, message: p.SessionResume) -> None:
         """The stored session, claimed with its token (spent: a new one is issued),
         served as it was started; refused with 4410 whatever the reason, so a
-        prober learns nothing of which sessions exist."""
-        claimed = await self.keeper.claim(message.session, message.resume_token)
+        prober learns nothing of which sessions exist. While the store cannot be
+        reached: 1013, try again (nothing is spent)."""
+        try:
+            claimed = await self.keeper.claim(message.session, message.resume_token)
+        except StoreUnavailable:
+            await self._send_error_now("store_unavailable", STORE_UNAVAILABLE)
+            await self._refuse(p.CLOSE_TRY_AGAIN, "store_unavailable")
+            return
         if claimed is not None and claimed[0].pipeline not in self.state.pipelines:
             await self.keeper.give_back(claimed[0], message.resume_token)
             claimed = None
@@ -402,6 +408,7 @@ class Connection(ServedSession):
         )
 
 
+STORE_UNAVAILABLE = "the session store cannot be reached just now: try again in a few seconds"
 RESUME_FAILED = (
     "this session cannot be resumed (unknown, expired, or the resume token is spent "
     "or wrong): start a new one"

@@ -53,7 +53,7 @@ CLOSE_GOING_AWAY: Final = 1001
 CLOSE_POLICY: Final = 1008
 CLOSE_TOO_BIG: Final = 1009
 CLOSE_INTERNAL: Final = 1011
-CLOSE_TRY_AGAIN: Final = 1013
+CLOSE_TRY_AGAIN: Final = 1013  # draining, full, or the session store unreachable
 CLOSE_UNAUTHORIZED: Final = 4401
 CLOSE_IDLE: Final = 4408
 CLOSE_SUPERSEDED: Final = 4409  # a newer connection resumed the session
@@ -74,6 +74,7 @@ ErrorCode = Literal[
     "internal",
     "resume_failed",
     "superseded",
+    "store_unavailable",
 ]
 
 

@@ -6,16 +6,15 @@ and ``vm:{ID}:claim``, a hash of ``token`` and ``owner``), changed together by
 Lua scripts so a claim and a write are atomic, on one Redis or a Redis Cluster.
 Both expire ``grace_s`` after the last write.
 
-Redis lost while serving: ``DegradingStore`` logs one warning and keeps every
-session in this process's memory from then on (until a restart), so sessions
-go on and resumes work on this process only; the turns are never held up.
+A call that Redis does not answer raises ``StoreUnavailable``; what a server
+does then (hold its writes, try again) is ``reconnecting_store.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -24,16 +23,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .log import Log
+from ..infra.redact import remember
 from .session_store import (
     DEFAULT_GRACE_S,
     DEFAULT_MAX_BYTES,
-    MemoryStore,
     SessionRecord,
     SessionStore,
     StoreUnavailable,
-    bounded_json,
     parse_record,
+    stored_json,
 )
 
 # A store that does not answer within this is taken as lost: a write waits no
@@ -77,7 +75,11 @@ def safe_url(url: str) -> str:
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
+    try:
+        port = parts.port
+    except ValueError:  # (not a URL check_store passed: say nothing of it)
+        return f"{parts.scheme}://…"
+    netloc = host + (f":{port}" if port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
@@ -91,6 +93,8 @@ class RedisStore(SessionStore):
     ) -> None:
         super().__init__(grace_s, max_bytes)
         self.name = safe_url(url)
+        password = urlsplit(url).password
+        remember(password, password and unquote(password))  # masked in any output
         self.client: Any = aioredis.Redis.from_url(
             url,
             socket_timeout=TIMEOUT_S,
@@ -102,37 +106,45 @@ class RedisStore(SessionStore):
         self._claim = self.client.register_script(_CLAIM)
         self._forget = self.client.register_script(_FORGET)
 
-    @property
-    def _ttl(self) -> int:
-        return max(1, round(self.grace_s))
-
     async def _call(self, script: Any, session: str, *args: Any) -> Any:
         try:
             return await script(keys=_keys(session), args=list(args))
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise StoreUnavailable(f"{self.name}: {_reason(exc)}") from None
 
-    async def open(self) -> None:
+    async def ping(self) -> None:
+        """``StoreUnavailable`` unless Redis answers now."""
         try:
             await self.client.ping()
         except (RedisError, OSError) as exc:
-            await self.aclose()
             raise StoreUnavailable(f"session store {self.name}: {_reason(exc)}") from None
+
+    async def open(self) -> None:
+        try:
+            await self.ping()
+        except StoreUnavailable:
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         with contextlib.suppress(RedisError, OSError):
             await self.client.aclose()
 
-    async def save(self, record: SessionRecord, token_hash: str, owner: str) -> bool:
-        text = bounded_json(record, self.max_bytes)
-        done = await self._call(self._save, record.session, owner, token_hash, text, self._ttl)
+    async def save(
+        self, record: SessionRecord, token_hash: str, owner: str, ttl_s: float | None = None
+    ) -> bool:
+        """``ttl_s``: how long it is kept (``grace_s`` unless told: a write held
+        through an outage keeps what is left of its grace period)."""
+        text = stored_json(record, self.max_bytes)
+        ttl = _ttl(self.grace_s if ttl_s is None else ttl_s)
+        done = await self._call(self._save, record.session, owner, token_hash, text, ttl)
         return bool(done)
 
     async def claim(
         self, session: str, token_hash: str, new_token_hash: str, new_owner: str
     ) -> SessionRecord | None:
         text = await self._call(
-            self._claim, session, token_hash, new_token_hash, new_owner, self._ttl
+            self._claim, session, token_hash, new_token_hash, new_owner, _ttl(self.grace_s)
         )
         return parse_record(text) if isinstance(text, str) else None
 
@@ -140,76 +152,10 @@ class RedisStore(SessionStore):
         await self._call(self._forget, session, owner)
 
 
+def _ttl(seconds: float) -> int:
+    return max(1, round(seconds))
+
+
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:200]
-
-
-class DegradingStore(SessionStore):
-    """``primary`` until it fails once, then ``MemoryStore`` for good: one warning
-    in the log (``session_store_lost``), and every session goes on."""
-
-    def __init__(self, primary: SessionStore, log: Log) -> None:
-        super().__init__(primary.grace_s, primary.max_bytes)
-        self.primary: SessionStore | None = primary
-        self.fallback = MemoryStore(primary.grace_s, primary.max_bytes)
-        self.name = primary.name
-        self.log = log
-
-    @property
-    def degraded(self) -> bool:
-        return self.primary is None
-
-    def _lost(self, exc: StoreUnavailable) -> SessionStore:
-        if self.primary is not None:
-            self.primary = None
-            self.log(
-                "session_store_lost",
-                level="warning",
-                store=self.name,
-                error=str(exc),
-                now="memory: sessions go on; a resume works on this process only",
-            )
-        return self.fallback
-
-    async def open(self) -> None:
-        assert self.primary is not None
-        await self.primary.open()
-
-    async def aclose(self) -> None:
-        if self.primary is not None:
-            await self.primary.aclose()
-
-    async def save(self, record: SessionRecord, token_hash: str, owner: str) -> bool:
-        if self.primary is not None:
-            try:
-                return await self.primary.save(record, token_hash, owner)
-            except StoreUnavailable as exc:
-                self._lost(exc)
-        return await self.fallback.save(record, token_hash, owner)
-
-    async def claim(
-        self, session: str, token_hash: str, new_token_hash: str, new_owner: str
-    ) -> SessionRecord | None:
-        if self.primary is not None:
-            try:
-                return await self.primary.claim(session, token_hash, new_token_hash, new_owner)
-            except StoreUnavailable as exc:
-                self._lost(exc)
-        return await self.fallback.claim(session, token_hash, new_token_hash, new_owner)
-
-    async def forget(self, session: str, owner: str) -> None:
-        if self.primary is not None:
-            try:
-                await self.primary.forget(session, owner)
-                return
-            except StoreUnavailable as exc:
-                self._lost(exc)
-        await self.fallback.forget(session, owner)
-
-
-def store_for(url: str, grace_s: float, max_bytes: int, log: Log) -> SessionStore:
-    """``memory`` or ``redis://…`` (``rediss://`` for TLS, ``unix://`` for a socket)."""
-    if url == "memory":
-        return MemoryStore(grace_s, max_bytes)
-    return DegradingStore(RedisStore(url, grace_s, max_bytes), log)

@@ -58,16 +58,14 @@ class Keeper:
 
     async def claim(self, session: str, offered: str) -> tuple[SessionRecord, str] | None:
         """The session's record and a new token for it, or None (unknown, expired,
-        or the wrong token). An older connection serving it on this process is
-        superseded, and its own last record (its running turn cut, what was heard
-        kept) preferred to the stored one."""
+        or the wrong token); ``StoreUnavailable`` while the store cannot be reached
+        (the client may try again). An older connection serving it on this process
+        is superseded, and its own last record (its running turn cut, what was
+        heard kept) preferred to the stored one."""
         fresh = new_resume_token()
-        try:
-            record = await self.store.claim(
-                session, token_hash(session, offered), token_hash(session, fresh), self.owner
-            )
-        except StoreUnavailable:
-            return None
+        record = await self.store.claim(
+            session, token_hash(session, offered), token_hash(session, fresh), self.owner
+        )
         if record is None or record.session != session:
             return None
         self.session, self.token_hash = session, token_hash(session, fresh)
@@ -90,6 +88,11 @@ class Keeper:
                 await self.store.save(record, token_hash(record.session, offered), self.owner)
         if self.state.live.get(self.session) is self:
             del self.state.live[self.session]
+
+    def write_again(self) -> None:
+        """The latest snapshot is written again (the store came back, maybe empty)."""
+        if self._latest is not None:
+            self._dirty.set()
 
     def put(self, record: SessionRecord) -> None:
         """The session as it is now: written by ``run`` as soon as it can."""

@@ -79,6 +79,7 @@ async def run_group(
     ``command``; the exit code. A bad pipeline, host or token is refused here, in
     one line, before any worker starts; ``notice`` is said once they listen."""
     Server(pipelines, preload=False, **options)
+    sessions = options.get("sessions")
     group = WorkerGroup(
         argv=command,
         count=count,
@@ -87,6 +88,7 @@ async def run_group(
         drain_timeout_s=options["drain_timeout_s"],
         log=options["log"],
         token=options.get("token"),
+        store=None if sessions is None else sessions.store,
         notice=None if notice is None else f"voice-membrane serve: {notice}",
     )
     return await group.run(READY_LINE)

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
@@ -39,9 +40,9 @@ from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
 from .prometheus import RefusedLogin
-from .redis_store import store_for
+from .reconnecting_store import store_for
 from .serve_config import SessionSettings
-from .session_store import StoreUnavailable
+from .session_store import SessionStore, StoreUnavailable
 from .state import ServerState
 from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
@@ -123,7 +124,8 @@ class Server:
         self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
         self.state: ServerState | None = None
         self._ws: WsServer | None = None
-        self._stack = AsyncExitStack()
+        self._tasks: TaskGroup | None = None  # the server's own (the store's keep_up)
+        self._keeping: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
         self.stopped_by: int | None = None  # the signal that began the stop (run.py)
 
@@ -153,6 +155,7 @@ class Server:
             store=store,
             **self.limits,
         )
+        store.on_back = self.state.write_again  # a Redis back from an outage
         self._done = anyio.Event()
         if self.twilio_auth_token is not None:
             self.state.call_tokens = CallTokens(self.twilio_auth_token)
@@ -181,7 +184,18 @@ class Server:
             session_store=store.name,
             grace_s=settings.grace_s,
         )
+        # (the body of ``async with`` runs in this group: ``close`` cancels only
+        # its task, from whichever task drains)
+        self._keeping = anyio.CancelScope()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._keep_store_up, store)
         return self
+
+    async def _keep_store_up(self, store: SessionStore) -> None:
+        assert self._keeping is not None
+        with self._keeping:
+            await store.keep_up()
 
     async def __aexit__(
         self,
@@ -190,6 +204,9 @@ class Server:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+        if self._tasks is not None:
+            tasks, self._tasks = self._tasks, None
+            await tasks.__aexit__(None, None, None)  # (the body's exception goes on as it is)
 
     async def _preload(self) -> None:
         """Load each pipeline's models and voices once, now, not in the first session
@@ -324,6 +341,8 @@ class Server:
                 task.cancel()
             with anyio.CancelScope(shield=True):
                 await ws.wait_closed()
+        if self._keeping is not None:
+            self._keeping.cancel()
         if self.state is not None:
             await self.state.store.aclose()
         if self._done is not None:

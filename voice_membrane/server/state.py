@@ -90,6 +90,12 @@ class ServerState:
         self.sessions -= 1
         self.metrics.sessions.dec()
 
+    def write_again(self) -> None:
+        """Each live session writes its record again (the store is back from an
+        outage: it may have come back empty)."""
+        for keeper in list(self.live.values()):
+            keeper.write_again()
+
     def session_id(self) -> str:
         return new_session_id()
 

@@ -9,7 +9,8 @@ only supervises:
 - it binds the port first (``--port 0``: the kernel picks it once) and holds it,
   not listening, so the workers join that port and no other program takes it;
 - it gives the workers a private metrics directory (``group_metrics.py``), the
-  token in their environment (never on a command line), and their own session,
+  token and the session store's URL (its password) in their environment (never
+  on a command line: ``ps`` shows it to every user), and their own session,
   so that Ctrl-C in a terminal reaches the parent only and is passed on once;
 - it prints ``listening on URL`` once every worker accepts, then the workers'
   count and pids;
@@ -43,6 +44,7 @@ from ..pipeline.config import PipelineConfig
 from .group_metrics import MULTIPROC_ENV, write_pids
 from .listening_setup import listens
 from .log import Log
+from .serve_config import STORE_VARIABLE
 
 WORKER_ENV = "VOICE_MEMBRANE_WORKER"  # set in a worker: its name ("w1", …)
 PORT_ENV = "VOICE_MEMBRANE_WORKER_PORT"  # the group's port, bound by the parent
@@ -126,8 +128,9 @@ class _Worker:
 
 @dataclass
 class WorkerGroup:
-    """``argv``: the worker's command (``serve`` with the user's options);
-    ``token``: passed in the workers' environment."""
+    """``argv``: the worker's command (``serve`` with the user's options, but not
+    ``--token`` or ``--session-store``); ``token`` and ``store`` (the session
+    store's URL): passed in the workers' environment."""
 
     argv: Sequence[str]
     count: int
@@ -136,6 +139,7 @@ class WorkerGroup:
     drain_timeout_s: float
     log: Log
     token: str | None = None
+    store: str | None = None
     notice: str | None = None  # said on stderr once the group listens
     stopped_by: int | None = None
     _workers: list[_Worker] = field(default_factory=list)
@@ -216,6 +220,8 @@ class WorkerGroup:
         env[PARENT_ENV] = str(os.getpid())
         if self.token is not None:
             env["VOICE_MEMBRANE_TOKEN"] = self.token
+        if self.store is not None:
+            env[STORE_VARIABLE] = self.store
         process = await anyio.open_process(
             list(self.argv), stdin=None, stdout=-1, stderr=None, env=env, start_new_session=True
         )

@@ -1,6 +1,8 @@
 """A real ``redis-server`` (Debian's package) for tests: on a free loopback port,
 nothing written to disk (no RDB, no AOF, its working folder a temporary one),
-stopped with the test — or killed (``kill``) to see what a lost Redis does.
+stopped with the test — or killed (``kill``) to see what a lost Redis does,
+and started again on its port (``restart``: empty, as a Redis without
+persistence comes back). With ``password``, it requires it (``requirepass``).
 
 ::
 
@@ -18,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 REDIS_SERVER = "/usr/bin/redis-server"
 START_TIMEOUT_S = 10.0
@@ -29,25 +32,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _read_some(sock: socket.socket) -> bytes:
+    """Until the PING's answer (after AUTH's ``+OK``), or an error."""
+    got = b""
+    while b"PONG" not in got and b"-" not in got:
+        chunk = sock.recv(64)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 class RedisServer:
-    def __init__(self, executable: str | None = None) -> None:
+    def __init__(self, executable: str | None = None, password: str | None = None) -> None:
         found = executable or shutil.which("redis-server") or REDIS_SERVER
         if not Path(found).exists():
             raise RuntimeError(
                 "redis-server is not installed (scripts/system-packages.sh installs it)"
             )
         self.executable = found
+        self.password = password
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def start(self) -> RedisServer:
+    def start(self, port: int | None = None) -> RedisServer:
         self._dir = tempfile.TemporaryDirectory(prefix="vm-redis-")
-        self.port = free_port()
+        self.port = port or free_port()
+        auth = [] if self.password is None else ["--requirepass", self.password]
         self.process = subprocess.Popen(
             [
                 self.executable,
@@ -67,6 +84,7 @@ class RedisServer:
                 "no",
                 "--loglevel",
                 "warning",
+                *auth,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -79,11 +97,21 @@ class RedisServer:
             time.sleep(0.02)
         return self
 
+    def restart(self) -> None:
+        """Stopped, then started again on the same port (empty)."""
+        port = self.port
+        self.stop()
+        self.start(port)
+
     def _answers(self) -> bool:
+        ping = b"PING\r\n"
+        if self.password is not None:
+            word = self.password.encode()
+            ping = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%b\r\n" % (len(word), word) + ping
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                sock.sendall(ping)
+                return b"+PONG" in _read_some(sock)
         except OSError:
             return False
 
