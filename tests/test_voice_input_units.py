@@ -131,6 +131,19 @@ def test_a_real_time_client_is_never_refused() -> None:
     assert all(budget.take(0.02, i * 0.02 + 0.001) is Verdict.ACCEPT for i in range(5000))
 
 
+def test_a_frame_is_charged_at_least_the_minimum() -> None:
+    """A flood of one-sample frames costs 10 ms each: it is refused once past
+    the burst's worth of them, and dropped; one short last frame costs little."""
+    budget = AudioBudget(burst_s=1.0, patience_s=2.0, min_frame_s=0.01)
+    verdicts = [budget.take(1 / 16000, 0.0) for _ in range(500)]
+    assert 99 <= verdicts.count(Verdict.ACCEPT) <= 100  # 1 s (the sums' rounding)
+    assert Verdict.REFUSE in verdicts and verdicts[-1] is Verdict.DISCONNECT
+    budget = AudioBudget(min_frame_s=0.01)
+    for i in range(500):  # real time, then the clip's short last piece
+        assert budget.take(0.02, i * 0.02) is Verdict.ACCEPT
+    assert budget.take(3 / 16000, 10.0) is Verdict.ACCEPT
+
+
 @given(
     cuts=_cuts(3000),
     extremes=st.booleans(),

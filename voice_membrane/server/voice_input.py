@@ -15,7 +15,7 @@ from ..listening.resample import StreamResampler
 from ..sources.base import Frame
 from ..vocab.audio import pcm16_from_bytes, pcm16_from_ulaw
 from .doubler import Doubler
-from .protocol import MAX_INPUT_FRAME_S, InputAudio
+from .protocol import MAX_INPUT_FRAME_S, MIN_INPUT_FRAME_S, InputAudio
 from .rate_limit import Verdict
 
 # The most a client's audio may run ahead of real time: a network hiccup's
@@ -76,10 +76,17 @@ class AudioBudget:
     """A token bucket of audio seconds, refilled at real time: the client may be
     ``burst_s`` ahead of real time. Audio refused while the client is over the
     limit (until the bucket is full again) is counted; after ``patience_s`` of
-    it the client is dropped (see ``RateLimit``: not only refusals in a row)."""
+    it the client is dropped (see ``RateLimit``: not only refusals in a row).
+    A frame is charged at least ``min_frame_s`` (a frame costs the server
+    mostly per frame)."""
 
-    def __init__(self, burst_s: float = AUDIO_BURST_S, patience_s: float = AUDIO_PATIENCE_S):
-        self.burst_s, self.patience_s = burst_s, patience_s
+    def __init__(
+        self,
+        burst_s: float = AUDIO_BURST_S,
+        patience_s: float = AUDIO_PATIENCE_S,
+        min_frame_s: float = MIN_INPUT_FRAME_S,
+    ) -> None:
+        self.burst_s, self.patience_s, self.min_frame_s = burst_s, patience_s, min_frame_s
         self._seconds = burst_s
         self._last: float | None = None
         self._refused = 0.0
@@ -90,11 +97,12 @@ class AudioBudget:
         self._last = now
         if self._seconds >= self.burst_s:
             self._refused = 0.0  # back under the limit for a while
-        if self._seconds >= seconds:
-            self._seconds -= seconds
+        cost = max(seconds, self.min_frame_s)
+        if self._seconds >= cost:
+            self._seconds -= cost
             return Verdict.ACCEPT
         first = self._refused == 0.0
-        self._refused += seconds
+        self._refused += cost
         if self._refused > self.patience_s:
             return Verdict.DISCONNECT
         return Verdict.REFUSE if first else Verdict.REFUSE_QUIETLY
