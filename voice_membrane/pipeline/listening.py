@@ -167,6 +167,9 @@ def _end_of_input(rate: int, end: int) -> Frame:
     return Frame(_NO_SAMPLES, rate, end, time.perf_counter_ns())
 
 
+BACKLOG_FRAMES = 256  # frames waiting for a listener, by default
+
+
 class FrameInlet:
     """Frames put by code that is not a task (a socket's receive handler)
     straight into a listener's queue, with no task between them: a served
@@ -262,6 +265,9 @@ class Listener:
     endpointer: Endpointer
     # scores the detector's windows with other listeners' (a served process)
     vad_batch: VadBatcher | None = None
+    # frames waiting for the listener at most (a served session's: what its
+    # client may send at once, in its shortest frames)
+    backlog: int = BACKLOG_FRAMES
     _inbox: Inbox[_Input] = field(init=False)
     _open: SttStream | None = field(default=None, init=False)
     _open_id: int = field(default=0, init=False)
@@ -281,7 +287,7 @@ class Listener:
                 f"the detector takes {self.vad.sample_rate} Hz, {self.stt.name} "
                 f"{self.stt.sample_rate} Hz: open the source at the STT's rate"
             )
-        self._inbox = Inbox[_Input](256)
+        self._inbox = Inbox[_Input](self.backlog)
 
     def assistant_speaking(self, speaking: bool) -> None:
         """The assistant's audio started or stopped playing (echo, barge-in)."""

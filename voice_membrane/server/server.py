@@ -36,6 +36,7 @@ from .connection import Connection
 from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .log import JsonLog, Log
+from .loop_lag import Heartbeat
 from .redis_store import store_for
 from .serve_config import SessionSettings
 from .session_store import StoreUnavailable
@@ -123,6 +124,7 @@ class Server:
         self._ws: WsServer | None = None
         self._stack = AsyncExitStack()
         self._done: anyio.Event | None = None
+        self._heartbeat: Heartbeat | None = None  # the loop's lag (state.loop_lag)
         self.stopped_by: int | None = None  # the signal that began the stop (run.py)
 
     @property
@@ -177,6 +179,8 @@ class Server:
             session_store=store.name,
             grace_s=settings.grace_s,
         )
+        self._heartbeat = Heartbeat(self.state.loop_lag)
+        self._heartbeat.start()
         return self
 
     async def __aexit__(
@@ -298,6 +302,8 @@ class Server:
                 task.cancel()
             with anyio.CancelScope(shield=True):
                 await ws.wait_closed()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         if self.state is not None:
             await self.state.store.aclose()
         if self._done is not None:

@@ -13,6 +13,7 @@ import anyio
 
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
+from .loop_lag import LoopLag
 from .pacing import LEAD_S
 from .prometheus import ServerMetrics
 from .session_store import MemoryStore, SessionStore
@@ -60,6 +61,9 @@ class ServerState:
     # the protocol sessions this process serves, by id (a newer resume supersedes).
     store: SessionStore = field(default_factory=MemoryStore)
     live: dict[str, Keeper] = field(default_factory=dict)
+    # How long this process's loop was too busy to read its sockets (the server's
+    # heartbeat; without one, never): credited to the clients' audio budgets.
+    loop_lag: LoopLag = field(default_factory=LoopLag)
 
     @property
     def default_pipeline(self) -> str:
