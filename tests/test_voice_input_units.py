@@ -5,6 +5,8 @@ button as a detector, the decoder of the client's frames, the audio budget
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -16,9 +18,10 @@ from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadEvent
 from voice_membrane.server.doubler import Doubler
 from voice_membrane.server.loop_lag import LoopLag
-from voice_membrane.server.protocol import InputAudio
+from voice_membrane.server.protocol import MIN_INPUT_FRAME_S, InputAudio
 from voice_membrane.server.rate_limit import Verdict
 from voice_membrane.server.voice_input import AudioBudget, BadAudio, InputDecoder
+from voice_membrane.server.voice_session import MAX_BACKLOG_FRAMES, MAX_BACKLOG_S, VoiceInput
 from voice_membrane.vocab.audio import ulaw_from_pcm16
 
 
@@ -256,3 +259,23 @@ def test_a_calls_doubled_rate_is_the_resamplers_sample_for_sample(
     got = np.concatenate([doubler.feed(p) for p in pieces])
     assert got.dtype == np.int16
     np.testing.assert_array_equal(got, expected)
+
+
+def test_a_listener_10_s_behind_loses_the_frames_past_it() -> None:
+    """Frames wait for the listener up to 10 s of audio (1000 frames: a burst
+    and a server stall in 10 ms frames); past that, however short the frames,
+    they are dropped and counted rather than held."""
+    vad = SimpleNamespace(sample_rate=16000, samples_fed=0)  # a listener that takes nothing
+    voice = VoiceInput(
+        InputAudio(), cast(Any, None), cast(Any, SimpleNamespace(vad=vad)), cast(Any, None)
+    )
+    second = b"\x00" * 32000
+    for _ in range(round(MAX_BACKLOG_S)):
+        voice.feed(second)
+    assert voice.inlet.dropped == 0
+    voice.feed(b"\x00\x00")
+    assert voice.inlet.dropped == 1
+    vad.samples_fed = 16000  # it took a second's worth: room for a second more
+    voice.feed(second[:-2])
+    assert voice.inlet.dropped == 1
+    assert MAX_BACKLOG_FRAMES * MIN_INPUT_FRAME_S >= MAX_BACKLOG_S

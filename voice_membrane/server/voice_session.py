@@ -99,7 +99,7 @@ class VoiceInput:
     def feed(self, data: bytes) -> None:
         """One binary frame (``decoder.check``ed) of the client's voice."""
         frame = self.decoder.decode(data)
-        if frame.position - self.listener.vad.samples_fed > self._max_behind:
+        if frame.end - self.listener.vad.samples_fed > self._max_behind:
             self.inlet.dropped += 1  # the listener is that far behind: lost, as in a full queue
             return
         self._put(frame)
