@@ -205,7 +205,8 @@ async def test_a_silent_caller_is_closed_by_the_idle_timeout(tmp_path: Path) -> 
 
 @pytest.mark.anyio
 async def test_audio_far_faster_than_real_time_is_refused_then_closed(tmp_path: Path) -> None:
-    tone = (np.sin(np.arange(8000 * 5) / 5) * 8000).astype(np.int16)  # 5 s, sent at once
+    # Past the burst (3 s) and the patience (2 s) allowed, sent at once
+    tone = (np.sin(np.arange(8000 * 8) / 5) * 8000).astype(np.int16)
     async with phone_server(tmp_path) as (server, lines):
         with anyio.fail_after(GUARD_S):
             async with twilio_call(

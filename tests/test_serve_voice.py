@@ -17,6 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from voice_membrane.server import Server
+from voice_membrane.server.protocol import MAX_INPUT_FRAME_S
+from voice_membrane.server.voice_input import AUDIO_BURST_S, AUDIO_PATIENCE_S
 
 pytest.importorskip("pocketsphinx")
 pytestmark = pytest.mark.anyio
@@ -176,14 +178,20 @@ async def test_audio_faster_than_real_time_is_bounded_then_refused(tmp_path: Pat
     async with _server(tmp_path) as server, connect(server.ws_url) as ws:
         await start(ws, pipeline="brief", input_audio=VOICE_IN)
         frame = silence(0.1).tobytes()
-        for _ in range(12):  # 1.2 s at once: the last 0.2 s over the 1 s allowed
-            await ws.send(frame)
-        error = await next_event(ws)
-        assert error["code"] == "rate_limited" and "faster than real time" in error["message"]
+        # At once: the burst and a frame are taken, the rest refused and, past the
+        # patience, closed. (Twice as much as that: were the server's loop late
+        # reading some of it, the frames that waited meanwhile are taken too.)
+        ahead = AUDIO_BURST_S + MAX_INPUT_FRAME_S + AUDIO_PATIENCE_S
         with pytest.raises(ConnectionClosed) as closed:
             with anyio.fail_after(30):
-                for _ in range(40):  # 4 s more, at once: dropped
+                for _ in range(round(2 * ahead / 0.1)):
                     await ws.send(frame)
+                error = await next_event(ws)
+                assert error["code"] == "rate_limited"
+                assert (
+                    f"faster than real time: at most {AUDIO_BURST_S:g} s ahead"
+                    in (error["message"])
+                )
                 while True:
                     await ws.recv()
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008

@@ -12,7 +12,7 @@ from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt, rate_options
 from ..stt.retrying import RetryingStt
 from .config import ConfigError, PipelineConfig
-from .listening import Listener
+from .listening import BACKLOG_FRAMES, Listener
 from .vad_batch import VadBatcher
 
 
@@ -44,22 +44,26 @@ def listener_for(
     *,
     input_rate: int | None = None,
     vad_batch: VadBatcher | None = None,
+    backlog: int = BACKLOG_FRAMES,
 ) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate.
     ``input_rate``: the rate the audio arrives at; at 8 kHz (a call) the level
     pause's ``auto`` is on even when the engine takes 16 kHz (the 8 kHz sound
     upsampled is what the detector hears). ``vad_batch``: scores the detector's
-    windows with other listeners' (many in one process)."""
+    windows with other listeners' (many in one process). ``backlog``: the frames
+    that may wait for it."""
     rate = stt.sample_rate
     endpoint = config.endpoint
     if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
         endpoint = endpoint.model_copy(update={"level_pause": "on"})
     vad, endpointer = make_vad(config.vad, rate), Endpointer(endpoint, rate)
     vad.watch_rises = endpointer.level_pause  # (the rises are for it alone)
-    return Listener(vad, stt, endpointer, vad_batch)
+    return Listener(vad, stt, endpointer, vad_batch, backlog)
 
 
-def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Listener, PushToTalk]:
+def push_to_talk_listener(
+    config: PipelineConfig, stt: SttEngine, backlog: int = BACKLOG_FRAMES
+) -> tuple[Listener, PushToTalk]:
     """A listener whose speech is what the user holds a button for (and the
     button, to press and release). The release ends the utterance: the turn
     starts on its final transcript, with no end silence to wait for; all that is
@@ -74,4 +78,4 @@ def push_to_talk_listener(config: PipelineConfig, stt: SttEngine) -> tuple[Liste
             "echo": "aec",
         }
     )
-    return Listener(button, stt, Endpointer(settings, rate)), button
+    return Listener(button, stt, Endpointer(settings, rate), backlog=backlog), button

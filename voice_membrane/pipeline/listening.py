@@ -93,6 +93,9 @@ __all__ = [  # (what listeners' users import from here)
 MERGE_QUEUED_S = 0.1
 
 
+BACKLOG_FRAMES = 256  # frames waiting for a listener, by default
+
+
 @dataclass(slots=True)
 class _Times:
     """Wall-clock times of the utterance being heard (for voice-to-voice)."""
@@ -112,6 +115,9 @@ class Listener:
     endpointer: Endpointer
     # scores the detector's windows with other listeners' (a served process)
     vad_batch: VadBatcher | None = None
+    # frames waiting for the listener at most (a served session's: what its
+    # client may send at once, in its shortest frames)
+    backlog: int = BACKLOG_FRAMES
     _inbox: Inbox[ListenerInput] = field(init=False)
     _streams: UtteranceStreams = field(init=False)
     _times: _Times = field(default_factory=_Times, init=False)
@@ -130,7 +136,7 @@ class Listener:
                 f"the detector takes {self.vad.sample_rate} Hz, {self.stt.name} "
                 f"{self.stt.sample_rate} Hz: open the source at the STT's rate"
             )
-        self._inbox = Inbox[ListenerInput](256)
+        self._inbox = Inbox[ListenerInput](self.backlog)
         self._streams = UtteranceStreams(self.stt, self._inbox)
 
     def assistant_speaking(self, speaking: bool) -> None:

@@ -308,13 +308,7 @@ class Connection(ServedSession):
                 self._on_audio(data)
                 continue
             self.last_activity = anyio.current_time()
-            verdict = self.limit.check(self.last_activity)
-            if verdict is Verdict.DISCONNECT:
-                self._close(p.CLOSE_POLICY, "rate_limited")
-                continue
-            if verdict is not Verdict.ACCEPT:
-                if verdict is Verdict.REFUSE:
-                    self._error("rate_limited", "too many messages: at most 20 a second")
+            if self._over_limit(self.last_activity):
                 continue
             try:
                 message = p.parse_client_message(data)
@@ -345,6 +339,18 @@ class Connection(ServedSession):
                 self._close(p.CLOSE_NORMAL, "session.end")
             else:
                 self._error("bad_message", "the session has started already")
+
+    def _over_limit(self, now: float) -> bool:
+        """One more message in the limit: True when it is dropped (a flood: the
+        client is told once; closed with 1008 if it goes on)."""
+        verdict = self.limit.check(now)
+        if verdict is Verdict.DISCONNECT:
+            self._close(p.CLOSE_POLICY, "rate_limited")
+        elif verdict is Verdict.REFUSE:
+            self._error(
+                "rate_limited", f"too many messages: at most {self.limit.per_second} a second"
+            )
+        return verdict is not Verdict.ACCEPT
 
     # Turns, typed or spoken
 
@@ -380,6 +386,12 @@ class Connection(ServedSession):
             )
             return
         self._take_audio(voice, data)
+
+    def _refuse_audio(self, now: float, code: p.ErrorCode, message: str) -> None:
+        """A frame that is not audio, or audio nobody hears, costs what a message
+        does: a flood of them is closed like one (valid audio has its own budget)."""
+        if not self._over_limit(now):
+            super()._refuse_audio(now, code, message)
 
     def _push_to_talk(self, message: p.InputStart | p.InputEnd) -> None:
         voice = self.voice

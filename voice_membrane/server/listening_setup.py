@@ -13,7 +13,7 @@ from ..pipeline.session import Session
 from ..pipeline.vad_batch import loop_batcher
 from ..stt.base import SttError
 from . import protocol as p
-from .voice_session import VoiceHooks, VoiceInput
+from .voice_session import MAX_BACKLOG_FRAMES, VoiceHooks, VoiceInput
 
 
 class ListeningFailed(RuntimeError):
@@ -54,10 +54,14 @@ async def voice_input_for(
     stack.push_async_callback(stt.aclose)
     try:
         if turn_taking == "push_to_talk":
-            listener, button = push_to_talk_listener(config, stt)
+            listener, button = push_to_talk_listener(config, stt, MAX_BACKLOG_FRAMES)
             return VoiceInput(declared, session, listener, hooks, button)
         listener = listener_for(  # (the process's listeners' windows scored together)
-            config, stt, input_rate=declared.sample_rate, vad_batch=loop_batcher()
+            config,
+            stt,
+            input_rate=declared.sample_rate,
+            vad_batch=loop_batcher(),
+            backlog=MAX_BACKLOG_FRAMES,
         )
         return VoiceInput(declared, session, listener, hooks)
     except (VadError, ValueError) as exc:

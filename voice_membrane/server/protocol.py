@@ -44,6 +44,10 @@ MESSAGES_PER_SECOND: Final = 20
 START_TIMEOUT_S: Final = 10.0
 PCM16_RATES: Final = (16000, 22050, 24000, 48000)
 MAX_INPUT_FRAME_S: Final = 0.2  # the most audio one binary frame from the client may hold
+# The least a binary frame from the client is charged in its audio budget: a
+# frame's cost to the server is mostly per frame, so a shorter one (a file's
+# last piece) is taken but counted as this much audio.
+MIN_INPUT_FRAME_S: Final = 0.01
 
 HEADER: Final = struct.Struct("<II")
 

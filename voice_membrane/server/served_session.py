@@ -62,7 +62,8 @@ class ServedSession:
         self.outbox: Outbox | None = None
         self.session: Session | None = None
         self.voice: VoiceInput | None = None  # the client sends its voice
-        self.audio_budget = AudioBudget()
+        now = anyio.current_time()  # (the budget's clock starts with the session)
+        self.audio_budget = AudioBudget(now=now, stalled=state.loop_lag.stalled(now))
         self._audio_told_at = -1.0  # when the client was last told its audio is refused
         self._starting_turn = False  # the next session turn is announced (not a held reply)
         self._held_events: list[str] | None = None  # a held reply's, until it is the user's
@@ -309,7 +310,8 @@ class ServedSession:
         except BadAudio as exc:
             self._refuse_audio(now, "bad_message", f"audio frame: {exc}")
             return
-        verdict = self.audio_budget.take(voice.decoder.seconds(data), now)
+        seconds, stalled = voice.decoder.seconds(data), self.state.loop_lag.stalled(now)
+        verdict = self.audio_budget.take(seconds, now, stalled)
         if verdict is Verdict.ACCEPT:
             voice.feed(data)
         elif verdict is Verdict.DISCONNECT:
@@ -318,7 +320,8 @@ class ServedSession:
         elif verdict is Verdict.REFUSE:
             self._error(
                 "rate_limited",
-                "audio faster than real time: at most 1 s ahead; the audio over it is dropped",
+                f"audio faster than real time: at most {self.audio_budget.burst_s:g} s ahead; "
+                "the audio over it is dropped",
             )
 
     def _refuse_audio(self, now: float, code: p.ErrorCode, message: str) -> None:

@@ -39,6 +39,7 @@ from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
+from .loop_lag import Heartbeat
 from .prometheus import RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
@@ -127,6 +128,7 @@ class Server:
         self._tasks: TaskGroup | None = None  # the server's own (the store's keep_up)
         self._keeping: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
+        self._heartbeat: Heartbeat | None = None  # the loop's lag (state.loop_lag)
         self.stopped_by: int | None = None  # the signal that began the stop (run.py)
 
     @property
@@ -190,6 +192,8 @@ class Server:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_store_up, store)
+        self._heartbeat = Heartbeat(self.state.loop_lag)
+        self._heartbeat.start()
         return self
 
     async def _keep_store_up(self, store: SessionStore) -> None:
@@ -343,6 +347,8 @@ class Server:
                 await ws.wait_closed()
         if self._keeping is not None:
             self._keeping.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         if self.state is not None:
             await self.state.store.aclose()
         if self._done is not None:

@@ -42,10 +42,13 @@ from ..sources.base import Frame
 from . import protocol as p
 from .voice_input import InputDecoder
 
-# Frames waiting for the listener: ~5 s of 20 ms frames. The client is at most
-# a second ahead of real time, so only a listener far behind (an overloaded
-# process) fills it; its frames are dropped then, rather than block the socket.
-MAX_BACKLOG_FRAMES = 256
+# Audio waiting for the listener, at most: what may arrive at once — the
+# client's burst (voice_input.AUDIO_BURST_S) and what waited in the socket
+# through a stall of the server's loop (as long again and more) — in frames
+# as short as are charged (10 ms). Only a listener far behind (an overloaded
+# process) goes past it; frames are dropped then, rather than block the socket.
+MAX_BACKLOG_S = 10.0
+MAX_BACKLOG_FRAMES = math.ceil(MAX_BACKLOG_S / p.MIN_INPUT_FRAME_S)
 # Pushed after a push-to-talk release, so the release is heard even if the
 # client sends nothing more (outside a press it need not send audio).
 _RELEASE_PAD_S = 0.01
@@ -94,6 +97,7 @@ class VoiceInput:
         self.declared = declared
         self.decoder = InputDecoder(declared, listener.vad.sample_rate)
         self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # to the listener's queue; counts drops
+        self._max_behind = round(MAX_BACKLOG_S * self.decoder.rate)  # samples not yet heard
         self._recording: Any = None  # a soundfile.SoundFile
 
     def record_to(self, recording: Any) -> None:
@@ -102,7 +106,11 @@ class VoiceInput:
 
     def feed(self, data: bytes) -> None:
         """One binary frame (``decoder.check``ed) of the client's voice."""
-        self._put(self.decoder.decode(data))
+        frame = self.decoder.decode(data)
+        if frame.end - self.listener.vad.samples_fed > self._max_behind:
+            self.inlet.dropped += 1  # the listener is that far behind: lost, as in a full queue
+            return
+        self._put(frame)
 
     def _put(self, frame: Frame) -> None:
         if self._recording is not None:

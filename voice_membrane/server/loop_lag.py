@@ -1,0 +1,67 @@
+"""How long this process's event loop was too busy to read its sockets.
+
+A heartbeat is due every ``TICK_S``; how late it runs is time the loop spent on
+other work (a blocking call, a CPU-bound stretch, the process descheduled), and
+meanwhile no socket was read: every client's frames of that time wait in the
+kernel and are read at once afterwards. The audio budget credits it
+(``voice_input.AudioBudget``), so a server that falls behind does not take its
+own backlog for a client sending faster than real time.
+
+``LoopLag`` is sans-I/O (the caller passes the times); ``Heartbeat`` runs it on
+the asyncio loop, one timer a process (no task: a callback re-arming itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+TICK_S = 0.05
+
+
+class LoopLag:
+    def __init__(self) -> None:
+        self._late = 0.0  # the beats run so far: how late, in all
+        self._due: float | None = None  # the next beat's time
+
+    def expect(self, at: float) -> None:
+        """The next beat is due ``at``."""
+        self._due = at
+
+    def beat(self, now: float) -> None:
+        """The beat due runs ``now`` (no beat is due until the next ``expect``)."""
+        if self._due is not None:
+            self._late += max(0.0, now - self._due)
+            self._due = None
+
+    def stalled(self, now: float) -> float:
+        """Seconds the loop has been behind, in all, up to ``now``: never less than
+        before. While the beat is overdue, how overdue it is counts too: a stall
+        still going on (the session reading its backlog may run before the beat)."""
+        overdue = 0.0 if self._due is None else max(0.0, now - self._due)
+        return self._late + overdue
+
+
+class Heartbeat:
+    """``lag``'s beats on the running asyncio loop, from ``start`` to ``stop``."""
+
+    def __init__(self, lag: LoopLag, tick_s: float = TICK_S) -> None:
+        self.lag, self.tick_s = lag, tick_s
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._arm(asyncio.get_running_loop())
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self.lag.beat(self._handle.when())  # no beat is due any more
+            self._handle = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        at = loop.time() + self.tick_s
+        self.lag.expect(at)
+        self._handle = loop.call_at(at, self._beat, loop)
+
+    def _beat(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.lag.beat(loop.time())
+        self._arm(loop)
