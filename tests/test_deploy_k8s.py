@@ -39,7 +39,7 @@ MIB = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
 # session at once added, and a --workers parent's. local-voice: VmHWM of one process
 # after a voice turn, 640,188 kB; with two sessions' turns at once, 744,044 kB; the parent
 # of 2 workers 126,456 kB (2026-11-29). openai-voice: 166 MiB warm (117 + Silero's 49),
-# 0.4 MiB a session (the benchmarks' 390-410 KiB).
+# 0.4 MiB a session (the benchmarks' 390-410 KiB), the parent of 2 workers 123,540 kB.
 MEASURED_MIB = {"local-voice": (625.0, 102.0), "openai-voice": (166.4, 0.4)}
 PARENT_MIB = 123.5
 HEADROOM = 1.2
