@@ -1,14 +1,22 @@
-"""Helpers for the deployment tests: deploy/Dockerfile's instructions, the serve
-command's own parser and the answers of its HTTP routes."""
+"""Helpers for the deployment tests: deploy/Dockerfile's instructions, deploy/k8s's
+overlays rendered by ``kubectl kustomize``, the serve command's own parser and the
+answers of its HTTP routes."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+import yaml
 from websockets.datastructures import Headers
 from websockets.http11 import Request
 
@@ -18,6 +26,10 @@ from voice_membrane.server.http_routes import route
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 K8S = ROOT / "deploy" / "k8s"
+KUBECTL = shutil.which("kubectl")
+# What a user applies (kubectl apply -k …), by name; the component any of them may add.
+OVERLAYS = {"cloud": K8S, "local": K8S / "local"}
+SESSIONS_AUTOSCALING = K8S / "sessions-autoscaling"
 
 
 @dataclass(frozen=True)
@@ -99,3 +111,76 @@ def flag_value(args: list[str], flag: str) -> str | None:
         elif word.startswith(flag + "="):
             found = word.partition("=")[2]
     return found
+
+
+@cache
+def rendered(overlay: str, *, sessions_autoscaling: bool = False) -> tuple[dict[str, Any], ...]:
+    """The overlay's manifests as ``kubectl kustomize`` renders them; with the
+    component sessions-autoscaling added (through a kustomization of the test's own,
+    as a user adds it to theirs)."""
+    assert KUBECTL is not None
+    target = OVERLAYS[overlay]
+    with tempfile.TemporaryDirectory(prefix="vm-kustomize-") as folder:
+        if sessions_autoscaling:
+            kustomization = {
+                "resources": [os.path.relpath(target, folder)],
+                "components": [os.path.relpath(SESSIONS_AUTOSCALING, folder)],
+            }
+            Path(folder, "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+            target = Path(folder)
+        done = subprocess.run(
+            [KUBECTL, "kustomize", str(target)], capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 0, done.stderr
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """One rendering's documents, and the serve Deployment's parts."""
+
+    docs: tuple[dict[str, Any], ...]
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        found = [d for d in self.all(kind) if name is None or d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{kind} {name or ''}: {len(found)} found"
+        return found[0]
+
+    def pod(self, deployment: str = "voice-membrane") -> dict[str, Any]:
+        spec: dict[str, Any] = self.one("Deployment", deployment)["spec"]["template"]["spec"]
+        return spec
+
+    def container(self, deployment: str = "voice-membrane") -> dict[str, Any]:
+        (container,) = self.pod(deployment)["containers"]
+        return dict(container)
+
+    def args(self) -> list[str]:
+        args = self.container()["args"]
+        assert args[0].startswith("-"), "the image's entry point is `voice-membrane serve`"
+        return list(args)
+
+    def port(self, name_or_number: str | int, deployment: str = "voice-membrane") -> int:
+        """A container port of the deployment's, by name or number."""
+        if isinstance(name_or_number, int):
+            return name_or_number
+        ports = self.container(deployment)["ports"]
+        (port,) = [p for p in ports if p["name"] == name_or_number]
+        return int(port["containerPort"])
+
+    def env(self, deployment: str = "voice-membrane") -> dict[str, dict[str, Any]]:
+        return {e["name"]: e for e in self.container(deployment).get("env", [])}
+
+    def mounted_file(self, path: str) -> str:
+        """The text of the ConfigMap file the serve container sees at ``path``."""
+        folder, _, name = path.rpartition("/")
+        mounts = {m["mountPath"].rstrip("/"): m["name"] for m in self.container()["volumeMounts"]}
+        volumes = {v["name"]: v for v in self.pod()["volumes"]}
+        config_map = self.one("ConfigMap", volumes[mounts[folder]]["configMap"]["name"])
+        return str(config_map["data"][name])
+
+
+def manifests(overlay: str, *, sessions_autoscaling: bool = False) -> Manifests:
+    return Manifests(rendered(overlay, sessions_autoscaling=sessions_autoscaling))

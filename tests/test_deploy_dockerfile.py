@@ -4,13 +4,14 @@ port and health check agree with the server's flags and routes."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.deploy_helpers import (
@@ -21,10 +22,11 @@ from tests.deploy_helpers import (
     serve_args,
     unknown_flags,
 )
-from voice_membrane.server import Server
+from voice_membrane.testing.redis_server import free_port
 
 SCRIPTS = ROOT / "scripts"
 GUARD_S = 30  # against a hang only
+SERVE = [sys.executable, "-m", "voice_membrane.cli", "serve"]
 
 
 def _stages() -> tuple[list[Instruction], list[Instruction]]:
@@ -129,45 +131,91 @@ def test_the_entry_point_is_the_serve_command_and_cmd_its_flags() -> None:
     assert args.host == "0.0.0.0"  # reachable through the container's port mapping
 
 
-def test_the_exposed_port_is_the_one_served_and_health_checked() -> None:
+def test_the_exposed_port_is_the_one_served() -> None:
     args, _ = serve_args(_cmd_args())
     exposed = {int(word.split("/")[0]) for word in _final("EXPOSE").args.split()}
     assert exposed == {args.port}
-    check = _final("HEALTHCHECK").args
-    url = re.search(r"http://127\.0\.0\.1:(\d+)(/\S*?)['\"]", check)
-    assert url, check
-    assert int(url[1]) == args.port
-    assert url[2] == "/healthz"
-    assert http_status(url[2]) == 200
-    assert http_status(url[2], ready=False) == 200, "healthy while draining"
+    assert http_status("/healthz") == 200
+    assert http_status("/healthz", ready=False) == 200, "healthy while draining"
 
 
-def _healthcheck_command(port: int) -> list[str]:
-    """The HEALTHCHECK's command, with the venv's python and ``port``."""
-    check = _final("HEALTHCHECK").args
-    words = Instruction("CMD", check.partition(" CMD ")[2], 0).exec_form()
+def _healthcheck_script() -> Path:
+    """The HEALTHCHECK's script, in the repository: the one the image copies there."""
+    words = Instruction("CMD", _final("HEALTHCHECK").args.partition(" CMD ")[2], 0).exec_form()
     assert words[0] == "python", "the image's python: a slim image has no curl"
-    code = re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", words[2])
-    return [sys.executable, *words[1:2], code]
+    (script,) = words[1:]
+    copies = [i.args.split() for i in _stages()[1] if i.keyword == "COPY"]
+    (source,) = [words[0] for words in copies if words[-1] == script and len(words) == 2]
+    assert not re.search(r"\b\d{4,5}\b", _final("HEALTHCHECK").args), "no port of its own"
+    return ROOT / source
 
 
-def test_the_health_check_command_passes_on_a_serving_server_and_fails_without(
-    tmp_path: Path,
+def _health(pid: int) -> int:
+    command = [sys.executable, str(_healthcheck_script()), str(pid)]
+    return subprocess.run(command, capture_output=True, timeout=GUARD_S, check=False).returncode
+
+
+def test_the_health_check_asks_the_port_serve_was_started_with(tmp_path: Path) -> None:
+    from tests.serve_helpers import write_pipeline
+
+    port = free_port()
+    assert port != serve_args([])[0].port, "not the default: the flag is what is followed"
+    pipeline = write_pipeline(tmp_path, "short", "Fine.")
+    env = {k: v for k, v in os.environ.items() if k != "VOICE_MEMBRANE_TOKEN"}
+    env["PYTHONPATH"] = str(ROOT)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "voice_membrane.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--pipeline",
+            str(pipeline),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert serve.stdout is not None
+        assert serve.stdout.readline().startswith(f"listening on http://127.0.0.1:{port}")
+        assert _health(serve.pid) == 0
+    finally:
+        serve.terminate()
+        serve.wait(timeout=GUARD_S)
+    assert _health(serve.pid) != 0  # gone
+
+
+def test_the_health_check_finds_serve_under_an_init_and_fails_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.serve_helpers import pipelines
-
-    async def check() -> tuple[int, int]:
-        async with Server(pipelines(tmp_path), port=0, log=lambda *a, **f: None) as server:
-            with anyio.fail_after(GUARD_S):
-                up = await anyio.run_process(_healthcheck_command(server.port), check=False)
-            port = server.port
-        with anyio.fail_after(GUARD_S):
-            down = await anyio.run_process(_healthcheck_command(port), check=False)
-        return up.returncode, down.returncode
-
-    up, down = anyio.run(check)
-    assert up == 0
-    assert down != 0
+    """Without a pid (the image's HEALTHCHECK): the oldest serve process, PID 1 or the
+    command an init (docker run --init) was given; none: unhealthy, in one line."""
+    spec = importlib.util.spec_from_file_location("healthcheck", _healthcheck_script())
+    assert spec is not None and spec.loader is not None
+    healthcheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(healthcheck)
+    proc = tmp_path / "proc"
+    processes = {
+        "1": ["/sbin/docker-init", "--", "voice-membrane", "serve", "--port", "9001"],
+        "7": ["/opt/venv/bin/python", "/opt/venv/bin/voice-membrane", "serve", "--port=9001"],
+        "9": ["/opt/venv/bin/python", "-m", "voice_membrane.cli", "serve", "--port=9001"],
+        "self": ["ignored"],
+    }
+    for pid, argv in processes.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
+    monkeypatch.setattr(healthcheck, "PROC", proc)
+    assert healthcheck.address(healthcheck.oldest_serve()) == ("127.0.0.1", 9001)
+    assert healthcheck.address(["--host", "::", "--port", "1"]) == ("::1", 1)
+    for pid in ("1", "7"):
+        (proc / pid / "cmdline").write_bytes(b"/bin/sh\0")
+    assert healthcheck.oldest_serve() == ["--port=9001"]  # a worker, the same port
+    (proc / "9" / "cmdline").unlink()
+    assert healthcheck.oldest_serve() is None
 
 
 @pytest.mark.parametrize("word", ["HEALTHCHECK", "ENTRYPOINT", "CMD", "USER", "EXPOSE"])
