@@ -29,6 +29,7 @@ from websockets.sync.client import connect
 
 from voice_membrane.pipeline.listening import FrameInlet
 from voice_membrane.server import Server
+from voice_membrane.server.twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
 from voice_membrane.server.voice_input import AUDIO_BURST_S
 from voice_membrane.testing.fake_twilio import twilio_signature
 from voice_membrane.vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.anyio
 RATE = 16000
 PHONE_RATE, PHONE_FRAME = 8000, 160  # μ-law: a byte a sample; 20 ms
 TWILIO_TOKEN = "twilio-auth-token-for-the-pace-tests"
+TOKENS = CallTokens(TWILIO_TOKEN)
 GUARD_S = 60  # against a hang only: the machine is shared and loaded
 
 
@@ -93,8 +95,14 @@ def phone_call(url: str, got: Streamed) -> None:
         ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
         sid = {"streamSid": "MZ" + "0" * 32}
         media_format = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
-        start: dict[str, Any] = {"callSid": "CA" + "0" * 32, "tracks": ["inbound"], **sid}
-        start |= {"mediaFormat": media_format, "customParameters": {"pipeline": "brief"}}
+        call_sid = "CA" + "0" * 32
+        # (what serve's TwiML would have given this call: twilio_call_token.py)
+        parameters = {
+            "pipeline": "brief",
+            CALL_TOKEN_PARAMETER: TOKENS.issue(call_sid, time.time()),
+        }
+        start: dict[str, Any] = {"callSid": call_sid, "tracks": ["inbound"], **sid}
+        start |= {"mediaFormat": media_format, "customParameters": parameters}
         ws.send(json.dumps({"event": "start", "start": start, **sid}))
         t0 = time.monotonic()
         for n, at in enumerate(range(0, len(data), PHONE_FRAME)):
@@ -159,7 +167,9 @@ async def run_client(
         thread.start()
         with anyio.fail_after(GUARD_S):
             if stall_s:
-                await anyio.to_thread.run_sync(got.reached.wait)
+                while not got.reached.is_set():  # (a client that died fails, not hangs)
+                    assert thread.is_alive(), "the client stopped before the stall"
+                    await anyio.sleep(0.005)
                 time.sleep(stall_s)  # the server's loop frozen (the client sends on)
             while thread.is_alive():
                 await anyio.sleep(0.05)
