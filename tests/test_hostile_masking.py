@@ -1,7 +1,8 @@
 """An attacker hides a key from the masker: invisible characters inside it
 (zero-width space, soft hyphen, word joiner, BOM, direction marks, tags…), so
 the text reads, is spoken and pastes as the key but does not match its shape
-or value. Every output masks it all the same: a stream (what is spoken, shown
+or value; or a hidden block (thinking, a tool call) between its halves, so
+each text block holds half. Every output masks it all the same: a stream (what is spoken, shown
 and sent), ``redact`` (events, logs, messages), and ``voice-membrane run`` end
 to end — the voice, stdout, the events file. Text with no key passes
 unchanged, invisible characters and all."""
@@ -21,10 +22,13 @@ from hypothesis import strategies as st
 from voice_membrane.infra.invisible import without_invisible
 from voice_membrane.infra.redact import MASK, forget_all, redact, remember
 from voice_membrane.infra.secret_shapes import SecretPattern
+from voice_membrane.parse import XmlStreamParser
+from voice_membrane.parse.secret_filter import SecretFilter
 from voice_membrane.parse.secret_stream import SecretStream
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.script import ScriptedReply, thinking
+from voice_membrane.vocab.events import BlockComplete, BlockStart, Chunk, Event
 
 ROOT = Path(__file__).resolve().parent.parent
 B64URL = string.ascii_letters + string.digits + "-_"
@@ -152,10 +156,87 @@ def test_a_known_key_broken_by_a_soft_hyphen_is_masked_by_value() -> None:
     assert redact(f"mine is {KNOWN[:9]}\u00ad{KNOWN[9:]}, keep it") == f"mine is {MASK}, keep it"
 
 
+# -------------------------------------------------- a key split by a hidden block
+
+HIDDEN_BLOCKS = [
+    "<thinking>let me see</thinking>",
+    "<thinking></thinking>",
+    '<function_calls><invoke name="f"><parameter name="x">1</parameter></invoke></function_calls>',
+]
+
+
+def filtered(reply: str, sizes: list[int]) -> list[Event]:
+    parser, secrets = XmlStreamParser(), SecretFilter(SecretPattern((KNOWN,)))
+    events: list[Event] = []
+    i = n = 0
+    while i < len(reply):
+        size = sizes[n % len(sizes)]
+        events += secrets.feed(parser.feed(reply[i : i + size]))
+        i, n = i + size, n + 1
+    return events + secrets.feed(parser.flush()) + secrets.flush()
+
+
+def shown(events: list[Event]) -> tuple[str, str]:
+    """The visible chunks joined, and the text blocks' contents joined."""
+    chunks = "".join(e.text for e in events if isinstance(e, Chunk) and e.meta.visible)
+    blocks = "".join(
+        e.block.content or ""
+        for e in events
+        if isinstance(e, BlockComplete) and e.block.type == "text"
+    )
+    return chunks, blocks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=KEYS,
+    cut=st.floats(0.0, 1.0),
+    hidden=st.sampled_from(HIDDEN_BLOCKS),
+    splits=SPLITS,
+)
+def test_a_key_split_by_a_hidden_block_is_masked(
+    key: str, cut: float, hidden: str, splits: list[int]
+) -> None:
+    """The model writes half a key, a hidden block (thinking, a tool call), the
+    other half: each text block holds too little to be a key, read together
+    (by a listener, a client joining the blocks) they are one."""
+    at = max(1, min(len(key) - 1, round(len(key) * cut)))
+    reply = f"Here: {key[:at]}{hidden}{key[at:]}. Done."
+    events = filtered(reply, splits)
+    chunks, blocks = shown(events)
+    for out in (chunks, blocks):
+        assert not leaked(key, out), out
+        # (a JWT's shape takes the full stop after it: "a key Done.")
+        assert out.startswith("Here: ") and out.endswith(" Done."), out
+    assert "a key" in chunks and chunks == blocks  # what was shown is what is kept
+    indices = [e.index for e in events if isinstance(e, BlockStart | BlockComplete)]
+    assert indices == sorted(indices)  # every block's events in order, none lost
+
+
+ORDINARY_SPLIT = st.tuples(
+    st.sampled_from(["Plan A", "the sk-", "see", "x sk-proj-ab", "eyJ", "AIza", "a s", "ok."]),
+    st.sampled_from(HIDDEN_BLOCKS),
+    st.sampled_from(["Izard.", "learn it", "", "cd ef", " then.", "X.eyJ", "!"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=ORDINARY_SPLIT, splits=SPLITS)
+def test_text_around_a_hidden_block_is_unchanged(
+    parts: tuple[str, str, str], splits: list[int]
+) -> None:
+    before, hidden, after = parts
+    if SecretPattern((KNOWN,)).search(before + after) is not None:
+        return  # (a key by chance: masked, as it should be)
+    chunks, blocks = shown(filtered(f"{before}{hidden}{after}", splits))
+    assert chunks == blocks == before + after
+
+
 # ------------------------------------------------------------------ end to end
 
 SHAPED = "sk-proj-" + "Qw7eRt5yUi0pAs9dFg8hJk7lZx6cVb5nM4" * 3
 GOOGLE = "AIzaSyDq5Ws7ExDq5Ws7ExDq5Ws7ExDq5Ws"
+SPLIT = "sk-ant-api03-" + "Zx9Yw8Vu7Ts6" * 4  # in two text blocks, a thinking one between
 
 
 def _break(key: str, invisible: str) -> str:
@@ -166,11 +247,14 @@ def _break(key: str, invisible: str) -> str:
 def test_run_speaks_shows_and_logs_no_key_hidden_by_invisible_characters(tmp_path: Path) -> None:
     """``voice-membrane run`` as a user runs it, on a model (the fake Anthropic
     server) that writes keys broken by a zero-width space, a soft hyphen and a
-    word joiner, in its text and its thinking, over small deltas."""
+    word joiner, in its text and its thinking, and one split by a thinking
+    block, over small deltas."""
     reply = ScriptedReply.of(
         thinking(f"I will say {_break(SHAPED, chr(0x2060))} now."),
         f"One: {_break(SHAPED, chr(0x200B))}. Two: {_break(GOOGLE, chr(0xAD))}. "
-        f"Three: {_break(KNOWN, chr(0x2060) + chr(0x200B))}. Done.",
+        f"Three: {_break(KNOWN, chr(0x2060) + chr(0x200B))}. Four: {SPLIT[:14]}",
+        thinking("Where was I?"),
+        f"{SPLIT[14:]}. Done.",
         delta_chars=3,
     )
     events = tmp_path / "events.jsonl"
@@ -208,7 +292,7 @@ def test_run_speaks_shows_and_logs_no_key_hidden_by_invisible_characters(tmp_pat
         "events": events.read_text(encoding="utf-8"),
     }
     for where, text in outputs.items():
-        for key in (SHAPED, GOOGLE, KNOWN):
+        for key in (SHAPED, GOOGLE, KNOWN, SPLIT):
             assert not leaked(key, text), f"{where} holds {key[:12]}…"
-    assert spoken.count("a key") == 3, spoken
+    assert spoken.count("a key") == 4, spoken
     assert "Done." in spoken

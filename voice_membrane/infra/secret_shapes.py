@@ -178,12 +178,12 @@ class SecretPattern:
         out.append(text[at:])
         return "".join(out)
 
-    def swallow(self, match: Found) -> re.Pattern[str] | None:
+    def swallow(self, match: Found) -> re.Pattern[str]:
         """The characters a match at the end of the text so far may still grow
-        through (invisible ones too), or None if it cannot grow (a known value
-        is exact)."""
+        through: invisible ones (a match takes those after it, as ``sub``
+        does), and a shape's characters (a known value is exact)."""
         name = match.lastgroup
-        return None if name is None or name == "value" else self._swallow[name]
+        return _INVISIBLES if name is None or name == "value" else self._swallow[name]
 
     def undecided(self, text: str, start: int) -> int:
         """The first place at or after ``start`` where a secret may begin that the
@@ -217,6 +217,9 @@ class SecretPattern:
                 return at
             found = self._starts_at.search(text, at + 1)
         return end
+
+
+_INVISIBLES: Final = re.compile(f"[{INVISIBLE_CLASS}]*")
 
 
 def _found(folded: Folded, match: re.Match[str]) -> Found:

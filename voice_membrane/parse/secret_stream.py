@@ -20,12 +20,31 @@ __all__ = ["SecretStream"]
 
 
 class SecretStream:
-    def __init__(self, pattern: SecretPattern, replacement: str) -> None:
+    """``context``: the text before this one (a look-behind reads it); ``growing``:
+    a match replaced just before this text may still grow through these."""
+
+    def __init__(
+        self,
+        pattern: SecretPattern,
+        replacement: str,
+        *,
+        context: str = "",
+        growing: re.Pattern[str] | None = None,
+    ) -> None:
         self.pattern, self.replacement = pattern, replacement
         self.masked = 0  # how many secrets were replaced
-        self._context = ""  # the text just before ``_held`` (a look-behind reads it)
+        self._context = without_invisible(context)[-CONTEXT:]  # before ``_held``
         self._held = ""
-        self._growing: re.Pattern[str] | None = None  # a replaced match may still grow
+        self._growing = growing  # a replaced match may still grow
+
+    def take_held(self) -> tuple[str, str, re.Pattern[str] | None]:
+        """End the stream without deciding what it holds: the text held, the
+        visible characters before it, and what a replaced match at its end may
+        still grow through (another stream goes on from them)."""
+        held, context, growing = self._held, self._context, self._growing
+        self._held = self._context = ""
+        self._growing = None
+        return held, context, growing
 
     def feed(self, text: str) -> str:
         if self._growing is not None:
