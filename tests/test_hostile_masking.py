@@ -9,15 +9,19 @@ unchanged, invisible characters and all."""
 
 from __future__ import annotations
 
+import json
 import os
 import string
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from serve_helpers import GUARD_S, read_turn, send, start
+from websockets.asyncio.client import connect
 
 from voice_membrane.infra.invisible import without_invisible
 from voice_membrane.infra.redact import MASK, forget_all, redact, remember
@@ -25,6 +29,8 @@ from voice_membrane.infra.secret_shapes import SecretPattern
 from voice_membrane.parse import XmlStreamParser
 from voice_membrane.parse.secret_filter import SecretFilter
 from voice_membrane.parse.secret_stream import SecretStream
+from voice_membrane.server import Server
+from voice_membrane.server.log import JsonLog
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.script import ScriptedReply, thinking
@@ -296,3 +302,48 @@ def test_run_speaks_shows_and_logs_no_key_hidden_by_invisible_characters(tmp_pat
             assert not leaked(key, text), f"{where} holds {key[:12]}…"
     assert spoken.count("a key") == 4, spoken
     assert "Done." in spoken
+
+
+@pytest.mark.anyio
+async def test_serve_sends_and_logs_no_key_hidden_by_invisible_characters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve`` on the same model: the client's events (text, hidden ``log``
+    events, ``turn.end``), the server's log and the voice hold no key; the
+    user's own key, broken by a zero-width space, is masked in ``turn.started``."""
+    reply = ScriptedReply.of(
+        thinking(f"They sent {_break(SHAPED, chr(0x200B))}."),
+        f"One: {_break(SHAPED, chr(0xAD))}. Two: {SPLIT[:20]}",
+        thinking("hmm"),
+        f"{SPLIT[20:]}. Done.",
+        delta_chars=4,
+    )
+    lines: list[str] = []
+    with FakeAnthropic(reply) as llm, FakeOpenAISpeech(api_key="tts-key") as voice:
+        for name, value in voice.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("MY_KEY", "llm-key-0123456789")
+        path = tmp_path / "leaky.toml"
+        path.write_text(
+            f'[llm]\nspec = "anthropic:claude-test"\nformatter = "native"\n'
+            f'api_key_env = "MY_KEY"\nbase_url = "{llm.base_url}"\n'
+            '[tts]\nspec = "openai:alloy"\n[sink]\nkind = "null"\n',
+            encoding="utf-8",
+        )
+        server = Server([path], port=0, token="serve-token-0123456789", log=JsonLog(lines.append))
+        async with server, connect(server.ws_url) as ws:
+            await start(ws, token="serve-token-0123456789")
+            mine = _break(GOOGLE, chr(0x2060))
+            await send(ws, type="user.message", text=f"Say the keys. Mine is {mine}.")
+            turn = await read_turn(ws)
+            frames = "\n".join(json.dumps(e, ensure_ascii=False) for e in turn.events)
+            await send(ws, type="session.end")
+            with anyio.fail_after(GUARD_S):
+                async for _ in ws:
+                    pass
+        spoken = voice.text_received()
+    assert turn.end["error"] is None, turn.end
+    for where, text in (("events", frames), ("log", "".join(lines)), ("voice", spoken)):
+        for key in (SHAPED, GOOGLE, SPLIT):
+            assert not leaked(key, text), f"{where} holds {key[:12]}…"
+    assert spoken.count("a key") == 2 and "Done." in spoken, spoken
