@@ -215,6 +215,7 @@ class SecretFilter:
             out.append(Chunk(first, c.meta))
         for event in c.deferred:
             out.append(self._completed(event) if isinstance(event, BlockComplete) else event)
+        self._end(out, carry=False)  # (a hidden block's text still open: it ends here)
         if c.next_meta is None:
             return
         self._stream, self._meta = stream, c.next_meta
