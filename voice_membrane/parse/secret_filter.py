@@ -77,7 +77,8 @@ class SecretFilter:
             carried = self._carried
             if carried is None:
                 self._one(event, out)
-            elif isinstance(event, Chunk) and event.meta.visible and event.meta != carried.meta:
+            elif isinstance(event, Chunk) and event.meta.visible:
+                # (the next text block, or the same one going on after hidden text)
                 if carried.next_meta not in (None, event.meta):
                     self._decide(out, final=True)  # a third text block: what came decides
                     self._one(event, out)
