@@ -137,7 +137,7 @@ class SecretPattern:
 
     def search(self, text: str, pos: int = 0) -> Found | None:
         """The first match at or after ``pos`` (``regex.search``, in linear time)."""
-        if not has_invisible(text):
+        if text.isascii() or not has_invisible(text):  # (the common case, inline)
             match = self._search(text, pos)
             return None if match is None else Found(match.span(), match.lastgroup)
         folded = Folded(text)
@@ -189,7 +189,7 @@ class SecretPattern:
         """The first place at or after ``start`` where a secret may begin that the
         text so far does not decide (``len(text)`` if none). Over-cautious is
         allowed (it only holds more); only the last word can be undecided."""
-        if not has_invisible(text):
+        if text.isascii() or not has_invisible(text):
             return self._undecided(text, start)
         folded = Folded(text)
         return folded.original(self._undecided(folded.folded, folded.at(start)))

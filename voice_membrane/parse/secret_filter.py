@@ -126,7 +126,8 @@ class SecretFilter:
             assert self._stream is not None
             text = self._stream.feed(event.text)
             if text == event.text:
-                self._said(event)
+                if meta.visible:
+                    self._said(event)
                 out.append(event)
             elif text:
                 self._said(Chunk(text, meta))

@@ -98,6 +98,6 @@ class SecretStream:
             held = without_invisible(held)
         self._held = held
         context = s[max(0, undecided - CONTEXT) : undecided]
-        if has_invisible(context):
+        if not context.isascii() and has_invisible(context):
             context = without_invisible(s[:undecided])[-CONTEXT:]
         self._context = context
