@@ -196,18 +196,20 @@ def shown(events: list[Event]) -> tuple[str, str]:
 @settings(max_examples=300, deadline=None)
 @given(
     key=KEYS,
-    cut=st.floats(0.0, 1.0),
+    cuts=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=3),
     hidden=st.sampled_from(HIDDEN_BLOCKS),
     splits=SPLITS,
 )
-def test_a_key_split_by_a_hidden_block_is_masked(
-    key: str, cut: float, hidden: str, splits: list[int]
+def test_a_key_split_by_hidden_blocks_is_masked(
+    key: str, cuts: list[float], hidden: str, splits: list[int]
 ) -> None:
-    """The model writes half a key, a hidden block (thinking, a tool call), the
-    other half: each text block holds too little to be a key, read together
-    (by a listener, a client joining the blocks) they are one."""
-    at = max(1, min(len(key) - 1, round(len(key) * cut)))
-    reply = f"Here: {key[:at]}{hidden}{key[at:]}. Done."
+    """The model writes part of a key, a hidden block (thinking, a tool call),
+    the rest (or more parts, more blocks): each text block holds too little to
+    be a key, read together (by a listener, a client joining the blocks) they
+    are one."""
+    at = sorted({max(1, min(len(key) - 1, round(len(key) * cut))) for cut in cuts})
+    pieces = [key[a:b] for a, b in zip([0, *at], [*at, len(key)], strict=True)]
+    reply = f"Here: {hidden.join(pieces)}. Done."
     events = filtered(reply, splits)
     chunks, blocks = shown(events)
     for out in (chunks, blocks):
@@ -226,7 +228,7 @@ ORDINARY_SPLIT = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(parts=ORDINARY_SPLIT, splits=SPLITS)
 def test_text_around_a_hidden_block_is_unchanged(
     parts: tuple[str, str, str], splits: list[int]

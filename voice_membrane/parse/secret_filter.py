@@ -18,22 +18,26 @@ it leaves the process. A tool call's ``input`` is masked too (``***``): a key
 is never handed to a tool — an MCP server may be another machine — and the
 call goes back to the model as it ran.
 
-A key split by a hidden block (``sk-proj-Ab<thinking>…</thinking>Cd…``: the
-halves are two text blocks, each short of a key, read and heard as one) is
-seen too: a text block that ends where a key may begin keeps that end
-(``_Carried``) and holds the events after it until the next text block says
-whether the two make a key. If they do, "a key" ends the first block and the
-rest of the key never comes; both blocks complete with what was shown.
+A key split by hidden blocks (``sk-proj-Ab<thinking>…</thinking>Cd…``: text
+blocks, each short of a key, read and heard as one) is seen too: a text block
+that ends where a key may begin keeps that end (``_Carried``) and holds the
+events after it until the text blocks that follow say whether it begins a key.
+If it does, "a key" ends the block it began in and the rest of the key never
+comes; the blocks complete with what was shown. The end of a provider call
+decides what is carried (``flush``): a tool round never waits on it.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any, Final
 
+from ..infra.invisible import without_invisible
 from ..infra.redact import MASK, secret_pattern
-from ..infra.secret_shapes import SecretPattern
+from ..infra.secret_shapes import CONTEXT, SecretPattern
 from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event
 from .secret_stream import SecretStream
 
@@ -43,15 +47,22 @@ SPOKEN: Final = "a key"  # what is said (and shown) where visible text held a ke
 
 
 @dataclass
-class _Carried:
-    """A text block's end that may begin a key, carried over what follows it."""
+class _Part:
+    """Visible text of one block, in a carry."""
 
-    held: str  # the end, undecided
+    meta: ChunkMeta
+    text: str
+
+
+@dataclass
+class _Carried:
+    """A text block's end that may begin a key, carried over what follows it:
+    the visible text since, in parts (``parts[0]``: that end), and the other
+    events, held in order (an int: where that part's text goes)."""
+
     context: str  # the visible characters before it
-    meta: ChunkMeta  # its block's
-    deferred: list[Event] = field(default_factory=list)  # the events since, in order
-    joined: str = ""  # the next text block's text so far
-    next_meta: ChunkMeta | None = None
+    parts: list[_Part]
+    deferred: list[Event | int] = field(default_factory=lambda: [0])
 
 
 class SecretFilter:
@@ -78,17 +89,13 @@ class SecretFilter:
             if carried is None:
                 self._one(event, out)
             elif isinstance(event, Chunk) and event.meta.visible:
-                # (the next text block, or the same one going on after hidden text)
-                if carried.next_meta not in (None, event.meta):
-                    self._decide(out, final=True)  # a third text block: what came decides
-                    self._one(event, out)
-                    continue
-                carried.next_meta = event.meta
-                carried.joined += event.text
+                last = carried.parts[-1]
+                if event.meta == last.meta and carried.deferred[-1] == len(carried.parts) - 1:
+                    last.text += event.text
+                else:  # the next text block (or this one again, after hidden text)
+                    carried.deferred.append(len(carried.parts))
+                    carried.parts.append(_Part(event.meta, event.text))
                 self._decide(out, final=False)
-            elif carried.joined:  # the next text block ended before deciding
-                self._decide(out, final=True)
-                self._one(event, out)
             else:
                 self._one(event, carried.deferred)
         return out
@@ -102,7 +109,8 @@ class SecretFilter:
         self._grows = None
         return out
 
-    def _one(self, event: Event, out: list[Event]) -> None:
+    def _one(self, event: Event, out: list[Any]) -> None:
+        # (``out``: the events let through, or a carry's deferred ones)
         if isinstance(event, Chunk):
             meta = event.meta
             if meta is not self._meta and meta != self._meta:
@@ -148,8 +156,8 @@ class SecretFilter:
             self._shown.setdefault(chunk.meta.block_index, []).append(chunk.text)
 
     def _completed(self, event: BlockComplete) -> BlockComplete:
-        shown = self._shown.pop(event.index, None)
-        if event.index in self._rejoined and shown is not None:
+        shown = self._shown.pop(event.index, [])
+        if event.index in self._rejoined:  # (a block all of whose text was a key's: "")
             self._rejoined.discard(event.index)
             self._masked.discard(event.index)
             event = BlockComplete(event.index, replace(event.block, content="".join(shown)))
@@ -162,7 +170,7 @@ class SecretFilter:
                 event = BlockComplete(event.index, replace(event.block, input=masked))
         return event
 
-    def _end(self, out: list[Event], *, carry: bool) -> None:
+    def _end(self, out: list[Any], *, carry: bool) -> None:
         """The stream's text ends. ``carry``: a text block's end that may begin
         a key is carried over what follows, to the next text block."""
         stream, meta = self._stream, self._meta
@@ -174,7 +182,7 @@ class SecretFilter:
         if carry and meta.visible:
             held, context, growing = stream.take_held()
             if held:
-                self._carried = _Carried(held, context, meta)
+                self._carried = _Carried(context, [_Part(meta, held)])
                 return
             # A key masked at the block's very end: the next text block may go on with it.
             self._grows = (context, growing) if growing is not None else None
@@ -184,53 +192,72 @@ class SecretFilter:
             out.append(Chunk(tail, meta))
 
     def _decide(self, out: list[Event], *, final: bool) -> None:
-        """Whether the carried end and the next text block's text make a key
-        (``final``: what came is all there is); if decided, the events go on."""
+        """Whether the carried end, with the visible text since, begins a key
+        (``final``: what came is all there is). Once it is known, what is
+        decided goes on — a key's replacement in the part it begins in, none of
+        its characters — and what is not yet (a key's start further on) is
+        carried again, or held by its block's stream."""
         c = self._carried
         assert c is not None
         pattern = self.pattern
-        s = c.context + c.held + c.joined
+        s = c.context + "".join(part.text for part in c.parts)
         start = len(c.context)
-        boundary = start + len(c.held)
-        found = pattern.search(s, start)
+        bounds = list(accumulate((len(part.text) for part in c.parts), initial=start))[1:]
         undecided = len(s) if final else pattern.undecided(s, start)
-        spans = found is not None and found.start() < min(boundary, undecided)
-        if not spans and undecided < boundary:
+        found = pattern.search(s, start)
+        if undecided < bounds[0] and (found is None or found.start() >= undecided):
             return  # not yet known
+        outs: list[list[str]] = [[] for _ in c.parts]
+        pos, growing, masked = start, None, False
+        while (found := pattern.search(s, pos)) is not None and found.start() < undecided:
+            _give(outs, bounds, s, pos, found.start())
+            outs[bisect_right(bounds, found.start())].append(self.spoken)
+            masked, pos = True, found.end()
+            if pos == len(s) and not final:
+                growing, undecided = pattern.swallow(found), len(s)
+                break
+            if pos > undecided:
+                undecided = pattern.undecided(s, pos)
+        _give(outs, bounds, s, pos, undecided)
+        k = min(bisect_right(bounds, undecided), len(c.parts) - 1)  # where the rest begins
+        if masked:
+            self._rejoined.update(part.meta.block_index for part in c.parts)
         self._carried = None
-        stream = None
-        if found is not None and spans:  # a key across the hidden blocks
-            end = found.end()
-            first = s[start : found.start()] + self.spoken
-            if end < boundary:
-                first += pattern.sub(s[end:boundary], self.spoken)
-                end = boundary
-            self._rejoined.add(c.meta.block_index)
-            growing = pattern.swallow(found) if end == len(s) and not final else None
-            stream = SecretStream(pattern, self.spoken, context=s[:end], growing=growing)
-            rest = s[end:]
-        else:
-            first, rest = s[start:boundary], c.joined
-            stream = SecretStream(pattern, self.spoken, context=s[:boundary])
-        if first:
-            self._said(Chunk(first, c.meta))
-            out.append(Chunk(first, c.meta))
-        for event in c.deferred:
-            out.append(self._completed(event) if isinstance(event, BlockComplete) else event)
-        self._end(out, carry=False)  # (a hidden block's text still open: it ends here)
-        if c.next_meta is None:
+        at = c.deferred.index(k)
+        for item in c.deferred[: at + 1]:
+            if isinstance(item, int):
+                text = "".join(outs[item])
+                if text:
+                    chunk = Chunk(text, c.parts[item].meta)
+                    self._said(chunk)
+                    out.append(chunk)
+            else:
+                out.append(self._completed(item) if isinstance(item, BlockComplete) else item)
+        rest, after = s[undecided : bounds[k]], c.deferred[at + 1 :]
+        parts = [_Part(c.parts[k].meta, rest), *c.parts[k + 1 :]]
+        if rest and (after or len(parts) > 1):  # a key's start further on: carried again
+            context = without_invisible(s[:undecided])[-CONTEXT:]
+            deferred = [0, *(i - k if isinstance(i, int) else i for i in after)]
+            self._carried = _Carried(context, parts, deferred)
             return
-        self._stream, self._meta = stream, c.next_meta
-        if found is not None and spans:
-            self._rejoined.add(c.next_meta.block_index)
-            stream.masked += 1
-        text = stream.feed(rest)
-        if final:
-            text += stream.flush()
-            self._stream = self._meta = None
-        if text:
-            self._said(Chunk(text, c.next_meta))
-            out.append(Chunk(text, c.next_meta))
+        self._end(out, carry=False)  # (a hidden block's text still open: it ends here)
+        for item in after:  # (only events: a part after k would have text, so k is last)
+            if not isinstance(item, int):
+                out.append(self._completed(item) if isinstance(item, BlockComplete) else item)
+        meta = c.parts[k].meta
+        if not after:  # its block goes on: its stream holds the rest
+            self._stream = SecretStream(
+                pattern, self.spoken, context=s[:undecided], growing=growing
+            )
+            self._meta = meta
+            if masked:
+                self._stream.masked += 1
+            text = self._stream.feed(rest)
+            if text:
+                self._said(Chunk(text, meta))
+                out.append(Chunk(text, meta))
+        elif growing is not None:  # its block ended in a masked key: the next may go on
+            self._grows = (s[-CONTEXT:], growing)
 
     def _masked_input(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -248,3 +275,12 @@ class SecretFilter:
             return block  # signed: sent back as written; masked where it leaves
         replacement = self.spoken if block.type == "text" else self.hidden
         return replace(block, content=self.pattern.sub(block.content, replacement))
+
+
+def _give(outs: list[list[str]], bounds: list[int], s: str, a: int, b: int) -> None:
+    """``s[a:b]`` to the parts it lies in (``bounds``: where each part ends)."""
+    while a < b:
+        i = bisect_right(bounds, a)
+        end = min(b, bounds[i])
+        outs[i].append(s[a:end])
+        a = end
