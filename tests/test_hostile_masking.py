@@ -34,7 +34,7 @@ from voice_membrane.server.log import JsonLog
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.fake_openai_speech import FakeOpenAISpeech
 from voice_membrane.testing.script import ScriptedReply, thinking
-from voice_membrane.vocab.events import BlockComplete, BlockStart, Chunk, Event
+from voice_membrane.vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event
 
 ROOT = Path(__file__).resolve().parent.parent
 B64URL = string.ascii_letters + string.digits + "-_"
@@ -349,3 +349,29 @@ async def test_serve_sends_and_logs_no_key_hidden_by_invisible_characters(
         for key in (SHAPED, GOOGLE, SPLIT):
             assert not leaked(key, text), f"{where} holds {key[:12]}…"
     assert spoken.count("a key") == 2 and "Done." in spoken, spoken
+
+
+def test_a_reply_ending_in_hidden_text_after_a_carried_end_loses_nothing() -> None:
+    """A text block ends where a key may begin, a thinking block follows and the
+    call ends inside it: everything comes out, in order."""
+    text, hidden = ChunkMeta("text", True, 0), ChunkMeta("thinking", False, 1)
+    secrets = SecretFilter(SecretPattern(()))
+    events: list[Event] = []
+    for event in [
+        BlockStart(0, "text"),
+        Chunk("see sk-pro", text),
+        BlockComplete(0, Block("text", content="see sk-pro")),
+        BlockStart(1, "thinking"),
+        Chunk("hmm sk-", hidden),
+    ]:
+        events += secrets.feed([event])
+    events += secrets.flush()
+    assert [(type(e).__name__, e.text if isinstance(e, Chunk) else e.index) for e in events] == [
+        ("BlockStart", 0),
+        ("Chunk", "see "),
+        ("Chunk", "sk-pro"),
+        ("BlockComplete", 0),
+        ("BlockStart", 1),
+        ("Chunk", "hmm "),
+        ("Chunk", "sk-"),
+    ]

@@ -240,10 +240,10 @@ class SecretFilter:
             deferred = [0, *(i - k if isinstance(i, int) else i for i in after)]
             self._carried = _Carried(context, parts, deferred)
             return
-        self._end(out, carry=False)  # (a hidden block's text still open: it ends here)
         for item in after:  # (only events: a part after k would have text, so k is last)
             if not isinstance(item, int):
                 out.append(self._completed(item) if isinstance(item, BlockComplete) else item)
+        self._end(out, carry=False)  # (a hidden block's text still open: it ends here)
         meta = c.parts[k].meta
         if not after:  # its block goes on: its stream holds the rest
             self._stream = SecretStream(
@@ -256,8 +256,6 @@ class SecretFilter:
             if text:
                 self._said(Chunk(text, meta))
                 out.append(Chunk(text, meta))
-        elif growing is not None:  # its block ended in a masked key: the next may go on
-            self._grows = (s[-CONTEXT:], growing)
 
     def _masked_input(self, value: Any) -> Any:
         if isinstance(value, str):
