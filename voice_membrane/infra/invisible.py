@@ -29,6 +29,7 @@ def has_invisible(text: str) -> bool:
 
 
 def without_invisible(text: str) -> str:
+    """``text`` with its invisible characters removed."""
     return text if text.isascii() else _RUNS.sub("", text)
 
 
