@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_voice_serve import voice_serve_setup
+from voice_membrane.bench import phone_command
 from voice_membrane.bench.child import library_env
-from voice_membrane.bench.phone_command import PhoneBenchOptions
+from voice_membrane.bench.phone_command import PhoneBenchOptions, Progress, question_line
 from voice_membrane.bench.serve_process import serve_process
+from voice_membrane.bench.voice_caller import CallerResult, VoiceTurnRecord
 from voice_membrane.bench.voice_serve import voice_fakes
+from voice_membrane.cli.main import main
 from voice_membrane.pipeline.config import ConfigError
 
 pytest.importorskip("deepgram")
@@ -41,6 +44,8 @@ def _bench(*args: str, auth_token: str | None = None) -> subprocess.CompletedPro
 
 
 def test_a_call_measures_voice_to_voice_and_the_clear_of_a_barge_in(tmp_path: Path) -> None:
+    """What the call is, then each question on its own line as it is done, then
+    the spreads."""
     with (
         voice_fakes(voice_serve_setup()) as fakes,
         open(tmp_path / "serve.log", "w+", encoding="utf-8") as log,
@@ -49,13 +54,54 @@ def test_a_call_measures_voice_to_voice_and_the_clear_of_a_barge_in(tmp_path: Pa
         done = _bench("--twilio", f"{url}/v1/twilio", "--turns", "1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
+    assert lines[0] == f"calling {url}/v1/twilio: 1 call, 1 question each, a line per question"
     assert re.fullmatch(
-        r"call 1, question 1: voice to voice \d+ ms, barge-in \(onset → clear\) \d+ ms", lines[0]
+        r"call 1, question 1: voice to voice \d+ ms, barge-in \(onset → clear\) \d+ ms", lines[1]
     ), lines
-    assert re.fullmatch(r"voice to voice, ms: p50 \d+ / p95 \d+ / max \d+ over 1", lines[1])
+    assert re.fullmatch(r"voice to voice, ms: p50 \d+ / p95 \d+ / max \d+ over 1", lines[2])
     assert re.fullmatch(
-        r"barge-in, onset → clear, ms: p50 \d+ / p95 \d+ / max \d+ over 1", lines[2]
+        r"barge-in, onset → clear, ms: p50 \d+ / p95 \d+ / max \d+ over 1", lines[3]
     )
+    assert len(lines) == 4
+
+
+def test_the_default_is_the_documented_three_questions_a_call(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not bench's 20 prompts (``--turns``' default elsewhere): 3 questions,
+    as docs/bench.md says; the calls themselves are the test above's."""
+    asked: list[int] = []
+
+    async def calls(options: PhoneBenchOptions, on_turn: object) -> CallerResult:
+        asked.append(options.turns)
+        return CallerResult()
+
+    monkeypatch.setattr(phone_command, "run_phone_bench", calls)
+    with pytest.raises(SystemExit):  # (nothing measured: exit 1)
+        main(["bench", "--twilio", "ws://127.0.0.1:9/v1/twilio"])
+    assert asked == [3]
+    assert "1 call, 3 questions each" in capsys.readouterr().out
+
+
+def test_a_question_without_a_figure_has_one_dash_before_its_error() -> None:
+    turn = VoiceTurnRecord(2, errors=["no answer in time"])
+    line = question_line(1, turn, PhoneBenchOptions("ws://h/v1/twilio"))
+    assert line == (
+        "call 1, question 2: voice to voice none, barge-in (onset → clear) none — no answer in time"
+    )
+    assert "— —" not in line
+
+
+def test_progress_numbers_the_calls_as_they_first_answer() -> None:
+    said: list[str] = []
+    progress = Progress(PhoneBenchOptions("ws://h/v1/twilio", barge_after_s=0), said.append)
+    for sid, number in (("CA2", 1), ("CA1", 1), ("CA2", 2)):
+        progress(VoiceTurnRecord(number, voice_to_voice_ms=812.4, call=sid))
+    assert said == [
+        "call 1, question 1: voice to voice 812 ms",
+        "call 2, question 1: voice to voice 812 ms",
+        "call 1, question 2: voice to voice 812 ms",
+    ]
 
 
 def test_a_rehearsal_signs_for_the_public_url_serve_checks(tmp_path: Path) -> None:

@@ -92,6 +92,12 @@ def test_a_1_2_s_pause_after_a_finished_sentence_is_two_turns() -> None:
     assert [t.text for t in turns(script.run(8.0))] == ["Call my office.", "Then book a table."]
 
 
+def test_a_final_of_punctuation_alone_attaches_to_the_words_before_it() -> None:
+    out = Script().speech(0.5, 2.0).heard(2.2, "What is the weather in Paris").heard(2.3, "?")
+    (turn,) = turns(out.run(5.0))
+    assert turn.text == "What is the weather in Paris?"  # not "Paris ?"
+
+
 def test_the_turn_never_ends_while_the_user_speaks() -> None:
     # a final arrives mid-speech (a segment) and the silence timer would have passed
     out = Script().speech(0.5, 6.0).heard(1.5, "So I was thinking").heard(6.3, "about it.").run(9)

@@ -442,6 +442,22 @@ async def test_speech_ends_at_the_last_complete_word_when_the_reply_fails(
 # --- words on either side of hidden blocks --------------------------------------------
 
 
+async def test_a_full_stop_after_a_hidden_block_attaches_to_the_word_before_it() -> None:
+    """The sentence goes on after the hidden block: its full stop is the last
+    word's, in the transcript and in the text shown as it is spoken ("Paris.",
+    not "Paris .")."""
+    shown: list[str] = []
+    session = Session(
+        ScriptedSource(["It rains in Paris<thinking>x</thinking>. Take a coat."]),
+        EspeakEngine(),
+        NullSink(),
+        on_piece_start=shown.append,
+    )
+    result = await one_turn(session)
+    assert result.visible_text == "It rains in Paris. Take a coat."
+    assert "".join(shown) == result.spoken_text == "It rains in Paris. Take a coat."
+
+
 @pytest.mark.parametrize(
     ("deltas", "visible"),
     [

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 import soundfile as sf
 
@@ -23,10 +24,12 @@ from voice_membrane.pipeline.metrics import STAMPS
 from voice_membrane.testing.png import solid_png
 from voice_membrane.testing.pulse import PulseServer
 from voice_membrane.testing.speech_check import analyze_speech, speech_problems
+from voice_membrane.vocab.spacing import join_words
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ROOT / "pipelines"
 CLI = [sys.executable, "-m", "voice_membrane.cli"]
+RECORDING = ROOT / "audio_fixtures" / "streams" / "weather_tool_turn.jsonl"
 
 pytest.importorskip("llama_cpp", reason="the local extra (llama-cpp-python) is not installed")
 
@@ -77,7 +80,9 @@ def test_local_model_answers_out_loud(tmp_path: Path, tts: str) -> None:
     kinds = {line["event"] for line in lines}
     assert {"block_start", "chunk", "block_complete", "tts_input"} <= kinds
     assert all(isinstance(line["t_ms"], float) for line in lines)
-    spoken = " ".join(line["text"] for line in lines if line["event"] == "tts_input")
+    # (pieces meet as the spoken text joins them: a piece may begin with the
+    # full stop of the word before it when the chunker was flushed in between)
+    spoken = join_words(line["text"] for line in lines if line["event"] == "tts_input")
     assert spoken.split() == result.spoken_text.split()
     transcript = "".join(printed)
     assert result.spoken_text.split()[0] in transcript and "first audio" in transcript
@@ -230,3 +235,34 @@ def test_ctrl_c_while_the_model_loads_is_one_line_and_exit_130(tmp_path: Path) -
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_ctrl_c_while_the_user_is_still_speaking_is_interrupted_and_exit_130(
+    tmp_path: Path,
+) -> None:
+    """``run --input``: Ctrl-C while the recording still plays (the user
+    mid-sentence, no answer running) ends the listening as interrupted, exit
+    130 — not "nothing was heard" and 0, as if the input had ended."""
+    pytest.importorskip("pocketsphinx")
+    question = ROOT / "audio_fixtures" / "speech" / "questions" / "weather_paris.wav"
+    audio, rate = sf.read(question, dtype="int16")
+    long_input = tmp_path / "long.wav"  # a user who goes on talking for 20 s
+    sf.write(long_input, np.tile(audio, 8), rate)
+    proc = run_cli(
+        [
+            *("--pipeline", "local-voice", "--llm", f"replay:{RECORDING}", "--tts", "espeak"),
+            *("--input", str(long_input), "--out", str(tmp_path / "r.wav")),
+        ]
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    line = ""
+    while not line.startswith("listening to") and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+    assert line.startswith("listening to"), line
+    time.sleep(1.0)  # into the first question (the recording plays for 19 s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == "voice-membrane run: interrupted\n"
+    assert "no turn" not in out and "Traceback" not in out + err

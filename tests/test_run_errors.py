@@ -14,7 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 from vendors import VENDORS, Vendor
 
 from voice_membrane.cli.main import main
@@ -312,6 +314,47 @@ def test_a_typed_line_that_is_not_utf8_does_not_end_the_loop(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr.decode()
     assert "that line is not UTF-8 text (byte 4), type it again" in out
     assert out.count("latency (") == 1  # the next line was answered
+
+
+# ---------------------------------------------------------------- listening input
+
+
+def test_a_missing_input_file_is_one_line_before_anything_loads(tmp_path: Path) -> None:
+    """The file is checked first: no model loads, one line, a non-zero status."""
+    missing = tmp_path / "missing.wav"
+    done = cli(["--pipeline", "local-voice", "--input", str(missing), "--tts", "espeak"])
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err == f"voice-membrane run: --input {missing}: no such file\n"
+    assert "loading" not in done.stdout.decode()  # said before the models load
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"", "not a sound file that can be read"),
+        (b"just some text, not audio\n" * 40, "not a sound file that can be read"),
+        (None, "the file holds no audio"),  # a WAV header and no sample
+    ],
+)
+def test_an_empty_or_non_audio_input_file_is_one_line(
+    tmp_path: Path, content: bytes | None, said: str
+) -> None:
+    path = tmp_path / "in.wav"
+    if content is None:
+        sf.write(path, np.zeros(0, dtype=np.int16), 16000)
+    else:
+        path.write_bytes(content)
+    line = one_line([*fast_replay(tmp_path), "--input", str(path)])
+    assert line.startswith(f"voice-membrane run: --input {path}: {said}"), line
+
+
+@pytest.mark.parametrize("mode", [["--prompt", "hi"], []])
+def test_stt_without_listening_is_one_line(tmp_path: Path, mode: list[str]) -> None:
+    """``--stt`` transcribes what is heard: with a prompt or typed lines it would
+    be silently ignored."""
+    line = one_line([*fast_replay(tmp_path), "--stt", "pocketsphinx", *mode])
+    assert "--stt" in line and "--input FILE.wav or --listen" in line, line
 
 
 # ------------------------------------------------------------------------- secrets

@@ -118,6 +118,25 @@ def test_text_log_lines_are_readable_and_redacted() -> None:
     assert secret not in line and line.endswith("\n") and line.count("\n") == 1
 
 
+def test_a_nested_value_is_fields_of_its_own_not_escaped_json() -> None:
+    """``turn_end``'s stamps and voice to voice, readable: one line of key=value
+    fields (a stamp that never came left out), no JSON escaped into a quote."""
+    lines: list[str] = []
+    TextLog(lines.append)(
+        "turn_end",
+        session="ab12",
+        error=None,
+        stamps_ms={"request_sent": 0.4, "first_token": 98.1, "last_audio": None},
+        voice_to_voice={"endpointing_ms": 600.0, "preemptive": False, "nested": {"a b": 1}},
+    )
+    [line] = lines
+    assert line.split(" ", 1)[1] == (
+        "turn_end session=ab12 error=null stamps_ms.request_sent=0.4 "
+        "stamps_ms.first_token=98.1 voice_to_voice.endpointing_ms=600.0 "
+        'voice_to_voice.preemptive=false "voice_to_voice.nested.a b"=1\n'
+    )
+
+
 def test_json_log_lines_stay_json_and_redacted() -> None:
     lines: list[str] = []
     remember("a-session-token-of-some-length")
@@ -131,7 +150,13 @@ def test_json_log_lines_stay_json_and_redacted() -> None:
     event=st.text(max_size=20),
     fields=st.dictionaries(
         st.text(max_size=10),
-        st.one_of(st.text(), st.integers(), st.none(), st.lists(st.text(), max_size=3)),
+        st.one_of(
+            st.text(),
+            st.integers(),
+            st.none(),
+            st.lists(st.text(), max_size=3),
+            st.dictionaries(st.text(max_size=5), st.one_of(st.text(), st.none()), max_size=3),
+        ),
         max_size=4,
     ),
 )

@@ -3,7 +3,8 @@ measured as a phone call sees it, with the fake Twilio caller
 (``testing.fake_twilio``, the calls in this process).
 
 Each of ``calls`` calls (at once, started within a second) says the question
-``turns`` times (by default the shipped ``weather.wav``) and, ``barge_after_s``
+``turns`` times (3 unless ``--turns`` says; by default the shipped
+``weather.wav``) and, ``barge_after_s``
 into each answer's first audio, says "stop" over it (``stop.wav``; 0: never).
 Per question: *voice to voice*, the answer's first ``media`` after the frame
 holding the question's last voiced sample went out; *barge-in*, the ``clear``
@@ -17,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,13 +36,14 @@ QUESTION = LISTENING / "weather.wav"
 INTERRUPT = LISTENING / "stop.wav"
 TURN_TIMEOUT_S = 60.0  # against a hung server only
 TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"  # as serve reads it
+QUESTIONS = 3  # per call, unless --turns says otherwise
 
 
 @dataclass(frozen=True, slots=True)
 class PhoneBenchOptions:
     url: str
     calls: int = 1
-    turns: int = 3
+    turns: int = QUESTIONS
     question: Path = QUESTION
     barge_after_s: float = 3.5  # past the endpointer's 3 s echo warm-up
     sign_url: str | None = None  # the public URL the calls are signed for (serve's --twilio-url)
@@ -106,26 +109,49 @@ def _mono_rate(path: Path | str) -> int:
     return int(info.samplerate)
 
 
-async def run_phone_bench(options: PhoneBenchOptions) -> CallerResult:
-    """The calls, with the route appended to ``url`` by the caller."""
+async def run_phone_bench(
+    options: PhoneBenchOptions, on_turn: Callable[[VoiceTurnRecord], None] | None = None
+) -> CallerResult:
+    """The calls, with the route appended to ``url`` by the caller; ``on_turn``
+    told of each question once it is done."""
     plan = options.plan()
     url = options.url.removesuffix("/").removesuffix("/v1/twilio")
 
     async def go() -> None:
         pass
 
-    return await run_callers(url, plan, options.calls, 0, go)
+    return await run_callers(url, plan, options.calls, 0, go, on_turn)
 
 
-def phone_lines(result: CallerResult, options: PhoneBenchOptions) -> list[str]:
-    """Per question, then the spread: what ``bench --twilio`` prints."""
+class Progress:
+    """Each question's line as it is done (calls numbered as they first answer):
+    a run of several calls takes minutes, and says where it is meanwhile."""
+
+    def __init__(self, options: PhoneBenchOptions, say: Callable[[str], None]) -> None:
+        self.options, self.say = options, say
+        self._calls: dict[str | None, int] = {}
+
+    def __call__(self, turn: VoiceTurnRecord) -> None:
+        call = self._calls.setdefault(turn.call, len(self._calls) + 1)
+        self.say(question_line(call, turn, self.options))
+
+
+def question_line(call: int, turn: VoiceTurnRecord, options: PhoneBenchOptions) -> str:
+    figures = [f"voice to voice {_ms(turn.voice_to_voice_ms)}"]
+    if options.barge_after_s > 0:
+        figures.append(f"barge-in (onset → clear) {_ms(turn.barge_in_ms)}")
+    errors = f" — {', '.join(turn.errors)}" if turn.errors else ""
+    return f"call {call}, question {turn.number}: {', '.join(figures)}{errors}"
+
+
+def phone_lines(
+    result: CallerResult, options: PhoneBenchOptions, *, questions: bool = True
+) -> list[str]:
+    """Per question (``questions``: not already said as they were done), then
+    the spread: what ``bench --twilio`` prints."""
     lines = []
-    for call, turn in _numbered(result.turns):
-        figures = [f"voice to voice {_ms(turn.voice_to_voice_ms)}"]
-        if options.barge_after_s > 0:
-            figures.append(f"barge-in (onset → clear) {_ms(turn.barge_in_ms)}")
-        errors = f" — {', '.join(turn.errors)}" if turn.errors else ""
-        lines.append(f"call {call}, question {turn.number}: {', '.join(figures)}{errors}")
+    if questions:
+        lines += [question_line(call, turn, options) for call, turn in _numbered(result.turns)]
     lines += [f"error: {error}" for error in result.errors]
     v2v = [t.voice_to_voice_ms for t in result.turns if t.voice_to_voice_ms is not None]
     barge = [t.barge_in_ms for t in result.turns if t.barge_in_ms is not None]
@@ -144,8 +170,13 @@ def _numbered(turns: list[VoiceTurnRecord]) -> list[tuple[int, VoiceTurnRecord]]
     return out
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f} ms"
+    # (not a dash: a question's errors follow one, "— no answer in time")
+    return "none" if value is None else f"{value:.0f} ms"
 
 
 def _spread(values: list[float]) -> str:
@@ -159,16 +190,22 @@ def phone_bench_main(args: Any, user_error: Callable[[str, Exception], None]) ->
     """The CLI's ``bench --twilio``: prints a line per question and the spreads;
     exits 1 when nothing was measured."""
     question = args.input[0] if args.input else QUESTION
+    turns = QUESTIONS if args.turns is None else args.turns  # (not bench's 20 prompts)
     options = PhoneBenchOptions(
-        args.twilio, args.concurrency, args.turns, Path(question), sign_url=args.twilio_sign_url
+        args.twilio, args.concurrency, turns, Path(question), sign_url=args.twilio_sign_url
     )
+    say = partial(print, flush=True)
     try:
         options.plan()
-        result = anyio.run(run_phone_bench, options)
+        calls = _count(options.calls, "call")
+        say(
+            f"calling {options.url}: {calls}, {_count(turns, 'question')} each, a line per question"
+        )
+        result = anyio.run(run_phone_bench, options, Progress(options, say))
     except Exception as exc:
         user_error("bench", exc)  # a ConfigError or a refused call: one line, exit 2
         raise
-    for line in phone_lines(result, options):
-        print(line, flush=True)
+    for line in phone_lines(result, options, questions=False):
+        say(line)
     if not any(t.voice_to_voice_ms is not None for t in result.turns):
         sys.exit(1)

@@ -27,7 +27,7 @@ import anyio
 from ..vocab.audio import Samples
 from .load_client import LAG_TICK_S, describe, go_when_told
 from .stats import nearest_rank
-from .voice_caller import CallerPlan, CallerResult, VoiceCaller, read_question
+from .voice_caller import CallerPlan, CallerResult, VoiceCaller, VoiceTurnRecord, read_question
 
 
 class Caller(Protocol):
@@ -37,11 +37,17 @@ class Caller(Protocol):
     async def run(self, delay: float) -> None: ...
 
 
-def caller_for(url: str, plan: CallerPlan, question: Samples, result: CallerResult) -> Caller:
+def caller_for(
+    url: str,
+    plan: CallerPlan,
+    question: Samples,
+    result: CallerResult,
+    on_turn: Callable[[VoiceTurnRecord], None] | None = None,
+) -> Caller:
     if plan.route == "twilio":
         from .voice_phone_caller import PhoneCaller
 
-        return PhoneCaller(url, plan, question, result)
+        return PhoneCaller(url, plan, question, result, on_turn)
     return VoiceCaller(url, plan, question, result)
 
 
@@ -53,11 +59,16 @@ async def _lag(samples: list[float]) -> None:
 
 
 async def run_callers(
-    url: str, plan: CallerPlan, callers: int, seed: int, go: Callable[[], Awaitable[None]]
+    url: str,
+    plan: CallerPlan,
+    callers: int,
+    seed: int,
+    go: Callable[[], Awaitable[None]],
+    on_turn: Callable[[VoiceTurnRecord], None] | None = None,
 ) -> CallerResult:
     """Open ``callers`` calls, wait for ``go``, run them, hang up. Each call lives
     in one task from its opening to its hang-up (a phone call's client holds a
-    task group of its own)."""
+    task group of its own). ``on_turn``: each phone call's question, once done."""
     result = CallerResult()
     question = read_question(plan.question, plan.sample_rate)
     rng = random.Random(seed)
@@ -71,7 +82,7 @@ async def run_callers(
             all_open.set()
 
     async def call(delay: float) -> None:
-        caller = caller_for(url, plan, question, result)
+        caller = caller_for(url, plan, question, result, on_turn)
         connected = False
         try:
             async with caller.connected():

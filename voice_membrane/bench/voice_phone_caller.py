@@ -36,8 +36,16 @@ NOT_CLEARED = "no clear: the answer played out before the interruption was heard
 
 
 class PhoneCaller:
-    def __init__(self, url: str, plan: CallerPlan, question: Samples, result: CallerResult):
+    def __init__(
+        self,
+        url: str,
+        plan: CallerPlan,
+        question: Samples,
+        result: CallerResult,
+        on_turn: Callable[[VoiceTurnRecord], None] | None = None,
+    ):
         self.url, self.plan, self.result = url, plan, result
+        self.on_turn = on_turn  # told of each question once it is done (progress)
         self.question = question[: plan.voiced_end + 1]
         self.interrupt = (
             None
@@ -65,18 +73,28 @@ class PhoneCaller:
             record = VoiceTurnRecord(number, call=self.call.call_sid)
             self.result.turns.append(record)
             try:
-                with anyio.fail_after(self.plan.turn_timeout_s):
-                    await self._ask(record)
-            except TimeoutError:
-                record.errors.append("no answer in time" if record.voice_to_voice_ms is None
-                                     else "timeout")  # fmt: skip
-                return
-            except CallEnded:
-                pass
-            if self.call.close_code is not None:
-                record.errors.append(f"closed {self.call.close_code}")
-                return
+                if not await self._question(record):
+                    return
+            finally:
+                if self.on_turn is not None:
+                    self.on_turn(record)
             await anyio.sleep(self.plan.think_s)
+
+    async def _question(self, record: VoiceTurnRecord) -> bool:
+        """One question asked and answered; False if the call cannot go on."""
+        try:
+            with anyio.fail_after(self.plan.turn_timeout_s):
+                await self._ask(record)
+        except TimeoutError:
+            record.errors.append("no answer in time" if record.voice_to_voice_ms is None
+                                 else "timeout")  # fmt: skip
+            return False
+        except CallEnded:
+            pass
+        if self.call.close_code is not None:
+            record.errors.append(f"closed {self.call.close_code}")
+            return False
+        return True
 
     @property
     def call(self) -> FakeTwilioCall:

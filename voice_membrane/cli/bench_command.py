@@ -12,6 +12,8 @@ import anyio
 
 from .common import add_otel, exit_if_user_error, start_tracing, token_option
 
+TURNS = 20  # counted turns per target (--twilio has its own default: questions per call)
+
 
 def add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
@@ -62,7 +64,12 @@ def add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     bench.add_argument(
         "--prompts", type=Path, metavar="FILE", help='one prompt a line, or JSONL {"prompt": …}'
     )
-    bench.add_argument("--turns", type=int, default=20, metavar="N", help="counted turns (20)")
+    bench.add_argument(
+        "--turns",
+        type=int,
+        metavar="N",
+        help=f"counted turns ({TURNS}; --twilio: questions per call, 3)",
+    )
     bench.add_argument(
         "--warmup", type=int, default=1, metavar="K", help="uncounted turns per session (1)"
     )
@@ -143,6 +150,7 @@ def bench(args: argparse.Namespace) -> None:
     )
     from ..infra.redact import remember
 
+    turns = TURNS if args.turns is None else args.turns
     token = token_option(args.token, "bench")
     remember(token)  # the server's token: masked in every line and report the bench writes
 
@@ -151,7 +159,7 @@ def bench(args: argparse.Namespace) -> None:
         llms=args.llm,
         ttss=args.tts,
         prompts=args.prompts,
-        turns=args.turns,
+        turns=turns,
         warmup=args.warmup,
         concurrency=args.concurrency,
         json=args.json,
@@ -161,7 +169,7 @@ def bench(args: argparse.Namespace) -> None:
         token=token or None,
         settings={
             "url": args.url,
-            "turns": args.turns,
+            "turns": turns,
             "warmup": args.warmup,
             "concurrency": args.concurrency,
             "scripted": args.scripted,

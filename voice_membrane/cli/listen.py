@@ -47,11 +47,18 @@ async def run_listening(
 ) -> list[VoiceTurn]:
     """Listen to ``input_path`` (None: the microphone) until it ends (Ctrl-C
     twice for the microphone) and answer each turn. ``ConfigError`` (one line)
-    before anything loads for a bad configuration, file, or no microphone."""
+    before anything loads for a bad configuration, a missing, empty or
+    unreadable file, or no microphone; ``ListeningInterrupted`` once everything
+    is closed and written if Ctrl-C ended it."""
     out = redacting(out)
     terminal = sys.stdout.isatty() if terminal is None else terminal
     check_output_paths(metrics_json, events_jsonl)
     check_speaker(config)
+    if input_path is not None:
+        try:  # a missing, empty or unreadable file: said before the models load
+            WavFileSource(input_path).check()
+        except SourceError as exc:
+            raise ConfigError(f"--input {exc}") from None
     if input_path is not None and "echo" not in config.endpoint.model_fields_set:
         # A recording cannot hear the speaker: no echo of the reply to guard against.
         config = config.with_overrides({"endpoint": {"echo": "aec"}})
@@ -83,6 +90,12 @@ async def run_listening(
     )
     out(f"loading {parts.membrane.provider.name}, {parts.engine.name} and {stt.name} …\n")
     turns: list[VoiceTurn] = []
+    quit_by_user = False
+
+    def on_quit() -> None:
+        nonlocal quit_by_user
+        quit_by_user = True
+
     try:
         await stt.start()
     except SttError as exc:
@@ -91,7 +104,8 @@ async def run_listening(
         listener = listener_for(config, stt)
         async with session, source, anyio.create_task_group() as tg:
             settle_heap()
-            tg.start_soon(interrupt_on_sigint, session, tg.cancel_scope)
+            # Ctrl-C is ours before the user is told to speak.
+            await tg.start(interrupt_on_sigint, session, tg.cancel_scope, on_quit)
             heard_from = "the microphone" if input_path is None else str(input_path)
             out(f"listening to {heard_from} (Ctrl-C interrupts the speech)\n")
             turns = await converse(
@@ -109,13 +123,24 @@ async def run_listening(
         await stt.aclose()
         if jsonl:
             jsonl.close()
-    if not turns:
+    if not turns and not quit_by_user:
         out("no turn: nothing was heard that could be answered\n")
     if parts.wav_path is not None and any(t.result.report.audio_seconds > 0 for t in turns):
         out(f"audio written to {parts.wav_path}\n")
     if metrics_json is not None:
         _write(metrics_json, [turn_record(turn) for turn in turns])
+    if quit_by_user:
+        raise ListeningInterrupted(turns)
     return turns
+
+
+class ListeningInterrupted(Exception):
+    """Ctrl-C ended the listening (no turn was being spoken): what was said
+    then is lost, the turns before it are in ``turns`` (and every file written)."""
+
+    def __init__(self, turns: list[VoiceTurn]) -> None:
+        super().__init__("interrupted")
+        self.turns = turns
 
 
 def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:

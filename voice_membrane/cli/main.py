@@ -121,6 +121,13 @@ def _run(args: argparse.Namespace) -> None:
     prompt: str | None = args.prompt
     if prompt is not None and not is_utf8(prompt):
         sys.exit("voice-membrane run: --prompt is not UTF-8 text")
+    listening = args.input is not None or args.listen
+    if args.stt is not None and not listening:
+        # It would be silently ignored: a typed line or a prompt is never transcribed.
+        sys.exit(
+            "voice-membrane run: --stt transcribes what is heard: it goes with "
+            "--input FILE.wav or --listen, not a typed line or --prompt"
+        )
     try:
         config = resolve_config(
             args.pipeline,
@@ -134,7 +141,7 @@ def _run(args: argparse.Namespace) -> None:
     except Exception as exc:
         exit_if_user_error("run", exc)
         raise
-    if args.input is not None or args.listen:
+    if listening:
         _run_listening(config, args)
         return
     shutdown_tracing = start_tracing("run", args)
@@ -164,7 +171,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _run_listening(config: Any, args: argparse.Namespace) -> None:
-    from .listen import run_listening
+    from .listen import ListeningInterrupted, run_listening
 
     shutdown_tracing = start_tracing("run", args)
     try:
@@ -177,6 +184,11 @@ def _run_listening(config: Any, args: argparse.Namespace) -> None:
                 events_jsonl=args.events_jsonl,
             )
         )
+    except ListeningInterrupted:
+        # Ctrl-C with no answer playing (the user may be mid-sentence): not a
+        # normal end, so the shell's code for an interrupt, as --prompt gives.
+        sys.stderr.write("voice-membrane run: interrupted\n")
+        sys.exit(130)
     except Exception as exc:
         exit_if_user_error("run", exc)
         raise

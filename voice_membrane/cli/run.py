@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskStatus
 
 from ..infra.heap import settle_heap
 from ..infra.redact import redact
@@ -306,11 +307,21 @@ def _read_raw_line() -> bytes:
     return str(sys.stdin.readline()).encode("utf-8", "surrogateescape")
 
 
-async def interrupt_on_sigint(session: Session, stop_loop: anyio.CancelScope) -> None:
-    """Ctrl-C interrupts the turn being spoken; with no turn running it quits."""
+async def interrupt_on_sigint(
+    session: Session,
+    stop_loop: anyio.CancelScope,
+    on_quit: Callable[[], None] = lambda: None,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Ctrl-C interrupts the turn being spoken; with no turn running it quits
+    (``on_quit``, then the loop is cancelled). Started (``tg.start``) once
+    Ctrl-C is its own."""
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
         async for _ in signals:
             if not session.interrupt():
+                on_quit()
                 stop_loop.cancel()
                 return
 

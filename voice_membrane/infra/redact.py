@@ -13,6 +13,8 @@ masks
   (as is, stripped, escaped as in a ``repr`` of text or bytes);
 - every key by its shape (``secret_shapes.py``): the vendors' keys (``sk-ant-…``,
   ``sk-proj-…``, ``sk-…``, ``sk_…``, ``AIza…``), JWTs and bearer tokens, known or not;
+- either kind with invisible characters inside (a zero-width space, a soft
+  hyphen, a word joiner: ``invisible.py``), masked whole;
 - URL userinfo (``scheme://user:secret@host``) and query credentials
   (``key=``, ``api_key=``, ``token=``, … in a query string);
 - the value after a credential header name (``x-api-key: …``,
@@ -32,6 +34,7 @@ import os
 import re
 from typing import Final
 
+from .invisible import has_invisible
 from .secret_shapes import SHAPES, SecretPattern, might_hold_shape
 
 MASK: Final = "***"
@@ -91,6 +94,8 @@ def forget_all() -> None:
 
 def redact(text: str) -> str:
     """``text`` with every secret this module knows of masked."""
+    if has_invisible(text):  # a key with a zero-width space inside: matched without it
+        text = secret_pattern().sub(text, MASK)
     for secret in _secrets():
         if secret in text:
             text = text.replace(secret, MASK)

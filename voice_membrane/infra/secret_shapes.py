@@ -20,13 +20,21 @@ match, the bearer and basic credentials come first, then the values (longest fir
 shapes. Every part of the pattern is decided within ``window`` characters of
 where it starts, or is then a match that only grows through one character class
 (``swallow``): a stream holds a bounded tail, and never re-reads more than that.
+
+Invisible characters (``invisible.py``: zero-width space, soft hyphen, word
+joiner…) do not hide a secret: a text that holds any is matched without them,
+and a match covers the original span (``Found``), invisible characters and all;
+a match grows through them too.
 """
 
 from __future__ import annotations
 
 import re
 import string
+from dataclasses import dataclass
 from typing import Final
+
+from .invisible import INVISIBLE_CLASS, Folded, has_invisible, without_invisible
 
 _KEY = r"A-Za-z0-9_\-"  # base64url: what the vendors' keys and JWT parts are made of
 _TOKEN = r"A-Za-z0-9._~+/=\-"  # RFC 6750 token68
@@ -39,16 +47,13 @@ _BASIC = r"(?:(?<=[Bb]asic[ \t])|(?<=BASIC[ \t]))"
 _B64 = _TOKEN  # base64 in token68: a match ends where the characters of any shape do
 
 _SCHEMES: Final = ("bearer", "basic")  # matched before known values: they cover a token whole
-# name → (pattern, the class a match grows through once it has matched)
+# name → (pattern, the characters a match grows through once it has matched)
 _SHAPES: Final = {
-    "bearer": (rf"{_BEARER}(?=[{_TOKEN}]{{0,40}}[0-9])[{_TOKEN}]{{16,}}", f"[{_TOKEN}]*"),
-    "basic": (rf"{_BASIC}(?=[{_B64}]{{0,40}}[0-9+/=])[{_B64}]{{8,}}", f"[{_B64}]*"),
-    "sk": (rf"{_GLUED}sk[-_](?=[{_KEY}]{{0,40}}[0-9A-Z])[{_KEY}]{{20,}}", f"[{_KEY}]*"),
-    "aiza": (rf"{_GLUED_B64}AIza[{_KEY}]{{30,}}", f"[{_KEY}]*"),
-    "jwt": (
-        rf"{_GLUED}eyJ[{_KEY}]{{2,600}}\.eyJ[{_KEY}]{{2,}}(?:\.[{_KEY}]*)*",
-        f"[{_KEY}.]*",
-    ),
+    "bearer": (rf"{_BEARER}(?=[{_TOKEN}]{{0,40}}[0-9])[{_TOKEN}]{{16,}}", _TOKEN),
+    "basic": (rf"{_BASIC}(?=[{_B64}]{{0,40}}[0-9+/=])[{_B64}]{{8,}}", _B64),
+    "sk": (rf"{_GLUED}sk[-_](?=[{_KEY}]{{0,40}}[0-9A-Z])[{_KEY}]{{20,}}", _KEY),
+    "aiza": (rf"{_GLUED_B64}AIza[{_KEY}]{{30,}}", _KEY),
+    "jwt": (rf"{_GLUED}eyJ[{_KEY}]{{2,600}}\.eyJ[{_KEY}]{{2,}}(?:\.[{_KEY}]*)*", _KEY + "."),
 }
 # What a shape may begin with, up to where it is decided (at the end of the text
 # so far), where it is not glued to a key character: a stream holds text from the
@@ -85,11 +90,27 @@ def might_hold_shape(text: str) -> bool:
     return any(head in text for head in _HEADS)
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A match, in the offsets of the text searched (its invisible characters
+    counted): ``start()``, ``end()`` and the name of the part that matched."""
+
+    span: tuple[int, int]
+    lastgroup: str | None
+
+    def start(self) -> int:
+        return self.span[0]
+
+    def end(self) -> int:
+        return self.span[1]
+
+
 class SecretPattern:
     """Known values (none with whitespace: a word never holds one) and the shapes."""
 
     def __init__(self, values: tuple[str, ...] = ()) -> None:
-        self.values = tuple(sorted({v for v in values if v and not _has_space(v)}, key=len)[::-1])
+        folded = {without_invisible(v) for v in values}
+        self.values = tuple(sorted({v for v in folded if v and not _has_space(v)}, key=len)[::-1])
         parts = [f"(?P<{name}>{_SHAPES[name][0]})" for name in _SCHEMES]
         if self.values:
             parts.append(f"(?P<value>{'|'.join(re.escape(v) for v in self.values)})")
@@ -99,7 +120,9 @@ class SecretPattern:
             if name not in _SCHEMES
         ]
         self.regex = re.compile("|".join(parts))
-        self._swallow = {name: re.compile(grow) for name, (_, grow) in _SHAPES.items()}
+        self._swallow = {
+            name: re.compile(f"[{grow}{INVISIBLE_CLASS}]*") for name, (_, grow) in _SHAPES.items()
+        }
         longest = max((len(v) for v in self.values), default=0)
         self.window = max(_SHAPES_WINDOW, longest)
         self._starts = (*_STARTS, *((value, 0) for value in self.values))
@@ -112,8 +135,16 @@ class SecretPattern:
         firsts = "".join(sorted({"s", "A", "e", *self._by_first}))
         self._starts_at = re.compile(f"[{re.escape(firsts)}]")
 
-    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+    def search(self, text: str, pos: int = 0) -> Found | None:
         """The first match at or after ``pos`` (``regex.search``, in linear time)."""
+        if text.isascii() or not has_invisible(text):  # (the common case, inline)
+            match = self._search(text, pos)
+            return None if match is None else Found(match.span(), match.lastgroup)
+        folded = Folded(text)
+        match = self._search(folded.folded, folded.at(pos))
+        return None if match is None else _found(folded, match)
+
+    def _search(self, text: str, pos: int) -> re.Match[str] | None:
         if len(text) - pos < _SHORT:
             return self.regex.search(text, pos)
         found: dict[str, int] = {}  # where each start was last found (-1: nowhere after)
@@ -134,26 +165,36 @@ class SecretPattern:
 
     def sub(self, text: str, replacement: str) -> str:
         """``text`` with every match replaced (what a stream of it gives, whole)."""
+        folded = Folded(text) if has_invisible(text) else None
+        searched = text if folded is None else folded.folded
         out: list[str] = []
-        pos = 0
-        while (match := self.search(text, pos)) is not None:
-            out += (text[pos : match.start()], replacement)
-            pos = match.end()
+        pos = at = 0  # in ``searched``, in ``text``
+        while (match := self._search(searched, pos)) is not None:
+            found = Found(match.span(), None) if folded is None else _found(folded, match)
+            out += (text[at : found.start()], replacement)
+            pos, at = match.end(), found.end()
         if not out:
             return text
-        out.append(text[pos:])
+        out.append(text[at:])
         return "".join(out)
 
-    def swallow(self, match: re.Match[str]) -> re.Pattern[str] | None:
-        """The class a match at the end of the text so far may still grow
-        through, or None if it cannot grow (a known value is exact)."""
+    def swallow(self, match: Found) -> re.Pattern[str]:
+        """The characters a match at the end of the text so far may still grow
+        through: invisible ones (a match takes those after it, as ``sub``
+        does), and a shape's characters (a known value is exact)."""
         name = match.lastgroup
-        return None if name is None or name == "value" else self._swallow[name]
+        return _INVISIBLES if name is None or name == "value" else self._swallow[name]
 
     def undecided(self, text: str, start: int) -> int:
         """The first place at or after ``start`` where a secret may begin that the
         text so far does not decide (``len(text)`` if none). Over-cautious is
         allowed (it only holds more); only the last word can be undecided."""
+        if text.isascii() or not has_invisible(text):
+            return self._undecided(text, start)
+        folded = Folded(text)
+        return folded.original(self._undecided(folded.folded, folded.at(start)))
+
+    def _undecided(self, text: str, start: int) -> int:
         end = len(text)
         low = max(start, end - self.window)
         low = max(
@@ -178,10 +219,18 @@ class SecretPattern:
         return end
 
 
+_INVISIBLES: Final = re.compile(f"[{INVISIBLE_CLASS}]*")
+
+
+def _found(folded: Folded, match: re.Match[str]) -> Found:
+    """A match in ``folded.folded`` as the span of the text it was folded from."""
+    return Found((folded.original(match.start()), folded.original(match.end())), match.lastgroup)
+
+
 def _has_space(value: str) -> bool:
     return any(ch.isspace() for ch in value)
 
 
 SHAPES: Final = SecretPattern()  # the shapes alone (``redact`` masks values by value)
 
-__all__ = ["CONTEXT", "SHAPES", "SecretPattern", "might_hold_shape"]
+__all__ = ["CONTEXT", "SHAPES", "Found", "SecretPattern", "might_hold_shape"]

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..vocab.spacing import join_words
 from ..vocab.transcripts import Transcript
 from .decisions import (
     Decision,
@@ -189,7 +190,7 @@ class Endpointer:
             if real and self._playing_since is not None and not u.interrupted:
                 u.interrupted = True
                 self._playing_since = self._paused_at = self._level_until = None
-                out.append(Interrupt(" ".join(u.finals), self._now))
+                out.append(Interrupt(join_words(u.finals), self._now))
         return out + self._tick()
 
     def _users_words(self, u: _Utterance, t: Transcript) -> str:
@@ -204,7 +205,7 @@ class Endpointer:
             for w in t.words
             if u.stream_from + round(w.end_s * self.sample_rate) > u.loud_from
         ]
-        return " ".join(keep).strip()
+        return join_words(keep).strip()
 
     def transcripts_done(self, at_sample: int) -> list[Decision]:
         """The STT stream ended: every final of the speech so far is in."""
@@ -370,7 +371,7 @@ class Endpointer:
         STT was asked to settle, nothing of the assistant's plays or played under
         this utterance. Every condition changes only on an input, never as time
         passes, so it is dated by that input whatever the advance rate."""
-        text = " ".join(u.finals)
+        text = join_words(u.finals)
         if (
             not self.settings.preemptive
             or u.tentative_sent
@@ -439,14 +440,14 @@ class Endpointer:
         wait for a final after the finalize, and the hard cap, in samples."""
         s = self.settings
         assert u.end_at is not None and u.finalize_at is not None
-        unfinished = self._words.sounds_unfinished(" ".join(u.finals) or u.partial)
+        unfinished = self._words.sounds_unfinished(join_words(u.finals) or u.partial)
         quiet_until = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
         wait_until = u.finalize_at + self._n(s.final_wait_s)
         return quiet_until, wait_until, u.end_at + self._n(s.max_delay_s)
 
     def _maybe_end(self, u: _Utterance) -> list[Decision]:
         now = self._now
-        text = " ".join(u.finals)
+        text = join_words(u.finals)
         quiet_until, wait_until, cap = self._end_deadlines(u)
         reason: EndReason
         if u.final_at is not None and now >= quiet_until:

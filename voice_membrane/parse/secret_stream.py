@@ -13,25 +13,45 @@ from __future__ import annotations
 
 import re
 
+from ..infra.invisible import has_invisible, without_invisible
 from ..infra.secret_shapes import CONTEXT, SecretPattern
 
 __all__ = ["SecretStream"]
 
 
 class SecretStream:
-    def __init__(self, pattern: SecretPattern, replacement: str) -> None:
+    """``context``: the text before this one (a look-behind reads it); ``growing``:
+    a match replaced just before this text may still grow through these."""
+
+    def __init__(
+        self,
+        pattern: SecretPattern,
+        replacement: str,
+        *,
+        context: str = "",
+        growing: re.Pattern[str] | None = None,
+    ) -> None:
         self.pattern, self.replacement = pattern, replacement
         self.masked = 0  # how many secrets were replaced
-        self._context = ""  # the text just before ``_held`` (a look-behind reads it)
+        self._context = without_invisible(context)[-CONTEXT:]  # before ``_held``
         self._held = ""
-        self._growing: re.Pattern[str] | None = None  # a replaced match may still grow
+        self._growing = growing  # a replaced match may still grow
+
+    def take_held(self) -> tuple[str, str, re.Pattern[str] | None]:
+        """End the stream without deciding what it holds: the text held, the
+        visible characters before it, and what a replaced match at its end may
+        still grow through (another stream goes on from them)."""
+        held, context, growing = self._held, self._context, self._growing
+        self._held = self._context = ""
+        self._growing = None
+        return held, context, growing
 
     def feed(self, text: str) -> str:
         if self._growing is not None:
             grown = self._growing.match(text)
             n = grown.end() if grown is not None else 0
             if n:
-                self._context = (self._context + text[:n])[-CONTEXT:]
+                self._context = without_invisible(self._context + text[:n])[-CONTEXT:]
             if n == len(text):
                 return ""
             text, self._growing = text[n:], None
@@ -51,8 +71,7 @@ class SecretStream:
         undecided = end if final else pattern.undecided(s, pos)
         found = pattern.search(s, pos)
         if found is None or found.start() >= undecided:  # the common case: nothing found
-            self._held = s[undecided:]
-            self._context = s[max(0, undecided - CONTEXT) : undecided]
+            self._hold(s, undecided)
             return s[pos:undecided]
         out: list[str] = []
         while (found := pattern.search(s, pos)) is not None and found.start() < undecided:
@@ -66,6 +85,19 @@ class SecretStream:
             if pos > undecided:
                 undecided = pattern.undecided(s, pos)
         out.append(s[pos:undecided])
-        self._held = s[undecided:]
-        self._context = s[max(0, undecided - CONTEXT) : undecided]
+        self._hold(s, undecided)
         return "".join(out)
+
+    def _hold(self, s: str, undecided: int) -> None:
+        """Keep what is undecided, and the visible characters before it (the
+        context a look-behind reads: invisible ones are not part of a match).
+        Held text is bounded in visible characters; a run of invisible ones in
+        it is dropped once it holds more than that (nothing shows the loss)."""
+        held = s[undecided:]
+        if len(held) > 2 * self.pattern.window:
+            held = without_invisible(held)
+        self._held = held
+        context = s[max(0, undecided - CONTEXT) : undecided]
+        if not context.isascii() and has_invisible(context):
+            context = without_invisible(s[:undecided])[-CONTEXT:]
+        self._context = context

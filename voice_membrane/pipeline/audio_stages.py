@@ -20,6 +20,7 @@ from ..telemetry.spans import epoch_ns, tracer
 from ..tts.base import Alignment, TtsEngine, TtsError, TtsStream
 from ..tts.retrying import counting_retries
 from ..vocab.audio import AudioChunk, resample
+from ..vocab.spacing import spaced
 from .event_log import EventLogger
 from .metrics import PieceMetrics, TurnMetrics
 from .scheduling import FirstAudioPriority
@@ -183,8 +184,8 @@ class SinkStage:
         if self.pieces:
             self.pieces[-1].end_s = self.written_s
         text = item.text
-        if self.pieces and not text[:1].isspace() and not self.pieces[-1].text[-1:].isspace():
-            text = " " + text  # pieces of two text blocks: keep the words apart
+        if self.pieces and spaced(self.pieces[-1].text, text):
+            text = " " + text  # pieces of two text blocks: keep the words apart (not "Paris .")
         self.pieces.append(SpokenPiece(text, self.written_s, aligned=item.alignment is not None))
         self._index = item.index
         self.on_piece_start(text)
@@ -192,13 +193,7 @@ class SinkStage:
     def _place_chars(self, alignment: Alignment, piece_start: bool) -> None:
         base = self.written_s
         chars = self.char_ends
-        if (
-            piece_start
-            and alignment.chars
-            and chars
-            and not chars[-1][0].isspace()
-            and not alignment.chars[0][:1].isspace()
-        ):
+        if piece_start and alignment.chars and chars and spaced(chars[-1][0], alignment.chars[0]):
             chars.append((" ", base))  # keep the words of two pieces apart
         for char, start, duration in zip(
             alignment.chars, alignment.start_ms, alignment.duration_ms, strict=True

@@ -21,6 +21,7 @@ from ..membrane.tools import OnToolCalls
 from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, Event
 from ..vocab.messages import Request, RequestError
 from ..vocab.provider_output import NativeDelta, ProviderOutput, TextDelta, Usage
+from ..vocab.spacing import spaced
 from .event_log import EventLogger, event_record
 from .images import ImageSaver, save_image
 from .metrics import TurnMetrics
@@ -197,11 +198,11 @@ class RouteStage:
         if (
             chunk.meta.block_index != self._visible_block
             and self.visible
-            and not self.visible[-1][-1:].isspace()
-            and not text[:1].isspace()
+            and spaced(self.visible[-1], text)
         ):
             # Two text blocks (a hidden one between them): each is spoken as its own
-            # piece, so the transcript keeps their words apart too, as the spoken text does.
+            # piece, so the transcript keeps their words apart too, as the spoken text
+            # does (a full stop still ends the word before it: "Paris.", not "Paris .").
             self.visible.append(" ")
         self._visible_block = chunk.meta.block_index
         self.visible.append(text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal
 
 from ..infra.redact import redact
@@ -41,7 +41,10 @@ class JsonLog:
 
 
 class TextLog:
-    """``12:34:56.789 turn_end session=ab12 first_audio_ms=212.5 interrupted=false``."""
+    """``12:34:56.789 turn_end session=ab12 first_audio_ms=212.5 interrupted=false``.
+    A mapping's fields are fields of their own, named by their path
+    (``stamps_ms.first_audio=212.5``; one that is None left out): not JSON
+    escaped into one quoted value."""
 
     def __init__(self, write: Write = _stderr) -> None:
         self._write = write
@@ -50,8 +53,17 @@ class TextLog:
         now = time.time()
         stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
         parts = [stamp, _value(event)]
-        parts += [f"{_value(key)}={_value(value)}" for key, value in fields.items()]
+        parts += [f"{_value(key)}={_value(value)}" for key, value in _flat(fields, "")]
         self._write(redact(" ".join(parts)) + "\n")
+
+
+def _flat(fields: dict[Any, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    for key, value in fields.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            yield from ((k, v) for k, v in _flat(value, f"{name}.") if v is not None)
+        else:
+            yield name, value
 
 
 def make_log(log_format: LogFormat = "auto", *, terminal: bool | None = None) -> Log:

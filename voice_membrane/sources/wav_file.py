@@ -89,6 +89,11 @@ class WavFileSource:
         if file is not None:
             file.close()
 
+    def check(self) -> None:
+        """Open the file and close it again: ``SourceError`` (one line) now if it
+        is missing, empty or no sound file, before anything slow starts."""
+        self._open().close()
+
     def _open(self) -> Any:
         where = str(self.path)
         if self.path.is_dir():

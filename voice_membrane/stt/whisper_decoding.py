@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..vocab.audio import Samples
+from ..vocab.spacing import join_words
 from ..vocab.transcripts import Transcript, Word
 from .base import SttError
 
@@ -105,7 +106,7 @@ def decode(
         raise
     except Exception as exc:  # (anything the native decoder raises)
         raise SttError(f"whisper: decoding failed: {_first_line(exc)}") from None
-    text = " ".join(s.text.strip() for s in kept).strip()
+    text = join_words(s.text.strip() for s in kept).strip()
     if not text:
         return None
     duration = len(samples) / RATE
