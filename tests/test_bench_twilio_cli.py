@@ -125,7 +125,9 @@ def test_a_rehearsal_signs_for_the_public_url_serve_checks(tmp_path: Path) -> No
             log.seek(0)
             served = log.read()
     assert signed.returncode == 0, signed.stderr
-    assert re.match(r"call 1, question 1: voice to voice \d+ ms", signed.stdout), signed.stdout
+    assert re.search(r"^call 1, question 1: voice to voice \d+ ms", signed.stdout, re.M), (
+        signed.stdout
+    )
     # Signed for another URL: the call is refused (HTTP 403), said in one line.
     assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
     assert "error: connect: the server refused the call with HTTP 403" in wrong.stdout

@@ -19,7 +19,7 @@ from voice_membrane.infra.secret_shapes import SHAPES, SecretPattern
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.parse import XmlStreamParser
 from voice_membrane.parse.secret_filter import SPOKEN, SecretFilter
-from voice_membrane.pipeline.config import load_pipeline
+from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
 from voice_membrane.pipeline.debug_dir import mask_split_secrets, output_record
 from voice_membrane.server import Server
 from voice_membrane.server import protocol as p
@@ -159,7 +159,7 @@ def test_every_serve_event_is_redacted_where_it_is_made() -> None:
 
 def test_serve_remembers_its_token_and_its_log_masks_nested_values() -> None:
     token = "serve-token-remembered-0123"
-    Server({"x": object()}, token=token)  # type: ignore[dict-item]
+    Server({"x": PipelineConfig()}, token=token)
     lines: list[str] = []
     JsonLog(lines.append)("turn_end", details={"said": f"{token} {KEY}"}, error=JWT)
     assert not leaked(lines[0], token, KEY, JWT)
