@@ -420,8 +420,10 @@ async def test_push_to_talk_only_the_words_held_are_a_turn(server: Server, tmp_p
                 (started,) = of_type(tab, "session.started")
                 assert started["turn_taking"] == "push_to_talk"
                 assert await tab.input_value("#talk-mode") == "push_to_talk"
-                # Not held: the mic sends silence.
+                # Not held: the mic sends silence (its first frames seen before the press).
                 assert await tab.evaluate("window.voiceMembrane.mic.open") is False
+                while not any(isinstance(p, bytes) for p in tab.sent):
+                    await anyio.sleep(0.02)
 
                 # Hold Space (not in the text field, where it types) over the question.
                 await tab.evaluate("document.activeElement.blur()")
