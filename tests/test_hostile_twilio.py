@@ -43,7 +43,7 @@ IDLE_S = 3.0  # a stream taken (and silent) is closed 4408 after this
 
 
 @asynccontextmanager
-async def phone_server(folder: Path) -> AsyncIterator[tuple[str, list[Any]]]:
+async def phone_server(folder: Path, **limits: Any) -> AsyncIterator[tuple[str, list[Any]]]:
     lines: list[Any] = []
     log = lambda event, **fields: lines.append((event, fields))  # noqa: E731
     pipeline = listening_pipeline(folder, "long", LONG_REPLY)
@@ -55,7 +55,7 @@ async def phone_server(folder: Path) -> AsyncIterator[tuple[str, list[Any]]]:
         twilio_url=PUBLIC,
         token=SESSION_TOKEN,  # a public name needs one (trust.py)
         idle_timeout_s=IDLE_S,
-        close_timeout_s=1.0,  # a flooder's closing handshake: it is not read any more
+        **({"close_timeout_s": 1.0} | limits),  # a flooder's closing handshake: not read any more
     ) as server:
         yield server.ws_url.replace("/v1/session", "/v1/twilio"), lines
 
@@ -183,6 +183,28 @@ async def test_a_flood_of_call_messages_is_closed(tmp_path: Path, message: Any) 
     if message is dtmf:
         presses = sum(f["presses"] for f in events(lines, "dtmf"))
         assert 0 < presses <= sent
+
+
+async def test_a_flood_before_start_is_refused_as_a_flood_not_as_idle(tmp_path: Path) -> None:
+    """Refused while waiting for ``start``: the refusal is logged and the call
+    closed at once though the flood waits unread (websockets stops reading at
+    16 messages), not cut short by the start's deadline and logged again as
+    ``idle_timeout`` (the /v1/session bug of issue 42's item 7, on calls)."""
+    limits = {"start_timeout_s": 1.0, "close_timeout_s": GUARD_S}  # the close would outlast it
+    async with phone_server(tmp_path, **limits) as (url, lines):
+        headers = {"X-Twilio-Signature": twilio_signature(TOKEN, PUBLIC)}
+        with anyio.fail_after(GUARD_S):
+            async with connect(url, additional_headers=headers) as ws:
+                with contextlib.suppress(ConnectionClosed):
+                    for n in range(500):
+                        await ws.send(mark(n))
+                with contextlib.suppress(ConnectionClosed):
+                    while True:
+                        await ws.recv()
+            while not events(lines, "refused"):
+                await anyio.sleep(0.02)
+    assert (ws.close_code, ws.close_reason) == (1008, "rate_limited")
+    assert [f["reason"] for f in events(lines, "refused")] == ["rate_limited"]
 
 
 def _get(url: str, signature: str | None) -> tuple[int, bytes]:

@@ -32,6 +32,7 @@ from ..tts.base import TtsError
 from ..vendors.errors import LlmError
 from . import protocol as p
 from . import twilio_wire as w
+from .admission import close_discarding
 from .listening_setup import ListeningFailed, listens
 from .outbox import Outbox
 from .rate_limit import RateLimit, Verdict
@@ -108,12 +109,23 @@ class TwilioCall(ServedSession):
             state.release_slot()
 
     async def _refuse(self, code: int, reason: str, **fields: Any) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            await self.ws.close(code, reason)
+        # Logged first, then closed reading what the caller still sends (a flood
+        # would hold the close for its whole timeout): nothing else reads yet.
         self.state.log("refused", session=self.id, code=code, reason=reason, call=True, **fields)
+        await close_discarding(self.ws, code, reason)
 
     async def _await_start(self) -> w.Start | None:
-        """Twilio's ``start`` (after ``connected``), or None once the call is closed."""
+        """Twilio's ``start`` (after ``connected``), or None once the call is
+        closed. The wait only decides: a refusal runs after its deadline, so
+        the deadline never cuts one short and closes the call a second time."""
+        outcome = await self._first_start()
+        if outcome is None or isinstance(outcome, w.Start):
+            return outcome
+        await self._refuse(*outcome)
+        return None
+
+    async def _first_start(self) -> w.Start | tuple[int, str] | None:
+        """The ``start``, the refusal it ended in (code, reason), or None: closed."""
         with anyio.move_on_after(self.state.start_timeout_s):
             while True:
                 try:
@@ -122,25 +134,21 @@ class TwilioCall(ServedSession):
                     return None
                 if self._over_limit():
                     if self._flooded:
-                        await self._refuse(p.CLOSE_POLICY, "rate_limited")
-                        return None
+                        return p.CLOSE_POLICY, "rate_limited"
                     continue
                 try:
                     message = w.parse_twilio_message(data)
                 except w.BadTwilioMessage as exc:
                     if str(exc).startswith("unsupported media format"):
-                        await self._refuse(p.CLOSE_POLICY, "unsupported media format")
                         self.state.log("call_failed", session=self.id, message=str(exc))
-                        return None
+                        return p.CLOSE_POLICY, "unsupported media format"
                     self._bad_message(exc)
                     continue
                 if isinstance(message, w.Start):
                     return message
                 if isinstance(message, w.Stop):
-                    await self._refuse(p.CLOSE_NORMAL, "stop")
-                    return None
-        await self._refuse(p.CLOSE_IDLE, "idle_timeout")
-        return None
+                    return p.CLOSE_NORMAL, "stop"
+        return p.CLOSE_IDLE, "idle_timeout"
 
     async def _serve(self, start: w.Start, name: str) -> None:
         state = self.state
