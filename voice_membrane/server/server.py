@@ -51,7 +51,7 @@ from .twilio_call_token import CallTokens
 from .twilio_gate import twilio_refusal
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
-from .twiml_route import TWIML_PATH, twiml_route
+from .twiml_route import TWIML_PATH, twiml_route, webhook_url
 
 DEFAULT_PORT = 8765
 STOP_NOW_GRACE_S = 1.0  # a second Ctrl-C: what the closing handshakes get before cancelling
@@ -233,8 +233,8 @@ class Server:
         # The Host first, for every route and the upgrade: a DNS-rebound page
         # names its attacker's host. The page's own origins are the same names
         # (never whatever the Host says).
-        local = connection.local_address
-        local_ip = local[0] if isinstance(local, tuple) and local else None
+        ours = connection.local_address  # (the socket's own address)
+        local_ip = ours[0] if isinstance(ours, tuple) and ours else None
         try:
             host = request.headers.get("Host")
         except MultipleValuesError:
@@ -250,28 +250,21 @@ class Server:
         # Trusted without a secret: a local client of a server nobody else reaches
         # (trust.py); a proxy on this machine brings the internet from loopback.
         local = not self.exposed and is_local(request.headers, peer_ip)
-        if path == TWIML_PATH:  # Twilio's voice webhook: the TwiML of one call
-            return twiml_route(
-                request,
-                auth_token=self.twilio_auth_token,
-                public_url=self.twilio_url,
-                host=host,
-                local=local,
-                tokens=state.call_tokens,
-                now=time.time(),
-            )
-        if path == TWILIO_PATH:
-            # Before any work: a call that is not Twilio's gets a 403 and nothing else.
+        if path in (TWILIO_PATH, TWIML_PATH):
+            # Before any work: a request that is not Twilio's gets a 403 and nothing else.
+            stream_url = self.twilio_url or f"wss://{host}{TWILIO_PATH}"
+            signed_for = self.twilio_url if path == TWILIO_PATH else webhook_url(stream_url)
             refusal = twilio_refusal(
-                request,
-                auth_token=self.twilio_auth_token,
-                public_url=self.twilio_url,
-                local=local,
+                request, auth_token=self.twilio_auth_token, public_url=signed_for, local=local
             )
-            if refusal is None:
+            if refusal is not None:
+                unsigned = self.twilio_auth_token is None and not local
+                why: RefusedLogin = "proxied" if unsigned else "twilio_signature"
+                return self._refuse_login(path, why, refusal)
+            if path == TWILIO_PATH:
                 return None  # the WebSocket handshake
-            unsigned = self.twilio_auth_token is None and not local
-            return self._refuse_login(path, "proxied" if unsigned else "twilio_signature", refusal)
+            # Twilio's voice webhook: the TwiML of one call
+            return twiml_route(request, stream_url, state.call_tokens, time.time())
         if path == p.SESSION_PATH and self.token is None and not local:
             return self._refuse_login(path, "proxied", NOT_LOCAL)
         return route(

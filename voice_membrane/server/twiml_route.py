@@ -4,7 +4,7 @@ comes in; it answers the TwiML that streams the call to ``/v1/twilio``.
 Twilio requests it (set to HTTP GET in the number's "A call comes in") with
 the call's parameters in the query string (``CallSid``, ``From``, …) and signs
 the whole URL, which the server checks as it checks the stream's upgrade
-(``twilio_gate``), against the public webhook: the stream's public URL
+(``twilio_gate``, in ``server.py``), against the public webhook: the stream's public URL
 (``--twilio-url``) with ``https://`` and ``/twiml`` appended (without one,
 ``https://`` + the Host + the path). The TwiML carries the call's token
 (``twilio_call_token``), which the stream's ``start`` must bring back, and the
@@ -21,7 +21,6 @@ from websockets.http11 import Request, Response
 
 from .http_routes import response
 from .twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
-from .twilio_gate import twilio_refusal
 from .twilio_wire import TWILIO_PATH
 from .twiml import stream_twiml
 
@@ -37,22 +36,10 @@ def webhook_url(stream_url: str) -> str:
 
 
 def twiml_route(
-    request: Request,
-    *,
-    auth_token: str | None,
-    public_url: str | None,
-    host: str,
-    local: bool,
-    tokens: CallTokens | None,
-    now: float,
+    request: Request, stream_url: str, tokens: CallTokens | None, now: float
 ) -> Response:
-    """The call's TwiML, or why not (403 not Twilio's, 400 not a call)."""
-    stream_url = public_url or f"wss://{host}{TWILIO_PATH}"
-    refusal = twilio_refusal(
-        request, auth_token=auth_token, public_url=webhook_url(stream_url), local=local
-    )
-    if refusal is not None:
-        return response(403, refusal + "\n")
+    """The call's TwiML for a request the gate let through (``twilio_gate``,
+    against ``webhook_url(stream_url)``), or why not (400: not a call)."""
     try:
         query = parse_qs(request.path.partition("?")[2], max_num_fields=100)
     except ValueError:
