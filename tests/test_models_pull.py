@@ -5,6 +5,7 @@ name; then ``--llm local:NAME`` / ``--stt whisper:NAME`` find what was pulled.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,9 +35,12 @@ def hub() -> Iterator[FakeHfHub]:
         yield server
 
 
-def cli(args: list[str], hub_url: str, models: Path, **kw: object) -> subprocess.Popen[str]:
+def cli(
+    args: list[str], hub_url: str, models: Path, **env_vars: str
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
+        **env_vars,
         "HF_ENDPOINT": hub_url,
         "VOICE_MEMBRANE_MODELS": str(models),
         "HF_HOME": str(models.parent / "hf-home"),  # no user token, no shared cache
@@ -49,7 +53,6 @@ def cli(args: list[str], hub_url: str, models: Path, **kw: object) -> subprocess
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        **kw,  # type: ignore[call-overload]
     )
 
 
@@ -68,11 +71,15 @@ def test_pull_resumes_a_dropped_connection_and_list_shows_it(
 ) -> None:
     hub.add(QWEN.repo, GGUF, BIG)
     hub.drop_after(CHUNK + CHUNK // 2)
-    code, out, err = finish(cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path))
+    # (huggingface_hub draws its progress bar on a terminal only, or when told to)
+    proc = cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path, TQDM_POSITION="-1")
+    code, out, err = finish(proc)
     assert code == 0, err
+    assert f"{GGUF}: 100%" in err  # the progress bar, carried on over the resume
     assert (tmp_path / "qwen2.5-0.5b" / GGUF).read_bytes() == BIG
     ranges = [request.range for request in hub.gets()]
     assert ranges == [None, f"bytes={CHUNK}-"], ranges  # the rest, not the whole again
+    assert hub.base_url not in err  # (huggingface_hub's retry warning names the URL)
     assert "ready: use --llm local:qwen2.5-0.5b" in out
 
     code, out, err = finish(cli(["models", "list"], hub.base_url, tmp_path))
@@ -131,26 +138,53 @@ def test_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
     assert "qwen2.5-0.5b, qwen2.5-1.5b, smollm2-1.7b, base.en" in err
 
 
-def test_no_disk_is_one_line(hub: FakeHfHub, tmp_path: Path) -> None:
-    """A real full filesystem: a 64 KiB tmpfs, mounted in a mount namespace of the
-    pull's own (``unshare``), so nothing outside the test sees it."""
+def on_tmpfs(size: str, hub_url: str, folder: Path) -> subprocess.Popen[str]:
+    """``models pull qwen2.5-0.5b`` into a real filesystem of ``size`` (a tmpfs on
+    ``folder``, mounted in a mount namespace of the pull's own: nothing outside it
+    sees it; the process keeps its pid through the execs)."""
     unshare = shutil.which("unshare")
-    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(tmp_path)]
-    probe = [unshare or "unshare", "--user", "--map-root-user", "--mount", *mount]
+    userns = [unshare or "unshare", "--user", "--map-root-user", "--mount"]
+    probe = [*userns, "mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]
     if unshare is None or subprocess.run(probe, capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs in a user namespace here")
+    script = f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"'
+    env = {**os.environ, "HF_ENDPOINT": hub_url, "VOICE_MEMBRANE_MODELS": str(folder / "m")}
+    env["HF_HOME"] = str(folder / "hf-home")
+    args = [*userns, "sh", "-c", script, str(folder), *CLI, "models", "pull", "qwen2.5-0.5b"]
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def test_no_disk_is_one_line_before_the_download(hub: FakeHfHub, tmp_path: Path) -> None:
     hub.add(QWEN.repo, GGUF, BIG[:300_000])
-    script = 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"'
-    wrapper = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script, str(tmp_path)]
-    models = tmp_path / "models"
-    env = {**os.environ, "HF_ENDPOINT": hub.base_url, "VOICE_MEMBRANE_MODELS": str(models)}
-    env["HF_HOME"] = str(tmp_path / "hf-home")
-    args = [*wrapper, *CLI, "models", "pull", "qwen2.5-0.5b"]
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    line = one_line(done.stderr)
-    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
-    assert line.startswith(f"voice-membrane models pull: no disk: {GGUF} needs 0.3 MB"), line
+    code, _, err = finish(on_tmpfs("64k", hub.base_url, tmp_path))
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"voice-membrane models pull: no disk: {GGUF} needs 0.3 MB"), err
     assert hub.gets() == []  # refused before the download
+
+
+def test_a_disk_that_fills_during_the_pull_is_one_line(hub: FakeHfHub, tmp_path: Path) -> None:
+    """The disk had room when the pull began; something else fills it meanwhile
+    (written through ``/proc/PID/root``, the pull's own view of its tmpfs)."""
+    hub.add(QWEN.repo, GGUF, BIG)
+    hub.stall_after(CHUNK + CHUNK // 2)
+    proc = on_tmpfs("32m", hub.base_url, tmp_path)
+    seen = Path(f"/proc/{proc.pid}/root") / str(tmp_path).lstrip("/")
+    partial = seen / "m" / "qwen2.5-0.5b" / f"{GGUF}.incomplete"
+    deadline = time.monotonic() + 60
+    while not (partial.is_file() and partial.stat().st_size >= CHUNK):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.poll()
+        time.sleep(0.05)
+    with (seen / "filler").open("wb") as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(bytes(1024 * 1024))
+            filler.flush()
+    hub.release()  # the connection drops; huggingface_hub asks for the rest
+    code, _, err = finish(proc)
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("voice-membrane models pull: no disk left in "), err
+    assert err.rstrip().endswith(f"qwen2.5-0.5b: {GGUF} (run the same pull again to resume)")
 
 
 def test_a_pulled_model_answers_by_its_name(hub: FakeHfHub, tmp_path: Path) -> None:

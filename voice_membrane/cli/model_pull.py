@@ -130,6 +130,8 @@ def _hub_error(exc: Exception, model: CatalogModel, file: HubFile) -> str:
 def _quiet_hub_logging() -> None:
     """huggingface_hub's own warnings are multi-line and carry download URLs (a
     CDN's are signed): our one-line messages say what happened instead."""
+    import huggingface_hub.utils.logging  # sets its level as it is first imported
+
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
