@@ -35,9 +35,7 @@ def hub() -> Iterator[FakeHfHub]:
         yield server
 
 
-def cli(
-    args: list[str], hub_url: str, models: Path, **env_vars: str
-) -> subprocess.Popen[str]:
+def cli(args: list[str], hub_url: str, models: Path, **env_vars: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         **env_vars,

@@ -130,9 +130,10 @@ def _hub_error(exc: Exception, model: CatalogModel, file: HubFile) -> str:
 def _quiet_hub_logging() -> None:
     """huggingface_hub's own warnings are multi-line and carry download URLs (a
     CDN's are signed): our one-line messages say what happened instead."""
-    import huggingface_hub.utils.logging  # sets its level as it is first imported
+    # (its module sets the level as it is first imported: so, after that)
+    from huggingface_hub.utils import logging as hub_logging
 
-    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    hub_logging.get_logger().setLevel(logging.ERROR)
 
 
 def _again() -> str:
