@@ -97,11 +97,19 @@ def test_an_interrupted_pull_resumes_where_it_stopped(hub: FakeHfHub, tmp_path: 
     while not (partial.is_file() and partial.stat().st_size >= CHUNK):
         assert time.monotonic() < deadline and proc.poll() is None, proc.poll()
         time.sleep(0.05)
+    second = cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path)
+    code, _, err = finish(second)  # the same model, while the first is downloading
+    assert code == 1 and err.count("\n") == 1, err
+    assert "another pull of qwen2.5-0.5b is running" in err
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     code, _, err = finish(proc)
-    assert code == 130 and one_line(err) == "voice-membrane: interrupted", err
+    assert code == 130, err
+    assert one_line(err) == "voice-membrane models pull: interrupted; run it again to resume"
     assert partial.stat().st_size == CHUNK
     hub.release()
+    code, out, err = finish(cli(["models", "list"], hub.base_url, tmp_path))
+    row = next(line for line in out.splitlines() if "local:qwen2.5-0.5b" in line)
+    assert f"partly downloaded, {CHUNK / 1e6:.1f} MB" in row, row
 
     sent_before = hub.body_bytes_sent
     code, out, err = finish(cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path))
@@ -120,7 +128,7 @@ def test_a_wrong_checksum_deletes_the_download(hub: FakeHfHub, tmp_path: Path) -
     line = one_line(err)
     assert code == 1 and line.startswith("voice-membrane models pull: "), err
     assert f"{GGUF}: checksum mismatch" in line and "deleted the download" in line
-    assert list((tmp_path / "qwen2.5-0.5b").iterdir()) == []
+    assert [p.name for p in (tmp_path / "qwen2.5-0.5b").iterdir()] == [".pull-lock"]
 
 
 def test_no_network_is_one_line(tmp_path: Path) -> None:
@@ -186,8 +194,8 @@ def test_a_disk_that_fills_during_the_pull_is_one_line(hub: FakeHfHub, tmp_path:
 
 
 def test_a_pulled_model_answers_by_its_name(hub: FakeHfHub, tmp_path: Path) -> None:
-    """The embedded SmolLM2-135M file served as the "pulled" Qwen: ``run --llm
-    local:qwen2.5-0.5b`` really answers with it."""
+    """The embedded SmolLM2-135M file served as the "pulled" Qwen: a pipeline file
+    naming ``local:qwen2.5-0.5b`` really answers with it."""
     pytest.importorskip("llama_cpp", reason="the local extra is not installed")
     from voice_membrane.providers.local_llama import default_model_path
 
@@ -202,9 +210,11 @@ def test_a_pulled_model_answers_by_its_name(hub: FakeHfHub, tmp_path: Path) -> N
     code, _, err = finish(cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, models))
     assert code == 0, err
     wav = tmp_path / "reply.wav"
-    args = ["run", "--pipeline", "local-espeak", "--llm", "local:qwen2.5-0.5b"]
-    args += ["--prompt", "Say hello.", "--out", str(wav)]
-    code, out, err = finish(cli(args, hub.base_url, models))
+    text = (ROOT / "pipelines" / "local-espeak.toml").read_text()
+    text = text.replace('spec = "local"', 'spec = "local:qwen2.5-0.5b"')
+    (tmp_path / "pipe.toml").write_text(text.replace("max_tokens = 200", "max_tokens = 12"))
+    args = ["run", "--pipeline", str(tmp_path / "pipe.toml"), "--prompt", "Say hello."]
+    code, out, err = finish(cli([*args, "--out", str(wav)], hub.base_url, models))
     assert code == 0, err
     assert "local:qwen2.5-0.5b-instruct-q4_k_m" in out + err  # the model that answered
     assert wav.stat().st_size > 1000
@@ -240,7 +250,8 @@ def test_a_pulled_recogniser_is_found_by_name(
 
     code, _, err = finish(cli(["models", "pull", "base.en"], hub.base_url, models))
     assert code == 0, err
-    assert {p.name for p in (models / "base.en").iterdir()} == {f.name for f in base.files}
+    pulled = {p.name for p in (models / "base.en").iterdir()}
+    assert pulled == {".pull-lock", *(f.name for f in base.files)}
 
     from voice_membrane.stt.registry import create_stt
     from voice_membrane.stt.whisper import WhisperStt

@@ -11,12 +11,14 @@ each call and deletes it on failure, so an interrupted download starts over."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,25 @@ def pull(model: CatalogModel, say: Callable[[str], None]) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PullError(f"cannot make {folder}: {exc.strerror or exc}") from None
-    for file in model.files:
-        target = folder / file.name
-        if target.is_file():
-            say(f"{file.name}: already here")
-            continue
-        _fetch(model, file, target, say)
+    with _one_pull_at_a_time(folder):
+        for file in model.files:
+            target = folder / file.name
+            if target.is_file():
+                say(f"{file.name}: already here")
+                continue
+            _fetch(model, file, target, say)
     return folder
+
+
+@contextlib.contextmanager
+def _one_pull_at_a_time(folder: Path) -> Iterator[None]:
+    """Two pulls of one model would append to the same partial file."""
+    with (folder / ".pull-lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PullError(f"another pull of {folder.name} is running (into {folder})") from None
+        yield
 
 
 def _fetch(model: CatalogModel, file: HubFile, target: Path, say: Callable[[str], None]) -> None:

@@ -58,6 +58,9 @@ def run_models(args: argparse.Namespace) -> None:
         pull(model, say=print)
     except PullError as exc:
         sys.exit(f"voice-membrane models pull: {exc}")
+    except KeyboardInterrupt:  # what was downloaded is kept
+        sys.stderr.write("voice-membrane models pull: interrupted; run it again to resume\n")
+        sys.exit(130)
     print(f"{model.name} is ready: use {'--llm' if model.kind == 'llm' else '--stt'} {model.spec}")
 
 
