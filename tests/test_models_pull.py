@@ -259,3 +259,28 @@ def test_a_pulled_recogniser_is_found_by_name(
     with monkeypatch.context() as patch:
         patch.setenv("VOICE_MEMBRANE_MODELS", str(models))
         assert isinstance(create_stt("whisper:base.en"), WhisperStt)
+
+
+def test_pull_without_huggingface_hub_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container image without the local engines has no huggingface_hub."""
+    import importlib.util
+
+    from voice_membrane.cli import model_pull
+    from voice_membrane.cli.main import main
+
+    def no_download(*args: object, **kwargs: object) -> None:
+        raise AssertionError("it went on to download")
+
+    monkeypatch.setattr(model_pull, "pull", no_download)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "huggingface_hub" else real(name, *a),
+    )
+    with pytest.raises(SystemExit) as excinfo:
+        main(["models", "pull", "qwen2.5-0.5b"])
+    assert str(excinfo.value) == (
+        "voice-membrane models pull: huggingface_hub is not installed: "
+        "pip install 'voice-membrane[local]'"
+    )

@@ -49,6 +49,11 @@ def run_models(args: argparse.Namespace) -> None:
             f"voice-membrane models pull: no model {args.name!r} in the list; "
             f"known: {', '.join(names())}"
         )
+    if _package_folder("huggingface_hub") is None:  # the image without local engines
+        sys.exit(
+            "voice-membrane models pull: huggingface_hub is not installed: "
+            "pip install 'voice-membrane[local]'"
+        )
     from .model_pull import PullError, pull
 
     print(
