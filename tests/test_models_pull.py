@@ -137,6 +137,12 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
     assert "cannot reach the model hub at http://127.0.0.1:9" in err
 
 
+def test_a_file_the_hub_does_not_have_is_one_line(hub: FakeHfHub, tmp_path: Path) -> None:
+    code, _, err = finish(cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path))
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"the model hub answered HTTP 404 for {QWEN.repo}@main/{GGUF}" in err
+
+
 def test_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
     code, _, err = finish(cli(["models", "pull", "gpt-5"], "http://127.0.0.1:9", tmp_path))
     assert code == 1 and err.count("\n") == 1, err
