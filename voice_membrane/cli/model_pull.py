@@ -6,8 +6,8 @@ into place only once its checksum is right (a wrong one deletes it). A connectio
 that drops is resumed by huggingface_hub's ``http_get`` (a Range request for the
 rest); a pull that is interrupted (Ctrl-C, a crash, a full disk) keeps its partial
 file and the next pull asks for the rest the same way. ``hf_hub_download`` is not
-used for this: since huggingface_hub 2.x it writes to a temporary file unique to
-each call and deletes it on failure, so an interrupted download starts over."""
+used for this: in huggingface_hub 2.4 it writes to a temporary file unique to each
+call and deletes it on failure, so an interrupted download starts over."""
 
 from __future__ import annotations
 
