@@ -16,6 +16,7 @@ import anyio
 from ..providers.replay import RecordingError, load_recording
 from .bench_command import add_bench, bench
 from .common import add_otel, exit_if_user_error, is_utf8, start_tracing
+from .models import add_models, run_models
 from .serve_command import add_serve, serve
 from .twiml import add_twiml, run_twiml
 
@@ -78,7 +79,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "| whisper:PATH",
     )
     run.add_argument(
-        "--llm", help="local | replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL"
+        "--llm",
+        help="local | local:NAME (pulled: voice-membrane models list) | local:PATH.gguf | "
+        "replay:PATH | anthropic:MODEL | openai:MODEL | gemini:MODEL",
     )
     run.add_argument(
         "--formatter",
@@ -112,6 +115,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_serve(commands)
     add_bench(commands)
     add_twiml(commands)
+    add_models(commands)
     return parser
 
 
@@ -264,6 +268,8 @@ def _main(argv: Sequence[str] | None) -> None:
         bench(args)
     elif args.command == "twiml":
         run_twiml(args)
+    elif args.command == "models":
+        run_models(args)
     elif args.command == "demo":
         from .demo import run_demo
 

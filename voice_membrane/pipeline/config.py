@@ -43,6 +43,7 @@ from ..chunking.phrase_guard import PhraseGuard
 from ..infra.redact import quote
 from ..listening.settings import EndpointSettings, VadSettings
 from ..membrane.tool_limits import DEFAULT_MAX_REPLY_RESULT_CHARS, DEFAULT_MAX_RESULT_CHARS
+from ..storage.model_store import names as model_names
 from ..tts.options import TtsOptions
 from ..vendors.credentials import BaseUrl
 from ..vocab.messages import LINE_BREAK
@@ -406,9 +407,11 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     config = _validate(data, str(path))
-    # A recording or model file named in a pipeline file is found relative to that file.
+    # A recording or model file named in a pipeline file is found relative to that
+    # file (a pulled model's name, ``local:NAME``, is not a path).
     kind, _, target = config.llm.spec.partition(":")
-    if kind in ("replay", "local") and target and not Path(target).is_absolute():
+    pulled = kind == "local" and target in model_names("llm")
+    if kind in ("replay", "local") and target and not Path(target).is_absolute() and not pulled:
         spec = f"{kind}:{(path.parent / target).resolve()}"
         config = config.with_overrides({"llm": {"spec": spec}})
     # So is an MCP server's working folder.

@@ -1,4 +1,5 @@
 """LLM providers by spec: ``local``, ``local:PATH`` (another GGUF model),
+``local:NAME`` (a model pulled by ``voice-membrane models pull NAME``),
 ``replay:PATH``, ``anthropic:MODEL``, ``openai:MODEL``, ``gemini:MODEL``."""
 
 from __future__ import annotations
@@ -6,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..infra.redact import quote
+from ..storage.model_store import names, pulled_path
 from ..vendors.credentials import api_key, check_base_url
 from .base import Provider
 
 CLOUD = ("anthropic", "openai", "gemini")
 SPECS = (
-    "'local', 'local:PATH.gguf', 'replay:PATH', 'anthropic:MODEL', 'openai:MODEL' or 'gemini:MODEL'"
+    "'local', 'local:PATH.gguf', 'local:NAME', 'replay:PATH', 'anthropic:MODEL', "
+    "'openai:MODEL' or 'gemini:MODEL'"
 )
 
 
@@ -38,11 +41,11 @@ def create_provider(
     where = f"llm {quote(spec)}"
     if kind == "local":
         # ``local:PATH`` names the model file in the spec itself (``--llm local:…``);
-        # it wins over ``llm.model_path``.
-        model_path = arg or model_path
+        # it wins over ``llm.model_path``. ``local:NAME`` a pulled model.
+        model_path = (pulled_path(arg, "llm", where) or arg) or model_path
         if model_path is not None and not Path(model_path).is_file():
             named = where if arg else f"llm.model_path {quote(model_path)}"
-            raise ValueError(f"{named}: no such model file")
+            raise ValueError(f"{named}: no such model file{_name_hint(arg)}")
         from .local_llama import LocalLlama  # heavy: only when asked for
 
         # The system prompt comes with each request (else LocalLlama's default).
@@ -63,6 +66,13 @@ def create_provider(
         check_base_url(kind, where, base_url)
         return _cloud(kind, key, base_url, timeout_s), arg
     raise ValueError(f"{where}: expected {SPECS}")
+
+
+def _name_hint(arg: str) -> str:
+    """For a bare word that is neither a file nor a listed model: the names."""
+    if not arg or "/" in arg or arg.endswith(".gguf"):
+        return ""
+    return f" nor a model to pull ({', '.join(names('llm'))}: voice-membrane models list)"
 
 
 def _cloud(kind: str, api_key: str | None, base_url: str | None, timeout_s: float) -> Provider:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.redact import quote
+from ..storage.model_store import pulled_path
 from ..vendors.credentials import (
     BASE_URL_VARS,
     HTTP_SCHEMES,
@@ -95,6 +96,8 @@ def _key(kind: str, where: str, api_key_env: str | None) -> str:
 def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
     # faster-whisper (and CTranslate2) are imported only on the engine's worker
     # thread at start(): other specs never load them (whisper_decoding is numpy).
+    # ``whisper:NAME``: a recogniser pulled by ``voice-membrane models pull NAME``.
+    path = pulled_path(path, "stt", where) or path
     model = Path(path)
     if not model.is_dir() or not (model / "model.bin").is_file():
         raise ValueError(
