@@ -71,11 +71,15 @@ def load_model(path: str, cpu_threads: int, language: str) -> Any:
         )
     except Exception as exc:  # (CTranslate2 raises bare RuntimeErrors and more)
         raise SttError(f"whisper: cannot load the model at {path}: {_first_line(exc)}") from None
-    languages = model.supported_languages
+    check_language(model.supported_languages, path, language)
+    return model
+
+
+def check_language(languages: list[str], path: str, language: str) -> None:
+    """``SttError`` (one line) unless the model (of ``languages``) hears ``language``."""
     if language not in languages:
         only = "English only" if languages == ["en"] else f"not {language!r}"
         raise SttError(f"whisper: the model at {path} hears {only} (language {language!r})")
-    return model
 
 
 def decode(
