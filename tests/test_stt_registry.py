@@ -23,7 +23,7 @@ def test_the_default_is_the_embedded_whisper_tiny_en() -> None:
     for engine in (create_stt(), create_stt(DEFAULT_SPEC), create_stt("whisper")):
         assert isinstance(engine, WhisperStt)
         assert Path(engine.model_path) == Path(models.get_model_path())
-        assert engine.local and engine.sample_rate == 16000
+        assert engine.local and engine.sample_rate == 16000 and engine.name == "whisper"
     assert models.MODEL_NAME == "tiny.en"
     # A listening pipeline that names no engine gets it too.
     assert SttConfig().spec == DEFAULT_SPEC == "whisper"

@@ -70,7 +70,9 @@ def create_stt(
         engine = OpenAIStt(arg, api_key=key, base_url=url, **options)
         return engine
     if kind == "whisper" and not sep:
-        return _whisper(embedded_whisper(where), where, options)
+        engine = _whisper(embedded_whisper(where), where, options)
+        engine.name = "whisper"  # as the user named it, not the wheel's folder
+        return engine
     if kind == "whisper" and arg:
         return _whisper(arg, where, options)
     raise ValueError(f"unknown STT engine {quote(spec)}: use {SPECS}")
