@@ -8,10 +8,10 @@ before). Hands-free: the question's words show as they are recognized (partial, 
 final), a voice turn starts and its answer is played, with its voice to voice on the
 turn and its end-of-speech wait in the waterfall; the second question interrupts it.
 The shipped local-voice pipeline (the default whisper hears, the embedded model
-answers; espeak-ng and a short answer for speed) answers a spoken question. Push-to-talk: the words held between press
-and release are the turn. Without a microphone (denied, none, no AudioWorklet): one
-clear line, and typing still works; a refused microphone shows Reconnect, which asks
-again once it is allowed.
+answers; espeak-ng and a short answer for speed) answers a spoken question.
+Push-to-talk: the words held between press and release are the turn. Without a
+microphone (denied, none, no AudioWorklet): one clear line, and typing still works;
+a refused microphone shows Reconnect, which asks again once it is allowed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A phone call to the embedded pipeline (pipelines/local-voice.toml: the default
 whisper tiny.en opened at the call's 8 kHz, SmolLM2 through llama.cpp, the Piper
 voice) with the fake Twilio caller: the spoken question is answered with speech,
-and speaking over the answer gets ``clear``. (Only the prompt and the temperature are changed, for a long answer
-every run, to speak over once the echo warm-up has passed.)"""
+and speaking over the answer gets ``clear``. (Only the prompt and the temperature
+are changed, for a long answer every run, to speak over once the echo warm-up has
+passed.)"""
 
 from __future__ import annotations
 
