@@ -193,7 +193,7 @@ def test_a_two_minute_monologue_is_cut_once_in_one_line_and_listening_goes_on(
     # next pause (espeak-ng's story has short ones): whole stretches, no error; the
     # question after it all is its own turn.
     first = said[0].lower()
-    assert first.startswith("call my mother") and len(first.split()) >= 30, said
+    assert first.startswith("call my mother") and "sunflowers" in first, said
     assert len(said) >= 2 and is_the_question(said[-1]), said
     assert not [i for i in items if isinstance(i, ListenError)], items
 
