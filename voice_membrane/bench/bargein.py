@@ -2,7 +2,7 @@
 its audio stop, and does it come back when it should?
 
 A spoken conversation held in real time through the real loop (``converse``:
-the Silero detector, the endpointer, pocketsphinx), the reply a long recording
+the Silero detector, the endpointer, the pipeline's recognizer), the reply a long recording
 spoken by espeak-ng into the real-time null sink. The user is a live source
 that watches the reply as a person would: a question; then, each round, once
 the reply has played ``echo_warmup_s`` plus a random part of a second, a

@@ -1,4 +1,4 @@
-"""``bench --input --scripted``: the pocketsphinx recognizer replaced by the fake
+"""``bench --input --scripted``: the embedded recognizer replaced by the fake
 Deepgram (``testing/fake_deepgram.py``) through the real ``deepgram`` engine, the
 LLM and TTS by ``--scripted``'s fakes, all in a process of their own
 (``fakes.py``). The fake answers each ``Finalize`` after exactly

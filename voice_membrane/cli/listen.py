@@ -20,7 +20,7 @@ import anyio
 from ..infra.heap import settle_heap
 from ..infra.redact import redact
 from ..listening.decisions import Interrupt
-from ..pipeline.build import build_parts, session_for
+from ..pipeline.build import Parts, build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.event_log import JsonlEventLog, OutputFileError
 from ..pipeline.listen_build import listener_for, stt_for
@@ -30,7 +30,7 @@ from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sources.base import AudioSource, SourceError
 from ..sources.microphone import MicrophoneSource, input_available
 from ..sources.wav_file import WavFileSource
-from ..stt.base import SttError
+from ..stt.base import SttEngine, SttError
 from .run import check_output_paths, check_speaker, interrupt_on_sigint, redacting, say_result
 
 _DIM, _PLAIN, _CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
@@ -69,12 +69,34 @@ async def run_listening(
     stt = stt_for(
         config, on_retry=lambda e, d: out(f"speech to text: retrying in {d:.1f} s: {e}\n")
     )
+    parts = build_parts(config)  # (made, not loaded)
+    try:  # a model that does not load: one line before the LLM and the voice load
+        await stt.start()
+    except SttError as exc:
+        raise ConfigError(f"stt {stt.name}: {exc}") from None
+    try:
+        return await _converse(
+            config, parts, stt, input_path, metrics_json, events_jsonl, out, terminal
+        )
+    finally:
+        await stt.aclose()
+
+
+async def _converse(
+    config: PipelineConfig,
+    parts: Parts,
+    stt: SttEngine,
+    input_path: Path | None,
+    metrics_json: Path | None,
+    events_jsonl: Path | None,
+    out: Callable[[str], None],
+    terminal: bool,
+) -> list[VoiceTurn]:
     source: AudioSource
     if input_path is not None:
         source = WavFileSource(input_path, rate=stt.sample_rate, realtime=True)
     else:
         source = MicrophoneSource(rate=stt.sample_rate)
-    parts = build_parts(config)
     jsonl = JsonlEventLog(events_jsonl) if events_jsonl else None
 
     def on_turn_start(turn: Turn) -> None:
@@ -97,10 +119,6 @@ async def run_listening(
         quit_by_user = True
 
     try:
-        await stt.start()
-    except SttError as exc:
-        raise ConfigError(f"stt {stt.name}: {exc}") from None
-    try:
         listener = listener_for(config, stt)
         async with session, source, anyio.create_task_group() as tg:
             settle_heap()
@@ -120,7 +138,6 @@ async def run_listening(
     except SourceError as exc:
         out(f"{exc}\n")
     finally:
-        await stt.aclose()
         if jsonl:
             jsonl.close()
     if not turns and not quit_by_user:

@@ -75,8 +75,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--stt",
-        help="speech to text when listening: pocketsphinx | deepgram:MODEL | openai:MODEL "
-        "| whisper:PATH",
+        help="speech to text when listening: whisper (embedded, the default) | whisper:PATH "
+        "| pocketsphinx | deepgram:MODEL | openai:MODEL",
     )
     run.add_argument(
         "--llm",

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..stt.base import DEFAULT_SPEC
+
 
 class SttConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # pocketsphinx (embedded, no key) | deepgram:MODEL | openai:MODEL | whisper:PATH
-    spec: str = Field("pocketsphinx", min_length=1)
+    # whisper (embedded tiny.en, no key) | whisper:PATH | pocketsphinx (embedded, light)
+    # | deepgram:MODEL | openai:MODEL
+    spec: str = Field(DEFAULT_SPEC, min_length=1)
     # pocketsphinx: hear exactly these phrases (commands, known questions): far more
     # accurate on them, deaf to anything else; whisper: a hint toward them (docs/stt.md).
     phrases: list[str] | None = None

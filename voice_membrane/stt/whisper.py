@@ -17,7 +17,8 @@ keeps the utterance's audio, and:
 
 Threads: each engine has one worker thread that loads the model and runs every
 decode, its streams' in order; ``cpu_threads`` (default 2) are CTranslate2's
-threads inside a decode.
+threads inside a decode. Engines with the same folder and threads share one
+loaded model per process, whose decodes take turns (``whisper_models``).
 
 ``sample_rate``: 16000, or 8000 for telephone audio: whisper hears 16 kHz, so an
 8 kHz utterance is upsampled band-limited (``vocab.upsample``) before each
@@ -46,9 +47,10 @@ import numpy as np
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
 from ..vocab.upsample import upsample
+from . import whisper_models
 from ._results import END, Results, call_in_loop
 from .base import SttError
-from .whisper_decoding import RATE, WINDOW_S, DecodeOptions, decode, load_model
+from .whisper_decoding import RATE, WINDOW_S, DecodeOptions, decode
 
 T = TypeVar("T")
 
@@ -141,10 +143,16 @@ class WhisperStt:
         return decode(self._model, audio, self.options, final=final)
 
     def _load(self) -> None:
-        self._model = load_model(self.model_path, self.cpu_threads, self.options.language)
+        # One model per process for every engine with this folder and threads (a
+        # served session's engine shares the others'): whisper_models.py.
+        self._model = whisper_models.acquire(
+            self.model_path, self.cpu_threads, self.options.language
+        )
 
     def _unload(self) -> None:
-        self._model = None
+        if self._model is not None:
+            self._model = None
+            whisper_models.release(self.model_path, self.cpu_threads)
 
 
 def _prompt(phrases: tuple[str, ...]) -> str | None:
