@@ -349,9 +349,8 @@ def test_a_missing_or_corrupt_model_folder_is_one_line_before_anything_loads(
     err, out = done.stderr.decode(), done.stdout.decode()
     assert done.returncode == 1, err
     said = "no faster-whisper model at" if damage == "missing" else "cannot load the model at"
-    assert err.startswith(f"voice-membrane run: stt 'whisper:{folder}': ") or err.startswith(
-        f"voice-membrane run: stt whisper:{folder}: "
-    ), err
+    # (the spec is quoted, and shortened with its length when long: xdist's paths are)
+    assert err.startswith("voice-membrane run: stt 'whisper:/"), err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert "loading" not in out, out  # said before the LLM and the voice load
 
