@@ -95,3 +95,41 @@ def test_whisper_tiny_en_hears_a_few_real_people() -> None:
     total = anyio.run(heard)
     assert total.reference_words > 30
     assert total.wer <= 0.15, total
+
+
+def test_the_bench_hears_a_file_through_the_shipped_listening_path() -> None:
+    from benchmarks.bench_stt import _through_path
+    from voice_membrane.stt.pocketsphinx import PocketsphinxStt
+
+    async def heard() -> str:
+        engine = PocketsphinxStt()
+        await engine.start()
+        try:
+            with anyio.fail_after(60):
+                return await _through_path(engine, REAL / "read/go_forward.flac")
+        finally:
+            await engine.aclose()
+
+    # Measured: word for word ("go forward ten meters").
+    assert word_errors("go forward ten meters", anyio.run(heard)).wer <= 0.25
+
+
+def test_the_real_rows_weigh_files_by_their_words_all_first_then_the_groups() -> None:
+    from benchmarks.bench_stt import RealFile, RealRun
+    from benchmarks.report_stt import _real_rows
+
+    def file(group: str, whole: tuple[int, int], path: tuple[int, int]) -> RealFile:
+        errors = {
+            "whole": WordErrors(whole[0], 0, 0, whole[1]),
+            "path": WordErrors(0, path[0], 0, path[1]),
+            "phone 8k": WordErrors(0, 0, 0, whole[1]),
+        }
+        return RealFile(group, {}, errors, 100.0)
+
+    files = [file("long", (1, 10), (5, 10)), file("zz", (0, 30), (0, 30))]
+    files.append(file("read", (3, 10), (3, 10)))
+    run = RealRun("x", files, audio_s=50.0, cpu_s=5.0, peak_rss_mb=123.4)
+    rows = _real_rows(run)
+    assert [row[1] for row in rows] == ["**all**", "read", "long", "zz"]
+    assert rows[0][:7] == ["x", "**all**", 3, 50, "0.08", "0.16", "0.00"]
+    assert rows[0][8:] == ["0.100", "123"] and rows[1][8:] == ["", ""]
