@@ -86,7 +86,8 @@ REAL_METHOD = (
     "`pipelines/local-voice.toml` with the engine put in (detector, endpointer, "
     "recogniser: the user turns' words together); *phone 8k*: the call's 8 kHz μ-law "
     "signal to the engine opened at 8 kHz. Finalize → final (p50) and CPU seconds per "
-    "audio second: the whole decodes; peak RSS: the setup's own process."
+    "audio second: the whole decodes; peak RSS: the setup's own process (its three engines, "
+    "one a way, and the detector)."
 )
 GROUPS = ["read", "words", "spontaneous", "long"]  # in this order; others after them
 REAL_HEADERS = [
