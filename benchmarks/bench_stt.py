@@ -20,6 +20,14 @@ that has not started by then is skipped), so its settle time is the final
 decode alone; what a partial in flight adds in a live session is measured paced
 in real time (docs/stt.md).
 
+The real recordings (``audio_fixtures/real/``, people reading, talking, saying
+single words) are heard by the language model and whisper three ways, each setup
+in a process of its own (its peak RSS is its own): decoded whole as above; through
+the shipped listening path (``listener_for`` of ``local-voice``, the file fed as a
+microphone delivers it, as fast as taken: detector, endpointer, recogniser, the
+user turns' words together); and as the call's 8 kHz μ-law signal to an engine
+opened at 8 kHz. CPU seconds per audio second: of the whole decodes.
+
 ``python -m benchmarks.bench_stt`` runs it alone and prints its figures.
 """
 
@@ -27,18 +35,27 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import resource
 import time
 import wave
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 
 import anyio
 import numpy as np
+import soundfile
 
+from voice_membrane.bench.voice_inputs import real_recordings
 from voice_membrane.listening.wer import NO_ERRORS, WordErrors, word_errors
+from voice_membrane.pipeline.config import load_pipeline
+from voice_membrane.pipeline.listen_build import listener_for
+from voice_membrane.pipeline.listening import ListenItem, UserTurn
+from voice_membrane.sources.wav_file import WavFileSource
 from voice_membrane.stt.base import SttEngine
 from voice_membrane.stt.pocketsphinx import PocketsphinxStt
-from voice_membrane.vocab.audio import Samples
+from voice_membrane.vocab.audio import Samples, pcm16_from_ulaw, resample, ulaw_from_pcm16
 
 SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
 FRAME_S = 0.02  # 20 ms frames, as a microphone or a call delivers
@@ -59,9 +76,27 @@ class SetupRun:
 
 
 @dataclass
+class RealFile:
+    group: str
+    heard: dict[str, str]  # what each way heard: "whole", "path", "phone 8k"
+    errors: dict[str, WordErrors]
+    finalize_ms: float  # of the whole decode
+
+
+@dataclass
+class RealRun:
+    setup: str
+    files: list[RealFile]
+    audio_s: float
+    cpu_s: float  # the whole decodes'
+    peak_rss_mb: float
+
+
+@dataclass
 class SttResults:
     runs: list[SetupRun]
     seconds: float
+    real: list[RealRun] = field(default_factory=list)
 
 
 def _load(name: str) -> Samples:
@@ -151,6 +186,56 @@ def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
     return PocketsphinxStt(phrases=phrases, sample_rate=rate)
 
 
+async def _through_path(engine: SttEngine, path: Path) -> str:
+    """The words of the user turns the shipped listening path hears in ``path``."""
+    config = load_pipeline("local-voice")
+    listener = listener_for(config, engine)
+    send, receive = anyio.create_memory_object_stream[ListenItem](10_000)
+    # A microphone goes on sending silence: the endpointer's longest wait of it
+    # (with the source's own 1 s, turns still decoding when the input ended were lost).
+    tail_s = config.endpoint.max_delay_s
+    source = WavFileSource(path, rate=engine.sample_rate, realtime=False, tail_silence_s=tail_s)
+    async with source, anyio.create_task_group() as tg, receive:
+        tg.start_soon(listener.run, source.frames(), send)
+        return " ".join([i.text async for i in receive if isinstance(i, UserTurn) and i.text])
+
+
+async def _real(setup: str) -> RealRun:
+    inputs = real_recordings()
+    engines = {way: _engine(setup, None, 8000 if way == "phone 8k" else 16000) for way in REAL_WAYS}
+    files: list[RealFile] = []
+    audio_s = cpu_s = 0.0
+    for engine in engines.values():
+        await engine.start()
+    try:
+        for item in inputs:
+            samples = soundfile.read(str(item.path), dtype="int16")[0]
+            cpu = time.process_time()
+            whole, _, finalize_ms = await _utterance(engines["whole"], samples)
+            cpu_s += time.process_time() - cpu
+            audio_s += len(samples) / 16000
+            call = pcm16_from_ulaw(ulaw_from_pcm16(resample(samples, 16000, 8000)))
+            heard = {
+                "whole": whole,
+                "path": await _through_path(engines["path"], item.path),
+                "phone 8k": (await _utterance(engines["phone 8k"], call))[0],
+            }
+            errors = {way: word_errors(str(item.text), text) for way, text in heard.items()}
+            files.append(RealFile(item.path.parent.name, heard, errors, finalize_ms))
+    finally:
+        for engine in engines.values():
+            await engine.aclose()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return RealRun(setup, files, audio_s, cpu_s, peak_mb)
+
+
+REAL_WAYS = ("whole", "path", "phone 8k")
+
+
+def real_run(setup: str) -> RealRun:
+    return anyio.run(_real, setup)
+
+
 def run_stt_bench() -> SttResults:
     index = json.loads((SPEECH / "index.json").read_text(encoding="utf-8"))
     started = time.perf_counter()
@@ -158,7 +243,11 @@ def run_stt_bench() -> SttResults:
     if whisper_model() is not None:
         setups += WHISPER_SETUPS
     runs = [anyio.run(_setup, setup, folder, index) for setup in setups for folder in FOLDERS]
-    return SttResults(runs, time.perf_counter() - started)
+    real = []
+    for setup in (s for s in setups if s != "phrases"):
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as child:  # its own RSS
+            real.append(child.submit(real_run, setup).result())
+    return SttResults(runs, time.perf_counter() - started, real)
 
 
 if __name__ == "__main__":

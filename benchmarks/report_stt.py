@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from benchmarks.bench_stt import SetupRun, SttResults
+from benchmarks.bench_stt import REAL_WAYS, RealRun, SetupRun, SttResults
 from benchmarks.markdown import table
 from voice_membrane.bench.stats import median
+from voice_membrane.listening.wer import NO_ERRORS
 
 AUDIO = {
     "questions": "16 kHz",
@@ -70,4 +71,56 @@ def stt_section(results: SttResults) -> str:
         "finalize → final, ms",
     ]
     rows = [_row(run) for run in results.runs]
-    return "\n\n".join([f"## {STT_TITLE}", method, table(headers, rows)])
+    parts = [f"## {STT_TITLE}", method, table(headers, rows)]
+    if results.real:
+        real = [row for run in results.real for row in _real_rows(run)]
+        parts += [REAL_METHOD, table(REAL_HEADERS, real)]
+    return "\n\n".join(parts)
+
+
+REAL_METHOD = (
+    "**Real people** (`audio_fixtures/real/`: read sentences, single words, podcast talk, "
+    "20-27 s stretches; where each file came from: its group's SOURCES.md). WER *whole*: "
+    "each file decoded as one utterance, as above; *through the path*: the file fed as a "
+    "microphone delivers it (as fast as taken) through `listener_for` of "
+    "`pipelines/local-voice.toml` with the engine put in (detector, endpointer, "
+    "recogniser: the user turns' words together); *phone 8k*: the call's 8 kHz μ-law "
+    "signal to the engine opened at 8 kHz. Finalize → final (p50) and CPU seconds per "
+    "audio second: the whole decodes; peak RSS: the setup's own process (its three engines, "
+    "one a way, and the detector)."
+)
+GROUPS = ["read", "words", "spontaneous", "long"]  # in this order; others after them
+REAL_HEADERS = [
+    "Setup",
+    "group",
+    "files",
+    "words",
+    "WER whole",
+    "WER through the path",
+    "WER phone 8k",
+    "finalize → final p50, ms",
+    "CPU s per audio s",
+    "peak RSS, MB",
+]
+
+
+def _real_rows(run: RealRun) -> list[list[object]]:
+    rows: list[list[object]] = []
+    groups = sorted({f.group for f in run.files}, key=lambda g: ((*GROUPS, g).index(g), g))
+    for group in ["all", *groups]:
+        files = [f for f in run.files if group in (f.group, "all")]
+        wers = [f"{sum((f.errors[w] for f in files), NO_ERRORS).wer:.2f}" for w in REAL_WAYS]
+        every = group == "all"
+        rows.append(
+            [
+                run.setup if every else "",
+                f"**{group}**" if every else group,
+                len(files),
+                sum((f.errors["whole"] for f in files), NO_ERRORS).reference_words,
+                *wers,
+                f"{median([f.finalize_ms for f in files]):.0f}",
+                f"{run.cpu_s / run.audio_s:.3f}" if every else "",
+                f"{run.peak_rss_mb:.0f}" if every else "",
+            ]
+        )
+    return rows

@@ -1,6 +1,6 @@
 """A user who talks on is never the room's background (issue 43): real read
-speech of 22-29 s with no pause longer than a breath (audio_fixtures/real/
-monologues, LibriVox), at -20, -28 and -35 dBFS (the loudest tenth of its
+speech of 22-29 s with no pause longer than a breath (audio_fixtures/
+long_talkers, LibriVox), at -20, -28 and -35 dBFS (the loudest tenth of its
 32 ms windows), through the detector and the listener ``local-voice.toml``
 ships, is heard to the end, alone in a quiet room and over a TV; the TV alone
 still opens nothing. (The old gate learned such a user as background after
@@ -36,7 +36,7 @@ from voice_membrane.sources.base import Frame
 from voice_membrane.vocab.audio import Samples
 
 ROOT = Path(__file__).resolve().parent.parent
-MONOLOGUES = ROOT / "audio_fixtures" / "real" / "monologues"
+MONOLOGUES = ROOT / "audio_fixtures" / "long_talkers"
 NAMES = sorted(json.loads((MONOLOGUES / "references.json").read_text()))
 LOCAL_VOICE = ROOT / "pipelines" / "local-voice.toml"
 WINDOW = 512  # the detector's 32 ms window

@@ -5,6 +5,9 @@ An ``index.json`` maps a path relative to its own folder to ``{"text": …}``
 (``audio_fixtures/speech/index.json``); the nearest one in a file's folder or
 above it is used. With no ``--input``, the Piper-voiced questions of the
 shipped fixtures are heard, in the index's order.
+
+``audio_fixtures/real/GROUP/references.json`` maps a file of its folder to what
+a real person said in it (``real_recordings``: every group's, for the STT bench).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from ..pipeline.config import ConfigError
 
 SPEECH = Path(__file__).resolve().parents[2] / "audio_fixtures" / "speech"
+REAL = SPEECH.parent / "real"
 SOUND_SUFFIXES = (".wav", ".flac", ".ogg")
 
 
@@ -51,6 +55,21 @@ def default_inputs() -> list[VoiceInput]:
         for key, entry in index.items()
         if key.startswith("questions/") and str(entry.get("voice", "")).startswith("piper")
     ]
+
+
+def real_recordings(root: Path = REAL) -> list[VoiceInput]:
+    """Every file of every group's ``references.json`` under ``root``, by group
+    and name (its group: ``path.parent.name``); ``ConfigError`` for a bad one."""
+    found: list[VoiceInput] = []
+    for references in sorted(root.glob("*/references.json")):
+        try:
+            data = json.loads(references.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{references}: not readable references ({exc})") from None
+        if not isinstance(data, dict) or not all(isinstance(t, str) for t in data.values()):
+            raise ConfigError(f"{references}: not a map of file names to what was said")
+        found += [_input(references.parent / n, {"text": t}) for n, t in sorted(data.items())]
+    return found
 
 
 def voice_inputs(paths: list[Path]) -> list[VoiceInput]:
