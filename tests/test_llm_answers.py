@@ -115,3 +115,62 @@ def test_the_defaults_are_the_shipped_pipelines() -> None:
     voice = load_pipeline(ROOT / "pipelines" / "local-voice.toml").llm
     assert text.sampling() == voice.sampling() == LlamaSampling()
     assert (text.max_tokens, text.temperature) == (voice.max_tokens, voice.temperature)
+
+
+def test_the_answers_report_renders_a_row_per_setting_and_kind() -> None:
+    from benchmarks.bench_answers import (
+        Answer,
+        AnswersResults,
+        SettingRun,
+        before_llm,
+        questions,
+        shipped_llm,
+    )
+    from benchmarks.report_answers import answers_section
+
+    asked = questions()
+    assert {q.kind for q in asked} == {"spoken", "typed", "other language"}
+    assert "what is the weather in paris today" in {q.text for q in asked}
+
+    def run(label: str, said: str, llm: Any) -> SettingRun:
+        got = [Answer(q, seed, said, shape(said)) for q in asked for seed in (1, 2)]
+        return SettingRun(label, llm, got, 1.0)
+
+    looped = "Paris, 2023, 2023, 2023, 2023, 2023"
+    text = answers_section(
+        AnswersResults(
+            [run("before", looped, before_llm()), run("now", "It is sunny.", shipped_llm())],
+            (1, 2),
+        )
+    )
+    rows = [line for line in text.splitlines() if line.startswith(("| before", "| now"))]
+    assert len(rows) == 6
+    assert rows[0].split(" | ")[8:10] == ["100 %", "1.0"]  # looping, repeated 4-grams
+    assert "| now | spoken |" in text and "`It is sunny.`" in text
+
+
+# Questions the settings before issue 43 answered in French, in a loop or at length.
+ASKED = (
+    "what is the weather in paris today",
+    "play some music",
+    "call my mother",
+    "Why is the sky blue?",
+)
+
+
+def test_the_embedded_model_answers_in_short_english_sentences_without_loops() -> None:
+    """The shipped settings on the real model, a fixed seed: each answer is English,
+    one or two sentences, ends on one, and repeats no 4-gram of words."""
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed")
+    from benchmarks.bench_answers import answer, local_source, shipped_llm
+
+    llm = shipped_llm()
+    source = local_source(llm)
+
+    async def answers() -> list[str]:
+        return [await answer(source, llm, text, seed=1) for text in ASKED]
+
+    for text, said in zip(ASKED, anyio.run(answers), strict=True):
+        got = shape(said)
+        assert (got.language, got.finished, got.repeats) == ("en", True, 0), (text, said)
+        assert got.one_or_two, (text, said)

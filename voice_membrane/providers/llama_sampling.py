@@ -51,9 +51,11 @@ class LlamaSampling:
     top_p: float = 0.9
     top_k: int = 40
     min_p: float = 0.05
-    repeat_penalty: float = 1.0
+    # Measured on SmolLM2-135M (docs/pipelines.md): 1.15 ends its loops; 1.3 left
+    # more replies unfinished. Two sentences: what a spoken answer needs.
+    repeat_penalty: float = 1.15
     stop: tuple[str, ...] = ()
-    max_sentences: int = 0
+    max_sentences: int = 2
 
     def kwargs(self) -> dict[str, Any]:
         """The keyword arguments for llama.cpp's ``create_chat_completion``."""
