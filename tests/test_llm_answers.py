@@ -109,12 +109,17 @@ def test_a_bad_setting_is_one_line(tmp_path: Path, setting: str, value: object) 
     assert f"llm.{setting}" in str(excinfo.value) and "\n" not in str(excinfo.value)
 
 
-def test_the_defaults_are_the_shipped_pipelines() -> None:
-    """local.toml and local-voice.toml answer alike; the library's defaults are theirs."""
-    text = load_pipeline(ROOT / "pipelines" / "local.toml").llm
-    voice = load_pipeline(ROOT / "pipelines" / "local-voice.toml").llm
-    assert text.sampling() == voice.sampling() == LlamaSampling()
-    assert (text.max_tokens, text.temperature) == (voice.max_tokens, voice.temperature)
+def test_the_embedded_voice_pipelines_answer_alike_and_tools_are_not_limited() -> None:
+    """local, local-voice and local-espeak share the measured settings; local-tools
+    keeps the defaults: no sentence limit to cut a JSON call, no repeat penalty."""
+    loaded = {
+        name: load_pipeline(ROOT / "pipelines" / f"{name}.toml").llm
+        for name in ("local", "local-voice", "local-espeak", "local-tools")
+    }
+    voices = [loaded[name] for name in ("local", "local-voice", "local-espeak")]
+    assert len({(llm.sampling(), llm.temperature, llm.max_tokens) for llm in voices}) == 1
+    assert voices[0].sampling().max_sentences == 2
+    assert loaded["local-tools"].sampling() == LlamaSampling()
 
 
 def test_the_answers_report_renders_a_row_per_setting_and_kind() -> None:

@@ -48,14 +48,15 @@ class LlamaSampling:
     ``stop``: strings that end the reply where they appear (not said);
     ``max_sentences``: the reply ends after this many sentences (0: no limit)."""
 
+    # llama.cpp's own defaults and no limit: a tool call (JSON) must not be cut or
+    # its repeated quotes penalised. The embedded voice pipelines set their own,
+    # measured on SmolLM2-135M (docs/pipelines.md, "The embedded model's answers").
     top_p: float = 0.9
     top_k: int = 40
     min_p: float = 0.05
-    # Measured on SmolLM2-135M (docs/pipelines.md): 1.15 ends its loops; 1.3 left
-    # more replies unfinished. Two sentences: what a spoken answer needs.
-    repeat_penalty: float = 1.15
+    repeat_penalty: float = 1.0
     stop: tuple[str, ...] = ()
-    max_sentences: int = 2
+    max_sentences: int = 0
 
     def kwargs(self) -> dict[str, Any]:
         """The keyword arguments for llama.cpp's ``create_chat_completion``."""
