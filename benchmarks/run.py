@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip-answers",
         action="store_true",
-        help="leave out the embedded model's answers to the shipped questions (~10 minutes)",
+        help="leave out the embedded model's answers to the shipped questions (~8 minutes)",
     )
     parser.add_argument(
         "--skip-voice",
