@@ -2,11 +2,12 @@
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
-[--skip-long-session] [--skip-voice] [--skip-bargein] [--skip-voice-serve]``
-(``make bench``).
+[--skip-long-session] [--skip-answers] [--skip-voice] [--skip-bargein]
+[--skip-voice-serve]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
 the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
-``--skip-long-session`` the embedded model's long session, ``--skip-voice`` the
+``--skip-long-session`` the embedded model's long session, ``--skip-answers`` the
+embedded model's answers over the shipped questions, ``--skip-voice`` the
 voice-to-voice run over the spoken fixtures, ``--skip-bargein`` the live
 speaker-over-the-reply run, ``--skip-voice-serve`` the callers speaking to
 ``serve`` (voice to voice over the endpoint).
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from benchmarks import (
     report,
+    report_answers,
     report_bargein,
     report_first_audio,
     report_long_session,
@@ -30,6 +32,7 @@ from benchmarks import (
     report_voice,
     report_voice_serve,
 )
+from benchmarks.bench_answers import run_answers_bench
 from benchmarks.bench_bargein import run_bargein_bench
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
@@ -50,6 +53,7 @@ def build_report(
     *,
     first_audio: bool = True,
     long_session: bool = True,
+    answers: bool = True,
     voice: bool = True,
     bargein: bool = True,
     voice_serve: bool = True,
@@ -81,6 +85,13 @@ def build_report(
             sections.append(report_long_session.long_session_section(run_long_session_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_long_session.LONG_SESSION_TITLE, error))
+    if not answers:
+        sections.append(report.skipped(report_answers.ANSWERS_TITLE, "--skip-answers"))
+    else:
+        try:
+            sections.append(report_answers.answers_section(run_answers_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report_answers.ANSWERS_TITLE, error))
     try:
         sections.append(report_stt.stt_section(run_stt_bench()))
     except ImportError as error:
@@ -142,6 +153,11 @@ def main(argv: list[str] | None = None) -> None:
         help="leave out the embedded model's long session, trimmed both ways (~2 minutes)",
     )
     parser.add_argument(
+        "--skip-answers",
+        action="store_true",
+        help="leave out the embedded model's answers to the shipped questions (~8 minutes)",
+    )
+    parser.add_argument(
         "--skip-voice",
         action="store_true",
         help="leave out voice to voice over the spoken fixtures (~2 minutes)",
@@ -163,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     text = build_report(
         first_audio=not args.skip_first_audio,
         long_session=not args.skip_long_session,
+        answers=not args.skip_answers,
         voice=not args.skip_voice,
         bargein=not args.skip_bargein,
         voice_serve=not args.skip_voice_serve,

@@ -26,8 +26,8 @@ from .sentences import TERMINALS
 # The cue said after a sentence the token limit cut (``[chunker] cut_off_text``).
 CUT_OFF_TEXT = "— I'll stop there."
 
-_CLOSERS = "\"'”’»)\\]」』）】"  # noqa: RUF001 (closing quotes and brackets)
-_ENDS_SENTENCE = re.compile(rf"[{''.join(sorted(TERMINALS))}][{_CLOSERS}]*\s*\Z")
+CLOSERS = "\"'”’»)\\]」』）】"  # noqa: RUF001 (closing quotes and brackets)
+_ENDS_SENTENCE = re.compile(rf"[{''.join(sorted(TERMINALS))}][{CLOSERS}]*\s*\Z")
 # A word's letters and digits (any script), with the apostrophes inside a word: at
 # the limit the next token might have gone on with it.
 _TRAILING_WORD = re.compile(r"[\w'\u2019]+\Z")

@@ -124,6 +124,7 @@ def build_parts(config: PipelineConfig, sink_rate: int | None = None) -> Parts:
             seed=llm.seed,
             max_tokens=llm.max_tokens,
             temperature=llm.temperature,
+            sampling=llm.sampling(),
             replay_speed=llm.replay_speed,
             base_url=llm.base_url,
             api_key_env=llm.api_key_env,

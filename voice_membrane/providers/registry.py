@@ -10,6 +10,7 @@ from ..infra.redact import quote
 from ..storage.model_store import names, pulled_path
 from ..vendors.credentials import api_key, check_base_url
 from .base import Provider
+from .llama_sampling import LlamaSampling
 
 CLOUD = ("anthropic", "openai", "gemini")
 SPECS = (
@@ -26,6 +27,7 @@ def create_provider(
     seed: int | None = None,
     max_tokens: int = 200,
     temperature: float = 0.7,
+    sampling: LlamaSampling | None = None,
     replay_speed: float = 1.0,
     base_url: str | None = None,
     api_key_env: str | None = None,
@@ -34,7 +36,8 @@ def create_provider(
     """The provider a spec names and the model to ask it for; ``ValueError`` (one
     line) for a bad spec, a missing model file, or an unusable key or base URL
     (checked here, so it is one clear line before anything loads, not an error
-    after the first prompt). Cloud SDKs are imported only when asked for."""
+    after the first prompt). Cloud SDKs are imported only when asked for.
+    ``sampling`` is the embedded model's (cloud models and recordings ignore it)."""
     from .text_source import TextSourceProvider
 
     kind, _, arg = spec.partition(":")
@@ -54,6 +57,7 @@ def create_provider(
             n_threads=n_threads,
             max_tokens=max_tokens,
             temperature=temperature,
+            sampling=sampling,
             seed=seed,
         )
         return TextSourceProvider(source), "local"
