@@ -44,6 +44,9 @@ class _TimedStream:
     async def push(self, samples: Samples) -> None:
         await self._inner.push(samples)
 
+    async def speech_paused(self, paused: bool) -> None:
+        await self._inner.speech_paused(paused)
+
     async def finalize(self) -> None:
         if self._asked_ns is None:
             self._asked_ns = time.perf_counter_ns()

@@ -83,6 +83,13 @@ class RetryingStream:
             except SttError as error:
                 await self._recover(error, attempt)  # the replay includes ``samples``
 
+    async def speech_paused(self, paused: bool) -> None:
+        """Passed on to the attempt's stream; a hint, so a failed one is ignored
+        here (the next push or finalize recovers or reports it)."""
+        async with self._lock:
+            with contextlib.suppress(SttError):
+                await self._current().speech_paused(paused)
+
     async def finalize(self) -> None:
         async with self._lock:
             if self._finalized:
