@@ -149,7 +149,8 @@ def window_frames(samples: int, at_least_s: float) -> int:
     """The encoder's window for a decode of ``samples`` (16 kHz): ``at_least_s``,
     or the audio and ``MARGIN_FRAMES`` when longer, at most 30 s; even (the
     encoder halves it)."""
-    frames = max(samples // (RATE // FRAMES_PER_S) + MARGIN_FRAMES, round(at_least_s * 100))
+    heard = samples // (RATE // FRAMES_PER_S)
+    frames = max(heard + MARGIN_FRAMES, round(at_least_s * FRAMES_PER_S))
     return min(frames + frames % 2, FULL_FRAMES)
 
 
