@@ -120,8 +120,12 @@ class UtteranceStreams:
         if stream is None or pausing == self._paused:
             return
         self._paused = pausing
+        # (optional: an engine written before the hint existed has no such method)
+        hint = getattr(stream, "speech_paused", None)
+        if hint is None:
+            return
         try:
-            await stream.speech_paused(pausing)
+            await hint(pausing)
         except SttError:
             self._failed.add(self.current)  # its reader reports the error
             self._open = None

@@ -58,7 +58,8 @@ class SttStream(Protocol):
         """A hint from the detector: the user stopped (``True``: the silence
         began; ``finalize()`` follows if it lasts) or went on (``False``). An
         engine may start settling the audio so far on a pause, so the final is
-        ready sooner; every other engine ignores it (a no-op is correct)."""
+        ready sooner; every other engine ignores it (a no-op is correct; a
+        stream without the method is never told)."""
         ...
 
     def transcripts(self) -> AsyncIterator[Transcript]:
