@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..sources.base import Frame
-from ..stt.base import SttEngine, SttError, SttStream
+from ..stt.base import SttEngine, SttError, SttStream, tell_paused
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
 from .inbox import Inbox
@@ -120,12 +120,8 @@ class UtteranceStreams:
         if stream is None or pausing == self._paused:
             return
         self._paused = pausing
-        # (optional: an engine written before the hint existed has no such method)
-        hint = getattr(stream, "speech_paused", None)
-        if hint is None:
-            return
         try:
-            await hint(pausing)
+            await tell_paused(stream, pausing)
         except SttError:
             self._failed.add(self.current)  # its reader reports the error
             self._open = None

@@ -93,3 +93,11 @@ class SttEngine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def tell_paused(stream: SttStream, paused: bool) -> None:
+    """``stream.speech_paused(paused)``, if it has one (it is optional: an engine
+    written before the hint existed has none, and is never told)."""
+    hint = getattr(stream, "speech_paused", None)
+    if hint is not None:
+        await hint(paused)

@@ -24,7 +24,7 @@ import numpy as np
 from ..vendors.retry import RetryPolicy
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
-from .base import SttEngine, SttError, SttStream
+from .base import SttEngine, SttError, SttStream, tell_paused
 
 ONE_RETRY = RetryPolicy(max_retries=1, base_delay_s=0.2, max_delay_s=2.0)
 
@@ -88,7 +88,7 @@ class RetryingStream:
         here (the next push or finalize recovers or reports it)."""
         async with self._lock:
             with contextlib.suppress(SttError):
-                await self._current().speech_paused(paused)
+                await tell_paused(self._current(), paused)
 
     async def finalize(self) -> None:
         async with self._lock:
