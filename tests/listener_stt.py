@@ -29,14 +29,20 @@ SAID = "What is the weather like in Paris today?"
 
 
 class SaysWeatherStream:
-    def __init__(self, pushed: list[int]) -> None:
+    def __init__(self, pushed: list[int], hints: list[str]) -> None:
         self._pushed = pushed
+        self._hints = hints
         self._settled = anyio.Event()
 
     async def push(self, samples: Samples) -> None:
         self._pushed.append(len(samples))
 
+    async def speech_paused(self, paused: bool) -> None:
+        self._hints.append("paused" if paused else "resumed")
+
     async def finalize(self) -> None:
+        if not self._settled.is_set():
+            self._hints.append("finalize")
         self._settled.set()
 
     async def transcripts(self) -> AsyncIterator[Transcript]:
@@ -57,12 +63,13 @@ class SaysWeather:
 
     def __init__(self) -> None:
         self.pushed: list[int] = []  # the sizes of the pushes, all streams
+        self.hints: list[str] = []  # "paused", "resumed", "finalize", all streams
 
     async def start(self) -> None:
         pass
 
     def stream(self) -> SaysWeatherStream:
-        return SaysWeatherStream(self.pushed)
+        return SaysWeatherStream(self.pushed, self.hints)
 
     async def aclose(self) -> None:
         pass

@@ -229,6 +229,15 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
                 await wait_for(
                     tab, "document.querySelector('#transcript li.live .partial')?.textContent"
                 )
+                dimmed = await tab.evaluate(
+                    "(() => { const s = getComputedStyle("
+                    "document.querySelector('#transcript li.live .partial'));"
+                    " return [s.fontStyle, s.color]; })()"
+                )
+                solid = await tab.evaluate(
+                    "getComputedStyle(document.querySelector('#transcript li.live')).color"
+                )
+                assert dimmed[0] == "italic" and dimmed[1] != solid
                 await wait_for(tab, "window.voiceMembrane.mic.level > 0")
                 final = await until_event(tab, lambda e: e["type"] == "transcript.final")
                 assert "weather" in final["text"] and "paris" in final["text"].lower()

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Self
 
-from ..stt.base import SttEngine, SttStream
+from ..stt.base import SttEngine, SttStream, tell_paused
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
 
@@ -43,6 +43,9 @@ class _TimedStream:
 
     async def push(self, samples: Samples) -> None:
         await self._inner.push(samples)
+
+    async def speech_paused(self, paused: bool) -> None:
+        await tell_paused(self._inner, paused)
 
     async def finalize(self) -> None:
         if self._asked_ns is None:

@@ -64,6 +64,16 @@ class SpeechFront(Protocol):
     @property
     def samples_fed(self) -> int: ...
 
+    @property
+    def speaking(self) -> bool:
+        """Speech started and its end is not confirmed (``pausing`` included)."""
+        ...
+
+    @property
+    def pausing(self) -> bool:
+        """The user stopped speaking and the stop is not confirmed yet."""
+        ...
+
     def feed(self, samples: Samples) -> list[VadEvent]: ...
 
     def flush(self) -> list[VadEvent]: ...
@@ -115,6 +125,10 @@ class VadFront(ABC):
     @property
     def speaking(self) -> bool:
         return self._machine.speaking
+
+    @property
+    def pausing(self) -> bool:
+        return self._machine.pausing
 
     @property
     def samples_fed(self) -> int:

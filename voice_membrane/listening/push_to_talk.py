@@ -35,6 +35,10 @@ class PushToTalk:
     def speaking(self) -> bool:
         return self._speaking
 
+    @property
+    def pausing(self) -> bool:
+        return False  # the release is the end at once: no unconfirmed stop
+
     def press(self, at_sample: int) -> bool:
         """The button went down at ``at_sample``; False if it was down already."""
         if self._pressed:

@@ -174,6 +174,12 @@ class VadStateMachine:
         return self._state in (_State.SPEAKING, _State.STOPPING)
 
     @property
+    def pausing(self) -> bool:
+        """Speech stopped and the stop is not confirmed yet (``min_silence_s``):
+        the user may be done, or pausing mid-sentence."""
+        return self._state is _State.STOPPING
+
+    @property
     def start_gate(self) -> float:
         """The level a window must reach now to start speech."""
         return self.settings.min_level_dbfs if self._gate is None else self._gate.gate().start

@@ -281,6 +281,10 @@ class Listener:
             decisions += self.endpointer.vad(event)
         if streams.is_open and not pushed:
             await streams.push(frame.samples)
+        # (after the push: a decode started at the pause hears the frame too;
+        # when quiet, the stop was confirmed and the stream is finalized next)
+        if self.vad.speaking:
+            await streams.hint_pause(self.vad.pausing)
         decisions += await self._cap(frame, out)
         return decisions + self.endpointer.advance(self.vad.samples_fed)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..sources.base import Frame
-from ..stt.base import SttEngine, SttError, SttStream
+from ..stt.base import SttEngine, SttError, SttStream, tell_paused
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
 from .inbox import Inbox
@@ -53,6 +53,7 @@ class UtteranceStreams:
     def __init__(self, stt: SttEngine, inbox: Inbox[ListenerInput]) -> None:
         self.stt, self._inbox = stt, inbox
         self._open: SttStream | None = None  # the stream audio is pushed to
+        self._paused = False  # the open stream was told the user paused
         self.current = 0  # the number of the last stream opened
         self.running = 0  # streams whose readers have not posted their end
         self._failed: set[int] = set()
@@ -77,6 +78,7 @@ class UtteranceStreams:
             await self.finalize()
         self.current += 1
         self.running += 1
+        self._paused = False
         self._from_s[self.current] = from_s
         self._open = await tg.start(self._read, self.stt.stream(), self.current)
         if self._open is None:
@@ -106,6 +108,20 @@ class UtteranceStreams:
             return
         try:
             await stream.push(samples)
+        except SttError:
+            self._failed.add(self.current)  # its reader reports the error
+            self._open = None
+
+    async def hint_pause(self, pausing: bool) -> None:
+        """Tell the open stream when the detector hears the user stop (``True``)
+        or go on before the stop was confirmed (``False``), once per change:
+        an engine may start settling at the pause (``SttStream.speech_paused``)."""
+        stream = self._open
+        if stream is None or pausing == self._paused:
+            return
+        self._paused = pausing
+        try:
+            await tell_paused(stream, pausing)
         except SttError:
             self._failed.add(self.current)  # its reader reports the error
             self._open = None

@@ -4,7 +4,8 @@ transcripts out, as one stream.
 A listening session opens one ``SttStream`` per utterance (from the voice
 activity detector's speech start, pre-roll included), pushes the audio as it
 comes (mono int16 at the engine's ``sample_rate``; the caller resamples), calls
-``finalize()`` when the detector says the speech stopped, and reads transcripts
+``finalize()`` when the detector says the speech stopped (``speech_paused``
+hints before that, when the silence began), and reads transcripts
 back: partials while the user speaks, then finals. ``finalize()`` asks the
 engine to settle what it has (Deepgram's ``Finalize``, a local decoder's end of
 utterance); the reader then gets the remaining finals and the iteration ends.
@@ -53,6 +54,14 @@ class SttStream(Protocol):
         """No more audio: settle the transcript. Idempotent."""
         ...
 
+    async def speech_paused(self, paused: bool) -> None:
+        """A hint from the detector: the user stopped (``True``: the silence
+        began; ``finalize()`` follows if it lasts) or went on (``False``). An
+        engine may start settling the audio so far on a pause, so the final is
+        ready sooner; every other engine ignores it (a no-op is correct; a
+        stream without the method is never told)."""
+        ...
+
     def transcripts(self) -> AsyncIterator[Transcript]:
         """Partials and finals as the engine produces them; ends after the last
         final once ``finalize()`` was called (or raises ``SttError``)."""
@@ -90,3 +99,11 @@ class SttEngine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def tell_paused(stream: SttStream, paused: bool) -> None:
+    """``stream.speech_paused(paused)``, if it has one (it is optional: an engine
+    written before the hint existed has none, and is never told)."""
+    hint = getattr(stream, "speech_paused", None)
+    if hint is not None:
+        await hint(paused)

@@ -193,6 +193,9 @@ class DeepgramStream:
         except Exception as exc:
             raise socket_error(NAME, exc) from None
 
+    async def speech_paused(self, paused: bool) -> None:
+        """Ignored: the service endpoints by itself and settles on ``Finalize``."""
+
     async def finalize(self) -> None:
         if self._finalized:
             return

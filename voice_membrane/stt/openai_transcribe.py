@@ -138,6 +138,9 @@ class OpenAIStream:
         except Exception as exc:
             raise _mapped(exc) from None
 
+    async def speech_paused(self, paused: bool) -> None:
+        """Ignored: the commit at ``finalize()`` is what settles."""
+
     async def finalize(self) -> None:
         if self._finalized:
             return

@@ -201,6 +201,9 @@ class PocketsphinxStream:
         while self._pending and self._pending[0][0].done():
             self._backlog -= self._pending.popleft()[1]
 
+    async def speech_paused(self, paused: bool) -> None:
+        """Ignored: it decodes as audio comes, so the final has only the tail left."""
+
     async def finalize(self) -> None:
         if self._finalized or self._closed:
             return

@@ -24,7 +24,7 @@ import numpy as np
 from ..vendors.retry import RetryPolicy
 from ..vocab.audio import Samples
 from ..vocab.transcripts import Transcript
-from .base import SttEngine, SttError, SttStream
+from .base import SttEngine, SttError, SttStream, tell_paused
 
 ONE_RETRY = RetryPolicy(max_retries=1, base_delay_s=0.2, max_delay_s=2.0)
 
@@ -82,6 +82,13 @@ class RetryingStream:
                 await self._current().push(samples)
             except SttError as error:
                 await self._recover(error, attempt)  # the replay includes ``samples``
+
+    async def speech_paused(self, paused: bool) -> None:
+        """Passed on to the attempt's stream; a hint, so a failed one is ignored
+        here (the next push or finalize recovers or reports it)."""
+        async with self._lock:
+            with contextlib.suppress(SttError):
+                await tell_paused(self._current(), paused)
 
     async def finalize(self) -> None:
         async with self._lock:

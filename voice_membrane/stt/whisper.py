@@ -4,13 +4,20 @@ Far more accurate than pocketsphinx on open speech (docs/stt.md), but not a
 streaming recognizer: it hears a whole stretch of audio at once. So a stream
 keeps the utterance's audio, and:
 
-- the final is one decode of the whole utterance, started by ``finalize()``
-  (which returns at once; the final comes through ``transcripts()``), with word
-  times and the hallucination guard of ``whisper_decoding``;
-- partials (``partial_interval_s``, default 1 s; None for none) re-decode the
+- the final is one decode of the whole utterance, with word times and the
+  hallucination guard of ``whisper_decoding``. It starts at the detector's
+  pause (``speech_paused(True)``: the silence began, ``min_silence_s`` before
+  ``finalize()``), so it is mostly done when the stop is confirmed; if speech
+  came again (``speech_paused(False)``) that decode is dropped and the next
+  pause, or ``finalize()``, starts another. ``finalize()`` returns at once;
+  the final comes through ``transcripts()``;
+- partials (``partial_interval_s``, default 0.5 s; None for none) decode the
   audio so far, cut at a whole multiple of the interval, each time that much
   more audio arrived *and the worker is idle* — never two decodes at once, never
-  a queue: on a busy CPU partials are fewer, not late. In barge-in the
+  a queue: on a busy CPU partials are fewer, not late. They are the cheap
+  decode (a short encoder window, ``whisper_decoding``): a partial running when
+  a pause begins holds the final's decode up briefly, and none starts during a
+  pause. In barge-in the
   detector's windows pause the assistant; the words that decide whether it
   resumes or stops come from the final (a real partial only pauses it sooner
   in the echo warm-up). Not beyond the first 30 s window (each would cost a window more).
@@ -39,6 +46,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -72,17 +80,20 @@ class WhisperStt:
         beam_size: int = 1,
         cpu_threads: int = 2,
         phrases: Sequence[str] | None = None,
-        partial_interval_s: float | None = 1.0,
+        partial_interval_s: float | None = 0.5,
         no_speech_threshold: float = 0.6,
         log_prob_threshold: float = -1.0,
         compression_ratio_threshold: float = 2.4,
         sample_rate: int = RATE,
+        final_window_s: float = WINDOW_S,
     ) -> None:
         if sample_rate not in SAMPLE_RATES:
             raise ValueError(f"whisper takes 8000 or 16000 Hz audio, not {sample_rate}")
         self.sample_rate = sample_rate
         if beam_size < 1 or cpu_threads < 1:
             raise ValueError("beam_size and cpu_threads must be at least 1")
+        if not 1.0 <= final_window_s <= WINDOW_S:
+            raise ValueError(f"final_window_s must be 1 to {WINDOW_S:g} (whisper's window)")
         if partial_interval_s is not None and partial_interval_s <= 0:
             raise ValueError("partial_interval_s must be positive (or None: no partials)")
         if isinstance(phrases, str):
@@ -98,6 +109,7 @@ class WhisperStt:
             no_speech_threshold=no_speech_threshold,
             log_prob_threshold=log_prob_threshold,
             compression_ratio_threshold=compression_ratio_threshold,
+            final_window_s=final_window_s,
         )
         self.partial_block = (
             None if partial_interval_s is None else round(partial_interval_s * sample_rate)
@@ -165,6 +177,15 @@ def _prompt(phrases: tuple[str, ...]) -> str | None:
     return text if text[-1] in ".?!" else text + "."
 
 
+@dataclass(eq=False, slots=True)
+class _Settle:
+    """The final-quality decode started at a pause, of the first ``upto`` samples."""
+
+    upto: int
+    done: bool = False
+    final: Transcript | None = None
+
+
 class WhisperStream:
     """One utterance on a ``WhisperStt`` (see ``SttStream`` and the module)."""
 
@@ -174,7 +195,8 @@ class WhisperStream:
         self._chunks: list[Samples] = []
         self._pushed = 0  # samples
         self._next_partial = engine.partial_block
-        self._decoding = False  # a partial decode is submitted and not done
+        self._busy = 0  # this stream's decodes given to the worker and not done
+        self._settle: _Settle | None = None  # since the pause the user is in
         self._results = Results()
         self._finalized = False
         self._closed = False
@@ -189,30 +211,50 @@ class WhisperStream:
         self._chunks.append(samples.astype(np.int16, copy=True))
         self._pushed += len(samples)
         block, due = self._engine.partial_block, self._next_partial
-        if block is None or due is None or self._pushed < due or self._decoding:
+        if block is None or due is None or self._pushed < due:
             return
+        if self._busy or self._settle is not None:
+            return  # never a queue; in a pause the settling decode has the worker
         cut = self._pushed - self._pushed % block  # the last whole interval
         self._next_partial = cut + block
         if cut > WINDOW_S * self._engine.sample_rate:
             self._next_partial = None  # see the module: partials stop at 30 s
             return
         audio = self._audio()[:cut]
-        self._decoding = True
-        self._engine.submit(lambda: self._partial(audio))
+        self._submit(lambda: self._partial(audio))
+
+    async def speech_paused(self, paused: bool) -> None:
+        """A pause: decode the audio so far for the final now (``finalize()``
+        takes it if the user does not go on). Speech again: that decode is
+        stale (if it has not started, it never does)."""
+        if self._finalized or self._closed:
+            return
+        if not paused:
+            self._settle = None
+            return
+        if self._pushed == 0 or (self._settle is not None and self._settle.upto == self._pushed):
+            return
+        settle = self._settle = _Settle(self._pushed)
+        audio = self._audio()
+        self._submit(lambda: self._settle_decode(settle, audio))
 
     async def finalize(self) -> None:
-        """Start the final decode and return; the final comes via ``transcripts()``."""
+        """Settle: the final comes via ``transcripts()`` (this returns at once).
+        The pause's decode is the final if no speech came since; else one
+        decode of the whole utterance starts now."""
         if self._finalized or self._closed:
             return
         self._finalized = True
         if self._pushed == 0:
             self._deliver([END])
             return
+        settle = self._settle
+        if settle is not None:
+            if settle.done:
+                self._deliver([settle.final, END] if settle.final is not None else [END])
+            return  # else it is delivered when it is done
         audio = self._audio()
-        try:
-            self._engine.submit(lambda: self._final(audio))
-        except SttError as exc:
-            self._results.fail(exc)
+        self._submit(lambda: self._final(audio))
 
     def transcripts(self) -> AsyncIterator[Transcript]:
         return self._results.read()
@@ -241,51 +283,66 @@ class WhisperStream:
             self._chunks = [np.concatenate(self._chunks)]
         return self._chunks[0]
 
-    # The worker thread's side.
+    def _submit(self, work: Callable[[], None]) -> None:
+        try:
+            self._engine.submit(work)
+        except SttError as exc:
+            self._results.fail(exc)
+            return
+        self._busy += 1
+
+    # The worker thread's side: each decode posts once, done, whatever happened.
+
+    def _skip(self) -> bool:
+        return self._closed or self._results.error is not None
 
     def _partial(self, audio: Samples) -> None:
+        partial = error = None
         try:
-            if self._closed or self._finalized or self._results.error is not None:
-                return
-            partial = self._engine.decode(audio, final=False)
+            # (a pause since it was given: the settling decode goes first)
+            if not (self._skip() or self._finalized or self._settle is not None):
+                partial = self._engine.decode(audio, final=False)
         except SttError as exc:
-            self._post(error=exc)
-            return
-        finally:
-            self._post(done=True)
-        if partial is not None:
-            self._post([partial])
+            error = exc
+        self._post([partial] if partial is not None else None, error)
+
+    def _settle_decode(self, settle: _Settle, audio: Samples) -> None:
+        final = error = None
+        try:
+            if not self._skip() and settle is self._settle:  # (else speech resumed)
+                final = self._engine.decode(audio, final=True)
+        except SttError as exc:
+            error = exc
+        call_in_loop(self._loop, self._settled, settle, final, error)
 
     def _final(self, audio: Samples) -> None:
-        if self._closed or self._results.error is not None:
-            return
+        final = error = None
         try:
-            final = self._engine.decode(audio, final=True)
+            if not self._skip():
+                final = self._engine.decode(audio, final=True)
         except SttError as exc:
-            self._post(error=exc)
-            return
-        self._post([final, END] if final is not None else [END])
+            error = exc
+        self._post([final, END] if final is not None else [END], error)
 
-    def _post(
-        self,
-        items: list[Transcript | None] | None = None,
-        *,
-        error: SttError | None = None,
-        done: bool = False,
-    ) -> None:
-        call_in_loop(self._loop, self._arrive, items, error, done)
+    def _post(self, items: list[Transcript | None] | None, error: SttError | None) -> None:
+        call_in_loop(self._loop, self._arrive, items, error)
 
     # The loop's side.
 
-    def _arrive(
-        self, items: list[Transcript | None] | None, error: SttError | None, done: bool
-    ) -> None:
-        if done:
-            self._decoding = False
+    def _arrive(self, items: list[Transcript | None] | None, error: SttError | None) -> None:
+        self._busy -= 1
         if error is not None:
             self._results.fail(error)
-        if items:
+        elif items:
             self._deliver(items)
+
+    def _settled(self, settle: _Settle, final: Transcript | None, error: SttError | None) -> None:
+        self._busy -= 1
+        settle.done, settle.final = True, final
+        if error is not None:
+            self._results.fail(error)
+        elif self._finalized and settle is self._settle:
+            self._deliver([final, END] if final is not None else [END])
 
     def _deliver(self, items: list[Transcript | None]) -> None:
         if self._finalized and items and items[0] is not None and not items[0].final:

@@ -11,11 +11,21 @@ repetition loop (``compression_ratio``) and has a word in it. On the shipped
 fixtures the real speech scored ``no_speech_prob`` ≤ 0.30 and ``avg_logprob`` ≥
 -0.81, silence and noise ≥ 0.82 and ≤ -0.99, a hallucinated sentence over
 "mm-hm" -1.29: the defaults (0.6, -1.0) sit between (docs/stt.md).
+
+A partial is the cheap decode: the encoder hears a window of
+``window_frames`` (the audio and 2 s more, at least 10 s) instead of the
+padded 30 s (a quarter of a final's CPU on the questions), and at most
+``partial_tokens`` come out. A short window costs a little accuracy and makes
+whisper prone to repeat itself instead of ending ("Play some music Play some
+music …"), hence the cap and ``drop_repeats``. Finals hear the full window
+unless ``final_window_s`` says less (docs/stt.md has the trade).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +40,11 @@ from .base import SttError
 RATE = 16000
 WINDOW_S = 30.0  # whisper hears 30 s at a time; longer audio is several windows
 _HAS_WORD = re.compile(r"[^\W_]")
+FRAMES_PER_S = 100  # whisper's mel frames (10 ms hop)
+FULL_FRAMES = round(WINDOW_S * FRAMES_PER_S)
+PARTIAL_WINDOW_S = 10.0  # shorter windows looped on the fixtures (docs/stt.md)
+MARGIN_FRAMES = 200  # 2 s of padding after the audio, in a shortened window
+_window = threading.local()  # .frames: the encoder's window for this thread's decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +55,7 @@ class DecodeOptions:
     no_speech_threshold: float
     log_prob_threshold: float
     compression_ratio_threshold: float
+    final_window_s: float = WINDOW_S  # the encoder's window for a final (at least)
 
 
 def check_folder(path: str) -> None:
@@ -63,7 +79,7 @@ def load_model(path: str, cpu_threads: int, language: str) -> Any:
     from faster_whisper import WhisperModel  # type: ignore[import-untyped]
 
     try:
-        model = WhisperModel(
+        model = _windowed(WhisperModel)(
             path,
             device="cpu",
             compute_type="int8",
@@ -90,6 +106,8 @@ def decode(
     believable was said. A final carries word times; a partial skips that pass
     (it is the cheaper decode, repeated while the user speaks)."""
     audio = samples.astype(np.float32) / 32768.0
+    at_least = options.final_window_s if final else PARTIAL_WINDOW_S
+    _window.frames = window_frames(len(samples), at_least)
     try:
         segments, _ = model.transcribe(
             audio,
@@ -105,18 +123,21 @@ def decode(
             no_speech_threshold=None,
             log_prob_threshold=None,
             compression_ratio_threshold=None,
+            max_new_tokens=None if final else partial_tokens(len(samples)),
         )
         kept = [s for s in segments if _believable(s, options)]
     except SttError:
         raise
     except Exception as exc:  # (anything the native decoder raises)
         raise SttError(f"whisper: decoding failed: {_first_line(exc)}") from None
+    finally:
+        _window.frames = None
     text = join_words(s.text.strip() for s in kept).strip()
     if not text:
         return None
     duration = len(samples) / RATE
     if not final:
-        return Transcript(text, final=False, start_s=0.0, end_s=duration)
+        return Transcript(drop_repeats(text), final=False, start_s=0.0, end_s=duration)
     words = tuple(_words(kept, duration))
     confidence = sum(w.confidence or 0.0 for w in words) / len(words) if words else None
     return Transcript(
@@ -135,6 +156,49 @@ def decode(
 # guard threw the whole window away and a monologue's turn was its last words);
 # its made-up text on silence and noise scored avg_logprob <= -0.99 (docs/stt.md).
 SURE_LOGPROB = -0.5
+
+
+def window_frames(samples: int, at_least_s: float) -> int:
+    """The encoder's window for a decode of ``samples`` (16 kHz): ``at_least_s``,
+    or the audio and ``MARGIN_FRAMES`` when longer, at most 30 s; even (the
+    encoder halves it)."""
+    heard = samples // (RATE // FRAMES_PER_S)
+    frames = max(heard + MARGIN_FRAMES, round(at_least_s * FRAMES_PER_S))
+    return min(frames + frames % 2, FULL_FRAMES)
+
+
+def partial_tokens(samples: int) -> int:
+    """A partial's token cap: more than anyone says in that long (~3 words a
+    second, ~1.3 tokens a word), so only a loop reaches it."""
+    return 10 + round(6 * samples / RATE)
+
+
+def drop_repeats(text: str) -> str:
+    """``text`` without a phrase of two or more words said again and again at
+    its end (a short window's loop): "What time is it? What time is it? What"
+    is "What time is it?". A word said twice stays ("five five five")."""
+    words = text.split()
+    n = len(words)
+    for start in range(n):
+        for period in range(2, (n - start) // 2 + 1):
+            if all(words[i] == words[i + period] for i in range(start, n - period)):
+                return " ".join(words[: start + period])
+    return text
+
+
+@functools.cache
+def _windowed(base: type) -> type:
+    """``base`` (faster-whisper's ``WhisperModel``) whose encoder hears
+    ``_window.frames`` of the padded 30 s (this thread's decode's window)."""
+
+    class WindowedModel(base):  # type: ignore[misc]
+        def encode(self, features: Any) -> Any:
+            frames = getattr(_window, "frames", None)
+            if frames is not None:
+                features = features[..., :frames]
+            return super().encode(features)
+
+    return WindowedModel
 
 
 def _believable(segment: Any, options: DecodeOptions) -> bool:
