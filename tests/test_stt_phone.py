@@ -210,7 +210,8 @@ def test_whisper_at_8k_gives_partials_each_second_of_call_audio() -> None:
     audio = call_audio("phone/weather_paris.wav")  # 2.4 s
 
     async def run() -> list[float | None]:
-        engine = WhisperStt(str(models.get_model_path()), sample_rate=8000)
+        # partials each whole second (0.5 s of a question may hold no word yet)
+        engine = WhisperStt(str(models.get_model_path()), sample_rate=8000, partial_interval_s=1.0)
         await engine.start()
         partials: list[float | None] = []
         got_one = anyio.Event()
