@@ -157,7 +157,7 @@ def test_a_partial_hears_a_short_window_and_drops_a_loop() -> None:
     assert window_frames(2 * RATE, 10.0) == 1000  # a partial's: at least 10 s
     assert window_frames(15 * RATE + 160, 10.0) == 1702  # the audio and 2 s, even
     assert window_frames(40 * RATE, 10.0) == FULL_FRAMES
-    assert window_frames(2 * RATE, 30.0) == FULL_FRAMES  # a final's, by default
+    assert window_frames(2 * RATE, 30.0) == FULL_FRAMES  # a final asked for the whole window
     assert drop_repeats("What time is it? What time is it? What") == "What time is it?"
     assert drop_repeats("Play some music Play some music Play") == "Play some music"
     assert drop_repeats("My number is five five five zero") == "My number is five five five zero"
@@ -178,17 +178,17 @@ async def test_the_encoder_hears_the_window_each_decode_is_given(
 
     monkeypatch.setattr(WhisperModel, "encode", recorded)
     samples = load("questions/weather_paris.wav")
-    shorter = WhisperStt(str(models.get_model_path()), final_window_s=20.0)
-    await shorter.start()
+    full = WhisperStt(str(models.get_model_path()), final_window_s=30.0)
+    await full.start()
     try:
-        for e in (engine, shorter):
+        for e in (engine, full):
             for final in (False, True):
                 heard = await e.run(functools.partial(e.decode, samples, final=final))
                 assert heard is not None and "Paris" in heard.text
     finally:
-        await shorter.aclose()
-    # partials 10 s; finals 30 s, or the 20 s asked for
-    assert widths == [1000, FULL_FRAMES, 1000, 2000]
+        await full.aclose()
+    # partials 10 s; finals 20 s by default, or the whole 30 s asked for
+    assert widths == [1000, 2000, 1000, FULL_FRAMES]
     with pytest.raises(ValueError, match="final_window_s"):
         WhisperStt(str(models.get_model_path()), final_window_s=31.0)
 
@@ -235,3 +235,23 @@ def test_through_a_listener_the_final_is_decoded_at_the_pause(
     finals = [n for final, n in engine.decodes if final]
     # one final decode, of the audio up to the pause: not the silence after it
     assert len(finals) == 1 and finals[0] < sum(pushed)
+
+
+def test_a_pipeline_file_sets_the_final_window_and_another_engine_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """``[stt] final_window_s`` reaches whisper; pocketsphinx has no such window:
+    one line naming the spec, not a silent no-op."""
+    from voice_membrane.pipeline.config import ConfigError, load_pipeline
+    from voice_membrane.pipeline.listen_build import stt_for
+
+    def built(spec: str) -> object:
+        path = tmp_path / "p.toml"
+        path.write_text(f'[stt]\nspec = "{spec}"\nfinal_window_s = 25\n')
+        return stt_for(load_pipeline(path))
+
+    engine = built("whisper")
+    assert isinstance(engine, WhisperStt) and engine.options.final_window_s == 25.0
+    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 20.0
+    with pytest.raises(ConfigError, match="stt 'pocketsphinx'.*final_window_s"):
+        built("pocketsphinx")

@@ -28,6 +28,8 @@ def stt_for(
     engine converts for its model (check the engine's ``sample_rate``)."""
     stt = config.stt
     options: dict[str, object] = {} if stt.phrases is None else {"phrases": stt.phrases}
+    if stt.final_window_s is not None:
+        options["final_window_s"] = stt.final_window_s
     options.update(rate_options(stt.spec, input_rate))
     try:
         engine = create_stt(stt.spec, api_key_env=stt.api_key_env, base_url=stt.base_url, **options)

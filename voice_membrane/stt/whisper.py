@@ -58,7 +58,7 @@ from ..vocab.upsample import upsample
 from . import whisper_models
 from ._results import END, Results, call_in_loop
 from .base import SttError
-from .whisper_decoding import RATE, WINDOW_S, DecodeOptions, decode
+from .whisper_decoding import FINAL_WINDOW_S, RATE, WINDOW_S, DecodeOptions, decode
 
 T = TypeVar("T")
 
@@ -85,7 +85,7 @@ class WhisperStt:
         log_prob_threshold: float = -1.0,
         compression_ratio_threshold: float = 2.4,
         sample_rate: int = RATE,
-        final_window_s: float = WINDOW_S,
+        final_window_s: float = FINAL_WINDOW_S,
     ) -> None:
         if sample_rate not in SAMPLE_RATES:
             raise ValueError(f"whisper takes 8000 or 16000 Hz audio, not {sample_rate}")
