@@ -133,7 +133,7 @@ def _png(folder: Path) -> Path:
 
 def test_bad_cli_arguments_are_one_clear_line(tmp_path: Path) -> None:
     cases = [
-        (["--llm", "gpt"], "expected 'local', 'local:PATH.gguf', 'replay:PATH'"),
+        (["--llm", "gpt"], "expected 'local', 'local:PATH.gguf', 'local:NAME', 'replay:PATH'"),
         (["--llm", "anthropic:"], "expected 'local'"),
         (["--formatter", "xml"], "llm.formatter: Input should be 'native', 'anthropic-xml'"),
         (["--tts", "nope"], "nope"),

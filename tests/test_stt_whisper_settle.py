@@ -178,17 +178,17 @@ async def test_the_encoder_hears_the_window_each_decode_is_given(
 
     monkeypatch.setattr(WhisperModel, "encode", recorded)
     samples = load("questions/weather_paris.wav")
-    full = WhisperStt(str(models.get_model_path()), final_window_s=30.0)
-    await full.start()
+    shorter = WhisperStt(str(models.get_model_path()), final_window_s=20.0)
+    await shorter.start()
     try:
-        for e in (engine, full):
+        for e in (engine, shorter):
             for final in (False, True):
                 heard = await e.run(functools.partial(e.decode, samples, final=final))
                 assert heard is not None and "Paris" in heard.text
     finally:
-        await full.aclose()
-    # partials 10 s; finals 20 s by default, or the whole 30 s asked for
-    assert widths == [1000, 2000, 1000, FULL_FRAMES]
+        await shorter.aclose()
+    # partials 10 s; finals 30 s, or the 20 s asked for
+    assert widths == [1000, FULL_FRAMES, 1000, 2000]
     with pytest.raises(ValueError, match="final_window_s"):
         WhisperStt(str(models.get_model_path()), final_window_s=31.0)
 
@@ -252,6 +252,6 @@ def test_a_pipeline_file_sets_the_final_window_and_another_engine_refuses_it(
 
     engine = built("whisper")
     assert isinstance(engine, WhisperStt) and engine.options.final_window_s == 25.0
-    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 20.0
+    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 30.0
     with pytest.raises(ConfigError, match="stt 'pocketsphinx'.*final_window_s"):
         built("pocketsphinx")

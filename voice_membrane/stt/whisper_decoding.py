@@ -39,12 +39,11 @@ from .base import SttError
 
 RATE = 16000
 WINDOW_S = 30.0
-# A final's encoder window: 20 s, not the padded 30. Half the CPU per final (0.49 s
-# for a question against 0.90), so the final of a question is there when the
-# endpointer decides; on the real recordings it heard as well (WER 0.057 against
-# 0.076: a 24 s reading decoded in 20 s windows no longer stops early) and on the
-# spoken questions 0.090 against 0.082 (docs/stt.md).
-FINAL_WINDOW_S = 20.0  # whisper hears 30 s at a time; longer audio is several windows
+# A final's encoder window: whisper's own 30 s. 20 s halves a final's CPU and on the
+# real recordings heard better (WER 0.057 against 0.076), but over "mm-hm" tiny.en then
+# made up "And then make them." sure enough (avg_logprob -0.89) to pass the guard,
+# and a backchannel heard as words interrupts an answer (docs/stt.md).
+FINAL_WINDOW_S = WINDOW_S  # whisper hears 30 s at a time; longer audio is several windows
 _HAS_WORD = re.compile(r"[^\W_]")
 FRAMES_PER_S = 100  # whisper's mel frames (10 ms hop)
 FULL_FRAMES = round(WINDOW_S * FRAMES_PER_S)
