@@ -168,7 +168,10 @@ class Endpointer:
             out.append(FinalizeStt(self._now))
         return out + self._tick()
 
-    def transcript(self, t: Transcript, at_sample: int) -> list[Decision]:
+    def transcript(self, t: Transcript, at_sample: int, *, settles: bool = True) -> list[Decision]:
+        """``settles``: a final of the stream that settles the speech so far
+        (False: of an earlier stretch's stream, decoded late; its words count,
+        but the turn still waits for the last stretch's final)."""
         out = self.advance(at_sample)
         text = t.text.strip()
         u = self._u
@@ -185,7 +188,7 @@ class Endpointer:
             if text:
                 u.finals.append(text)
             u.partial = ""
-            if u.finalize_at is not None:
+            if u.finalize_at is not None and settles:
                 u.final_at = self._now
             if real and self._playing_since is not None and not u.interrupted:
                 u.interrupted = True
