@@ -205,6 +205,25 @@ def test_an_earlier_stretchs_final_decoded_late_does_not_end_the_turn_before_the
     assert turn.at_sample == at(4.5)
 
 
+def test_a_closed_utterances_final_decoded_late_is_never_the_open_ones_words() -> None:
+    # The first question closed with no final in time (final_timeout, no
+    # words); its final came while the second was open and settling: it is
+    # a late transcript of the first, and the second's turn is its own words.
+    script = (
+        Script()
+        .speech(0.5, 2.0)
+        .speech(3.6, 5.0)
+        .heard(5.5, "What time is it?", settles=False, start=1)
+        .heard(5.6, "Tell me a joke.", start=2)
+    )
+    out = script.run(8.0)
+    assert kinds(out) == ["FinalizeStt", "FinalizeStt", "LateTranscript", "EndOfTurn"]
+    late, turn = out[2], out[3]
+    assert isinstance(late, LateTranscript) and isinstance(turn, EndOfTurn)
+    assert (late.text, late.after_turn) == ("What time is it?", False)
+    assert (turn.text, turn.reason) == ("Tell me a joke.", "final")
+
+
 def test_partials_only_wait_for_the_hard_cap_and_a_late_final_is_kept() -> None:
     script = Script().speech(0.5, 2.0).heard(1.5, "what is the", final=False)
     out = script.heard(7.0, "What is the time?").run(8.0)

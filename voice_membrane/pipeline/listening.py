@@ -253,7 +253,9 @@ class Listener:
             if item.transcript.final and item.transcript.text.strip():
                 self._times.final_ns = item.at_ns
             settles = item.stream == streams.current and streams.running == 1
-            return endpointer.transcript(item.transcript, now, settles=settles)
+            # (a stream is opened at each speech start the endpointer is
+            # given, in order: stream n is its n-th start's)
+            return endpointer.transcript(item.transcript, now, start=item.stream, settles=settles)
         streams.ended(item)
         if item.error is not None or streams.running > 0:
             return []
