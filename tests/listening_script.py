@@ -56,9 +56,16 @@ class Script:
             self.add((w0 + WINDOW) / RATE, lambda ep, w=window: ep.vad(w))
         return self
 
-    def heard(self, t: float, text: str, final: bool = True) -> Script:
+    def heard(
+        self,
+        t: float,
+        text: str,
+        final: bool = True,
+        settles: bool = True,
+        start: int | None = None,
+    ) -> Script:
         tr = Transcript(text, final)
-        return self.add(t, lambda ep: ep.transcript(tr, at(t)))
+        return self.add(t, lambda ep: ep.transcript(tr, at(t), start=start, settles=settles))
 
     def done(self, t: float) -> Script:
         return self.add(t, lambda ep: ep.transcripts_done(at(t)))

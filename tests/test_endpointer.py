@@ -187,6 +187,43 @@ def test_a_slow_final_closes_after_the_final_wait_and_comes_late_to_the_turn() -
     assert (late.text, late.after_turn) == ("in Tokyo?", True)
 
 
+def test_an_earlier_stretchs_final_decoded_late_does_not_end_the_turn_before_the_last() -> None:
+    # Two stretches, one utterance (a 0.3 s pause), both settled before the
+    # STT decoded the first (a file fed faster than it decodes): the first's
+    # final adds its words, the last one's ends the turn.
+    script = (
+        Script()
+        .speech(0.5, 2.0)
+        .speech(2.3, 3.5)
+        .heard(3.8, "Thou that art now", settles=False)
+        .heard(4.5, "the world's fresh ornament.")
+    )
+    out = script.run(6.0)
+    assert kinds(out) == ["FinalizeStt", "FinalizeStt", "EndOfTurn"]
+    (turn,) = turns(out)
+    assert (turn.text, turn.reason) == ("Thou that art now the world's fresh ornament.", "final")
+    assert turn.at_sample == at(4.5)
+
+
+def test_a_closed_utterances_final_decoded_late_is_never_the_open_ones_words() -> None:
+    # The first question closed with no final in time (final_timeout, no
+    # words); its final came while the second was open and settling: it is
+    # a late transcript of the first, and the second's turn is its own words.
+    script = (
+        Script()
+        .speech(0.5, 2.0)
+        .speech(3.6, 5.0)
+        .heard(5.5, "What time is it?", settles=False, start=1)
+        .heard(5.6, "Tell me a joke.", start=2)
+    )
+    out = script.run(8.0)
+    assert kinds(out) == ["FinalizeStt", "FinalizeStt", "LateTranscript", "EndOfTurn"]
+    late, turn = out[2], out[3]
+    assert isinstance(late, LateTranscript) and isinstance(turn, EndOfTurn)
+    assert (late.text, late.after_turn) == ("What time is it?", False)
+    assert (turn.text, turn.reason) == ("Tell me a joke.", "final")
+
+
 def test_partials_only_wait_for_the_hard_cap_and_a_late_final_is_kept() -> None:
     script = Script().speech(0.5, 2.0).heard(1.5, "what is the", final=False)
     out = script.heard(7.0, "What is the time?").run(8.0)

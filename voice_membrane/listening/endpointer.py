@@ -59,6 +59,7 @@ from .words import WordJudge
 _SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
 _ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
 _LEARN_S = 0.5  # echo heard before its level is trusted
+_ENDED_KEPT = 16  # closed utterances whose late finals are told apart
 _BLIP_QUIET_S = 0.25  # after a pause on speech the detector never confirmed: resume
 PHONE_RATE = 8000  # level_pause "auto": on at this rate and below (a phone call)
 
@@ -85,6 +86,7 @@ class _Utterance:
     paused: bool = False  # its speech paused the playout once (a resume is final)
     tentative: str | None = None  # the text of the pending TentativeEnd
     tentative_sent: bool = False  # one per stretch of speech
+    first_start: int = 0  # the number of its first speech start
 
 
 class Endpointer:
@@ -113,6 +115,9 @@ class Endpointer:
         self._now = 0
         self._u: _Utterance | None = None
         self._closed: str | None = None  # how the last utterance ended: turn, empty, dropped
+        self._starts = 0  # speech starts heard (the n-th: the listener's STT stream n)
+        # how the last few utterances ended, by the number of their first start
+        self._ended: deque[tuple[int, str]] = deque(maxlen=_ENDED_KEPT)
         self._playing_since: int | None = None  # the assistant's audio plays (or is paused)
         self._paused_at: int | None = None
         self._loud: deque[tuple[int, int]] = deque()  # user-loud windows not yet in an utterance
@@ -154,6 +159,7 @@ class Endpointer:
         if isinstance(event, LevelRise):
             return out + self._level_rise(event) + self._tick()
         if isinstance(event, SpeechStart):
+            self._starts += 1
             if self._u is not None:  # the user went on: the held reply is not theirs
                 out.extend(self._cancel_tentative(self._u))
             self._speech_start(event)
@@ -168,13 +174,23 @@ class Endpointer:
             out.append(FinalizeStt(self._now))
         return out + self._tick()
 
-    def transcript(self, t: Transcript, at_sample: int) -> list[Decision]:
+    def transcript(
+        self, t: Transcript, at_sample: int, *, start: int | None = None, settles: bool = True
+    ) -> list[Decision]:
+        """``start``: the number of the speech start whose audio it is (the
+        n-th given to ``vad``; None: the last): one of an utterance already
+        closed, decoded late, is never the open one's. ``settles``: a final of
+        the stream that settles the speech so far (False: an earlier stretch's
+        stream's, decoded late; its words count, but the turn still waits)."""
         out = self.advance(at_sample)
         text = t.text.strip()
         u = self._u
+        if u is not None and start is not None and start < u.first_start:
+            u = None
         if u is None:
-            if t.final and text and self._closed in ("turn", "empty"):
-                out.append(LateTranscript(text, self._now, self._closed == "turn"))
+            closed = self._closed_as(start)
+            if t.final and text and closed in ("turn", "empty"):
+                out.append(LateTranscript(text, self._now, closed == "turn"))
             return out + self._tick()
         text = self._users_words(u, t) if u.accepted else ""  # not accepted: echo
         real = self._words.is_real(text)
@@ -185,13 +201,21 @@ class Endpointer:
             if text:
                 u.finals.append(text)
             u.partial = ""
-            if u.finalize_at is not None:
+            if u.finalize_at is not None and settles:
                 u.final_at = self._now
             if real and self._playing_since is not None and not u.interrupted:
                 u.interrupted = True
                 self._playing_since = self._paused_at = self._level_until = None
                 out.append(Interrupt(join_words(u.finals), self._now))
         return out + self._tick()
+
+    def _closed_as(self, start: int | None) -> str | None:
+        """How the utterance of speech start ``start`` ended (the last: None)."""
+        if start is not None:
+            for first, closed in reversed(self._ended):
+                if first <= start:
+                    return closed
+        return self._closed
 
     def _users_words(self, u: _Utterance, t: Transcript) -> str:
         """The transcript without the words said before the user's voice was
@@ -337,6 +361,7 @@ class Endpointer:
         # its start paused the playout (a level pause counts once confirmed)
         self._u.paused = self._paused_at is not None and self._level_until is None
         self._u.stream_from = e.audio_from
+        self._u.first_start = self._starts
 
     def _tick(self) -> list[Decision]:
         out: list[Decision] = []
@@ -476,6 +501,7 @@ class Endpointer:
                 out.append(Interrupt(text, at))
             out.append(EndOfTurn(text, reason, at, u.end_at, tentative == text))
             tentative = None
+        self._ended.append((u.first_start, self._closed))
         if tentative is not None:  # no turn: the held reply is nobody's
             out.append(TentativeCancelled(at))
         if self._paused_at is not None:

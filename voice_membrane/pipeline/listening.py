@@ -236,18 +236,28 @@ class Listener:
         await inbox.put(end_of_input(self.vad.sample_rate, end))
 
     def _take(self, item: StreamTranscript | StreamEnded | bool) -> list[Decision]:
-        endpointer = self.endpointer
+        """An input for the endpointer. A stream's final settles the speech only
+        when it is the last stream's and no earlier one is still decoding, and a
+        stream's end only when it was the last running: fed faster than the STT
+        decodes (a file, a client that ends its input), a stretch's final can
+        come after later stretches of the same utterance were heard and asked
+        to settle, and taken as theirs it ended the turn without their words
+        (which then came after it, and were dropped)."""
+        endpointer, streams = self.endpointer, self._streams
         now = self.vad.samples_fed
         if isinstance(item, bool):
             return endpointer.assistant_speaking(item, now)
         if isinstance(item, StreamTranscript):
-            if self._streams.failed(item.stream):
+            if streams.failed(item.stream):
                 return []
             if item.transcript.final and item.transcript.text.strip():
                 self._times.final_ns = item.at_ns
-            return endpointer.transcript(item.transcript, now)
-        self._streams.ended(item)
-        if item.error is not None:
+            settles = item.stream == streams.current and streams.running == 1
+            # (a stream is opened at each speech start the endpointer is
+            # given, in order: stream n is its n-th start's)
+            return endpointer.transcript(item.transcript, now, start=item.stream, settles=settles)
+        streams.ended(item)
+        if item.error is not None or streams.running > 0:
             return []
         return endpointer.transcripts_done(now)
 
