@@ -29,6 +29,8 @@ LONGEST_FIRST = (
     "test_bench_voice_serve.py",
     "test_kv_trim.py",
     "test_stt_whisper.py",
+    "test_bad_input_default_stt.py",
+    "test_models_pull.py",
     "test_browser_mic.py",
     "test_bench_twilio_cli.py",
     "test_serve_voice.py",
