@@ -253,5 +253,5 @@ def test_a_pipeline_file_sets_the_final_window_and_another_engine_refuses_it(
     engine = built("whisper")
     assert isinstance(engine, WhisperStt) and engine.options.final_window_s == 25.0
     assert WhisperStt(str(models.get_model_path())).options.final_window_s == 30.0
-    with pytest.raises(ConfigError, match="stt 'pocketsphinx'.*final_window_s"):
+    with pytest.raises(ConfigError, match=r"stt 'pocketsphinx'.*final_window_s"):
         built("pocketsphinx")
