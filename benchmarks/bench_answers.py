@@ -9,13 +9,12 @@ settings: system prompt, sampling, sentence limit, max tokens), under several
 fixed seeds. Each reply is measured by ``answer_shape`` (sans-I/O). The settings
 the pipelines shipped before issue 43 are run beside the shipped ones.
 
-``python -m benchmarks.bench_answers [--seeds N]`` runs it alone and prints its
+``python -m benchmarks.report_answers [--seeds N]`` runs it alone and prints its
 section. One llama.cpp thread: the replies, not the speed, are measured.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
@@ -159,16 +158,3 @@ def run_answers_bench(seeds: Sequence[int] = SEEDS) -> AnswersResults:
         anyio.run(_run, "shipped", shipped_llm(), asked, seeds),
     ]
     return AnswersResults(runs, tuple(seeds))
-
-
-def main() -> None:
-    from benchmarks.report_answers import answers_section
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--seeds", type=int, default=len(SEEDS), help="how many seeds (1, 2, …)")
-    args = parser.parse_args()
-    print(answers_section(run_answers_bench(tuple(range(1, args.seeds + 1)))))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 
-from benchmarks.bench_answers import Answer, AnswersResults, SettingRun
+from benchmarks.bench_answers import SEEDS, Answer, AnswersResults, SettingRun, run_answers_bench
 from benchmarks.markdown import quoted, table
 from voice_membrane.bench.stats import median
 
@@ -114,3 +115,16 @@ def answers_section(results: AnswersResults) -> str:
     ]
     rows = [row for run in results.runs for row in _rows(run)]
     return "\n\n".join([f"## {ANSWERS_TITLE}", method, table(headers, rows), _examples(results)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="The embedded model's answers to the shipped questions (bench_answers)."
+    )
+    parser.add_argument("--seeds", type=int, default=len(SEEDS), help="how many seeds (1, 2, …)")
+    args = parser.parse_args()
+    print(answers_section(run_answers_bench(tuple(range(1, args.seeds + 1)))))
+
+
+if __name__ == "__main__":
+    main()
