@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from ..infra.heap import settle_heap
-from ..infra.redact import redact
+from ..infra.redact import quote, redact
 from ..listening.decisions import Interrupt
 from ..pipeline.build import Parts, build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
@@ -73,7 +73,7 @@ async def run_listening(
     try:  # a model that does not load: one line before the LLM and the voice load
         await stt.start()
     except SttError as exc:
-        raise ConfigError(f"stt {stt.name}: {exc}") from None
+        raise ConfigError(f"stt {quote(config.stt.spec)}: {exc}") from None  # as create_stt says
     try:
         return await _converse(
             config, parts, stt, input_path, metrics_json, events_jsonl, out, terminal
