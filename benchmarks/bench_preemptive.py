@@ -82,7 +82,7 @@ async def run_preemptive(preemptive: bool, files: list[VoiceInput]) -> PreemptRu
                 session.history.clear()
                 session.first_kept = 0
                 heard: list[VoiceTurn] = []
-                listener = listener_for(config, stt)
+                listener = listener_for(config, stt, recording=True)
                 async with WavFileSource(item.path, rate=stt.sample_rate, realtime=True) as src:
                     await converse(session, listener, src.frames(), on_turn=heard.append)
                 for turn in heard:

@@ -190,7 +190,7 @@ def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
 async def _through_path(engine: SttEngine, path: Path) -> str:
     """The words of the user turns the shipped listening path hears in ``path``."""
     config = load_pipeline("local-voice")
-    listener = listener_for(config, engine)
+    listener = listener_for(config, engine, recording=True)
     send, receive = anyio.create_memory_object_stream[ListenItem](10_000)
     # A microphone goes on sending silence: the endpointer's longest wait of it
     # (with the source's own 1 s, turns still decoding when the input ended were lost).

@@ -175,7 +175,7 @@ async def _hear(
     sample = FileSample(item)
     settled_before = len(stt.settle_ms)
     try:
-        listener = listener_for(config, stt)
+        listener = listener_for(config, stt, recording=True)
         async with WavFileSource(item.path, rate=stt.sample_rate, realtime=True) as source:
             turns = await converse(session, listener, source.frames())
     except SourceError as exc:

@@ -119,7 +119,7 @@ async def _converse(
         quit_by_user = True
 
     try:
-        listener = listener_for(config, stt)
+        listener = listener_for(config, stt, recording=input_path is not None)
         async with session, source, anyio.create_task_group() as tg:
             settle_heap()
             # Ctrl-C is ours before the user is told to speak.

@@ -90,15 +90,20 @@ class _Sorted:
 class BackgroundLevel:
     """``window(speech, level, speaking) -> Gate`` for that window, from what
     was heard before it; ``background`` is the learned level (None: none).
+    ``ongoing_is_background``: speech going as listening begins is someone
+    else's (live audio), not the user's (a recording that starts mid-speech).
 
     ``speech`` is the model's verdict before any level gate; ``speaking``
     whether the detector was in a confirmed segment before this window."""
 
-    def __init__(self, floor: float, margin_db: float, window_s: float) -> None:
+    def __init__(
+        self, floor: float, margin_db: float, window_s: float, *, ongoing_is_background: bool = True
+    ) -> None:
         self.floor = floor
         self.margin_db = margin_db
         self._learn = max(1, round(_LEARN_S / window_s))
-        self._ongoing = max(1, round(_ONGOING_S / window_s))
+        # off for a recording: its first words are the user's, not a TV left on
+        self._ongoing = max(1, round(_ONGOING_S / window_s)) if ongoing_is_background else 0
         self._talk_on = max(1, round(_TALK_ON_S / window_s))
         self._hold = max(1, round(_HOLD_S / window_s))
         self._horizon = max(1, round(_HORIZON_S / window_s))
@@ -120,6 +125,7 @@ class BackgroundLevel:
         self._was_speaking = False
         self._users = False  # the segment going on (or the last) is the user's
         self._users_until = -1  # the user's speech and breath: never learned up to here
+        self._users_stretch: int | None = None  # first window of the stretch the user began
         self.background: float | None = None
 
     def gate(self) -> Gate:
@@ -174,6 +180,8 @@ class BackgroundLevel:
         # loud syllables that leak through while it is learned are not.
         if speaking and not self._was_speaking:
             self._users = self.background is not None or not self._other()
+            if self._users:
+                self._users_stretch = self._first_speech
         self._was_speaking = speaking
         if not (speaking and self._users):
             return
@@ -221,6 +229,8 @@ class BackgroundLevel:
         first = self._first_speech
         if first is not None and (first < self._ongoing or self._index - first >= self._talk_on):
             return True
+        if first is not None and first == self._users_stretch:
+            return False  # the stretch the user began, their voice dropping as they go on
         if not self._user_sorted.items or not self._recent_sorted.items:
             return False
         user = self._user_sorted.percentile(_PERCENTILE)

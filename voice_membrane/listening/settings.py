@@ -31,6 +31,10 @@ class VadSettings(BaseModel):
     min_level_dbfs: float = Field(-50.0, ge=-120.0, le=0.0)
     gate: Literal["adaptive", "fixed"] = "adaptive"  # fixed: min_level_dbfs alone
     gate_margin_db: float = Field(6.0, ge=0.0, le=40.0)  # above the background's speech
+    # speech already going as listening begins: someone else's (a TV left on)
+    # or the user's (a recording's first words); auto: the user's in a recording
+    # (run --input), someone else's on a live microphone or call
+    already_talking: Literal["auto", "background", "user"] = "auto"
     preroll_s: float = Field(0.5, ge=0.0, le=2.0)
     # a level rise (level.py): this far over the running floor, for this long
     rise_db: float = Field(12.0, ge=3.0, le=60.0)

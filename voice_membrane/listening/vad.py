@@ -145,7 +145,10 @@ class VadStateMachine:
         self._backdate = round(_BACKDATE_S * sample_rate)
         self._gate = (
             BackgroundLevel(
-                settings.min_level_dbfs, settings.gate_margin_db, window_samples / sample_rate
+                settings.min_level_dbfs,
+                settings.gate_margin_db,
+                window_samples / sample_rate,
+                ongoing_is_background=settings.already_talking != "user",
             )
             if settings.gate == "adaptive"
             else None

@@ -47,18 +47,24 @@ def listener_for(
     input_rate: int | None = None,
     vad_batch: VadBatcher | None = None,
     backlog: int = BACKLOG_FRAMES,
+    recording: bool = False,
 ) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate.
     ``input_rate``: the rate the audio arrives at; at 8 kHz (a call) the level
     pause's ``auto`` is on even when the engine takes 16 kHz (the 8 kHz sound
     upsampled is what the detector hears). ``vad_batch``: scores the detector's
     windows with other listeners' (many in one process). ``backlog``: the frames
-    that may wait for it."""
+    that may wait for it. ``recording``: the audio is a file (``run --input``),
+    so speech going at its first sample is the user's, not a TV left on."""
     rate = stt.sample_rate
     endpoint = config.endpoint
     if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
         endpoint = endpoint.model_copy(update={"level_pause": "on"})
-    vad, endpointer = make_vad(config.vad, rate), Endpointer(endpoint, rate)
+    vad_settings = config.vad
+    if vad_settings.already_talking == "auto":
+        who = "user" if recording else "background"
+        vad_settings = vad_settings.model_copy(update={"already_talking": who})
+    vad, endpointer = make_vad(vad_settings, rate), Endpointer(endpoint, rate)
     vad.watch_rises = endpointer.level_pause  # (the rises are for it alone)
     return Listener(vad, stt, endpointer, vad_batch, backlog)
 
