@@ -18,6 +18,7 @@ from voice_membrane.listening.decisions import (
     FinalizeStt,
     Interrupt,
     LateTranscript,
+    NoWords,
     PausePlayout,
     ResumePlayout,
     TentativeCancelled,
@@ -245,6 +246,21 @@ def test_silence_only_and_an_empty_utterance_make_no_turn() -> None:
     assert Script().run(5.0) == []
     out = Script().speech(0.5, 0.9).done(1.2).run(5.0)
     assert kinds(out) == ["FinalizeStt"]
+
+
+def test_a_second_of_speech_settled_with_no_words_is_said_once() -> None:
+    # music, or a language the recognizer cannot hear: the stream settles empty
+    out = Script().speech(0.5, 3.0).heard(3.3, "").run(6.0)
+    assert kinds(out) == ["FinalizeStt", "NoWords"]
+    (said,) = [d for d in out if isinstance(d, NoWords)]
+    assert (said.start, said.speech_end) == (at(0.5), at(3.0))
+    # under a second (a cough, a breath), no final yet (still decoding), or
+    # over the assistant (its echo): nothing to tell
+    assert kinds(Script().speech(0.5, 1.3).heard(1.5, "").run(5.0)) == ["FinalizeStt"]
+    slow = Script().speech(0.5, 3.0).heard(2.0, "la la", final=False).run(9.0)
+    assert "NoWords" not in kinds(slow)
+    over = _talking(Script().speech(1.0, 3.5).heard(3.8, "")).run(8.0)
+    assert "NoWords" not in kinds(over)
 
 
 # 1. Noise is not a turn; 3. backchannels; barge-in

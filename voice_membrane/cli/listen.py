@@ -24,7 +24,14 @@ from ..pipeline.build import Parts, build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.event_log import JsonlEventLog, OutputFileError
 from ..pipeline.listen_build import listener_for, stt_for
-from ..pipeline.listening import BargeIn, Heard, ListenError, ListenItem, UtteranceCapped
+from ..pipeline.listening import (
+    BargeIn,
+    Heard,
+    ListenError,
+    ListenItem,
+    NoWordsHeard,
+    UtteranceCapped,
+)
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sources.base import AudioSource, SourceError
@@ -169,6 +176,12 @@ def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
         out(
             f"{_CLEAR if terminal else ''}listening: {item.max_s:g} s of speech without a "
             "pause: that is the turn (endpoint.max_utterance_s)\n"
+        )
+    elif isinstance(item, NoWordsHeard):
+        out(
+            f"{_CLEAR if terminal else ''}listening: {item.speech_s:.1f} s of sound up to "
+            f"{item.at_s:.1f} s had no words in it (music, noise, or a language the "
+            "recognizer does not know): no turn\n"
         )
     elif isinstance(item, BargeIn) and isinstance(item.decision, Interrupt):
         out(f"\n[you spoke over the answer: {item.decision.text}]\n")

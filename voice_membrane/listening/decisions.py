@@ -85,9 +85,25 @@ class Interrupt:
     at_sample: int
 
 
+@dataclass(frozen=True, slots=True)
+class NoWords:
+    """The user's speech, at least ``NO_WORDS_MIN_S`` of it, settled with no
+    words: music, noise, or speech the recognizer cannot hear (another
+    language). No turn; the user is told once. ``start``/``speech_end``: where
+    it began and stopped."""
+
+    at_sample: int
+    start: int
+    speech_end: int
+
+
+NO_WORDS_MIN_S = 1.0  # shorter: a cough or a breath, nothing to tell anyone
+
+
 Decision = (
     FinalizeStt
     | EndOfTurn
+    | NoWords
     | TentativeEnd
     | TentativeCancelled
     | LateTranscript

@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 from ..vocab.spacing import join_words
 from ..vocab.transcripts import Transcript
 from .decisions import (
+    NO_WORDS_MIN_S,
     Decision,
     EndOfTurn,
     EndReason,
     FinalizeStt,
     Interrupt,
     LateTranscript,
+    NoWords,
     PausePlayout,
     ResumePlayout,
     TentativeCancelled,
@@ -494,6 +496,9 @@ class Endpointer:
             self._closed = "dropped"  # echo, or a backchannel over the assistant
         elif not text:
             self._closed = "empty"
+            # a final came and it was empty (not one still decoding): say so once
+            if u.final_at is not None and u.end_at - u.start >= self._n(NO_WORDS_MIN_S):
+                out.append(NoWords(at, u.start, u.end_at))
         else:
             self._closed = "turn"
             if self._playing_since is not None and not u.interrupted:

@@ -91,11 +91,22 @@ class UtteranceCapped:
     max_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class NoWordsHeard:
+    """``speech_s`` seconds of what the detector took for speech, ending
+    ``at_s`` seconds into the input, settled with no words: music, noise, or
+    a language the recognizer cannot hear. No turn; listening goes on."""
+
+    at_s: float
+    speech_s: float
+
+
 ListenItem = (
     Heard
     | SpeechBegan
     | SpeechEnded
     | UtteranceCapped
+    | NoWordsHeard
     | UserTurn
     | TentativeTurn
     | TentativeDropped

@@ -45,6 +45,7 @@ from ..listening.decisions import (
     EndOfTurn,
     FinalizeStt,
     LateTranscript,
+    NoWords,
     TentativeCancelled,
     TentativeEnd,
 )
@@ -60,6 +61,7 @@ from .listen_items import (
     Heard,
     ListenError,
     ListenItem,
+    NoWordsHeard,
     SpeechBegan,
     SpeechEnded,
     TentativeDropped,
@@ -77,6 +79,7 @@ __all__ = [  # (what listeners' users import from here)
     "ListenError",
     "ListenItem",
     "Listener",
+    "NoWordsHeard",
     "SourcePace",
     "SpeechBegan",
     "SpeechEnded",
@@ -335,6 +338,11 @@ class Listener:
         elif isinstance(decision, LateTranscript):
             if not decision.after_turn and decision.text.strip():
                 await out.send(self._user_turn(decision.text, "late"))
+        elif isinstance(decision, NoWords):
+            if not self._streams.failed():  # (a failed stream was said already)
+                rate = self.vad.sample_rate
+                speech_s = (decision.speech_end - decision.start) / rate
+                await out.send(NoWordsHeard(decision.speech_end / rate, speech_s))
         else:
             await out.send(BargeIn(decision))
 

@@ -262,6 +262,10 @@ class ServedSession:
         self.state.log("utterance_capped", session=self.id, at_ms=at_ms, max_utterance_s=max_s)
         self._put(p.event("utterance_capped", at_ms=at_ms, max_utterance_s=max_s))
 
+    def no_words(self, at_ms: float, speech_ms: float) -> None:
+        self.state.log("no_words", session=self.id, at_ms=at_ms, speech_ms=speech_ms)
+        self._put(p.event("no_words", at_ms=at_ms, speech_ms=speech_ms))
+
     def voice_turn_started(self, heard: UserTurn) -> None:
         if self._held_events is not None:  # the held reply is the user's: heard from now
             held, self._held_events = self._held_events, None

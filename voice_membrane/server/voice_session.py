@@ -31,6 +31,7 @@ from ..pipeline.listening import (
     Listener,
     ListenError,
     ListenItem,
+    NoWordsHeard,
     SpeechBegan,
     SpeechEnded,
     UserTurn,
@@ -79,6 +80,10 @@ class VoiceHooks(Protocol):
 
     def utterance_capped(self, at_ms: float, max_s: float) -> None:
         """A stretch of speech reached ``max_utterance_s``: it is ended there."""
+
+    def no_words(self, at_ms: float, speech_ms: float) -> None:
+        """Speech the detector heard settled with no words (music, noise,
+        another language): no turn; say so (``no_words``)."""
 
     async def wait_idle(self) -> None:
         """Return once no other turn runs (a typed one is interrupted)."""
@@ -182,6 +187,8 @@ class VoiceInput:
             hooks.stt_failed(item.message)
         elif isinstance(item, UtteranceCapped):
             hooks.utterance_capped(_ms(item.at_s), item.max_s)
+        elif isinstance(item, NoWordsHeard):
+            hooks.no_words(_ms(item.at_s), _ms(item.speech_s))
 
 
 @contextmanager
