@@ -35,7 +35,6 @@ that began over it (barge-in has its own path).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from ..vocab.spacing import join_words
 from ..vocab.transcripts import Transcript
@@ -55,40 +54,15 @@ from .decisions import (
 )
 from .echo import EchoLevel
 from .settings import EndpointSettings
+from .utterance import Closed, ClosedUtterances, Utterance
 from .vad import LevelRise, SpeechEnd, SpeechStart, VadEvent, VadWindow
 from .words import WordJudge
 
 _SPEECH_P = 0.5  # a window this probable is speech, for the echo judgement
 _ACCEPT_S = 0.2  # user-loud speech that makes an utterance over playout the user's
 _LEARN_S = 0.5  # echo heard before its level is trusted
-_ENDED_KEPT = 16  # closed utterances whose late finals are told apart
 _BLIP_QUIET_S = 0.25  # after a pause on speech the detector never confirmed: resume
 PHONE_RATE = 8000  # level_pause "auto": on at this rate and below (a phone call)
-
-
-@dataclass(slots=True)
-class _Utterance:
-    start: int
-    during_assistant: bool
-    accepted: bool
-    accepted_at: int
-    run_start: int  # where the current stretch of speech began
-    voiced_end: int  # the end of its last window heard as speech
-    loud: int = 0
-    loud_from: int | None = None  # the first window judged the user's, over playout
-    stream_from: int = 0  # where the current STT stream's audio begins (its pre-roll)
-    speaking: bool = True
-    end_at: int | None = None
-    finalize_at: int | None = None
-    final_at: int | None = None  # a final came at this sample, after the finalize
-    finals: list[str] = field(default_factory=list)
-    partial: str = ""
-    real: bool = False
-    interrupted: bool = False
-    paused: bool = False  # its speech paused the playout once (a resume is final)
-    tentative: str | None = None  # the text of the pending TentativeEnd
-    tentative_sent: bool = False  # one per stretch of speech
-    first_start: int = 0  # the number of its first speech start
 
 
 class Endpointer:
@@ -115,11 +89,9 @@ class Endpointer:
     def reset(self) -> None:
         """A new session."""
         self._now = 0
-        self._u: _Utterance | None = None
-        self._closed: str | None = None  # how the last utterance ended: turn, empty, dropped
+        self._u: Utterance | None = None
         self._starts = 0  # speech starts heard (the n-th: the listener's STT stream n)
-        # how the last few utterances ended, by the number of their first start
-        self._ended: deque[tuple[int, str]] = deque(maxlen=_ENDED_KEPT)
+        self._closed = ClosedUtterances()
         self._playing_since: int | None = None  # the assistant's audio plays (or is paused)
         self._paused_at: int | None = None
         self._loud: deque[tuple[int, int]] = deque()  # user-loud windows not yet in an utterance
@@ -190,11 +162,12 @@ class Endpointer:
         if u is not None and start is not None and start < u.first_start:
             u = None
         if u is None:
-            closed = self._closed_as(start)
+            closed = self._closed.how(start)
             if t.final and text and closed in ("turn", "empty"):
                 out.append(LateTranscript(text, self._now, closed == "turn"))
             return out + self._tick()
-        text = self._users_words(u, t) if u.accepted else ""  # not accepted: echo
+        aec = self.settings.echo == "aec"
+        text = u.users_words(t, self.sample_rate, aec) if u.accepted else ""  # not: echo
         real = self._words.is_real(text)
         u.real = u.real or real
         if not t.final:
@@ -210,28 +183,6 @@ class Endpointer:
                 self._playing_since = self._paused_at = self._level_until = None
                 out.append(Interrupt(join_words(u.finals), self._now))
         return out + self._tick()
-
-    def _closed_as(self, start: int | None) -> str | None:
-        """How the utterance of speech start ``start`` ended (the last: None)."""
-        if start is not None:
-            for first, closed in reversed(self._ended):
-                if first <= start:
-                    return closed
-        return self._closed
-
-    def _users_words(self, u: _Utterance, t: Transcript) -> str:
-        """The transcript without the words said before the user's voice was
-        first told from the echo (the STT heard both), when it gives word times."""
-        if not (u.during_assistant and u.loud_from is not None and t.words):
-            return t.text.strip()
-        if self.settings.echo == "aec":
-            return t.text.strip()
-        keep = [
-            w.text
-            for w in t.words
-            if u.stream_from + round(w.end_s * self.sample_rate) > u.loud_from
-        ]
-        return join_words(keep).strip()
 
     def transcripts_done(self, at_sample: int) -> list[Decision]:
         """The STT stream ended: every final of the speech so far is in."""
@@ -356,7 +307,7 @@ class Endpointer:
         accepted = not during or self.settings.echo == "aec" or loud >= self._n(_ACCEPT_S)
         if self.settings.echo == "half_duplex" and during:
             accepted = False
-        self._u = _Utterance(
+        self._u = Utterance(
             e.at_sample, during, accepted, e.confirmed_at, e.at_sample, e.confirmed_at, loud=loud
         )
         self._u.loud_from = loud_windows[0][0] if loud_windows else None
@@ -393,7 +344,7 @@ class Endpointer:
             out.extend(ended if ended else self._maybe_tentative(u))
         return out
 
-    def _maybe_tentative(self, u: _Utterance) -> list[Decision]:
+    def _maybe_tentative(self, u: Utterance) -> list[Decision]:
         """A tentative end: the speech stopped, a final with words came after the
         STT was asked to settle, nothing of the assistant's plays or played under
         this utterance. Every condition changes only on an input, never as time
@@ -413,13 +364,13 @@ class Endpointer:
         u.tentative, u.tentative_sent = text, True
         return [TentativeEnd(text, self._now, u.end_at)]
 
-    def _cancel_tentative(self, u: _Utterance) -> list[Decision]:
+    def _cancel_tentative(self, u: Utterance) -> list[Decision]:
         if u.tentative is None:
             return []
         u.tentative = None
         return [TentativeCancelled(self._now)]
 
-    def _pause_at(self, u: _Utterance | None) -> int | None:
+    def _pause_at(self, u: Utterance | None) -> int | None:
         """Where the playout should pause, if it should: real words at once;
         ``pause_min_speech_s`` of speech windows judged the user's, after the
         echo warm-up, dated where that much had been heard (not when this call
@@ -443,7 +394,7 @@ class Endpointer:
                 return at
         return None
 
-    def _resume_at(self, u: _Utterance | None) -> int | None:
+    def _resume_at(self, u: Utterance | None) -> int | None:
         """Where a pause that found nothing real ends: the speech it paused for
         was never confirmed and ``_BLIP_QUIET_S`` passed; or its utterance is
         over and settled with no real words (a cough, "mm-hm"); or
@@ -454,7 +405,7 @@ class Endpointer:
         resume_at = self._resume_deadline(u)
         return min(now, resume_at) if now >= resume_at else None
 
-    def _resume_deadline(self, u: _Utterance | None) -> int:
+    def _resume_deadline(self, u: Utterance | None) -> int:
         """When a pause resumes by time alone: ``_BLIP_QUIET_S`` after the
         speech that caused it, or ``false_interruption_s`` into an utterance."""
         assert self._paused_at is not None
@@ -462,7 +413,7 @@ class Endpointer:
             return max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S))
         return self._paused_at + self._n(self.settings.false_interruption_s)
 
-    def _end_deadlines(self, u: _Utterance) -> tuple[int, int, int]:
+    def _end_deadlines(self, u: Utterance) -> tuple[int, int, int]:
         """An utterance's end silence (longer when it sounds unfinished), the
         wait for a final after the finalize, and the hard cap, in samples."""
         s = self.settings
@@ -472,7 +423,7 @@ class Endpointer:
         wait_until = u.finalize_at + self._n(s.final_wait_s)
         return quiet_until, wait_until, u.end_at + self._n(s.max_delay_s)
 
-    def _maybe_end(self, u: _Utterance) -> list[Decision]:
+    def _maybe_end(self, u: Utterance) -> list[Decision]:
         now = self._now
         text = join_words(u.finals)
         quiet_until, wait_until, cap = self._end_deadlines(u)
@@ -487,26 +438,27 @@ class Endpointer:
             return []
         return self._close(u, text, reason, min(at, cap))
 
-    def _close(self, u: _Utterance, text: str, reason: EndReason, at: int) -> list[Decision]:
+    def _close(self, u: Utterance, text: str, reason: EndReason, at: int) -> list[Decision]:
         self._u = None
         out: list[Decision] = []
         assert u.end_at is not None
         tentative, u.tentative = u.tentative, None
+        closed: Closed
         if not u.accepted or (u.during_assistant and not self._words.is_real(text)):
-            self._closed = "dropped"  # echo, or a backchannel over the assistant
+            closed = "dropped"  # echo, or a backchannel over the assistant
         elif not text:
-            self._closed = "empty"
+            closed = "empty"
             # a final came and it was empty (not one still decoding): say so once
             if u.final_at is not None and u.end_at - u.start >= self._n(NO_WORDS_MIN_S):
                 out.append(NoWords(at, u.start, u.end_at))
         else:
-            self._closed = "turn"
+            closed = "turn"
             if self._playing_since is not None and not u.interrupted:
                 self._playing_since = self._paused_at = self._level_until = None
                 out.append(Interrupt(text, at))
             out.append(EndOfTurn(text, reason, at, u.end_at, tentative == text))
             tentative = None
-        self._ended.append((u.first_start, self._closed))
+        self._closed.add(u.first_start, closed)
         if tentative is not None:  # no turn: the held reply is nobody's
             out.append(TentativeCancelled(at))
         if self._paused_at is not None:
