@@ -14,7 +14,9 @@ Each candidate is an ``SttEngine`` over moonshine-voice's streaming
 every 0.5 s of audio). ``push`` hands it each 20 ms frame (as float, at the
 engine's rate: the library resamples 8 kHz to its 16 kHz itself),
 ``finalize()`` is ``Stream.stop()`` (the tail's decode), so bench_stt's
-finalize → final is the time from the last audio to the final text. Each
+finalize → final is the time from the last audio to the final text. The path is
+fed paced as a microphone: as fast as taken, the decoding during ``push`` falls
+behind and the endpointer's final wait (counted in audio) runs out. Each
 candidate runs in a process of its own (its peak RSS is its own).
 """
 
