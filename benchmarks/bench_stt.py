@@ -39,6 +39,7 @@ import json
 import resource
 import time
 import wave
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -135,14 +136,19 @@ async def _utterance(engine: SttEngine, samples: Samples) -> tuple[str, float, f
     return " ".join(finals), settled - started, (settled - asked) * 1000
 
 
-async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -> SetupRun:
+Make = Callable[[str, list[str] | None, int], SttEngine]  # setup, phrases, sample rate
+
+
+async def _setup(
+    setup: str, folder: str, index: dict[str, dict[str, object]], make: Make | None = None
+) -> SetupRun:
     names = sorted(k for k in index if k.startswith(f"{folder.split()[0]}/"))
     phrases = None
     if setup == "phrases":
         phrases = [str(index[k]["text"]) for k in index if k.startswith("questions/")]
     at_8k = folder == "phone 8k"
     load = call_audio if at_8k else _load
-    engine = _engine(setup, phrases, 8000 if at_8k else 16000)
+    engine = (make or _engine)(setup, phrases, 8000 if at_8k else 16000)
     await engine.start()
     run = SetupRun(setup, folder)
     try:
@@ -187,23 +193,25 @@ def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
     return PocketsphinxStt(phrases=phrases, sample_rate=rate)
 
 
-async def _through_path(engine: SttEngine, path: Path) -> str:
-    """The words of the user turns the shipped listening path hears in ``path``."""
+async def _through_path(engine: SttEngine, path: Path, realtime: bool = False) -> str:
+    """The words of the user turns the shipped listening path hears in ``path``
+    (``realtime``: paced as a microphone, for an engine that decodes as it is fed)."""
     config = load_pipeline("local-voice")
     listener = listener_for(config, engine, recording=True)
     send, receive = anyio.create_memory_object_stream[ListenItem](10_000)
     # A microphone goes on sending silence: the endpointer's longest wait of it
     # (with the source's own 1 s, turns still decoding when the input ended were lost).
     tail_s = config.endpoint.max_delay_s
-    source = WavFileSource(path, rate=engine.sample_rate, realtime=False, tail_silence_s=tail_s)
+    source = WavFileSource(path, rate=engine.sample_rate, realtime=realtime, tail_silence_s=tail_s)
     async with source, anyio.create_task_group() as tg, receive:
         tg.start_soon(listener.run, source.frames(), send)
         return " ".join([i.text async for i in receive if isinstance(i, UserTurn) and i.text])
 
 
-async def _real(setup: str) -> RealRun:
+async def _real(setup: str, make: Make | None = None, realtime: bool = False) -> RealRun:
     inputs = real_recordings()
-    engines = {way: _engine(setup, None, 8000 if way == "phone 8k" else 16000) for way in REAL_WAYS}
+    rates = {way: 8000 if way == "phone 8k" else 16000 for way in REAL_WAYS}
+    engines = {way: (make or _engine)(setup, None, rate) for way, rate in rates.items()}
     files: list[RealFile] = []
     audio_s = cpu_s = 0.0
     for engine in engines.values():
@@ -218,7 +226,7 @@ async def _real(setup: str) -> RealRun:
             call = pcm16_from_ulaw(ulaw_from_pcm16(resample(samples, 16000, 8000)))
             heard = {
                 "whole": whole,
-                "path": await _through_path(engines["path"], item.path),
+                "path": await _through_path(engines["path"], item.path, realtime),
                 "phone 8k": (await _utterance(engines["phone 8k"], call))[0],
             }
             errors = {way: word_errors(str(item.text), text) for way, text in heard.items()}

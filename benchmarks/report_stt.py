@@ -13,6 +13,16 @@ AUDIO = {
     "phone 8k": "the same calls at 8 kHz, engine at 8 kHz",
 }
 
+HEADERS = [
+    "Setup",
+    "audio",
+    "utterances",
+    "WER (errors of words)",
+    "per utterance p50 / max",
+    "missed",
+    "real-time factor",
+    "finalize → final, ms",
+]
 STT_TITLE = "Speech-to-text: the embedded recognizer on the spoken questions"
 
 
@@ -60,18 +70,8 @@ def stt_section(results: SttResults) -> str:
             "Fed this fast no partial decode is under way then, so finalize → final is the "
             "final decode alone (a partial in flight adds to it live: docs/stt.md)."
         )
-    headers = [
-        "Setup",
-        "audio",
-        "utterances",
-        "WER (errors of words)",
-        "per utterance p50 / max",
-        "missed",
-        "real-time factor",
-        "finalize → final, ms",
-    ]
     rows = [_row(run) for run in results.runs]
-    parts = [f"## {STT_TITLE}", method, table(headers, rows)]
+    parts = [f"## {STT_TITLE}", method, table(HEADERS, rows)]
     if results.real:
         real = [row for run in results.real for row in _real_rows(run)]
         parts += [REAL_METHOD, table(REAL_HEADERS, real)]
