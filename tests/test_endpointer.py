@@ -257,8 +257,14 @@ def test_a_second_of_speech_settled_with_no_words_is_said_once() -> None:
     # under a second (a cough, a breath), no final yet (still decoding), or
     # over the assistant (its echo): nothing to tell
     assert kinds(Script().speech(0.5, 1.3).heard(1.5, "").run(5.0)) == ["FinalizeStt"]
-    slow = Script().speech(0.5, 3.0).heard(2.0, "la la", final=False).run(9.0)
-    assert "NoWords" not in kinds(slow)
+    slow = Script().speech(0.5, 3.0).heard(2.0, "la la", final=False)
+    assert "NoWords" not in kinds(slow.run(9.0))
+    # still decoding when the turn closed: said when its stream ends with no
+    # words, never when a late final brings some (that is the turn)
+    ended = kinds(slow.done(9.5).run(10.0))
+    assert ended == ["FinalizeStt", "NoWords"], ended
+    late = Script().speech(0.5, 3.0).heard(8.0, "So what now?").done(8.1).run(10.0)
+    assert kinds(late) == ["FinalizeStt", "LateTranscript"], kinds(late)
     over = _talking(Script().speech(1.0, 3.5).heard(3.8, "")).run(8.0)
     assert "NoWords" not in kinds(over)
 

@@ -178,17 +178,22 @@ async def test_the_encoder_hears_the_window_each_decode_is_given(
 
     monkeypatch.setattr(WhisperModel, "encode", recorded)
     samples = load("questions/weather_paris.wav")
-    shorter = WhisperStt(str(models.get_model_path()), final_window_s=20.0)
-    await shorter.start()
+    full = WhisperStt(str(models.get_model_path()), final_window_s=30.0)
+    await full.start()
     try:
-        for e in (engine, shorter):
+        for e in (engine, full):
             for final in (False, True):
                 heard = await e.run(functools.partial(e.decode, samples, final=final))
                 assert heard is not None and "Paris" in heard.text
+        # over "mm-hm" the 20 s window makes up a sentence whisper is unsure of
+        # (avg_logprob -0.89): the full window decides, and hears nothing
+        mm_hm = load("backchannels/mm_hm.wav")
+        assert await engine.run(functools.partial(engine.decode, mm_hm, final=True)) is None
     finally:
-        await shorter.aclose()
-    # partials 10 s; finals 30 s, or the 20 s asked for
-    assert widths == [1000, FULL_FRAMES, 1000, 2000]
+        await full.aclose()
+    # partials 10 s; finals 20 s by default (sure of the question), or the 30 s asked
+    # for; "mm-hm": 20 s, then 30 s
+    assert widths == [1000, 2000, 1000, FULL_FRAMES, 2000, FULL_FRAMES]
     with pytest.raises(ValueError, match="final_window_s"):
         WhisperStt(str(models.get_model_path()), final_window_s=31.0)
 
@@ -252,6 +257,6 @@ def test_a_pipeline_file_sets_the_final_window_and_another_engine_refuses_it(
 
     engine = built("whisper")
     assert isinstance(engine, WhisperStt) and engine.options.final_window_s == 25.0
-    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 30.0
+    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 20.0
     with pytest.raises(ConfigError, match=r"stt 'pocketsphinx'.*final_window_s"):
         built("pocketsphinx")

@@ -165,6 +165,7 @@ class Endpointer:
             closed = self._closed.how(start)
             if t.final and text and closed in ("turn", "empty"):
                 out.append(LateTranscript(text, self._now, closed == "turn"))
+                self._closed.unheard = None
             return out + self._tick()
         aec = self.settings.echo == "aec"
         text = u.users_words(t, self.sample_rate, aec) if u.accepted else ""  # not: echo
@@ -190,6 +191,9 @@ class Endpointer:
         u = self._u
         if u is not None and u.finalize_at is not None and u.final_at is None:
             u.final_at = self._now
+        if (unheard := self._closed.unheard) is not None:
+            self._closed.unheard = None
+            out.append(NoWords(self._now, *unheard))
         return out + self._tick()
 
     def next_deadline(self) -> int | None:
@@ -448,9 +452,11 @@ class Endpointer:
             closed = "dropped"  # echo, or a backchannel over the assistant
         elif not text:
             closed = "empty"
-            # a final came and it was empty (not one still decoding): say so once
-            if u.final_at is not None and u.end_at - u.start >= self._n(NO_WORDS_MIN_S):
-                out.append(NoWords(at, u.start, u.end_at))
+            if u.end_at - u.start >= self._n(NO_WORDS_MIN_S):  # (shorter: a cough)
+                if u.final_at is not None:  # it settled empty: say so once
+                    out.append(NoWords(at, u.start, u.end_at))
+                else:  # still decoding: said if it ends with no words
+                    self._closed.unheard = (u.start, u.end_at)
         else:
             closed = "turn"
             if self._playing_since is not None and not u.interrupted:

@@ -58,6 +58,9 @@ class ClosedUtterances:
     def __init__(self) -> None:
         self.last: Closed | None = None
         self._ended: deque[tuple[int, Closed]] = deque(maxlen=_ENDED_KEPT)
+        # (start, end) of speech closed empty before its final came: no words
+        # if its stream ends with none (a late final with words is its turn)
+        self.unheard: tuple[int, int] | None = None
 
     def add(self, first_start: int, how: Closed) -> None:
         self.last = how

@@ -17,8 +17,9 @@ A partial is the cheap decode: the encoder hears a window of
 padded 30 s (a quarter of a final's CPU on the questions), and at most
 ``partial_tokens`` come out. A short window costs a little accuracy and makes
 whisper prone to repeat itself instead of ending ("Play some music Play some
-music …"), hence the cap and ``drop_repeats``. Finals hear the full window
-unless ``final_window_s`` says less (docs/stt.md has the trade).
+music …"), hence the cap and ``drop_repeats``. A final hears ``final_window_s``
+(20 s by default) and stands if whisper is sure of it; else the full 30 s
+decides (docs/stt.md has the trade).
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from .base import SttError
 
 RATE = 16000
 WINDOW_S = 30.0
-# A final's encoder window: whisper's own 30 s. 20 s halves a final's CPU and on the
-# real recordings heard better (WER 0.057 against 0.076), but over "mm-hm" tiny.en then
-# made up "And then make them." sure enough (avg_logprob -0.89) to pass the guard,
-# and a backchannel heard as words interrupts an answer (docs/stt.md).
-FINAL_WINDOW_S = WINDOW_S  # whisper hears 30 s at a time; longer audio is several windows
+# A final's encoder window: 20 s costs 0.6 of the 30 s one (the questions' final 323
+# against 519 ms p50 on 2 idle cores), but over "mm-hm" tiny.en then made up "And then
+# make them." (avg_logprob -0.89) where the full window hears nothing: so a quick
+# final stands only when whisper is sure of all it wrote (QUICK_SURE_LOGPROB); else the
+# full window decides (short words such as "Stop." -0.77 to -0.80 do; docs/stt.md).
+FINAL_WINDOW_S = 20.0
+QUICK_SURE_LOGPROB = -0.6  # the questions' least sure segment at 20 s: -0.73, the rest >= -0.58
 _HAS_WORD = re.compile(r"[^\W_]")
 FRAMES_PER_S = 100  # whisper's mel frames (10 ms hop)
 FULL_FRAMES = round(WINDOW_S * FRAMES_PER_S)
@@ -109,10 +112,25 @@ def decode(
 ) -> Transcript | None:
     """The transcript of ``samples`` (one utterance so far), or None when nothing
     believable was said. A final carries word times; a partial skips that pass
-    (it is the cheaper decode, repeated while the user speaks)."""
+    (it is the cheaper decode, repeated while the user speaks). A final heard
+    through a window shorter than 30 s is kept only when whisper is sure of
+    every segment it wrote (``QUICK_SURE_LOGPROB``); else the full window decides."""
+    if not final:
+        return _decode(model, samples, options, PARTIAL_WINDOW_S, final=False)[0]
+    if options.final_window_s < WINDOW_S:
+        quick, sure = _decode(model, samples, options, options.final_window_s, final=True)
+        if sure:
+            return quick
+    return _decode(model, samples, options, WINDOW_S, final=True)[0]
+
+
+def _decode(
+    model: Any, samples: Samples, options: DecodeOptions, window_s: float, *, final: bool
+) -> tuple[Transcript | None, bool]:
+    """``decode`` through an encoder window of at least ``window_s``, and
+    whether whisper was sure of every segment (none: sure)."""
     audio = samples.astype(np.float32) / 32768.0
-    at_least = options.final_window_s if final else PARTIAL_WINDOW_S
-    _window.frames = window_frames(len(samples), at_least)
+    _window.frames = window_frames(len(samples), window_s)
     try:
         segments, _ = model.transcribe(
             audio,
@@ -130,13 +148,19 @@ def decode(
             compression_ratio_threshold=None,
             max_new_tokens=None if final else partial_tokens(len(samples)),
         )
-        kept = [s for s in segments if _believable(s, options)]
+        heard = list(segments)
+        kept = [s for s in heard if _believable(s, options)]
     except SttError:
         raise
     except Exception as exc:  # (anything the native decoder raises)
         raise SttError(f"whisper: decoding failed: {_first_line(exc)}") from None
     finally:
         _window.frames = None
+    sure = all(s.avg_logprob >= QUICK_SURE_LOGPROB for s in heard)
+    return _transcript(kept, samples, final), sure
+
+
+def _transcript(kept: list[Any], samples: Samples, final: bool) -> Transcript | None:
     text = join_words(s.text.strip() for s in kept).strip()
     if not text:
         return None
