@@ -25,12 +25,14 @@ next phrase's start) is theirs however long they talk on:
 
 While nothing is known yet, dense far speech that is someone else's needs a
 near level (``_NEAR_START_DBFS``) to *start*, so a TV cannot open a segment
-while it is being learned. Someone else's: it was already going when
-listening began (a TV left on), or it is ``_UNDER_USER_DB`` under the user's
-accepted speech (a TV switched on after they spoke), or it has gone on for
-``_TALK_ON_S`` with no ``_LEARN_S`` of quiet (a TV switched on before anyone
-spoke: heard that long, then learned). A user who starts to talk in a quiet
-room starts at the floor, however softly, and is heard to the end.
+while it is being learned. Someone else's: it was already going when live
+listening began (a TV left on; a recording's first words are its speaker's),
+or it is ``_UNDER_USER_DB`` under the user's accepted speech and not part of a
+stretch they began (a TV switched on after they spoke, not a voice that drops
+as it goes on), or it has gone on for ``_TALK_ON_S`` with no ``_LEARN_S`` of
+quiet (a TV switched on before anyone spoke: heard that long, then learned).
+A user who starts to talk in a quiet room starts at the floor, however
+softly, and is heard to the end.
 
 The old rule (issue 43) took the level alone for distance: dense speech under
 -26 dBFS was learned, accepted or not, so a user talking on at -28 dBFS was
