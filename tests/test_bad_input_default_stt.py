@@ -108,9 +108,9 @@ def monologue(folder: Path, seconds: float = 120.0) -> Samples:
     return np.tile(once, int(np.ceil(seconds * RATE / len(once))))[: round(seconds * RATE)]
 
 
-def then_a_question(bad: Samples) -> Samples:
+def then_a_question(bad: Samples, gap_s: float = 1.5) -> Samples:
     return np.concatenate(
-        [silence(0.5), bad, silence(1.5), read(QUESTIONS / "what_time.wav"), silence(1.5)]
+        [silence(0.5), bad, silence(gap_s), read(QUESTIONS / "what_time.wav"), silence(1.5)]
     )
 
 
@@ -221,7 +221,10 @@ def test_run_input_music_or_german_then_a_question_answers_only_the_question(
     tmp_path: Path, what: str
 ) -> None:
     path = tmp_path / f"{what}-then-question.wav"
-    sf.write(path, then_a_question(music() if what == "music" else spoken(what, tmp_path)), RATE)
+    bad = music() if what == "music" else spoken(what, tmp_path)
+    # a pause longer than max_delay_s (3 s): on a loaded machine the German's final may
+    # come late, and a question begun before its turn closed would share its utterance
+    sf.write(path, then_a_question(bad, gap_s=4.0), RATE)
     command = [
         sys.executable, "-m", "voice_membrane.cli", "run", "--pipeline", "local-voice",
         "--llm", f"replay:{RECORDING}", "--tts", "espeak", "--input", str(path),
