@@ -50,7 +50,7 @@ def test_a_complete_sentence_ends_the_turn_within_0_8_s_of_the_speech() -> None:
     assert kinds(out) == ["FinalizeStt", "EndOfTurn"]
     (turn,) = turns(out)
     assert turn.text == "What is the weather in Paris?"
-    assert turn.reason == "final"
+    assert turn.reason == "silence"
     assert turn.speech_end == at(2.0)
     assert turn.at_sample == at(2.6)  # end_silence_s 0.6 after the speech
     assert turn.at_sample - turn.speech_end <= at(0.8)
@@ -202,7 +202,7 @@ def test_an_earlier_stretchs_final_decoded_late_does_not_end_the_turn_before_the
     out = script.run(6.0)
     assert kinds(out) == ["FinalizeStt", "FinalizeStt", "EndOfTurn"]
     (turn,) = turns(out)
-    assert (turn.text, turn.reason) == ("Thou that art now the world's fresh ornament.", "final")
+    assert (turn.text, turn.reason) == ("Thou that art now the world's fresh ornament.", "silence")
     assert turn.at_sample == at(4.5)
 
 
@@ -222,7 +222,7 @@ def test_a_closed_utterances_final_decoded_late_is_never_the_open_ones_words() -
     late, turn = out[2], out[3]
     assert isinstance(late, LateTranscript) and isinstance(turn, EndOfTurn)
     assert (late.text, late.after_turn) == ("What time is it?", False)
-    assert (turn.text, turn.reason) == ("Tell me a joke.", "final")
+    assert (turn.text, turn.reason) == ("Tell me a joke.", "silence")
 
 
 def test_partials_only_wait_for_the_hard_cap_and_a_late_final_is_kept() -> None:
@@ -452,7 +452,7 @@ def test_advancing_only_to_the_next_deadline_decides_everything_when_it_is_due()
     timed = s.run_on_deadlines(25.0, AEC)
     assert [d for _, d in timed] == s.run(25.0, AEC, tick_s=0.001)
     by_clock = [(made, d) for made, d in timed if isinstance(d, EndOfTurn | ResumePlayout)]
-    assert {d.reason for _, d in by_clock if isinstance(d, EndOfTurn)} >= {"final", "final_timeout"}
+    assert {d.reason for _, d in by_clock if isinstance(d, EndOfTurn)} >= {"silence", "final_timeout"}
     assert any(isinstance(d, ResumePlayout) for _, d in by_clock)
     assert all(made == d.at_sample for made, d in by_clock)
 

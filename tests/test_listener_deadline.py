@@ -71,7 +71,7 @@ def test_a_turn_ends_on_time_when_the_audio_stops_coming() -> None:
     items = heard_until_turn(listener(), frames())  # without the clock: a timeout
     (turn,) = [item for item in items if isinstance(item, UserTurn)]
     assert turn.text.startswith("What is the weather")
-    assert turn.reason == "final"
+    assert turn.reason == "silence"
     # decided by the clock: 0.6 s after the detector's speech end, well after
     # the last frame (0.25 s of silence) came
     assert (turn.decided_ns - turn.speech_end_ns) / 1e6 >= 590
@@ -113,7 +113,7 @@ def test_a_deadline_just_past_a_live_frame_waits_for_no_more_audio() -> None:
     (turn,) = [
         item for item in heard_until_turn(listener(), frames()) if isinstance(item, UserTurn)
     ]
-    assert turn.reason == "final"
+    assert turn.reason == "silence"
     assert stalled_ns, "the source never cut a frame short of the deadline"
     # decided while the source held its next frame back, not when it came
     assert turn.decided_ns - stalled_ns[0] < 2e9 * 0.5

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-EndReason = Literal["final", "final_timeout", "max_delay"]
+EndReason = Literal["silence", "model", "final_timeout", "max_delay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +18,11 @@ class FinalizeStt:
 @dataclass(frozen=True, slots=True)
 class EndOfTurn:
     """The user is done: start the turn with ``text``. ``reason``: a final
-    transcript came after enough silence (``final``), the wait for one expired
-    and the finals so far are used (``final_timeout``), or the hard cap
-    (``max_delay``). ``speech_end`` is where the user's speech stopped."""
+    transcript came after enough silence (``silence``), or after the shorter
+    pause the end-of-turn model allows when it judged the user done
+    (``model``); the wait for a final expired and the finals so far are used
+    (``final_timeout``), or the hard cap (``max_delay``). ``speech_end`` is
+    where the user's speech stopped."""
 
     text: str
     reason: EndReason

@@ -433,7 +433,7 @@ class Endpointer:
         quiet_until, wait_until, cap = self._end_deadlines(u)
         reason: EndReason
         if u.final_at is not None and now >= quiet_until:
-            reason, at = "final", max(quiet_until, u.final_at)
+            reason, at = "silence", max(quiet_until, u.final_at)
         elif now >= max(quiet_until, wait_until) and (text or not u.partial):
             reason, at = "final_timeout", max(quiet_until, wait_until)
         elif now >= cap:

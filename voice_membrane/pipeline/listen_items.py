@@ -28,7 +28,9 @@ class UserTurn:
     endpointer ended the turn. ``reason``: see ``EndOfTurn`` (or ``late``: a
     final that came after its utterance had closed empty; ``tentative``: a
     ``TentativeTurn``'s). ``tentative``: the words are the pending
-    ``TentativeTurn``'s (a reply held for it stands)."""
+    ``TentativeTurn``'s (a reply held for it stands). ``turn_model_ms``: the
+    end-of-turn model's own time for its last judgement of this utterance
+    (None: no model, or it was not asked)."""
 
     text: str
     reason: str
@@ -37,6 +39,7 @@ class UserTurn:
     final_ns: int | None
     decided_ns: int
     tentative: bool = False
+    turn_model_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
