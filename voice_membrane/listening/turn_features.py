@@ -26,7 +26,9 @@ FRAMES = WINDOW // _HOP  # 800
 def _slaney_mel(hz: NDArray[np.float64]) -> NDArray[np.float64]:
     """Slaney's mel scale (librosa's default, Whisper's): linear below 1 kHz, log above."""
     log_step = 27.0 / np.log(6.4)
-    return np.where(hz < 1000.0, 3.0 * hz / 200.0, 15.0 + np.log(np.maximum(hz, 1e-12) / 1000.0) * log_step)
+    return np.where(
+        hz < 1000.0, 3.0 * hz / 200.0, 15.0 + np.log(np.maximum(hz, 1e-12) / 1000.0) * log_step
+    )
 
 
 def _slaney_hz(mel: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -37,7 +39,9 @@ def _slaney_hz(mel: NDArray[np.float64]) -> NDArray[np.float64]:
 def _mel_filters() -> NDArray[np.float64]:
     """Triangular filters (n_fft/2 + 1 bins x 80), 0 Hz to 8 kHz, each of unit
     area (Slaney's normalisation), as transformers' ``mel_filter_bank`` makes them."""
-    edges = _slaney_hz(np.linspace(_slaney_mel(np.array(0.0)), _slaney_mel(np.array(RATE / 2)), N_MELS + 2))
+    edges = _slaney_hz(
+        np.linspace(_slaney_mel(np.array(0.0)), _slaney_mel(np.array(RATE / 2)), N_MELS + 2)
+    )
     bins = np.linspace(0.0, RATE // 2, _N_FFT // 2 + 1)
     slopes = edges[None, :] - bins[:, None]
     widths = np.diff(edges)
@@ -71,4 +75,5 @@ def log_mel(samples: NDArray[np.float32]) -> NDArray[np.float32]:
     power = np.abs(np.fft.rfft(frames * _HANN, axis=-1)) ** 2  # (801, 201)
     mel = np.log10(np.maximum(_FILTERS_T @ power.T, 1e-10))[:, :-1]  # the last frame dropped
     mel = np.maximum(mel, mel.max() - 8.0)  # 80 dB of range
-    return ((mel + 4.0) / 4.0).astype(np.float32)
+    scaled: NDArray[np.float32] = ((mel + 4.0) / 4.0).astype(np.float32)
+    return scaled

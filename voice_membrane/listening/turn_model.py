@@ -27,10 +27,12 @@ SMART_TURN = "smart-turn"
 # Where the model sits inside the pipecat-ai wheel (1.14.0: smart-turn v3.2, 8.7 MB).
 _PACKAGE = "pipecat"
 _MODEL_IN_PACKAGE = ("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu.onnx")
-_INSTALL = "install pipecat-ai (pip install --no-deps 'pipecat-ai>=1.14', as scripts/install-package.sh does)"
-# One intra-op thread: on 2 cores a judgement takes ~the same with two
-# (docs/listening.md, "The end-of-turn model"), and the other core is the
-# recogniser's and the voice's.
+_INSTALL = (
+    "install pipecat-ai (pip install --no-deps 'pipecat-ai>=1.14'; scripts/install-package.sh)"
+)
+# One intra-op thread: on this project's 2 cores two made a judgement slower,
+# not faster (more CPU, and the other core is the recogniser's and the voice's;
+# docs/listening.md, "The end-of-turn model").
 _THREADS = 1
 
 _lock = threading.Lock()
@@ -83,8 +85,7 @@ def _shared_session(path: Path) -> Any:
                     str(path), sess_options=options, providers=["CPUExecutionProvider"]
                 )
             except Exception as exc:  # onnxruntime raises its own kinds
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise TurnModelError(f"cannot load end-of-turn model {path}: {first}") from exc
+                raise TurnModelError(f"cannot load end-of-turn model {path}: {exc}") from exc
             _sessions[key] = session
     return session
 
@@ -112,4 +113,11 @@ def load_turn_model(name: str, model_file: Path | None = None) -> TurnModel:
     return SmartTurn(_shared_session(model_file or smart_turn_path()))
 
 
-__all__ = ["SMART_TURN", "SmartTurn", "TurnModel", "TurnModelError", "load_turn_model", "smart_turn_path"]
+__all__ = [
+    "SMART_TURN",
+    "SmartTurn",
+    "TurnModel",
+    "TurnModelError",
+    "load_turn_model",
+    "smart_turn_path",
+]
