@@ -28,7 +28,7 @@ SMART_TURN = "smart-turn"
 _PACKAGE = "pipecat"
 _MODEL_IN_PACKAGE = ("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu.onnx")
 _INSTALL = (
-    "install pipecat-ai (pip install --no-deps 'pipecat-ai>=1.14'; scripts/install-package.sh)"
+    "install pipecat-ai (pip install --no-deps pipecat-ai==1.14.0, as install-package.sh does)"
 )
 # One intra-op thread: on this project's 2 cores two made a judgement slower,
 # not faster (more CPU, and the other core is the recogniser's and the voice's;
