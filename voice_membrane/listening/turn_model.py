@@ -30,9 +30,9 @@ _MODEL_IN_PACKAGE = ("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu
 _INSTALL = (
     "install pipecat-ai (pip install --no-deps pipecat-ai==1.14.0, as install-package.sh does)"
 )
-# One intra-op thread: on this project's 2 cores two made a judgement slower,
-# not faster (more CPU, and the other core is the recogniser's and the voice's;
-# docs/listening.md, "The end-of-turn model").
+# One intra-op thread: on this project's 2 cores, busy when a pause begins (the
+# recogniser's final starts then too), two were no faster and took 7 % more CPU
+# (docs/listening.md, "The end-of-turn model").
 _THREADS = 1
 
 _lock = threading.Lock()
