@@ -13,7 +13,7 @@ import pytest
 import soundfile
 
 from voice_membrane.listening.turn_features import WINDOW, log_mel
-from voice_membrane.listening.turn_model import TurnModelError, load_turn_model
+from voice_membrane.listening.turn_model import SmartTurn, TurnModelError, load_turn_model
 
 pytest.importorskip("onnxruntime")
 
@@ -44,17 +44,20 @@ def _cut() -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def model():  # type: ignore[no-untyped-def]
-    return load_turn_model("smart-turn")
+def model() -> SmartTurn:
+    loaded = load_turn_model("smart-turn")
+    assert isinstance(loaded, SmartTurn)
+    return loaded
 
 
-def test_loads_once_per_process_without_importing_pipecat(model) -> None:  # type: ignore[no-untyped-def]
+def test_loads_once_per_process_without_importing_pipecat(model: SmartTurn) -> None:
     assert model.name == "smart-turn"
-    assert load_turn_model("smart-turn")._session is model._session  # type: ignore[attr-defined]
+    again = load_turn_model("smart-turn")
+    assert isinstance(again, SmartTurn) and again._session is model._session
     assert "pipecat" not in sys.modules  # found by find_spec, never imported
 
 
-def test_complete_question_is_done_and_cut_one_is_not(model) -> None:  # type: ignore[no-untyped-def]
+def test_complete_question_is_done_and_cut_one_is_not(model: SmartTurn) -> None:
     done = model.done_probability(_complete())
     unfinished = model.done_probability(_cut())
     assert done > THRESHOLD > unfinished, (done, unfinished)
@@ -64,7 +67,7 @@ def test_complete_question_is_done_and_cut_one_is_not(model) -> None:  # type: i
     assert unfinished == pytest.approx(0.03665, abs=2e-3)
 
 
-def test_the_model_hears_the_last_8_s_zeros_before_a_shorter_input(model) -> None:  # type: ignore[no-untyped-def]
+def test_the_model_hears_the_last_8_s_zeros_before_a_shorter_input(model: SmartTurn) -> None:
     short = _complete()
     padded = np.concatenate([np.zeros(WINDOW - len(short), np.float32), short])
     np.testing.assert_array_equal(log_mel(short), log_mel(padded))
@@ -76,7 +79,7 @@ def test_the_model_hears_the_last_8_s_zeros_before_a_shorter_input(model) -> Non
     assert log_mel(short).shape == (80, 800)
 
 
-def test_silence_and_empty_audio_do_not_crash(model) -> None:  # type: ignore[no-untyped-def]
+def test_silence_and_empty_audio_do_not_crash(model: SmartTurn) -> None:
     for samples in (
         np.zeros(RATE, np.float32),
         np.zeros(0, np.float32),
@@ -86,7 +89,7 @@ def test_silence_and_empty_audio_do_not_crash(model) -> None:  # type: ignore[no
         assert 0.0 <= probability <= 1.0
 
 
-def test_many_threads_at_once_get_what_each_would_alone(model) -> None:  # type: ignore[no-untyped-def]
+def test_many_threads_at_once_get_what_each_would_alone(model: SmartTurn) -> None:
     clips = [_complete(), _cut()] * 3
     alone = [model.done_probability(clip) for clip in clips]
     with ThreadPoolExecutor(max_workers=len(clips)) as pool:
