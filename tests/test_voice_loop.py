@@ -83,6 +83,14 @@ def test_a_spoken_question_is_answered_with_its_voice_to_voice_latency(tmp_path:
     first_audio = record["stamps_ms"]["first_audio"]
     assert latency["voice_to_voice_ms"] == pytest.approx(latency["request_ms"] + first_audio)
     assert "voice to voice " in printed
+    # Why the turn ended (no end-of-turn model: the end silence), said in the
+    # metrics and on the voice-to-voice line.
+    assert (record["endpoint_reason"], record["barge_in"], record["turn_model_ms"]) == (
+        "silence",
+        False,
+        None,
+    )
+    assert f"turn {latency['endpointing_ms']:.0f} ms by silence" in printed
     samples, rate = sf.read(tmp_path / "reply.wav", dtype="int16")
     assert len(samples) / rate > 0.5  # the answer was spoken
 
