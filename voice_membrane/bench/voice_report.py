@@ -8,7 +8,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .voice_run import FIGURES, VoiceRun
+from .voice_run import FIGURES, MODEL_FIGURE, VoiceRun
 
 SETTLE_ROWS = (
     ("settle_ms", "STT finalize → final"),
@@ -34,9 +34,8 @@ def figure_rows(run: VoiceRun) -> tuple[tuple[str, str], ...]:
     """The table's rows: the figures, the STT's settling (and, scripted, what
     our code adds over the fake's own finalization); the end-of-turn model's
     time only when it was asked."""
-    asked = "turn_model_ms" in run.figures()
-    figures = tuple(row for row in FIGURES if asked or row[0] != "turn_model_ms")
-    return figures + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
+    model = (MODEL_FIGURE,) if MODEL_FIGURE[0] in run.figures() else ()
+    return FIGURES + model + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
 
 
 def voice_table(run: VoiceRun) -> Table:

@@ -40,16 +40,17 @@ from .voice_inputs import VoiceInput
 from .voice_timing import TimedStt
 
 # The figures of a turn, in the table's order (ms after the end of the user's speech,
-# but first_audio: after the request, as in the first-audio bench; turn_model: the
-# end-of-turn model's own time for its last judgement, when there is a model).
+# but first_audio: after the request, as in the first-audio bench).
 FIGURES = (
     ("endpointing_ms", "endpointing (end of speech → turn)"),
     ("transcript_final_ms", "final transcript"),
     ("request_ms", "request sent"),
     ("first_audio_ms", "first audio (after the request)"),
     ("voice_to_voice_ms", "voice to voice"),
-    ("turn_model_ms", "end-of-turn model (per decision)"),
 )
+# The end-of-turn model's own time for its last judgement: a figure of the turns
+# it judged (none without a model).
+MODEL_FIGURE = ("turn_model_ms", "end-of-turn model (per decision)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ class VoiceRun:
         rows: dict[str, list[float]] = {}
         for sample in self.files:
             for turn in sample.turns:
-                for name, _ in FIGURES:
+                for name, _ in (*FIGURES, MODEL_FIGURE):
                     value = turn.get(name)
                     if value is not None:
                         rows.setdefault(name, []).append(value)
