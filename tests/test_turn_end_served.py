@@ -2,12 +2,14 @@
 served session heard by the fake Deepgram (scripted words over real speech,
 which Silero hears) reports a typed turn as ``typed``, a spoken one as
 ``silence`` (no end-of-turn model), and the words that interrupted the
-answer as a ``barge_in`` turn; /metrics counts the turns by reason."""
+answer as a ``barge_in`` turn; /metrics counts the turns by reason, and each
+``turn_end`` log line says it (a phone call's only record)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,8 +47,10 @@ async def test_typed_spoken_and_barge_in_turns_say_why_they_ended(
         path.read_text() + f'\n[stt]\nspec = "deepgram:nova-3"\nbase_url = "{ears.base_url}"\n\n'
         '[endpoint]\necho = "aec"\n'
     )
+    logged: list[dict[str, Any]] = []
+    log = lambda event, **f: logged.append(f) if event == "turn_end" else None  # noqa: E731
     async with (
-        Server([path], port=0, log=lambda *a, **f: None) as server,
+        Server([path], port=0, log=log) as server,
         connect(server.ws_url) as ws,
     ):
         await start(ws, pipeline="ears", input_audio=VOICE_IN)
@@ -85,3 +89,5 @@ async def test_typed_spoken_and_barge_in_turns_say_why_they_ended(
     assert 'voice_membrane_turn_ends_total{reason="silence"} 2.0' in metrics_text
     assert 'voice_membrane_turn_ends_total{reason="model"} 0.0' in metrics_text
     assert "voice_membrane_barge_in_turns_total 1.0" in metrics_text
+    ends = {f["turn"]: (f["endpoint_reason"], f["barge_in"]) for f in logged}
+    assert ends == {1: ("typed", False), 2: ("silence", False), 3: ("silence", True)}
