@@ -17,11 +17,11 @@ from serve_helpers import LONG_REPLY, send, start, write_pipeline
 from serve_voice_helpers import clip, silence, speak
 from websockets.asyncio.client import connect
 
+from voice_membrane.pipeline.listening import UserTurn
+from voice_membrane.pipeline.voice_loop import VoiceToVoice, turn_end
 from voice_membrane.server.server import Server
 from voice_membrane.testing.fake_deepgram import FakeDeepgram
 from voice_membrane.testing.transcript_script import TranscriptScript
-
-pytestmark = pytest.mark.anyio
 
 KEY = "dg-test-" + "e" * 32
 VOICE_IN = {"encoding": "pcm16", "sample_rate": 16000, "frame_ms": 20}
@@ -39,6 +39,7 @@ def ears(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDeepgram]:
         yield fake
 
 
+@pytest.mark.anyio
 async def test_typed_spoken_and_barge_in_turns_say_why_they_ended(
     tmp_path: Path, ears: FakeDeepgram
 ) -> None:
@@ -91,3 +92,21 @@ async def test_typed_spoken_and_barge_in_turns_say_why_they_ended(
     assert "voice_membrane_barge_in_turns_total 1.0" in metrics_text
     ends = {f["turn"]: (f["endpoint_reason"], f["barge_in"]) for f in logged}
     assert ends == {1: ("typed", False), 2: ("silence", False), 3: ("silence", True)}
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("model", "model"),
+        ("silence", "silence"),
+        ("final_timeout", "max_wait"),
+        ("max_delay", "max_wait"),
+        ("late", "late"),
+    ],
+)
+def test_each_end_of_turn_reason_is_reported_as_the_metrics_say_it(reason: str, said: str) -> None:
+    heard = UserTurn("four people", reason, 0, 1_000_000, None, 2_000_000, turn_model_ms=11.6)
+    end = turn_end(heard, barge_in=True)
+    assert end.to_dict() == {"endpoint_reason": said, "barge_in": True, "turn_model_ms": 11.6}
+    line = VoiceToVoice(250.0, None, 260.0, 700.0).line(end)
+    assert f"turn 250 ms by {said} (model 12 ms), over the answer, → request" in line
