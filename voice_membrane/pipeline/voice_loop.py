@@ -40,7 +40,6 @@ from .listening import (
     BargeIn,
     FrameInlet,
     Listener,
-    ListenError,
     ListenItem,
     NoWordsHeard,
     TentativeDropped,
@@ -323,8 +322,12 @@ async def converse(
                             tg.start_soon(answer_after, previous_done, held)
                     elif isinstance(item, TentativeDropped):
                         throw_away()
-                    elif isinstance(item, NoWordsHeard | ListenError):
-                        barged = False  # (the words that interrupted made no turn)
+                    elif isinstance(item, NoWordsHeard):
+                        # The speech that interrupted settled with no words: no turn.
+                        # (Not on a ListenError: after an STT failure the user says
+                        # again what interrupted the reply; and a failed end-of-turn
+                        # model is one too.)
+                        barged = False
                     elif isinstance(item, UserTurn):
                         if held is not None and item.tentative:
                             commit(item)
