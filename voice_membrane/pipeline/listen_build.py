@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..listening.endpointer import PHONE_RATE, Endpointer
+from ..listening.endpointer import Endpointer
 from ..listening.engines import make_vad
+from ..listening.playout import PHONE_RATE
 from ..listening.push_to_talk import PushToTalk
 from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt, rate_options
@@ -84,6 +85,7 @@ def push_to_talk_listener(
             "unfinished_silence_s": 0.0,
             "preemptive": False,
             "echo": "aec",
+            "turn_model": "none",  # (the release is the end)
         }
     )
     return Listener(button, stt, Endpointer(settings, rate), backlog=backlog), button
