@@ -206,8 +206,8 @@ async def converse(
             hold.turn = turn
             if hold.decided.is_set() and hold.committed is None:  # thrown away meanwhile
                 turn.interrupt()
-            elif hold.end is not None:
-                turn.metrics.end = hold.end
+            # Until it is decided, a held reply's is the tentative end's (``tentative``).
+            turn.metrics.end = hold.end or turn_end(hold.heard, barge_in=False)
         elif ending is not None:  # (else a typed turn of the session's own)
             turn.metrics.end, ending = ending, None
         previous(turn)
