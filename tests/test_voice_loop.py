@@ -241,6 +241,9 @@ def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
     assert turn.latency.voice_to_voice_ms >= turn.latency.endpointing_ms
     assert turn.result.spoken_text and not turn.result.interrupted
     assert turn.discarded.replies == 0
+    # A held reply's report says why the turn it was decided for ended.
+    end = turn.result.report.end
+    assert end is not None and (end.reason, end.barge_in) == ("silence", False)
 
 
 # The held reply of mid_pause.wav's first half needs that half's final before
