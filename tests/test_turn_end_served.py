@@ -109,4 +109,5 @@ def test_each_end_of_turn_reason_is_reported_as_the_metrics_say_it(reason: str, 
     end = turn_end(heard, barge_in=True)
     assert end.to_dict() == {"endpoint_reason": said, "barge_in": True, "turn_model_ms": 11.6}
     line = VoiceToVoice(250.0, None, 260.0, 700.0).line(end)
-    assert f"turn 250 ms by {said} (model 12 ms), over the answer, → request" in line
+    model = "12 ms" if said == "model" else "model 12 ms"  # (not "model (model …)")
+    assert f"turn 250 ms by {said} ({model}), over the answer, → request" in line

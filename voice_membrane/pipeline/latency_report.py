@@ -72,10 +72,12 @@ class TurnEnd:
         }
 
     def line(self) -> str:
-        """``silence``, ``model (12 ms)``, ``…, over the answer``: for the terminal."""
+        """``silence``, ``model (12 ms)``, ``silence (model 12 ms)`` (judged not
+        done), ``…, over the answer``: for the terminal."""
         said = self.reason
         if self.turn_model_ms is not None:
-            said += f" (model {self.turn_model_ms:.0f} ms)"
+            model = "" if self.reason == "model" else "model "
+            said += f" ({model}{self.turn_model_ms:.0f} ms)"
         return said + (", over the answer" if self.barge_in else "")
 
 

@@ -257,7 +257,8 @@ async def converse(
             turns.append(voice)
             on_turn(voice)
         finally:
-            ending = None
+            if ending is end:  # (not taken: the turn never started)
+                ending = None
             if hold is not None and hold.committed is None:
                 session.resume_playout()  # (a stop already ended the hold: nothing then)
             listener.assistant_speaking(False)

@@ -66,16 +66,16 @@ export function dominantStage(stamps) {
 export const describeCause = (cause) => `${cause.stage}: ${fmt(cause.ms)}`;
 
 // Why the user's turn ended (the report's endpoint_reason, docs/metrics.md).
-const ENDED_BY = {
-  model: "the end-of-turn model judged you done",
-  silence: "the end silence ran out",
-  max_wait: "the wait for the transcript ran out",
-  late: "a late transcript",
-};
+const ENDED_BY = new Map([
+  ["model", "the end-of-turn model judged you done"],
+  ["silence", "the end silence ran out"],
+  ["max_wait", "the wait for the transcript ran out"],
+  ["late", "a late transcript"],
+]);
 
 /** A spoken turn's "why it ended" line, or null (a typed turn, an older server). */
 export function endedBy(report) {
-  const said = ENDED_BY[report.endpoint_reason];
+  const said = ENDED_BY.get(report.endpoint_reason);
   if (!said) return null;
   const model = typeof report.turn_model_ms === "number" ? `, model ${fmt(report.turn_model_ms)}` : "";
   return `Turn ended: ${said} (${report.endpoint_reason}${model})` +
