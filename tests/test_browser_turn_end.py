@@ -4,7 +4,8 @@ a pause between) against an in-process server hearing with Silero and the fake
 Deepgram, which makes no words of the first and the question of the second.
 The first is one dimmed line in the transcript (the ``no_words`` event); the
 second is a voice turn whose details (its waterfall) say it ended on the end
-silence; a typed turn's say nothing of it."""
+silence; a typed turn's say nothing of it; the model's turns and a barge-in
+are said as the page's own function says them."""
 
 from __future__ import annotations
 
@@ -131,6 +132,26 @@ async def test_no_words_is_a_dimmed_line_and_the_details_say_why_a_turn_ended(
                 await wait_for(tab, f"document.querySelector('{figure}')")
                 assert await tab.query_selector(f"{figure} .ended") is None
                 assert len(of_type(tab, "no_words")) == 1
+
+                # The model's turns, and a barge-in, as the details say them.
+                said = await tab.evaluate(
+                    """async () => {
+                      const { endedBy } = await import('/static/waterfall.js');
+                      return [
+                        endedBy({endpoint_reason: 'model', turn_model_ms: 13.6, barge_in: true}),
+                        endedBy({endpoint_reason: 'max_wait', turn_model_ms: null}),
+                        endedBy({endpoint_reason: 'silence', turn_model_ms: 9.2}),
+                        endedBy({endpoint_reason: 'constructor'}),
+                      ];
+                    }"""
+                )
+                assert said == [
+                    "Turn ended: the end-of-turn model judged you done (model, 14 ms); "
+                    "your words interrupted the answer (barge-in)",
+                    "Turn ended: the wait for the transcript ran out (max_wait)",
+                    "Turn ended: the end silence ran out (silence, model 9 ms)",
+                    None,
+                ]
             await check(tab)
         finally:
             await context.close()

@@ -77,7 +77,8 @@ const ENDED_BY = new Map([
 export function endedBy(report) {
   const said = ENDED_BY.get(report.endpoint_reason);
   if (!said) return null;
-  const model = typeof report.turn_model_ms === "number" ? `, model ${fmt(report.turn_model_ms)}` : "";
+  const ms = report.turn_model_ms;
+  const model = typeof ms === "number" ? `, ${report.endpoint_reason === "model" ? "" : "model "}${fmt(ms)}` : "";
   return `Turn ended: ${said} (${report.endpoint_reason}${model})` +
     (report.barge_in === true ? "; your words interrupted the answer (barge-in)" : "");
 }
