@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import soundfile as sf
 from serve_helpers import LONG_REPLY, send, start, write_pipeline
 from serve_voice_helpers import clip, silence, speak
 from websockets.asyncio.client import connect
@@ -24,6 +25,7 @@ from voice_membrane.testing.fake_deepgram import FakeDeepgram
 from voice_membrane.testing.transcript_script import TranscriptScript
 
 KEY = "dg-test-" + "e" * 32
+QUESTIONS = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech" / "questions"
 VOICE_IN = {"encoding": "pcm16", "sample_rate": 16000, "frame_ms": 20}
 
 
@@ -111,3 +113,29 @@ def test_each_end_of_turn_reason_is_reported_as_the_metrics_say_it(reason: str, 
     line = VoiceToVoice(250.0, None, 260.0, 700.0).line(end)
     model = "12 ms" if said == "model" else "model 12 ms"  # (not "model (model …)")
     assert f"turn 250 ms by {said} ({model}), over the answer, → request" in line
+
+
+@pytest.mark.anyio
+async def test_a_served_turn_the_end_of_turn_model_ended_says_so(
+    tmp_path: Path, ears: FakeDeepgram
+) -> None:
+    pytest.importorskip("onnxruntime")
+    path = write_pipeline(tmp_path, "ears", LONG_REPLY)
+    path.write_text(
+        path.read_text() + f'\n[stt]\nspec = "deepgram:nova-3"\nbase_url = "{ears.base_url}"\n\n'
+        '[endpoint]\nturn_model = "smart-turn"\npreemptive = false\n'
+    )
+    async with Server([path], port=0) as server, connect(server.ws_url) as ws:
+        await start(ws, pipeline="ears", input_audio=VOICE_IN)
+        # (questions/weather_paris.wav: smart-turn hears listening/weather.wav's
+        # clipped ending as unfinished, 0.38; this one as done, 0.91)
+        said, rate = sf.read(QUESTIONS / "weather_paris.wav", dtype="int16")
+        assert rate == 16000
+        question = np.concatenate([silence(0.3), said, silence(0.5)])
+        got = await speak(ws, question, until=lambda r: bool(r.of("turn.started")))
+        await send(ws, type="interrupt")
+        got = await speak(ws, silence(0.0), until=lambda r: r.turn_end(1) is not None)
+    (report,) = [e["report"] for e in got.of("metrics") if e["turn"] == 1]
+    assert report["heard"]["text"] == "what is the weather like in paris"
+    assert report["endpoint_reason"] == "model"
+    assert report["turn_model_ms"] > 0
