@@ -1,0 +1,314 @@
+"""Make the turn-taking corpus: ``manifest.json`` beside this file, and the
+utterances with thinking pauses (and their fluent twins) as 16 kHz mono FLAC.
+
+    PYTHONPATH=. .venv/bin/python audio_fixtures/turns/make_turns.py
+
+Each synthesized file is said piece by piece by the project's voices (Piper's
+joe, noise off, and espeak-ng voices, through ``scripts/make_speech_fixtures.py``'s
+``Voices``), each piece trimmed to its sound and joined with digital silence:
+the pauses are exactly the silences put in. Fillers ("um", "uh") are said
+drawn out (at 0.6 of the voice's rate: said at its own rate they last
+0.2-0.3 s). The complete turns already in the repo (spoken questions, real
+recordings) are referenced by path, not copied.
+
+Every file's truth is measured the same way (``speech_spans``): 10 ms frames
+within ``SPAN_DB`` dB of the file's loudest tenth are speech, gaps shorter than
+``MERGE_S`` are inside a word or between words; the turn's true end is the end
+of its last span, and every gap between spans is a pause inside the turn (a
+turn decided before the true end is a cut-in). A span's text: for the
+synthesized files, the pieces it holds; for real recordings, the reference's
+words spread over the spans in order (what a recogniser would have
+heard by each pause: as many as whisper tiny.en's word timestamps put in
+each). Deterministic: the same packages give the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parent
+ROOT = FIXTURES.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from make_speech_fixtures import EDGE_S, Voices, _trim  # noqa: E402
+
+from voice_membrane.listening.vad import block_levels  # noqa: E402
+from voice_membrane.vocab.audio import Samples  # noqa: E402
+
+RATE = 16_000
+FRAME = RATE // 100  # 10 ms
+SPAN_DB = 20.0  # speech: within this of the loudest tenth of the 10 ms frames
+MERGE_S = 0.25  # shorter gaps are inside the speech (a stop, a breath between words)
+MIN_SPAN_S = 0.05  # shorter "spans" are clicks
+FILLER_RATE = 0.6
+FILLERS = ("um", "uh")
+
+Piece = str | float  # words to say, or seconds of silence
+
+
+@dataclass(frozen=True)
+class Said:
+    name: str
+    voice: str  # "piper:joe" or "espeak:VOICE"
+    pieces: tuple[Piece, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(p for p in self.pieces if isinstance(p, str))
+
+
+JOE, US, GB, F3, SCOT, CARIB = (
+    "piper:joe",
+    "espeak:en-us",
+    "espeak:en-gb",
+    "espeak:en-us+f3",
+    "espeak:en-gb-scotland",
+    "espeak:en-029",
+)
+PAUSED = (
+    Said("book_table_um", JOE, ("I'd like to book a table for", 0.8, "um", 0.9, "four people")),
+    Said("eggs_milk_bread", JOE, ("I need eggs,", 0.7, "milk,", 0.8, "and bread")),
+    Said("thing_is", JOE, ("so the thing is", 1.0, "I was wondering whether you could help me")),
+    Said("remind_dentist", JOE, ("can you remind me to call", 1.5, "my dentist tomorrow")),
+    Said("baker_street", JOE, ("the address is twenty two", 1.0, "baker street")),
+    Said("weather_uh", JOE, ("what's the weather like in", 1.3, "uh", 0.6, "Lisbon")),
+    Said("beatles", JOE, ("play something by", 2.0, "the Beatles")),
+    Said("reset_password", JOE, ("how do I", 1.2, "reset my password")),
+    Said("card_digits", JOE, ("my card number ends in", 1.0, "four four", 0.8, "one two")),
+    Said("last_time", JOE, ("because the last time I tried", 1.0, "it didn't work")),
+    Said("alarm_six", US, ("set an alarm for", 1.2, "six thirty")),
+    Said("fly_chicago", US, ("I want to fly to", 0.6, "um", 1.0, "Chicago on Friday")),
+    Said("zip_code", US, ("my zip code is nine four", 1.5, "one zero seven")),
+    Said("apples_list", US, ("add apples,", 0.9, "bananas,", 1.1, "and some coffee to the list")),
+    Said("printer", US, ("the problem is", 1.8, "the printer keeps jamming")),
+    Said("history_rome", US, ("tell me about", 0.5, "um", 0.5, "the history of Rome")),
+    Said("chicken_salad", US, ("I'd like to order", 1.1, "the chicken salad", 0.7, "and a soda")),
+    Said("station_way", GB, ("could you tell me how to get to", 1.0, "the station")),
+    Said("pizza_uh", GB, ("I'd like a large pizza with", 0.7, "uh", 0.8, "mushrooms and olives")),
+    Said("code_4729", GB, ("the code is four seven", 0.9, "two nine")),
+    Said("saturday", GB, ("I was thinking", 1.4, "maybe we could go on Saturday")),
+    Said("message_sarah", GB, ("send a message to", 0.5, "Sarah saying I'll be late")),
+    Said("hotel_airport", GB, ("I'm looking for a hotel near", 2.0, "the airport")),
+    Said("flight_number", F3, ("my flight number is", 1.1, "B A four nine two")),
+    Said("present_um", F3, ("I need to buy", 0.8, "um", 1.2, "a birthday present for my sister")),
+    Said("meeting_tuesday", F3, ("the meeting is on", 1.6, "Tuesday at ten")),
+    Said("how_long", F3, ("so what I really want to know is", 0.9, "how long it takes")),
+    Said("two_adults", F3, ("let me think,", 1.5, "two adults and three children")),
+    Said("heating", SCOT, ("turn the heating up to", 1.0, "twenty one degrees")),
+    Said("call_uh", SCOT, ("call", 0.7, "uh", 0.7, "my brother")),
+    Said("flour_sugar", SCOT, ("first we need flour,", 1.0, "then sugar,", 1.0, "then butter")),
+    Said("taxi_uh", CARIB, ("book me a taxi to", 0.8, "uh", 1.0, "the train station")),
+    Said("forty_nine", CARIB, ("the total was forty", 1.2, "nine dollars")),
+)
+# The same kind of sentences said at once, by other voices: complete turns.
+FLUENT = (
+    Said("fluent_book_table", US, ("I'd like to book a table for four people",)),
+    Said("fluent_number", GB, ("my number is five five five zero one two three",)),
+    Said("fluent_eggs", F3, ("I need eggs, milk, and bread",)),
+    Said("fluent_dentist", SCOT, ("can you remind me to call my dentist tomorrow",)),
+    Said("fluent_alarm", JOE, ("set an alarm for six thirty",)),
+    Said("fluent_printer", JOE, ("the problem is the printer keeps jamming",)),
+    Said("fluent_station", CARIB, ("could you tell me how to get to the station",)),
+    Said("fluent_meeting", JOE, ("the meeting is on Tuesday at ten",)),
+    Said("fluent_heating", GB, ("turn the heating up to twenty one degrees",)),
+    Said("fluent_taxi", US, ("book me a taxi to the train station",)),
+)
+# Complete turns already in the repo, by path under audio_fixtures/; their
+# source is documented where they live.
+QUESTIONS = "speech/questions"
+REAL = (
+    # read sentences that end a thought (real/read/SOURCES.md)
+    "real/read/austen_0870.flac",
+    "real/read/jfk_ask_not.flac",
+    "real/read/go_forward.flac",
+    "real/read/go_somewhere.flac",
+    "real/read/feels_like_forever.flac",
+    "real/read/librispeech_61_70968_0000.flac",
+    "real/read/sonnet1_lines13_14.flac",
+    # podcast talk that ends a sentence (real/spontaneous/SOURCES.md)
+    "real/spontaneous/podcast_sloth.flac",
+    "real/spontaneous/podcast_us_3.flac",
+    "real/spontaneous/podcast_us_5.flac",
+    # short answers (real/words/SOURCES.md)
+    "real/words/common_voice_en_22058264.flac",
+    "real/words/common_voice_en_22058266.flac",
+    "real/words/common_voice_en_22058267.flac",
+    "real/words/cards_001.flac",
+    "real/words/cards_003.flac",
+)
+# The listening fixtures' question (listening/make_fixtures.py: Piper's joe).
+WEATHER = "listening/weather.wav"
+# A phone number read out with a 1.2 s pause (scripts/make_speech_fixtures.py).
+MID_PAUSE = "speech/mid_pause.wav"
+MID_PAUSE_PARTS = ["my number is five five five", "zero one two three"]
+# Readings of 22-29 s: the pauses between their sentences are not turn ends,
+# the whole file is one turn (long_talkers/SOURCES.md).
+READINGS = (
+    "long_talkers/austen_dashwood.flac",
+    "long_talkers/sonnet1_a.flac",
+    "long_talkers/sonnet1_b.flac",
+)
+
+
+def speech_spans(samples: Samples) -> list[tuple[int, int]]:
+    """The speech in ``samples`` as (start, end) sample spans (module docstring)."""
+    n = len(samples) // FRAME
+    levels = np.array(block_levels(samples[: n * FRAME], FRAME))
+    loud = np.flatnonzero(levels >= np.percentile(levels, 90) - SPAN_DB)
+    spans: list[list[int]] = []
+    for frame in loud.tolist():
+        if spans and frame - spans[-1][1] < MERGE_S * 100:
+            spans[-1][1] = frame + 1
+        else:
+            spans.append([frame, frame + 1])
+    return [(a * FRAME, b * FRAME) for a, b in spans if b - a >= MIN_SPAN_S * 100]
+
+
+def _seconds(at: int) -> float:
+    return round(at / RATE, 3)
+
+
+def _spread(words: list[str], spans: list[tuple[int, int]], samples: Samples) -> list[str]:
+    """``words`` over ``spans``, in order, as many in each as whisper tiny.en
+    hears there (its words' timestamps; the counts scaled to the reference's)."""
+    if len(spans) == 1:
+        return [" ".join(words)]
+    heard = [0] * len(spans)
+    for at in _whisper_word_times(samples):
+        nearest = min(range(len(spans)), key=lambda i: _distance(spans[i], at))
+        heard[nearest] += 1
+    total, texts, done, counted = max(1, sum(heard)), [], 0, 0
+    for count in heard:
+        counted += count
+        upto = round(len(words) * counted / total)
+        texts.append(" ".join(words[done:upto]))
+        done = upto
+    return texts
+
+
+def _distance(span: tuple[int, int], at: int) -> int:
+    return 0 if span[0] <= at < span[1] else min(abs(at - span[0]), abs(at - span[1]))
+
+
+def _whisper_word_times(samples: Samples) -> list[int]:
+    """The middle sample of each word whisper tiny.en hears in ``samples``."""
+    from faster_whisper import WhisperModel
+
+    from voice_membrane.stt.registry import embedded_whisper
+
+    model = WhisperModel(embedded_whisper(), device="cpu", compute_type="int8", cpu_threads=2)
+    segments, _ = model.transcribe(
+        samples.astype(np.float32) / 32768, language="en", beam_size=5, word_timestamps=True
+    )
+    return [round((w.start + w.end) / 2 * RATE) for s in segments for w in s.words or ()]
+
+
+def entry(
+    rel: str,
+    samples: Samples,
+    text: str,
+    kind: str,
+    source: str,
+    texts: list[str] | None = None,
+) -> dict[str, object]:
+    spans = speech_spans(samples)
+    texts = texts if texts is not None and len(texts) == len(spans) else None
+    if texts is None:  # real speech, or a piece the measure split: words by length
+        texts = _spread(text.split(), spans, samples)
+    return {
+        "file": rel,
+        "text": text,
+        "kind": kind,
+        "source": source,
+        "duration_s": _seconds(len(samples)),
+        "spans": [[_seconds(a), _seconds(b), t] for (a, b), t in zip(spans, texts, strict=True)],
+        "end_s": _seconds(spans[-1][1]),
+        "pauses": [[_seconds(a[1]), _seconds(b[0])] for a, b in itertools.pairwise(spans)],
+    }
+
+
+def _say(voices: Voices, said: Said) -> tuple[Samples, list[str]]:
+    """The utterance, and the text of each stretch of speech (between the pauses)."""
+    parts: list[Samples] = [np.zeros(round(EDGE_S * RATE), np.int16)]
+    texts: list[str] = []
+    for piece in said.pieces:
+        if isinstance(piece, float):
+            parts.append(np.zeros(round(piece * RATE), np.int16))
+            continue
+        rate = FILLER_RATE if piece in FILLERS else 1.0
+        parts.append(_trim(voices.say(piece, said.voice, rate)))
+        texts.append(piece)
+    parts.append(np.zeros(round(EDGE_S * RATE), np.int16))
+    return np.concatenate(parts), texts
+
+
+def _read(rel: str) -> Samples:
+    data, rate = soundfile.read(FIXTURES / rel, dtype="int16")
+    assert rate == RATE and data.ndim == 1, rel
+    return np.asarray(data, dtype=np.int16)
+
+
+def _reference(rel: str) -> str:
+    path = FIXTURES / rel
+    if path.parent.name == "questions":
+        index = json.loads((FIXTURES / "speech" / "index.json").read_text())
+        return str(index[f"questions/{path.name}"]["text"])
+    return str(json.loads((path.parent / "references.json").read_text())[path.name])
+
+
+def _voice(rel: str) -> str:
+    index = json.loads((FIXTURES / "speech" / "index.json").read_text())
+    return str(index[rel.removeprefix("speech/")]["voice"])
+
+
+def make() -> list[dict[str, object]]:
+    voices = Voices()
+    entries: list[dict[str, object]] = []
+    for group, kind in ((PAUSED, "thinking_pause"), (FLUENT, "complete")):
+        for said in group:
+            samples, texts = _say(voices, said)
+            rel = f"turns/{said.name}.flac"
+            soundfile.write(FIXTURES / rel, samples, RATE, subtype="PCM_16")
+            entries.append(entry(rel, samples, said.text, kind, said.voice, texts))
+    mid = _read(MID_PAUSE)
+    entries.append(
+        entry(MID_PAUSE, mid, " ".join(MID_PAUSE_PARTS), "thinking_pause", JOE, MID_PAUSE_PARTS)
+    )
+    weather = (FIXTURES / WEATHER).with_suffix(".txt").read_text().strip()
+    entries.append(entry(WEATHER, _read(WEATHER), weather, "complete", JOE))
+    for path in sorted((FIXTURES / QUESTIONS).glob("*.wav")):
+        rel = f"{QUESTIONS}/{path.name}"
+        entries.append(entry(rel, _read(rel), _reference(rel), "complete", _voice(rel)))
+    for rel in REAL:
+        source = f"real recording ({rel.rsplit('/', 1)[0]}/SOURCES.md)"
+        entries.append(entry(rel, _read(rel), _reference(rel), "complete", source))
+    for rel in READINGS:
+        source = "real reading, one turn (long_talkers/SOURCES.md)"
+        entries.append(entry(rel, _read(rel), _reference(rel), "complete", source))
+    return entries
+
+
+def main() -> None:
+    entries = make()
+    (HERE / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
+    size = sum(p.stat().st_size for p in HERE.glob("*.flac"))
+    kinds = [e["kind"] for e in entries]
+    print(
+        f"{len(entries)} turns ({kinds.count('complete')} complete, "
+        f"{kinds.count('thinking_pause')} with thinking pauses); "
+        f"{size / 1e6:.2f} MB of FLAC written"
+    )
+
+
+if __name__ == "__main__":
+    main()
