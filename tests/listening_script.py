@@ -67,6 +67,12 @@ class Script:
         tr = Transcript(text, final)
         return self.add(t, lambda ep: ep.transcript(tr, at(t), start=start, settles=settles))
 
+    def judged(self, end: float, probability: float | None, after_s: float = 0.0) -> Script:
+        """The end-of-turn model's answer for the speech that stopped at ``end``,
+        ``after_s`` after the detector confirmed the stop (when it was asked)."""
+        t = end + CONFIRM_S + after_s
+        return self.add(t, lambda ep: ep.turn_judged(probability, at(t), speech_end=at(end)))
+
     def done(self, t: float) -> Script:
         return self.add(t, lambda ep: ep.transcripts_done(at(t)))
 

@@ -4,6 +4,7 @@ echo rule), scripted: VAD events and transcripts on a sample timeline."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import numpy as np
 import pytest
@@ -452,7 +453,8 @@ def test_advancing_only_to_the_next_deadline_decides_everything_when_it_is_due()
     timed = s.run_on_deadlines(25.0, AEC)
     assert [d for _, d in timed] == s.run(25.0, AEC, tick_s=0.001)
     by_clock = [(made, d) for made, d in timed if isinstance(d, EndOfTurn | ResumePlayout)]
-    assert {d.reason for _, d in by_clock if isinstance(d, EndOfTurn)} >= {"silence", "final_timeout"}
+    reasons = {d.reason for _, d in by_clock if isinstance(d, EndOfTurn)}
+    assert reasons >= {"silence", "final_timeout"}
     assert any(isinstance(d, ResumePlayout) for _, d in by_clock)
     assert all(made == d.at_sample for made, d in by_clock)
 
@@ -549,6 +551,7 @@ _ops = st.lists(
             st.just(("done",)),
             st.tuples(st.just("assistant"), st.booleans()),
             st.tuples(st.just("rise"), st.floats(-120, 0)),
+            st.tuples(st.just("judged"), st.one_of(st.none(), st.floats(0, 1))),
         ),
     ),
     max_size=60,
@@ -561,7 +564,7 @@ Feed = Callable[[Endpointer], list[Decision]]
 def _inputs(ops: list[tuple[int, tuple]]) -> Iterator[tuple[int, Feed, bool | None]]:
     """The generated inputs: each one's sample, how it is fed, and what it
     makes of the assistant's playout (None: nothing)."""
-    now, speaking = 0, False
+    now, speaking, speech_end = 0, False, 0
     empty = np.zeros(0, dtype=np.int16)
     for dt, op in ops:
         now += dt
@@ -573,6 +576,7 @@ def _inputs(ops: list[tuple[int, tuple]]) -> Iterator[tuple[int, Feed, bool | No
                 else SpeechStart(max(0, t - at(0.2)), t, max(0, t - at(0.7)), empty)
             )
             speaking = not speaking
+            speech_end = event.at_sample
             yield t, lambda ep, e=event: ep.vad(e), None
         elif op[0] == "window":
             now += 512
@@ -586,6 +590,9 @@ def _inputs(ops: list[tuple[int, tuple]]) -> Iterator[tuple[int, Feed, bool | No
         elif op[0] == "rise":
             rise = LevelRise(max(0, t - at(0.012)), t, op[1])
             yield t, lambda ep, r=rise: ep.vad(r), None
+        elif op[0] == "judged":  # (for the last speech end: a stale one is ignored)
+            judged = partial(Endpointer.turn_judged, probability=op[1], speech_end=speech_end)
+            yield t, lambda ep, j=judged, t=t: j(ep, at_sample=t), None
         else:
             yield t, lambda ep, on=op[1], t=t: ep.assistant_speaking(on, t), op[1]
 
@@ -611,11 +618,13 @@ def test_what_fell_due_before_a_rise_is_decided_before_its_pause() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(_ops, st.sampled_from(["on", "off"]))
+@given(_ops, st.sampled_from(["on", "off"]), st.sampled_from(["none", "smart-turn"]))
 def test_any_sequence_of_inputs_keeps_the_decisions_coherent(
-    ops: list[tuple[int, tuple]], level_pause: str
+    ops: list[tuple[int, tuple]], level_pause: str, turn_model: str
 ) -> None:
-    ep = Endpointer(EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5))  # type: ignore[arg-type]
+    ep = Endpointer(
+        EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5, turn_model=turn_model)  # type: ignore[arg-type]
+    )
     assistant, paused = False, False
     held: str | None = None  # the pending tentative end's text
     out: list[object] = []
@@ -658,13 +667,13 @@ def test_any_sequence_of_inputs_keeps_the_decisions_coherent(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_ops, st.sampled_from(["on", "off"]))
+@given(_ops, st.sampled_from(["on", "off"]), st.sampled_from(["none", "smart-turn"]))
 def test_each_input_decides_what_fell_due_by_its_sample_first(
-    ops: list[tuple[int, tuple]], level_pause: str
+    ops: list[tuple[int, tuple]], level_pause: str, turn_model: str
 ) -> None:
     """Advancing the clock to an input's sample before feeding it changes
     nothing: a coarse feed decides as a fine one does."""
-    settings_ = EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5)  # type: ignore[arg-type]
+    settings_ = EndpointSettings(level_pause=level_pause, echo_warmup_s=0.5, turn_model=turn_model)  # type: ignore[arg-type]
     coarse, fine = Endpointer(settings_), Endpointer(settings_)
     heard_coarse: list[Decision] = []
     heard_fine: list[Decision] = []

@@ -16,6 +16,18 @@ class FinalizeStt:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeTurn:
+    """The detector says the speech stopped and an end-of-turn model is set:
+    judge whether the user is done from the utterance's audio (from ``start``,
+    at most its last 8 s) up to ``at_sample``, and answer with
+    ``Endpointer.turn_judged`` for ``speech_end``."""
+
+    at_sample: int
+    start: int
+    speech_end: int
+
+
+@dataclass(frozen=True, slots=True)
 class EndOfTurn:
     """The user is done: start the turn with ``text``. ``reason``: a final
     transcript came after enough silence (``silence``), or after the shorter
@@ -104,6 +116,7 @@ NO_WORDS_MIN_S = 1.0  # shorter: a cough or a breath, nothing to tell anyone
 
 Decision = (
     FinalizeStt
+    | JudgeTurn
     | EndOfTurn
     | NoWords
     | TentativeEnd

@@ -20,8 +20,10 @@ silence (``unfinished_silence_s`` when the words so far sound unfinished: a
 trailing "and", a number being read out) and a final transcript that came after
 the STT was asked to settle (or the STT stream ended); or, when the STT is slow,
 ``final_wait_s`` after asking it, with the finals so far; at the latest
-``max_delay_s`` after the speech end. A final that comes after the turn closed
-is a ``LateTranscript``.
+``max_delay_s`` after the speech end. With an end-of-turn model, each speech
+end asks it (``JudgeTurn``) and its answer (``turn_judged``) shortens or
+lengthens that silence (``end_rule.py``). A final that comes after the turn
+closed is a ``LateTranscript``.
 
 Before that, once the speech stopped and a final with words came after the
 STT was asked to settle, a ``TentativeEnd`` (``preemptive``): the reply may
@@ -45,6 +47,7 @@ from .decisions import (
     EndReason,
     FinalizeStt,
     Interrupt,
+    JudgeTurn,
     LateTranscript,
     NoWords,
     PausePlayout,
@@ -53,6 +56,7 @@ from .decisions import (
     TentativeEnd,
 )
 from .echo import EchoLevel
+from .end_rule import EndRule
 from .settings import EndpointSettings
 from .utterance import Closed, ClosedUtterances, Utterance
 from .vad import LevelRise, SpeechEnd, SpeechStart, VadEvent, VadWindow
@@ -70,6 +74,7 @@ class Endpointer:
         self.settings = settings = settings or EndpointSettings()
         self.sample_rate = sample_rate
         self._words = WordJudge(settings.backchannels, settings.continuations)
+        self._end = EndRule(settings, sample_rate, self._words)
         self._echo = EchoLevel(
             settings.echo_margin_db, self._n(settings.echo_warmup_s), self._n(_LEARN_S)
         )
@@ -146,6 +151,9 @@ class Endpointer:
                 None,
             )
             out.append(FinalizeStt(self._now))
+            u.done_probability = u.judged_at = None  # a new pause, judged anew
+            if self._end.judges and u.accepted:
+                out.append(JudgeTurn(self._now, u.start, event.at_sample))
         return out + self._tick()
 
     def transcript(
@@ -185,6 +193,19 @@ class Endpointer:
                 out.append(Interrupt(join_words(u.finals), self._now))
         return out + self._tick()
 
+    def turn_judged(
+        self, probability: float | None, at_sample: int, *, speech_end: int
+    ) -> list[Decision]:
+        """The end-of-turn model's answer to the ``JudgeTurn`` of the speech that
+        stopped at ``speech_end``: how likely the user is done (None: it could
+        not judge; the silence rule alone decides). An answer for a pause the
+        user has since spoken through is stale and ignored."""
+        out = self.advance(at_sample)
+        u = self._u
+        if u is not None and not u.speaking and u.end_at == speech_end:
+            u.done_probability, u.judged_at = probability, self._now
+        return out + self._tick()
+
     def transcripts_done(self, at_sample: int) -> list[Decision]:
         """The STT stream ended: every final of the speech so far is in."""
         out = self.advance(at_sample)
@@ -205,8 +226,8 @@ class Endpointer:
         u = self._u
         due: list[int] = []
         if u is not None and not u.speaking and u.end_at is not None:
-            quiet, wait, cap = self._end_deadlines(u)
-            due += [quiet, max(quiet, wait), cap]
+            d = self._end.deadlines(u)
+            due += [d.quiet_until, max(d.quiet_until, d.wait_until), d.cap]
         if self._paused_at is not None and self._level_until is None:
             # (a level pause's resume waits for the input up to its deadline:
             # the windows that would confirm it may still be on their way)
@@ -300,6 +321,7 @@ class Endpointer:
         u = self._u
         if u is not None:  # speech resumed before the turn was decided: one utterance
             u.speaking, u.end_at, u.finalize_at, u.final_at = True, None, None, None
+            u.done_probability = u.judged_at = None
             u.tentative_sent = False
             u.run_start = u.voiced_end = e.at_sample
             u.stream_from = e.audio_from
@@ -417,30 +439,12 @@ class Endpointer:
             return max(self._paused_at, self._run_end + self._n(_BLIP_QUIET_S))
         return self._paused_at + self._n(self.settings.false_interruption_s)
 
-    def _end_deadlines(self, u: Utterance) -> tuple[int, int, int]:
-        """An utterance's end silence (longer when it sounds unfinished), the
-        wait for a final after the finalize, and the hard cap, in samples."""
-        s = self.settings
-        assert u.end_at is not None and u.finalize_at is not None
-        unfinished = self._words.sounds_unfinished(join_words(u.finals) or u.partial)
-        quiet_until = u.end_at + self._n(s.unfinished_silence_s if unfinished else s.end_silence_s)
-        wait_until = u.finalize_at + self._n(s.final_wait_s)
-        return quiet_until, wait_until, u.end_at + self._n(s.max_delay_s)
-
     def _maybe_end(self, u: Utterance) -> list[Decision]:
-        now = self._now
-        text = join_words(u.finals)
-        quiet_until, wait_until, cap = self._end_deadlines(u)
-        reason: EndReason
-        if u.final_at is not None and now >= quiet_until:
-            reason, at = "silence", max(quiet_until, u.final_at)
-        elif now >= max(quiet_until, wait_until) and (text or not u.partial):
-            reason, at = "final_timeout", max(quiet_until, wait_until)
-        elif now >= cap:
-            reason, at = "max_delay", cap
-        else:
+        ended = self._end.decide(u, self._now)
+        if ended is None:
             return []
-        return self._close(u, text, reason, min(at, cap))
+        reason, at = ended
+        return self._close(u, join_words(u.finals), reason, at)
 
     def _close(self, u: Utterance, text: str, reason: EndReason, at: int) -> list[Decision]:
         self._u = None

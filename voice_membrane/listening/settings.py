@@ -61,6 +61,15 @@ class EndpointSettings(BaseModel):
     unfinished_silence_s: float = Field(1.5, ge=0.0, le=10.0)
     final_wait_s: float = Field(1.0, ge=0.0, le=10.0)
     max_delay_s: float = Field(3.0, gt=0.0, le=30.0)
+    # An end-of-turn model judges each pause from its audio (docs/listening.md,
+    # "The end of a turn by model"): judged done, the turn ends after
+    # turn_done_silence_s; judged not done, after turn_wait_s.
+    turn_model: Literal["smart-turn", "none"] = "none"
+    turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    turn_done_silence_s: float = Field(0.2, ge=0.0, le=10.0)
+    turn_wait_s: float = Field(2.0, ge=0.0, le=30.0)
+    # Unfinished-sounding words (a trailing "and", a number) keep the longer silence.
+    transcript_shape: bool = True
     # One stretch of speech is ended here (its STT stream settles, its words are
     # the turn): a detector that never hears a pause (noise, music) must not keep
     # a billed stream open. 0: no cap (docs/listening.md, "The longest utterance").
@@ -85,6 +94,10 @@ class EndpointSettings(BaseModel):
         if not self.end_silence_s <= self.unfinished_silence_s <= self.max_delay_s:
             raise ValueError(
                 "endpoint: end_silence_s <= unfinished_silence_s <= max_delay_s must hold"
+            )
+        if max(self.turn_done_silence_s, self.turn_wait_s) > self.max_delay_s:
+            raise ValueError(
+                "endpoint: turn_done_silence_s and turn_wait_s must not exceed max_delay_s"
             )
         if 0 < self.max_utterance_s < 1:  # every utterance would be cut at its start
             raise ValueError("endpoint.max_utterance_s: 0 (no cap) or at least 1 s")

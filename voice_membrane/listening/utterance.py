@@ -39,6 +39,9 @@ class Utterance:
     tentative: str | None = None  # the text of the pending TentativeEnd
     tentative_sent: bool = False  # one per stretch of speech
     first_start: int = 0  # the number of its first speech start
+    # the end-of-turn model's judgement of the current pause (None: none yet)
+    done_probability: float | None = None
+    judged_at: int | None = None  # the sample its answer came at
 
     def users_words(self, t: Transcript, sample_rate: int, echo_cancelled: bool) -> str:
         """``t`` without the words said before the user's voice was first told

@@ -84,6 +84,7 @@ def push_to_talk_listener(
             "unfinished_silence_s": 0.0,
             "preemptive": False,
             "echo": "aec",
+            "turn_model": "none",  # (the release is the end)
         }
     )
     return Listener(button, stt, Endpointer(settings, rate), backlog=backlog), button

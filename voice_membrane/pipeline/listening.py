@@ -44,6 +44,7 @@ from ..listening.decisions import (
     Decision,
     EndOfTurn,
     FinalizeStt,
+    JudgeTurn,
     LateTranscript,
     NoWords,
     TentativeCancelled,
@@ -70,6 +71,7 @@ from .listen_items import (
     UtteranceCapped,
 )
 from .stt_streams import ListenerInput, StreamEnded, StreamTranscript, UtteranceStreams
+from .turn_judge import TurnJudge
 from .vad_batch import VadBatcher
 
 __all__ = [  # (what listeners' users import from here)
@@ -106,6 +108,7 @@ class _Times:
     speech_start_ns: int | None = None
     speech_end_ns: int | None = None
     final_ns: int | None = None
+    turn_model_ms: float | None = None  # the end-of-turn model's time, last judgement
 
 
 @dataclass
@@ -121,6 +124,8 @@ class Listener:
     # frames waiting for the listener at most (a served session's: what its
     # client may send at once, in its shortest frames)
     backlog: int = BACKLOG_FRAMES
+    # the end-of-turn model (when ``[endpoint] turn_model`` names one)
+    turn_judge: TurnJudge | None = None
     _inbox: Inbox[ListenerInput] = field(init=False)
     _streams: UtteranceStreams = field(init=False)
     _times: _Times = field(default_factory=_Times, init=False)
@@ -132,6 +137,7 @@ class Listener:
     # where the stretch of speech being heard began (None: none, or it was capped)
     _speech_from: int | None = field(default=None, init=False)
     _capped: bool = field(default=False, init=False)  # the stretch heard was capped
+    _judge_failed: bool = field(default=False, init=False)  # (said once)
 
     def __post_init__(self) -> None:
         if self.vad.sample_rate != self.stt.sample_rate:
@@ -269,6 +275,8 @@ class Listener:
     ) -> list[Decision]:
         self._last_frame, self._last_arrival_ns = frame, time.perf_counter_ns()
         self._pace.note(frame)
+        if self.turn_judge is not None:
+            self.turn_judge.note(frame)
         decisions: list[Decision] = []
         streams = self._streams
         pushed = False
@@ -319,6 +327,8 @@ class Listener:
     async def _decide(self, decision: Decision, out: MemoryObjectSendStream[ListenItem]) -> None:
         if isinstance(decision, FinalizeStt):
             await self._streams.finalize()
+        elif isinstance(decision, JudgeTurn):
+            await self._judge(decision, out)
         elif isinstance(decision, TentativeEnd):
             if not self._streams.failed() and not self._tentative:
                 self._tentative = True
@@ -345,6 +355,25 @@ class Listener:
                 await out.send(NoWordsHeard(decision.speech_end / rate, speech_s))
         else:
             await out.send(BargeIn(decision))
+
+    async def _judge(self, ask: JudgeTurn, out: MemoryObjectSendStream[ListenItem]) -> None:
+        """The end-of-turn model's answer, before any other input (``turn_judge``)."""
+        probability = None
+        if self.turn_judge is not None:
+            judgement = await self.turn_judge.judge(ask)
+            probability, self._times.turn_model_ms = judgement.probability, judgement.model_ms
+            if judgement.error is not None and not self._judge_failed:
+                self._judge_failed = True
+                await out.send(
+                    ListenError(
+                        f"the end-of-turn model failed ({judgement.error}): "
+                        "the silence rule decides the ends of turns"
+                    )
+                )
+        for decision in self.endpointer.turn_judged(
+            probability, ask.at_sample, speech_end=ask.speech_end
+        ):
+            await self._decide(decision, out)
 
     async def _tell(
         self, item: StreamTranscript | StreamEnded | bool, out: MemoryObjectSendStream[ListenItem]
@@ -375,6 +404,7 @@ class Listener:
             times.final_ns,
             now,
             tentative,
+            times.turn_model_ms,
         )
 
     async def _settle(self, out: MemoryObjectSendStream[ListenItem]) -> None:
