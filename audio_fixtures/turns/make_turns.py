@@ -11,11 +11,15 @@ drawn out (at 0.6 of the voice's rate: said at its own rate they last
 0.2-0.3 s). The complete turns already in the repo (spoken questions, real
 recordings) are referenced by path, not copied.
 
-Every file's truth is measured the same way (``speech_spans``): 10 ms frames
-within ``SPAN_DB`` dB of the file's loudest tenth are speech, gaps shorter than
-``MERGE_S`` are inside a word or between words; the turn's true end is the end
-of its last span, and every gap between spans is a pause inside the turn (a
-turn decided before the true end is a cut-in). A span's text: for the
+Every file's truth is measured (``speech_spans``): in the files made with
+voices (digital silence around the speech) by energy: 10 ms frames within
+``SPAN_DB`` dB of the file's loudest tenth are speech; in the real recordings,
+whose hiss, breaths and applause are as loud as a soft syllable, by the
+project's own detector (Silero with ``local-voice``'s ``[vad]`` settings, a
+recording's: ``already_talking = "user"``). Gaps shorter than ``MERGE_S`` are
+inside the speech; the turn's true end is the end of its last span, and every
+gap between spans is a pause inside the turn (a turn decided before the true
+end is a cut-in). A span's text: for the
 synthesized files, the pieces it holds; for real recordings, the reference's
 words spread over the spans in order (what a recogniser would have
 heard by each pause: as many as whisper tiny.en's word timestamps put in
@@ -42,10 +46,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from make_speech_fixtures import EDGE_S, Voices, _trim  # noqa: E402
 
-from voice_membrane.listening.vad import block_levels  # noqa: E402
+from voice_membrane.listening.engines import make_vad  # noqa: E402
+from voice_membrane.listening.vad import SpeechEnd, SpeechStart, block_levels  # noqa: E402
+from voice_membrane.pipeline.config import load_pipeline  # noqa: E402
 from voice_membrane.vocab.audio import Samples  # noqa: E402
 
 RATE = 16_000
+LOCAL_VOICE = ROOT / "pipelines" / "local-voice.toml"
 FRAME = RATE // 100  # 10 ms
 SPAN_DB = 20.0  # speech: within this of the loudest tenth of the 10 ms frames
 MERGE_S = 0.25  # shorter gaps are inside the speech (a stop, a breath between words)
@@ -127,9 +134,9 @@ FLUENT = (
 # source is documented where they live.
 QUESTIONS = "speech/questions"
 REAL = (
-    # read sentences that end a thought (real/read/SOURCES.md)
+    # read sentences that end a thought (real/read/SOURCES.md; not jfk_ask_not:
+    # the crowd's applause follows the last word at once)
     "real/read/austen_0870.flac",
-    "real/read/jfk_ask_not.flac",
     "real/read/go_forward.flac",
     "real/read/go_somewhere.flac",
     "real/read/feels_like_forever.flac",
@@ -160,18 +167,33 @@ READINGS = (
 )
 
 
-def speech_spans(samples: Samples) -> list[tuple[int, int]]:
+def speech_spans(samples: Samples, real: bool) -> list[tuple[int, int]]:
     """The speech in ``samples`` as (start, end) sample spans (module docstring)."""
+    found = _detected(samples) if real else _loud(samples)
+    spans: list[list[int]] = []
+    for start, end in found:
+        if spans and start - spans[-1][1] < MERGE_S * RATE:
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+    return [(a, b) for a, b in spans if b - a >= MIN_SPAN_S * RATE]
+
+
+def _loud(samples: Samples) -> list[tuple[int, int]]:
     n = len(samples) // FRAME
     levels = np.array(block_levels(samples[: n * FRAME], FRAME))
     loud = np.flatnonzero(levels >= np.percentile(levels, 90) - SPAN_DB)
-    spans: list[list[int]] = []
-    for frame in loud.tolist():
-        if spans and frame - spans[-1][1] < MERGE_S * 100:
-            spans[-1][1] = frame + 1
-        else:
-            spans.append([frame, frame + 1])
-    return [(a * FRAME, b * FRAME) for a, b in spans if b - a >= MIN_SPAN_S * 100]
+    return [(f * FRAME, (f + 1) * FRAME) for f in loud.tolist()]
+
+
+def _detected(samples: Samples) -> list[tuple[int, int]]:
+    settings = load_pipeline(LOCAL_VOICE).vad.model_copy(update={"already_talking": "user"})
+    vad = make_vad(settings, RATE)
+    padded = np.concatenate([samples, np.zeros(RATE, np.int16)])  # (room to see the end)
+    events = vad.feed(padded) + vad.flush()
+    starts = [e.at_sample for e in events if isinstance(e, SpeechStart)]
+    ends = [min(e.at_sample, len(samples)) for e in events if isinstance(e, SpeechEnd)]
+    return list(zip(starts, ends, strict=True))
 
 
 def _seconds(at: int) -> float:
@@ -221,7 +243,8 @@ def entry(
     source: str,
     texts: list[str] | None = None,
 ) -> dict[str, object]:
-    spans = speech_spans(samples)
+    real = source.startswith("real")
+    spans = speech_spans(samples, real)
     texts = texts if texts is not None and len(texts) == len(spans) else None
     if texts is None:  # real speech, or a piece the measure split: words by length
         texts = _spread(text.split(), spans, samples)
@@ -230,6 +253,7 @@ def entry(
         "text": text,
         "kind": kind,
         "source": source,
+        "truth": "detector" if real else "energy",
         "duration_s": _seconds(len(samples)),
         "spans": [[_seconds(a), _seconds(b), t] for (a, b), t in zip(spans, texts, strict=True)],
         "end_s": _seconds(spans[-1][1]),
