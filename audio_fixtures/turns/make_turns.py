@@ -3,12 +3,15 @@ utterances with thinking pauses (and their fluent twins) as 16 kHz mono FLAC.
 
     PYTHONPATH=. .venv/bin/python audio_fixtures/turns/make_turns.py
 
-Each synthesized file is said piece by piece by the project's voices (Piper's
-joe, noise off, and espeak-ng voices, through ``scripts/make_speech_fixtures.py``'s
-``Voices``), each piece trimmed to its sound and joined with digital silence:
-the pauses are exactly the silences put in. Fillers ("um", "uh") are said
-drawn out (at 0.6 of the voice's rate: said at its own rate they last
-0.2-0.3 s). The complete turns already in the repo (spoken questions, real
+Each synthesized file is said by one of the project's voices (Piper's joe,
+noise off, and espeak-ng voices, through ``scripts/make_speech_fixtures.py``'s
+``Voices``) as one sentence, a comma where each pause goes (the voice keeps a
+continuing intonation there, as a speaker who stops mid-thought does, and not a
+sentence's falling end, as pieces said alone would have); the comma's own short
+silence (the longest quiet gaps, 0.14-0.33 s) is then replaced by the pause's
+digital silence, so the pauses are exactly the silences put in. Fillers ("um",
+"uh") are said in the sentence (both voices say them short, 0.2-0.3 s).
+The complete turns already in the repo (spoken questions, real
 recordings) are referenced by path, not copied.
 
 Every file's truth is measured (``speech_spans``): in the files made with
@@ -57,8 +60,7 @@ FRAME = RATE // 100  # 10 ms
 SPAN_DB = 20.0  # speech: within this of the loudest tenth of the 10 ms frames
 MERGE_S = 0.25  # shorter gaps are inside the speech (a stop, a breath between words)
 MIN_SPAN_S = 0.05  # shorter "spans" are clicks
-FILLER_RATE = 0.6
-FILLERS = ("um", "uh")
+QUIET_DB = 30.0  # a comma's gap: 10 ms frames this far under the loudest
 
 Piece = str | float  # words to say, or seconds of silence
 
@@ -263,17 +265,30 @@ def entry(
 
 def _say(voices: Voices, said: Said) -> tuple[Samples, list[str]]:
     """The utterance, and the text of each stretch of speech (between the pauses)."""
-    parts: list[Samples] = [np.zeros(round(EDGE_S * RATE), np.int16)]
-    texts: list[str] = []
-    for piece in said.pieces:
-        if isinstance(piece, float):
-            parts.append(np.zeros(round(piece * RATE), np.int16))
-            continue
-        rate = FILLER_RATE if piece in FILLERS else 1.0
-        parts.append(_trim(voices.say(piece, said.voice, rate)))
-        texts.append(piece)
-    parts.append(np.zeros(round(EDGE_S * RATE), np.int16))
+    texts = [p for p in said.pieces if isinstance(p, str)]
+    pauses = [p for p in said.pieces if isinstance(p, float)]
+    sentence = ", ".join(t.rstrip(",") for t in texts)
+    speech = _trim(voices.say(sentence, said.voice, 1.0))
+    gaps = sorted(sorted(_quiet_gaps(speech), key=lambda g: g[0] - g[1])[: len(pauses)])
+    if len(gaps) != len(pauses):
+        raise RuntimeError(f"{said.name}: {len(gaps)} gaps for {len(pauses)} pauses")
+    edge = np.zeros(round(EDGE_S * RATE), np.int16)
+    parts, at = [edge], 0
+    for (start, end), pause in zip(gaps, pauses, strict=True):
+        parts += [speech[at:start], np.zeros(round(pause * RATE), np.int16)]
+        at = end
+    parts += [speech[at:], edge]
     return np.concatenate(parts), texts
+
+
+def _quiet_gaps(samples: Samples) -> list[tuple[int, int]]:
+    """Stretches of at least 30 ms ``QUIET_DB`` under the loudest 10 ms."""
+    n = len(samples) // FRAME
+    levels = np.array(block_levels(samples[: n * FRAME], FRAME))
+    quiet = np.concatenate([[False], levels < levels.max() - QUIET_DB, [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    pairs = zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)
+    return [(a * FRAME, b * FRAME) for a, b in pairs if b - a >= 3]
 
 
 def _read(rel: str) -> Samples:
@@ -301,6 +316,8 @@ def make() -> list[dict[str, object]]:
     for group, kind in ((PAUSED, "thinking_pause"), (FLUENT, "complete")):
         for said in group:
             samples, texts = _say(voices, said)
+            if len(speech_spans(samples, False)) != len(texts):  # (a gap taken in a word)
+                raise RuntimeError(f"{said.name}: its pieces are not its spans of speech")
             rel = f"turns/{said.name}.flac"
             soundfile.write(FIXTURES / rel, samples, RATE, subtype="PCM_16")
             entries.append(entry(rel, samples, said.text, kind, said.voice, texts))
