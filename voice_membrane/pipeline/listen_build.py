@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..listening.endpointer import PHONE_RATE, Endpointer
+from ..listening.endpointer import Endpointer
 from ..listening.engines import make_vad
+from ..listening.playout import PHONE_RATE
 from ..listening.push_to_talk import PushToTalk
 from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt, rate_options
