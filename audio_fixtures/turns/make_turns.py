@@ -166,6 +166,14 @@ READINGS = (
     "long_talkers/austen_dashwood.flac",
     "long_talkers/sonnet1_a.flac",
     "long_talkers/sonnet1_b.flac",
+    "real/long/two_cities_2.flac",
+)
+# Real people talking freely for 25 s, one turn each, with their own pauses
+# mid-thought (1.09 s and 1.12 s, "here's a long pause"): thinking pauses
+# (real/long/SOURCES.md).
+MONOLOGUES = (
+    "real/long/monologue_acoustic.flac",
+    "real/long/monologue_cold.flac",
 )
 
 
@@ -334,8 +342,11 @@ def make() -> list[dict[str, object]]:
         source = f"real recording ({rel.rsplit('/', 1)[0]}/SOURCES.md)"
         entries.append(entry(rel, _read(rel), _reference(rel), "complete", source))
     for rel in READINGS:
-        source = "real reading, one turn (long_talkers/SOURCES.md)"
+        source = f"real reading, one turn ({rel.rsplit('/', 1)[0]}/SOURCES.md)"
         entries.append(entry(rel, _read(rel), _reference(rel), "complete", source))
+    for rel in MONOLOGUES:
+        source = "real monologue, one turn (real/long/SOURCES.md)"
+        entries.append(entry(rel, _read(rel), _reference(rel), "thinking_pause", source))
     return entries
 
 
