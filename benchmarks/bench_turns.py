@@ -105,6 +105,9 @@ class Heard:
 
     entry: Entry
     turns: list[tuple[float, str, float | None]] = field(default_factory=list)
+    # the last words made a turn (with the spans' words: every span's were
+    # given; with a recogniser: a turn came after the true end)
+    end_heard: bool = False
 
     @property
     def cut(self) -> bool:
@@ -181,6 +184,7 @@ async def hear(
                     if ms >= 0:  # the user was done: the rest is silence
                         break
         tg.cancel_scope.cancel()
+    heard.end_heard = heard.delay_ms is not None and (stt is not None or spans.all_said)
     return heard
 
 

@@ -51,7 +51,7 @@ def row(run: SetupRun) -> list[object]:
         _share(sum(h.cut for h in paused), len(paused)),
         _share(sum(h.cut for h in long), len(long)),
         sum(len(h.turns) > 1 for h in run.heard),
-        sum(h.delay_ms is None for h in run.heard),
+        sum(not h.end_heard for h in run.heard),
         ", ".join(f"{r} {n}" for r, n in reasons.most_common()),
         f"{median(model):.0f} / {max(model):.0f}" if model else "—",
         f"{run.seconds:.0f}",
@@ -87,8 +87,8 @@ def turns_section(runs: Sequence[SetupRun]) -> str:
         "utterances. *Delay*: the decision (the listener's sample when the turn came "
         "out, to the 20 ms frame) less the true end, on complete turns; *cut*: the "
         "first turn decided before the true end (a cut-in); *split*: files heard as "
-        "more than one turn; *end unheard*: files with no turn after the true end (the "
-        "last words missed, or taken into a turn decided before); *model ms*: the "
+        "more than one turn; *end unheard*: files whose last words made no turn (the "
+        "detector missed them, or no turn came after the true end); *model ms*: the "
         "end-of-turn model's own time per judgement "
         "(live, the listener falls behind by it and catches up). One run on a 2-core "
         "machine shared with other work: the times are noisy, the sample counts are not."

@@ -70,6 +70,11 @@ class SpanStt:
         self._said = begun
         return " ".join(words)
 
+    @property
+    def all_said(self) -> bool:
+        """Every span's words were given (none was left unheard)."""
+        return self._said == len(self._spans)
+
     async def start(self) -> None:
         pass
 
