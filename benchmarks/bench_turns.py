@@ -10,7 +10,8 @@ pipeline/turn_judge.py), so with the spans' own words as the recogniser
 (``testing/span_stt.py``) the file is fed as fast as the listener takes it,
 one 20 ms frame at a time; with whisper tiny.en, whose final comes when it has
 decoded, in real time, on fewer files. A turn's decision is the listener's
-sample count when its ``UserTurn`` came out (to the 20 ms frame, never early).
+sample count when its ``UserTurn`` came out (to the 20 ms frame, never early:
+played in real time, the same turns came up to a frame sooner).
 
 ``python -m benchmarks.bench_turns [--whisper] [FILE…]`` runs it alone (on
 these files of the manifest; whisper: the real-time run too) and prints the
