@@ -90,8 +90,8 @@ def test_with_the_model_a_complete_question_is_decided_before_the_rule_decides_i
 
 def test_the_model_cuts_no_more_long_thinking_pauses_than_the_rule() -> None:
     # issue 44's target, on the pauses of 1.2 s and more; measured: the rule
-    # cuts 12 of 14, the model with the transcript's shape 11 (the voices'
-    # commas sound done to it: docs/listening.md, "The turn-taking corpus")
+    # cuts 11 of 13, the model with the transcript's shape 9 (which and why:
+    # docs/listening.md, "The turn-taking corpus")
     pytest.importorskip("voice_membrane.listening.turn_model")
     long = [e for e in ENTRIES if e.kind == "thinking_pause" and e.longest_pause_s >= LONG_PAUSE_S]
     cut = {model: {e.file for e in long if decided_ms(e, model)[0] < 0} for model in (False, True)}

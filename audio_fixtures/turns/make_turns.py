@@ -10,7 +10,9 @@ continuing intonation there, as a speaker who stops mid-thought does, and not a
 sentence's falling end, as pieces said alone would have); the comma's own short
 silence (the longest quiet gaps, 0.14-0.33 s) is then replaced by the pause's
 digital silence, so the pauses are exactly the silences put in. Fillers ("um",
-"uh") are said in the sentence (both voices say them short, 0.2-0.3 s).
+"uh"), which the voices say in a sentence in 0.1-0.2 s (too short for the
+detector to count as speech), are said alone at 0.6 of the voice's rate and
+put in their place.
 The complete turns already in the repo (spoken questions, real
 recordings) are referenced by path, not copied.
 
@@ -60,6 +62,7 @@ FRAME = RATE // 100  # 10 ms
 SPAN_DB = 20.0  # speech: within this of the loudest tenth of the 10 ms frames
 MERGE_S = 0.25  # shorter gaps are inside the speech (a stop, a breath between words)
 MIN_SPAN_S = 0.05  # shorter "spans" are clicks
+FILLERS, FILLER_RATE = ("um", "uh"), 0.6
 QUIET_DB = 30.0  # a comma's gap: 10 ms frames this far under the loudest
 
 Piece = str | float  # words to say, or seconds of silence
@@ -280,13 +283,19 @@ def _say(voices: Voices, said: Said) -> tuple[Samples, list[str]]:
     gaps = sorted(sorted(_quiet_gaps(speech), key=lambda g: g[0] - g[1])[: len(pauses)])
     if len(gaps) != len(pauses):
         raise RuntimeError(f"{said.name}: {len(gaps)} gaps for {len(pauses)} pauses")
+    bounds = [0, *[at for gap in gaps for at in gap], len(speech)]
+    spoken = [speech[a:b] for a, b in zip(bounds[::2], bounds[1::2], strict=True)]
+    # a filler said in the sentence lasts 0.1-0.2 s, under the detector's
+    # min_speech_s: said alone and drawn out, as people do, it is 0.3-0.5 s
+    spoken = [
+        _trim(voices.say(t, said.voice, FILLER_RATE)) if t in FILLERS else piece
+        for t, piece in zip(texts, spoken, strict=True)
+    ]
     edge = np.zeros(round(EDGE_S * RATE), np.int16)
-    parts, at = [edge], 0
-    for (start, end), pause in zip(gaps, pauses, strict=True):
-        parts += [speech[at:start], np.zeros(round(pause * RATE), np.int16)]
-        at = end
-    parts += [speech[at:], edge]
-    return np.concatenate(parts), texts
+    parts = [edge, spoken[0]]
+    for pause, piece in zip(pauses, spoken[1:], strict=True):
+        parts += [np.zeros(round(pause * RATE), np.int16), piece]
+    return np.concatenate([*parts, edge]), texts
 
 
 def _quiet_gaps(samples: Samples) -> list[tuple[int, int]]:
