@@ -15,6 +15,12 @@ def _p50(run: VoiceRun, name: str) -> str:
     return "—" if row is None else f"{row['p50']:.0f} / {row['p95']:.0f}"
 
 
+def _ended_by(run: VoiceRun) -> str:
+    """Why the turns ended, and the end-of-turn model's time per decision (p50) if asked."""
+    model = run.summary()["figures_ms"].get("turn_model_ms")
+    return run.ended_by() + ("" if model is None else f" (model {model['p50']:.0f} ms p50)")
+
+
 def _row(label: str, run: VoiceRun) -> list[object]:
     s = run.summary()
     split = ", ".join(s["split"]) or "none"
@@ -25,6 +31,7 @@ def _row(label: str, run: VoiceRun) -> list[object]:
         split,
         wer,
         _p50(run, "endpointing_ms"),
+        _ended_by(run),
         _p50(run, "transcript_final_ms"),
         _p50(run, "request_ms"),
         _p50(run, "first_audio_ms"),
@@ -38,7 +45,9 @@ def voice_section(results: VoiceResults) -> str:
         "Each file of `audio_fixtures/speech/` played in real time (`WavFileSource`, "
         "`realtime=True`) into `converse` — the loop `run --input` uses — one session per "
         "row, the history cleared before each file. Milliseconds after the end of the "
-        "user's speech (p50 / p95): *endpointing* until the turn was decided, *final* the "
+        "user's speech (p50 / p95): *endpointing* until the turn was decided (*ended by*: "
+        "why, turns by `endpoint_reason`, and the end-of-turn model's own time per "
+        "decision when it was asked), *final* the "
         "last final transcript, *request* the LLM request; *first audio* is after the request; "
         "*voice to voice* = request + first audio. *Scripted*: the fake Deepgram (finalize "
         "answered after 150 ms, the fixture's text as transcript), fake LLM and TTS, with the "
@@ -61,6 +70,7 @@ def voice_section(results: VoiceResults) -> str:
         "split",
         "mean WER",
         "endpointing",
+        "ended by",
         "final",
         "request",
         "first audio",

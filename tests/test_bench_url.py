@@ -21,6 +21,7 @@ from voice_membrane.pipeline.metrics import (
     ContextFit,
     LatencyReport,
     PieceMetrics,
+    TurnEnd,
     TurnMetrics,
 )
 from voice_membrane.server import Server
@@ -172,6 +173,7 @@ def test_a_report_survives_its_json(anyio_backend: str) -> None:
         m.stamp(name, at * 1_000_000)
     m.first_chunk_token_ns, m.tokens, m.retries = 2_500_000, 7, ["429, waited 1 s"]
     m.context = ContextFit(dropped=1, kept=2, tokens=300, budget=4000, exact=False)
+    m.end = TurnEnd("model", barge_in=True, turn_model_ms=12.5)  # why the user's turn ended
     m.pieces.append(
         PieceMetrics(chars=12, sent_ns=4_000_000, first_audio_ns=5_000_000, audio_seconds=0.5)
     )

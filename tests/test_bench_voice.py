@@ -12,9 +12,10 @@ import anyio
 import pytest
 from rich.console import Console
 
+from benchmarks.report_voice import _row as voice_row
 from voice_membrane.bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
-from voice_membrane.bench.voice_report import files_table
+from voice_membrane.bench.voice_report import figure_rows, files_table
 from voice_membrane.bench.voice_run import FileSample, VoiceRun, VoiceTarget
 from voice_membrane.cli.main import main
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig
@@ -42,8 +43,12 @@ def test_the_scripted_path_writes_voice_to_voice_and_wer(tmp_path: Path) -> None
     (turn,) = sample["turns"]
     assert turn["voice_to_voice_ms"] >= turn["request_ms"] >= turn["endpointing_ms"]
     assert len(sample["settle_ms"]) == 1
+    # Why the turn ended (no end-of-turn model: the silence, and no model row).
+    assert turn["endpoint_reason"] == "silence" and turn["barge_in"] is False
+    assert summary["ended_by"] == "silence 1" and "turn_model_ms" not in summary["figures_ms"]
     shown = console.export_text()
     assert "voice to voice" in shown and "WER" in shown and "what_time.wav" in shown
+    assert "(ended by silence 1)" in shown and "end-of-turn model" not in shown
 
 
 def test_inputs_know_their_text_from_the_nearest_index() -> None:
@@ -73,6 +78,23 @@ def test_a_file_no_index_knows_has_no_wer(tmp_path: Path) -> None:
     console = Console(width=160, record=True)
     console.print(files_table(run))
     assert "—" in console.export_text()
+
+
+def test_the_tables_count_why_turns_ended_and_time_the_model() -> None:
+    (item,) = voice_inputs([WHAT_TIME])
+    times = {"endpointing_ms": 250.0, "voice_to_voice_ms": 700.0}
+    turns = [
+        {"endpoint_reason": "model", "turn_model_ms": 14.0, **times},
+        {"endpoint_reason": "silence", "turn_model_ms": 10.0, **times},
+        {"endpoint_reason": "model", "turn_model_ms": 12.0, **times},
+    ]
+    run = VoiceRun(VoiceTarget("t", PipelineConfig()), files=[FileSample(item, turns=turns)])
+    assert run.ended_by() == "model 2, silence 1"
+    assert ("turn_model_ms", "end-of-turn model (per decision)") in figure_rows(run)
+    assert voice_row("t", run)[5] == "model 2, silence 1 (model 12 ms p50)"
+    console = Console(width=200, record=True)
+    console.print(files_table(run))
+    assert "model / silence / model" in console.export_text()
 
 
 def test_a_turn_count_unlike_the_fixtures_is_a_split() -> None:

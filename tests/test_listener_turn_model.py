@@ -5,22 +5,27 @@ audio the model hears, what its answer does, and a model that fails."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 import pytest
+import soundfile as sf
 from listener_stt import RATE, SAID, SaysWeather, asked_twice
 
 from voice_membrane.listening.decisions import JudgeTurn
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
 from voice_membrane.listening.settings import EndpointSettings, VadSettings
+from voice_membrane.pipeline.config import load_pipeline
+from voice_membrane.pipeline.listen_build import listener_for
 from voice_membrane.pipeline.listening import Listener, ListenError, ListenItem, UserTurn
 from voice_membrane.pipeline.turn_judge import MODEL_RATE, TurnJudge
 from voice_membrane.sources.base import Frame
 
 MODEL = EndpointSettings(turn_model="smart-turn", preemptive=False)
+ROOT = Path(__file__).resolve().parent.parent
 FRAME = 320
 
 
@@ -127,3 +132,66 @@ def test_a_rate_the_model_cannot_take_is_refused() -> None:
 
 def test_the_ask_carries_the_utterance_start() -> None:
     assert JudgeTurn(1, 2, 3).start == 2
+
+
+# The real model, through ``listener_for`` as ``run`` and ``serve`` build it
+
+
+def _weather_paris() -> np.ndarray:
+    """questions/weather_paris.wav (Piper): "what is the weather in" ends by
+    1.30 s, "paris today" follows; the speech ends at 2.07 s."""
+    path = Path(__file__).parent.parent / "audio_fixtures" / "speech" / "questions"
+    audio, rate = sf.read(path / "weather_paris.wav", dtype="int16")
+    assert rate == RATE
+    return np.asarray(audio, dtype=np.int16)
+
+
+def listen_with(turn_model: str, audio: np.ndarray) -> list[UserTurn]:
+    config = load_pipeline(ROOT / "pipelines" / "local-voice.toml").with_overrides(
+        # (the shape off: the cut ends on "in", which alone would keep the turn)
+        {"endpoint": {"turn_model": turn_model, "transcript_shape": False, "preemptive": False}}
+    )
+    listener = listener_for(config, SaysWeather(), recording=True)
+
+    async def frames() -> AsyncIterator[Frame]:
+        for i in range(0, len(audio), FRAME):
+            yield Frame(audio[i : i + FRAME], RATE, i, 0)
+
+    async def go() -> list[ListenItem]:
+        send, receive = anyio.create_memory_object_stream[ListenItem](1000)
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.run, frames(), send)
+                items = [item async for item in receive]
+        return items
+
+    return turns(anyio.run(go))
+
+
+def test_the_real_model_ends_a_finished_question_and_waits_through_a_cut_one() -> None:
+    pytest.importorskip("onnxruntime")
+    question = _weather_paris()
+    silence = np.zeros(RATE, np.int16)
+    (done,) = listen_with("smart-turn", np.concatenate([silence, question, silence]))
+    assert (done.reason, done.turn_model_ms is not None) == ("model", True)
+    # "what is the weather in" … 1 s … "paris today": judged not done at the pause
+    cut = round(1.30 * RATE)
+    paused = np.concatenate([silence, question[:cut], silence, question[cut:], silence, silence])
+    assert len(listen_with("smart-turn", paused)) == 1
+    assert len(listen_with("none", paused)) == 2  # the 0.6 s rule cuts the user off
+
+
+def test_a_missing_model_is_one_config_error_naming_the_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from voice_membrane.listening import turn_model
+    from voice_membrane.pipeline.config import ConfigError
+
+    monkeypatch.setattr(turn_model, "_PACKAGE", "no_such_package_here")
+    config = load_pipeline(ROOT / "pipelines" / "local-voice.toml").with_overrides(
+        {"endpoint": {"turn_model": "smart-turn"}}
+    )
+    with pytest.raises(ConfigError) as raised:
+        listener_for(config, SaysWeather())
+    message = str(raised.value)
+    assert "\n" not in message and "pipecat-ai" in message

@@ -83,6 +83,14 @@ def test_a_spoken_question_is_answered_with_its_voice_to_voice_latency(tmp_path:
     first_audio = record["stamps_ms"]["first_audio"]
     assert latency["voice_to_voice_ms"] == pytest.approx(latency["request_ms"] + first_audio)
     assert "voice to voice " in printed
+    # Why the turn ended (no end-of-turn model: the end silence), said in the
+    # metrics and on the voice-to-voice line.
+    assert (record["endpoint_reason"], record["barge_in"], record["turn_model_ms"]) == (
+        "silence",
+        False,
+        None,
+    )
+    assert f"turn {latency['endpointing_ms']:.0f} ms by silence" in printed
     samples, rate = sf.read(tmp_path / "reply.wav", dtype="int16")
     assert len(samples) / rate > 0.5  # the answer was spoken
 
@@ -233,6 +241,9 @@ def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
     assert turn.latency.voice_to_voice_ms >= turn.latency.endpointing_ms
     assert turn.result.spoken_text and not turn.result.interrupted
     assert turn.discarded.replies == 0
+    # A held reply's report says why the turn it was decided for ended.
+    end = turn.result.report.end
+    assert end is not None and (end.reason, end.barge_in) == ("silence", False)
 
 
 # The held reply of mid_pause.wav's first half needs that half's final before

@@ -8,7 +8,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .voice_run import FIGURES, VoiceRun
+from .voice_run import FIGURES, MODEL_FIGURE, VoiceRun
 
 SETTLE_ROWS = (
     ("settle_ms", "STT finalize → final"),
@@ -21,7 +21,7 @@ def voice_heading(run: VoiceRun) -> str:
     wer = "—" if s["wer_mean"] is None else f"{s['wer_mean']:.2f}"
     heading = (
         f"{run.target.label} ({run.stt} → {run.llm} → {run.tts}): {s['files']} files, "
-        f"{s['turns']} turns, errors {s['errors']}, mean WER {wer}"
+        f"{s['turns']} turns (ended by {s['ended_by']}), errors {s['errors']}, mean WER {wer}"
     )
     if s["split"]:
         heading += f"; heard as the wrong number of turns: {', '.join(s['split'])}"
@@ -32,8 +32,10 @@ def voice_heading(run: VoiceRun) -> str:
 
 def figure_rows(run: VoiceRun) -> tuple[tuple[str, str], ...]:
     """The table's rows: the figures, the STT's settling (and, scripted, what
-    our code adds over the fake's own finalization)."""
-    return FIGURES + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
+    our code adds over the fake's own finalization); the end-of-turn model's
+    time only when it was asked."""
+    model = (MODEL_FIGURE,) if MODEL_FIGURE[0] in run.figures() else ()
+    return FIGURES + model + (SETTLE_ROWS if run.target.finalize_s is not None else SETTLE_ROWS[:1])
 
 
 def voice_table(run: VoiceRun) -> Table:
@@ -57,13 +59,15 @@ def files_table(run: VoiceRun) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     table.add_column("turns", justify="right")
     table.add_column("endpointing", justify="right")
+    table.add_column("ended by", justify="left")
     table.add_column("voice to voice", justify="right")
     for sample in run.files:
         wer = "—" if sample.wer is None else f"{sample.wer:.2f}"
         ends = " / ".join(f"{t['endpointing_ms']:.0f}" for t in sample.turns) or "—"
+        why = " / ".join(str(t.get("endpoint_reason", "—")) for t in sample.turns) or "—"
         v2v = " / ".join(_ms(t["voice_to_voice_ms"]) for t in sample.turns) or "—"
         heard = sample.error if sample.error is not None and not sample.turns else sample.heard
-        table.add_row(sample.input.name, heard, wer, str(len(sample.turns)), ends, v2v)
+        table.add_row(sample.input.name, heard, wer, str(len(sample.turns)), ends, why, v2v)
     return table
 
 

@@ -16,6 +16,7 @@ audio is when the sink takes the first sample, as in the first-audio bench.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,9 @@ FIGURES = (
     ("first_audio_ms", "first audio (after the request)"),
     ("voice_to_voice_ms", "voice to voice"),
 )
+# The end-of-turn model's own time for its last judgement: a figure of the turns
+# it judged (none without a model).
+MODEL_FIGURE = ("turn_model_ms", "end-of-turn model (per decision)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +96,7 @@ class VoiceRun:
         rows: dict[str, list[float]] = {}
         for sample in self.files:
             for turn in sample.turns:
-                for name, _ in FIGURES:
+                for name, _ in (*FIGURES, MODEL_FIGURE):
                     value = turn.get(name)
                     if value is not None:
                         rows.setdefault(name, []).append(value)
@@ -103,6 +107,13 @@ class VoiceRun:
                 round(ms - finalize_s * 1000, 3) for ms in rows.get("settle_ms", [])
             ]
         return rows
+
+    def ended_by(self) -> str:
+        """Why the turns ended, most often first: ``silence 8``, ``model 7, silence 1``."""
+        counts = Counter(
+            str(t.get("endpoint_reason")) for sample in self.files for t in sample.turns
+        )
+        return ", ".join(f"{reason} {n}" for reason, n in counts.most_common()) or "—"
 
     def summary(self) -> dict[str, Any]:
         known = [s.wer for s in self.files if s.wer is not None]
@@ -119,6 +130,7 @@ class VoiceRun:
             "errors": sum(1 for s in self.files if s.error is not None),
             "split": [s.input.name for s in self.files if s.split],
             "wer_mean": round(sum(known) / len(known), 4) if known else None,
+            "ended_by": self.ended_by(),
             "finalize_s": self.target.finalize_s,
             "figures_ms": {name: summarize(values) for name, values in self.figures().items()},
         }
@@ -199,6 +211,7 @@ def _turn(turn: VoiceTurn) -> dict[str, Any]:
         "heard": turn.heard.text,
         "reason": turn.heard.reason,
         **latency,
+        **({} if report.end is None else report.end.to_dict()),
         "first_audio_ms": report.first_audio_ms,
         "interrupted": report.interrupted,
     }

@@ -189,7 +189,7 @@ def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
 
 def _report(turn: VoiceTurn, out: Callable[[str], None]) -> None:
     say_result(turn.result, out)
-    out(turn.latency.line() + "\n")
+    out(turn.latency.line(turn.result.report.end) + "\n")
 
 
 def _write(path: Path, records: list[dict[str, Any]]) -> None:

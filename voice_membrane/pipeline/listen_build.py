@@ -9,11 +9,13 @@ from ..listening.endpointer import Endpointer
 from ..listening.engines import make_vad
 from ..listening.playout import PHONE_RATE
 from ..listening.push_to_talk import PushToTalk
+from ..listening.turn_model import TurnModelError, load_turn_model
 from ..stt.base import SttEngine, SttError
 from ..stt.registry import create_stt, rate_options
 from ..stt.retrying import RetryingStt
 from .config import ConfigError, PipelineConfig
 from .listening import BACKLOG_FRAMES, Listener
+from .turn_judge import TurnJudge
 from .vad_batch import VadBatcher
 
 
@@ -67,7 +69,19 @@ def listener_for(
         vad_settings = vad_settings.model_copy(update={"already_talking": who})
     vad, endpointer = make_vad(vad_settings, rate), Endpointer(endpoint, rate)
     vad.watch_rises = endpointer.level_pause  # (the rises are for it alone)
-    return Listener(vad, stt, endpointer, vad_batch, backlog)
+    return Listener(vad, stt, endpointer, vad_batch, backlog, turn_judge_for(config, rate))
+
+
+def turn_judge_for(config: PipelineConfig, sample_rate: int) -> TurnJudge | None:
+    """The end-of-turn model ``[endpoint] turn_model`` names, at the listener's
+    rate (None: none); ``ConfigError`` in one line when it cannot be loaded."""
+    name = config.endpoint.turn_model
+    if name == "none":
+        return None
+    try:
+        return TurnJudge(load_turn_model(name), sample_rate)
+    except TurnModelError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def push_to_talk_listener(

@@ -5,7 +5,7 @@ the utterance's audio up to the sample asked (its last ``MODEL_S``, 16 kHz) is
 given to the model in a worker thread, and the listener waits for the answer
 before it takes its next input: the answer is dated at the sample it was asked
 at, so a file fed faster than real time is judged as a microphone is, and a
-live listener falls behind by the model's time (tens of ms, docs/listening.md)
+live listener falls behind by the model's time (~115 ms of one core, docs/listening.md)
 and catches up, its queued frames heard together.
 """
 

@@ -19,25 +19,29 @@ history (``Session.forget_turn``), and the new words get a fresh turn.
 
 Each answered turn comes with its voice-to-voice latency — the end of the
 user's speech to the reply's first audio — split into its parts
-(``VoiceToVoice``).
+(``VoiceToVoice``), and its report says why the turn ended (``TurnEnd``: the
+endpointer's reason, the end-of-turn model's time, and whether the words
+interrupted the assistant: an ``Interrupt`` came before them).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
 from ..listening.decisions import Interrupt, PausePlayout
 from ..sources.base import Frame
+from .latency_report import TurnEnd, endpoint_reason
 from .listening import (
     BargeIn,
     FrameInlet,
     Listener,
     ListenItem,
+    NoWordsHeard,
     TentativeDropped,
     TentativeTurn,
     UserTurn,
@@ -76,8 +80,9 @@ class VoiceToVoice:
             "preemptive": self.preemptive,
         }
 
-    def line(self) -> str:
-        """One line for the terminal, under the latency table."""
+    def line(self, end: TurnEnd | None = None) -> str:
+        """One line for the terminal, under the latency table; ``end``: why the
+        turn ended, said after the endpointing time."""
         total = "—" if self.voice_to_voice_ms is None else f"{self.voice_to_voice_ms:.0f} ms"
         final = (
             ""
@@ -85,8 +90,9 @@ class VoiceToVoice:
             else f", final transcript {self.transcript_final_ms:.0f} ms"
         )
         held = ", held from a tentative end" if self.preemptive else ""
+        by = "" if end is None else f" by {end.line()}"
         return (
-            f"  voice to voice  {total} (end of speech → turn {self.endpointing_ms:.0f} ms"
+            f"  voice to voice  {total} (end of speech → turn {self.endpointing_ms:.0f} ms{by}"
             f"{final}, → request {self.request_ms:.0f} ms{held})"
         )
 
@@ -141,7 +147,14 @@ class _Held:
     done: anyio.Event = field(default_factory=anyio.Event)  # its task ended
     decided: anyio.Event = field(default_factory=anyio.Event)
     committed: UserTurn | None = None  # the turn it is the reply to, once decided
+    end: TurnEnd | None = None  # why that turn ended
     turn: Turn | None = None
+
+
+def turn_end(heard: UserTurn, barge_in: bool) -> TurnEnd:
+    """Why ``heard`` ended, for its turn's report; ``barge_in``: it interrupted
+    the assistant."""
+    return TurnEnd(endpoint_reason(heard.reason), barge_in, heard.turn_model_ms)
 
 
 def voice_to_voice(
@@ -181,16 +194,22 @@ async def converse(
     previous = session.on_turn_start
     held: _Held | None = None  # a reply held for a tentative end, not yet decided
     starting: _Held | None = None  # the held reply whose turn is being set up
+    ending: TurnEnd | None = None  # why the user's turn being set up ended
+    barged = False  # an Interrupt came: the next user turn is what interrupted
     discarded = Discarded()
 
     def note_start(turn: Turn) -> None:
-        nonlocal starting
+        nonlocal starting, ending
         started.append(turn.metrics.started_ns)
         if starting is not None:
             hold, starting = starting, None
             hold.turn = turn
             if hold.decided.is_set() and hold.committed is None:  # thrown away meanwhile
                 turn.interrupt()
+            # Until it is decided, a held reply's is the tentative end's (``tentative``).
+            turn.metrics.end = hold.end or turn_end(hold.heard, barge_in=False)
+        elif ending is not None:  # (else a typed turn of the session's own)
+            turn.metrics.end, ending = ending, None
         previous(turn)
 
     session.on_turn_start = note_start
@@ -202,8 +221,11 @@ async def converse(
         if pauses and pauses[-1].ended_ns is None:
             pauses[-1] = PlayoutPause(pauses[-1].paused_ns, time.perf_counter_ns(), outcome)
 
-    async def answer(heard: UserTurn, done: anyio.Event, hold: _Held | None = None) -> None:
-        nonlocal starting, discarded
+    async def answer(
+        heard: UserTurn, done: anyio.Event, hold: _Held | None = None, end: TurnEnd | None = None
+    ) -> None:
+        """``end``: why ``heard`` ended (a held reply's: known once it is decided)."""
+        nonlocal starting, ending, discarded
         if hold is None:
             if wait_idle is not None:
                 await wait_idle()
@@ -215,7 +237,7 @@ async def converse(
             elif hold.decided.is_set() and hold.committed is None:
                 return  # thrown away before it began
             started.clear()
-            starting = hold
+            starting, ending = hold, end
             result = await session.turn(heard.text)
             if hold is not None:
                 await hold.decided.wait()
@@ -226,13 +248,17 @@ async def converse(
                     )
                     on_discarded()
                     return
-                heard = hold.committed
+                heard, end = hold.committed, hold.end
+            if end is not None and result.report.end != end:  # (ended before it was decided)
+                result = replace(result, report=replace(result.report, end=end))
             request_ns = started[0] if started else time.perf_counter_ns()
             latency = voice_to_voice(heard, request_ns, result, preemptive=hold is not None)
             voice = VoiceTurn(heard, result, latency, tuple(pauses), discarded)
             turns.append(voice)
             on_turn(voice)
         finally:
+            if ending is end:  # (not taken: the turn never started)
+                ending = None
             if hold is not None and hold.committed is None:
                 session.resume_playout()  # (a stop already ended the hold: nothing then)
             listener.assistant_speaking(False)
@@ -256,10 +282,12 @@ async def converse(
             hold.decided.set()
 
     def commit(heard: UserTurn) -> None:
-        nonlocal held
+        nonlocal held, barged
         assert held is not None
         hold, held = held, None
-        hold.committed = heard
+        hold.committed, hold.end, barged = heard, turn_end(heard, barged), False
+        if hold.turn is not None:
+            hold.turn.metrics.end = hold.end
         listener.assistant_speaking(True)
         session.resume_playout()  # heard from now on
         on_turn_start(heard)
@@ -274,6 +302,7 @@ async def converse(
                     if isinstance(item, BargeIn):
                         decision = item.decision
                         if isinstance(decision, Interrupt):
+                            barged = True
                             end_pause("interrupted")
                             session.interrupt()
                         elif isinstance(decision, PausePlayout):
@@ -294,6 +323,12 @@ async def converse(
                             tg.start_soon(answer_after, previous_done, held)
                     elif isinstance(item, TentativeDropped):
                         throw_away()
+                    elif isinstance(item, NoWordsHeard):
+                        # The speech that interrupted settled with no words: no turn.
+                        # (Not on a ListenError: after an STT failure the user says
+                        # again what interrupted the reply; and a failed end-of-turn
+                        # model is one too.)
+                        barged = False
                     elif isinstance(item, UserTurn):
                         if held is not None and item.tentative:
                             commit(item)
@@ -303,7 +338,8 @@ async def converse(
                             session.interrupt()  # the user moved on: stop the last reply
                             await running.wait()
                         running = anyio.Event()
-                        tg.start_soon(answer, item, running)
+                        tg.start_soon(answer, item, running, None, turn_end(item, barged))
+                        barged = False
                 throw_away()  # (the listener decides every tentative turn)
             # The input ended: the reply being spoken is let finish.
     finally:

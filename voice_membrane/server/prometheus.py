@@ -17,7 +17,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from ..pipeline.metrics import LatencyReport
+from ..pipeline.latency_report import ENDPOINT_REASONS, LatencyReport
 from ..vendors.errors import ErrorKind
 from .group_metrics import group_registry, multiproc_dir
 
@@ -53,6 +53,19 @@ class ServerMetrics:
             multiprocess_mode="livesum",
         )
         self.turns = Counter("voice_membrane_turns", "Turns run", registry=r)
+        self.turn_ends = Counter(
+            "voice_membrane_turn_ends",
+            "Turns answered, by why the user's turn ended (endpoint_reason)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ENDPOINT_REASONS:  # each at 0 from the start
+            self.turn_ends.labels(reason)
+        self.barge_ins = Counter(
+            "voice_membrane_barge_in_turns",
+            "Turns whose user speech interrupted the assistant's reply",
+            registry=r,
+        )
         self.first_audio = Histogram(
             "voice_membrane_first_audio_seconds",
             "Time from a turn's request to its first audio",
@@ -120,8 +133,12 @@ class ServerMetrics:
         )
 
     def observe_turn(self, report: LatencyReport, *, llm_failed: bool, tts_failed: bool) -> None:
-        """A finished turn's stage latencies, retries and errors."""
+        """A finished turn's stage latencies, retries and errors, and why it began."""
         stamps = report.stamps_ms
+        if report.end is not None and report.end.reason in ENDPOINT_REASONS:
+            self.turn_ends.labels(report.end.reason).inc()
+            if report.end.barge_in:
+                self.barge_ins.inc()
         if (first_audio := report.first_audio_ms) is not None:
             self.first_audio.observe(first_audio / 1000)
         if (first_token := stamps.get("first_token")) is not None:

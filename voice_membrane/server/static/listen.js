@@ -185,6 +185,14 @@ export class Listening {
       case "barge_in":
         this.onBargeIn(message);
         break;
+      case "no_words":
+        // Sound the recognizer made no words of: no turn, said once (as the CLI does).
+        this.transcript.notice(
+          "no-words",
+          `${(message.speech_ms / 1000).toFixed(1)} s of sound had no words in it ` +
+            "(music, noise, or a language the recognizer does not know): no turn",
+        );
+        break;
       default:
         return false;
     }

@@ -47,5 +47,7 @@ function snapshot(record) {
     audioSeconds: record.report?.counts?.audio_seconds ?? null,
     stamps: record.report?.stamps_ms ?? null,
     stopReason: record.report?.stop_reason ?? null,
+    endpointReason: record.report?.endpoint_reason ?? null,
+    bargeIn: record.report?.barge_in ?? null,
   };
 }

@@ -61,6 +61,18 @@ export class Transcript {
     return el;
   }
 
+  /** A dimmed line of what the listening noticed (speech with no words in it),
+   * above the words still being heard. */
+  notice(kind, text) {
+    const li = document.createElement("li");
+    li.className = `notice ${kind}`;
+    li.textContent = text;
+    if (this.liveEl) this.list.insertBefore(li, this.liveEl);
+    else this.list.append(li);
+    this.scroll();
+    return li;
+  }
+
   divider(text) {
     const li = document.createElement("li");
     li.className = "divider";

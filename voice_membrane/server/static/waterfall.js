@@ -65,6 +65,24 @@ export function dominantStage(stamps) {
 
 export const describeCause = (cause) => `${cause.stage}: ${fmt(cause.ms)}`;
 
+// Why the user's turn ended (the report's endpoint_reason, docs/metrics.md).
+const ENDED_BY = new Map([
+  ["model", "the end-of-turn model judged you done"],
+  ["silence", "the end silence ran out"],
+  ["max_wait", "the wait for the transcript ran out"],
+  ["late", "a late transcript"],
+]);
+
+/** A spoken turn's "why it ended" line, or null (a typed turn, an older server). */
+export function endedBy(report) {
+  const said = ENDED_BY.get(report.endpoint_reason);
+  if (!said) return null;
+  const ms = report.turn_model_ms;
+  const model = typeof ms === "number" ? `, ${report.endpoint_reason === "model" ? "" : "model "}${fmt(ms)}` : "";
+  return `Turn ended: ${said} (${report.endpoint_reason}${model})` +
+    (report.barge_in === true ? "; your words interrupted the answer (barge-in)" : "");
+}
+
 /** The figure's rows: [key, name, ms on the axis or null]. A spoken turn's
  * stamps move by its request's time from the end of speech. */
 export function waterfallRows(report) {
@@ -143,6 +161,15 @@ export function waterfallFigure(turn, report) {
   table.append(axisRow(scale));
   figure.append(table);
 
+  const ended = endedBy(report);
+  if (ended) {
+    const line = document.createElement("p");
+    line.className = "muted ended";
+    line.dataset.reason = report.endpoint_reason;
+    line.dataset.bargeIn = String(report.barge_in === true);
+    line.textContent = ended;
+    figure.append(line);
+  }
   const counts = report.counts || {};
   if (typeof counts.audio_seconds === "number") {
     const summary = document.createElement("p");
