@@ -34,7 +34,6 @@ from voice_membrane.bench.voice_command import LOCAL_VOICE
 from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
 from voice_membrane.pipeline.listen_build import listener_for, stt_for
 from voice_membrane.pipeline.listening import Listener, ListenItem, UserTurn
-from voice_membrane.pipeline.turn_judge import TurnJudge
 from voice_membrane.sources.base import Frame
 from voice_membrane.sources.wav_file import WavFileSource
 from voice_membrane.stt.base import SttEngine
@@ -134,16 +133,6 @@ def config_for(changes: dict[str, Any], base: PipelineConfig | None = None) -> P
     return base.model_copy(update={"endpoint": base.endpoint.model_copy(update=changes)})
 
 
-def _listener(config: PipelineConfig, stt: SttEngine) -> Listener:
-    listener = listener_for(config, stt, recording=True)
-    name = config.endpoint.turn_model
-    if name != "none" and listener.turn_judge is None:  # (until listener_for loads it)
-        from voice_membrane.listening.turn_model import load_turn_model
-
-        listener.turn_judge = TurnJudge(load_turn_model(name), stt.sample_rate)
-    return listener
-
-
 async def _one_at_a_time(listener: Listener, frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
     """``frames``, each once the listener has heard the one before: none are
     heard together, so a decision's sample count is its frame's end."""
@@ -163,7 +152,7 @@ async def hear(
     rate = 16_000
     lead = round(LEAD_S * rate)
     spans = SpanStt([(lead + round(a * rate), text) for a, _, text in entry.spans], rate)
-    listener = _listener(config, stt or spans)
+    listener = listener_for(config, stt or spans, recording=True)
     spans.clock = lambda: listener.vad.samples_fed
     true_end = lead + round(entry.end_s * rate)
     heard = Heard(entry)

@@ -48,6 +48,7 @@ from benchmarks.bench_turns import run_turns_bench
 from benchmarks.bench_voice import run_voice_bench
 from benchmarks.bench_voice_serve import run_voice_serve_bench
 from voice_membrane.bench.membrane_cost import MembraneResults
+from voice_membrane.pipeline.config import ConfigError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
@@ -112,7 +113,7 @@ def build_report(
     else:
         try:
             sections.append(report_turns.turns_section(run_turns_bench()))
-        except (ImportError, RuntimeError) as error:  # RuntimeError: no end-of-turn model
+        except (ImportError, ConfigError) as error:  # ConfigError: no end-of-turn model
             sections.append(report.unavailable(report_turns.TURNS_TITLE, error))
     if not bargein:
         sections.append(report.skipped(report_bargein.BARGEIN_TITLE, "--skip-bargein"))

@@ -57,7 +57,6 @@ def test_each_entry_agrees_with_its_audio(entry: Entry) -> None:
 
 
 def test_a_quick_run_makes_a_table_with_a_sane_row_per_setup() -> None:
-    pytest.importorskip("voice_membrane.listening.turn_model")
     files = ["speech/questions/what_time.wav", "turns/alarm_six.flac"]
     runs = run_turns_bench(files, whisper=False)
     assert [r.label for r in runs] == [label for label, _ in SETUPS]
@@ -81,7 +80,6 @@ def decided_ms(entry: Entry, model: bool) -> list[float]:
 def test_with_the_model_a_complete_question_is_decided_before_the_rule_decides_it(
     name: str,
 ) -> None:
-    pytest.importorskip("voice_membrane.listening.turn_model")
     entry = next(e for e in ENTRIES if e.file == f"speech/questions/{name}.wav")
     fixed, model = decided_ms(entry, False), decided_ms(entry, True)
     assert len(fixed) == len(model) == 1
@@ -92,7 +90,6 @@ def test_the_model_cuts_no_more_long_thinking_pauses_than_the_rule() -> None:
     # issue 44's target, on the pauses of 1.2 s and more; measured: the rule
     # cuts 11 of 13, the model with the transcript's shape 9 (which and why:
     # docs/listening.md, "The turn-taking corpus")
-    pytest.importorskip("voice_membrane.listening.turn_model")
     long = [e for e in ENTRIES if e.kind == "thinking_pause" and e.longest_pause_s >= LONG_PAUSE_S]
     cut = {model: {e.file for e in long if decided_ms(e, model)[0] < 0} for model in (False, True)}
     assert len(cut[True]) <= len(cut[False]), cut
