@@ -3,14 +3,15 @@
 
 Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
 [--skip-long-session] [--skip-answers] [--skip-voice] [--skip-bargein]
-[--skip-voice-serve]`` (``make bench``).
+[--skip-voice-serve] [--skip-turns]`` (``make bench``).
 A benchmark whose library module is missing is reported as not run rather than failing
 the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
 ``--skip-long-session`` the embedded model's long session, ``--skip-answers`` the
 embedded model's answers over the shipped questions, ``--skip-voice`` the
 voice-to-voice run over the spoken fixtures, ``--skip-bargein`` the live
 speaker-over-the-reply run, ``--skip-voice-serve`` the callers speaking to
-``serve`` (voice to voice over the endpoint).
+``serve`` (voice to voice over the endpoint), ``--skip-turns`` the turn-taking
+corpus through the listener (fixed silence against the end-of-turn model).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from benchmarks import (
     report_serve,
     report_stt,
     report_tts,
+    report_turns,
     report_voice,
     report_voice_serve,
 )
@@ -42,9 +44,11 @@ from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_serve_load import run_serve_load_bench
 from benchmarks.bench_stt import run_stt_bench
 from benchmarks.bench_tts_engines import run_tts_engines_bench
+from benchmarks.bench_turns import run_turns_bench
 from benchmarks.bench_voice import run_voice_bench
 from benchmarks.bench_voice_serve import run_voice_serve_bench
 from voice_membrane.bench.membrane_cost import MembraneResults
+from voice_membrane.pipeline.config import ConfigError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
@@ -57,6 +61,7 @@ def build_report(
     voice: bool = True,
     bargein: bool = True,
     voice_serve: bool = True,
+    turns: bool = True,
 ) -> str:
     sections = [report.header()]
     try:
@@ -103,6 +108,13 @@ def build_report(
             sections.append(report_voice.voice_section(run_voice_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_voice.VOICE_TITLE, error))
+    if not turns:
+        sections.append(report.skipped(report_turns.TURNS_TITLE, "--skip-turns"))
+    else:
+        try:
+            sections.append(report_turns.turns_section(run_turns_bench()))
+        except (ImportError, ConfigError) as error:  # ConfigError: no end-of-turn model
+            sections.append(report.unavailable(report_turns.TURNS_TITLE, error))
     if not bargein:
         sections.append(report.skipped(report_bargein.BARGEIN_TITLE, "--skip-bargein"))
     else:
@@ -173,6 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         help="leave out voice to voice over the endpoint and barge-in on a call, 1 and 50 "
         "callers (~4.5 minutes)",
     )
+    parser.add_argument(
+        "--skip-turns",
+        action="store_true",
+        help="leave out turn-taking on the turn corpus: fixed silence against the "
+        "end-of-turn model, and whisper in real time (~4 minutes)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -183,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         voice=not args.skip_voice,
         bargein=not args.skip_bargein,
         voice_serve=not args.skip_voice_serve,
+        turns=not args.skip_turns,
     )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,103 @@
+"""The turn-taking section of the benchmark report (``benchmarks.bench_turns``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from benchmarks.bench_turns import LEAD_S, LONG_PAUSE_S, TAIL_S, Heard, SetupRun
+from benchmarks.markdown import table
+from voice_membrane.bench.stats import median, summarize
+
+TURNS_TITLE = "Turn-taking: when the user is done, on the turn-taking corpus"
+HEADERS = [
+    "Setup",
+    "recogniser",
+    "complete turns",
+    "delay p50 / p95, ms",
+    "cut",
+    "with thinking pauses",
+    "cut",
+    f"cut, pauses ≥ {LONG_PAUSE_S} s",
+    "split",
+    "end unheard",
+    "end reasons",
+    "model ms p50 / max",
+    "run, s",
+]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole}" if whole else "—"
+
+
+def _kind(run: SetupRun, kind: str) -> list[Heard]:
+    return [h for h in run.heard if h.entry.kind == kind]
+
+
+def row(run: SetupRun) -> list[object]:
+    complete, paused = _kind(run, "complete"), _kind(run, "thinking_pause")
+    delays = summarize([d for h in complete if (d := h.delay_ms) is not None])
+    long = [h for h in paused if h.entry.longest_pause_s >= LONG_PAUSE_S]
+    reasons = Counter(reason for h in run.heard for _, reason, _ in h.turns)
+    model = [ms for h in run.heard for _, _, ms in h.turns if ms is not None]
+    return [
+        run.label,
+        run.stt,
+        len(complete),
+        "—" if delays is None else f"{delays['p50']:.0f} / {delays['p95']:.0f}",
+        _share(sum(h.cut for h in complete), len(complete)),
+        len(paused),
+        _share(sum(h.cut for h in paused), len(paused)),
+        _share(sum(h.cut for h in long), len(long)),
+        sum(len(h.turns) > 1 for h in run.heard),
+        sum(not h.end_heard for h in run.heard),
+        ", ".join(f"{r} {n}" for r, n in reasons.most_common()),
+        f"{median(model):.0f} / {max(model):.0f}" if model else "—",
+        f"{run.seconds:.0f}",
+    ]
+
+
+def cut_files(runs: Sequence[SetupRun]) -> str:
+    """Which thinking-pause files each setup cut (the table's counts, named)."""
+    lines = []
+    for run in runs:
+        names = [h.entry.file.rsplit("/", 1)[-1] for h in _kind(run, "thinking_pause") if h.cut]
+        if names:
+            lines.append(f"- {run.label}, {run.stt}: {', '.join(f'`{n}`' for n in names)}")
+    return "\n".join(lines) or "- none"
+
+
+def turns_section(runs: Sequence[SetupRun]) -> str:
+    method = (
+        'The corpus (`audio_fixtures/turns/manifest.json`, docs/listening.md, "The '
+        'turn-taking corpus"): complete turns (the spoken questions, fluent sentences, '
+        "real recordings and readings) and utterances with thinking pauses (0.5-2.0 s "
+        'mid-sentence, with and without "um"), each with its speech spans and true end '
+        "(the end of its last speech) measured by energy. Each file is played through "
+        "the real listening front (`listener_for` of `local-voice`: Silero, the "
+        "endpointer, the end-of-turn model), "
+        f"with {LEAD_S} s of silence before and {TAIL_S} s after. Recogniser *the spans' "
+        "words* (`testing/span_stt.py`): each stretch of speech's final is the words "
+        "the manifest gives its spans, at once, so the decision is the listener's "
+        "alone; the file is fed as fast as the listener takes it (it decides by "
+        "samples, the model's answer dated where it was asked, so this is what a "
+        "microphone gets, less the model's own time). Recogniser whisper: the shipped "
+        "tiny.en, in real time, on the shipped questions and Piper joe's paused "
+        "utterances. *Delay*: the decision (the listener's sample when the turn came "
+        "out, to the 20 ms frame) less the true end, on complete turns; *cut*: the "
+        "first turn decided before the true end (a cut-in); *split*: files heard as "
+        "more than one turn; *end unheard*: files whose last words made no turn (the "
+        "detector missed them, or no turn came after the true end); *model ms*: the "
+        "end-of-turn model's own time per judgement "
+        "(live, the listener falls behind by it and catches up). One run on a 2-core "
+        "machine shared with other work: the times are noisy, the sample counts are not."
+    )
+    return "\n\n".join(
+        [
+            f"## {TURNS_TITLE}",
+            method,
+            table(HEADERS, [row(run) for run in runs]),
+            "Thinking-pause files cut:\n\n" + cut_files(runs),
+        ]
+    )
