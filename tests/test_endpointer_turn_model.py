@@ -62,7 +62,7 @@ def test_judged_not_done_a_thinking_pause_keeps_one_turn() -> None:
 
 
 def test_judged_not_done_the_turn_still_ends_after_the_longer_wait() -> None:
-    s = Script().speech(0.5, 1.6).judged(1.6, 0.08).heard(1.9, "So the thing is.")
+    s = Script().speech(0.5, 1.6).judged(1.6, 0.08).heard(1.9, "So here is my question.")
     (turn,) = turns(s.run(6.0, MODEL))
     assert (turn.reason, turn.at_sample) == ("silence", at(1.6 + 2.0))  # turn_wait_s
 
@@ -74,6 +74,17 @@ def test_unfinished_words_keep_their_longer_silence_when_judged_done() -> None:
     shapeless = MODEL.model_copy(update={"transcript_shape": False})
     (turn,) = turns(s.run(6.0, shapeless))
     assert (turn.reason, turn.at_sample) == ("model", at(2.3))
+
+
+def test_judged_not_done_after_unfinished_words_the_user_gets_up_to_the_cap() -> None:
+    # "my number is 555 … [2.4 s] … 0123": both say the user is not done
+    s = Script().speech(0.5, 2.0).judged(2.0, 0.1).heard(2.3, "My number is 555")
+    s.speech(4.4, 5.4).judged(5.4, 0.9).heard(5.7, "0123.")
+    (turn,) = turns(s.run(9.0, MODEL))
+    assert turn.text == "My number is 555 0123."
+    lone = Script().speech(0.5, 2.0).judged(2.0, 0.1).heard(2.3, "My number is 555")
+    (turn,) = turns(lone.run(9.0, MODEL))
+    assert turn.at_sample == at(2.0 + 3.0)  # max_delay_s
 
 
 @pytest.mark.parametrize("probability", [None, 0.5 - 1e-9])

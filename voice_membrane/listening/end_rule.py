@@ -6,7 +6,7 @@ far sound unfinished (a trailing "and", a number being read out). With an
 end-of-turn model (``turn_model``) it is judged once per pause, at the
 detector's speech end: judged done, ``turn_done_silence_s`` (the words still
 count: unfinished-sounding words keep their longer silence); judged not done,
-``turn_wait_s``; not judged (the model failed, or its answer has not come),
+``turn_wait_s``, or up to the cap when the words sound unfinished too; not judged (the model failed, or its answer has not come),
 ``end_silence_s`` as without a model.
 """
 
@@ -56,7 +56,8 @@ class EndRule:
         by_model = False
         if self.judges and u.done_probability is not None:
             if u.done_probability < s.turn_threshold:
-                silence_s = max(silence_s, s.turn_wait_s)
+                # both say unfinished ("my number is 555 …"): as long as the cap allows
+                silence_s = s.max_delay_s if unfinished else max(silence_s, s.turn_wait_s)
             elif not unfinished:
                 silence_s, by_model = s.turn_done_silence_s, True
         # (never before the judgement that shortened it: the model's answer is an input)
