@@ -43,12 +43,13 @@ def test_the_scripted_path_writes_voice_to_voice_and_wer(tmp_path: Path) -> None
     (turn,) = sample["turns"]
     assert turn["voice_to_voice_ms"] >= turn["request_ms"] >= turn["endpointing_ms"]
     assert len(sample["settle_ms"]) == 1
-    # Why the turn ended (no end-of-turn model: the silence, and no model row).
-    assert turn["endpoint_reason"] == "silence" and turn["barge_in"] is False
-    assert summary["ended_by"] == "silence 1" and "turn_model_ms" not in summary["figures_ms"]
+    # Why the turn ended (local-voice's end-of-turn model judged the question
+    # done), and the model's row: its time per decision.
+    assert turn["endpoint_reason"] == "model" and turn["barge_in"] is False
+    assert summary["ended_by"] == "model 1" and summary["figures_ms"]["turn_model_ms"]["p50"] > 0
     shown = console.export_text()
     assert "voice to voice" in shown and "WER" in shown and "what_time.wav" in shown
-    assert "(ended by silence 1)" in shown and "end-of-turn model" not in shown
+    assert "(ended by model 1)" in shown and "end-of-turn model (per decision)" in shown
 
 
 def test_inputs_know_their_text_from_the_nearest_index() -> None:

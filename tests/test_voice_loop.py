@@ -83,14 +83,11 @@ def test_a_spoken_question_is_answered_with_its_voice_to_voice_latency(tmp_path:
     first_audio = record["stamps_ms"]["first_audio"]
     assert latency["voice_to_voice_ms"] == pytest.approx(latency["request_ms"] + first_audio)
     assert "voice to voice " in printed
-    # Why the turn ended (no end-of-turn model: the end silence), said in the
-    # metrics and on the voice-to-voice line.
-    assert (record["endpoint_reason"], record["barge_in"], record["turn_model_ms"]) == (
-        "silence",
-        False,
-        None,
-    )
-    assert f"turn {latency['endpointing_ms']:.0f} ms by silence" in printed
+    # Why the turn ended (local-voice's end-of-turn model judged the question
+    # done), said in the metrics and on the voice-to-voice line.
+    assert (record["endpoint_reason"], record["barge_in"]) == ("model", False)
+    assert record["turn_model_ms"] > 0
+    assert f"turn {latency['endpointing_ms']:.0f} ms by model (" in printed
     samples, rate = sf.read(tmp_path / "reply.wav", dtype="int16")
     assert len(samples) / rate > 0.5  # the answer was spoken
 
@@ -225,7 +222,7 @@ def test_a_question_is_answered_preemptively_and_heard_only_after_the_decision(
 ) -> None:
     # A long end silence: the recognizer's final (~0.4 s after the speech, up to
     # ~1 s on a loaded machine) comes within it, so a reply can start held.
-    endpoint = {"preemptive": preemptive, "end_silence_s": 1.5}
+    endpoint = {"preemptive": preemptive, "end_silence_s": 1.5, "turn_model": "none"}
     config = voice_config(tmp_path, sink=REALTIME, endpoint=endpoint)
     turns, session, played = converse_with_sink(config, SPEECH / "questions/weather_paris.wav")
     (turn,) = turns
