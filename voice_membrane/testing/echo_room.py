@@ -49,6 +49,14 @@ def user_voice(level_db: float, like: Samples, path: Path = USER) -> Samples:
     return np.clip(np.round(voice * gain), -32768, 32767).astype(np.int16)
 
 
+def speech_onset(voice: Samples) -> int:
+    """The first sample of the first 10 ms frame within 25 dB of the loudest:
+    where the words begin (the recording's room noise before them is not speech)."""
+    frames = voice[: len(voice) // 160 * 160].astype(np.float64).reshape(-1, 160)
+    rms = np.sqrt(np.mean(frames**2, axis=1))
+    return int(np.argmax(rms > rms.max() * 10 ** (-25 / 20))) * 160
+
+
 def mix(base: Samples, voice: Samples, at: int) -> Samples:
     """``voice`` added into ``base`` from sample ``at`` (cut at its end)."""
     out = base.astype(np.int32)
