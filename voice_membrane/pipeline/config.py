@@ -156,6 +156,10 @@ class SinkConfig(_Section):
     # The null sink only: play into nothing at a speaker's pace (a speaker always
     # does; a WAV file cannot).
     realtime: bool = False
+    # Cancel this sink's echo in what the listener hears (WebRTC's AEC3, the livekit
+    # package): auto: for run --listen on the speaker and for phone calls, not for a
+    # browser (it cancels its own) nor a recording (docs/listening.md, "Echo").
+    echo_canceller: Literal["auto", "webrtc", "none"] = "auto"
 
     @field_validator("realtime")
     @classmethod

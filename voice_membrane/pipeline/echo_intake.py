@@ -1,0 +1,77 @@
+"""The echo canceller at the pipeline's edges: the reply's audio as the sink
+plays it (``played``, from whatever thread plays it: a sound card's callback)
+and the microphone's frames, cleaned before the listener hears them
+(``frames``). The canceller itself is sans-I/O (``listening/echo_canceller.py``);
+this is where the two streams meet it, in the listener's task.
+
+Which pipelines cancel: ``[sink] echo_canceller`` (``cancels_echo``)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Literal
+
+import numpy as np
+
+from ..listening.aec_webrtc import webrtc_canceller
+from ..listening.echo_canceller import ENGINE_RATES, EchoCanceller
+from ..sources.base import Frame
+from ..vocab.audio import Samples
+from .config import ConfigError, PipelineConfig
+
+# the far audio waiting for the next frame, at most (a sound card's 10 ms callbacks)
+_QUEUED = 1000
+Where = Literal["speaker", "call", "browser", "recording"]
+
+
+def cancels_echo(config: PipelineConfig, where: Where, rate: int) -> bool:
+    """Whether the listener's input is echo-cancelled here: ``auto`` on for a
+    microphone beside the speaker (``run --listen``) and for a phone call, off
+    for a browser (its getUserMedia cancels its own) and a recording (no
+    echo); never at a rate WebRTC's module does not run at."""
+    mode = config.sink.echo_canceller
+    if mode == "none" or rate not in ENGINE_RATES:
+        return False
+    return mode == "webrtc" or where in ("speaker", "call")
+
+
+def echo_intake_for(config: PipelineConfig, where: Where, rate: int) -> EchoIntake | None:
+    """The canceller for a listener at ``rate`` (None: this input is not
+    cancelled); ``ConfigError`` in one line when its package is missing."""
+    if not cancels_echo(config, where, rate):
+        return None
+    try:
+        return EchoIntake(webrtc_canceller(rate))
+    except ImportError as exc:
+        raise ConfigError(f"sink.echo_canceller: {exc}") from None
+
+
+class EchoIntake:
+    def __init__(self, canceller: EchoCanceller) -> None:
+        self.canceller = canceller
+        # (deque's append and popleft are atomic: the sink's thread and the
+        # listener's task share it with no lock)
+        self._played: deque[tuple[Samples, int, int]] = deque(maxlen=_QUEUED)
+        self._position = 0
+
+    def played(self, samples: Samples, rate: int, at_ns: int) -> None:
+        """``samples`` begin to be heard at ``at_ns`` (``perf_counter_ns``);
+        silence too, so the reference is whole. Any thread."""
+        self._played.append((np.array(samples, dtype=np.int16), rate, at_ns))
+
+    def clean(self, frame: Frame) -> Frame:
+        """``frame`` with the echo of what was played taken out (positions
+        renumbered: the canceller works in whole 10 ms blocks)."""
+        while self._played:
+            self.canceller.far(*self._played.popleft())
+        samples = self.canceller.near(frame.samples, frame.captured_ns)
+        out = Frame(samples, frame.sample_rate, self._position, frame.captured_ns)
+        self._position += len(samples)
+        return out
+
+    async def frames(self, frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
+        async for frame in frames:
+            cleaned = self.clean(frame)
+            if len(cleaned.samples):  # (an empty frame is the listener's end of input)
+                yield cleaned
