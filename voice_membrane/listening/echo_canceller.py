@@ -24,7 +24,8 @@ import numpy as np
 from ..vocab.audio import Samples
 from .resample import StreamResampler
 
-_SNAP_S = 0.03  # dates closer than this to a stream's running end are jitter
+_SNAP_S = 0.03  # far audio dated closer than this to where the last ended: jitter
+_LATE_S = 0.5  # a microphone frame dated later than this past its place: audio was lost
 _AHEAD_S = 10.0  # far audio kept ahead of the microphone (none fed: a listener not running)
 ENGINE_RATES = (8000, 16_000, 32_000, 48_000)  # the rates WebRTC's module runs at
 
@@ -83,9 +84,16 @@ class EchoCanceller:
         samples = np.asarray(samples, dtype=np.int16)
         start = self._index(end_ns) - len(samples)
         expected = None if self._near_next is None else self._near_next + len(self._near_carry)
-        if expected is None or abs(start - expected) > _SNAP_S * self.rate:
-            # a new stream or a jump in the dates: restart the timeline here
+        # A frame dated later than its place is one that came late (a busy
+        # loop, a network): its audio is still contiguous with the last. One
+        # dated earlier shows the timeline itself runs late (the first frame
+        # came late, or the clocks drift): it moves back. Past _LATE_S, audio
+        # was lost: the timeline restarts there.
+        if expected is None or start > expected + _LATE_S * self.rate:
             self._near_next, self._near_carry = start, np.zeros(0, dtype=np.int16)
+        elif start < expected - self.rate // 1000:  # (a millisecond: the dates' rounding)
+            assert self._near_next is not None
+            self._near_next -= expected - start
         buf = np.concatenate([self._near_carry, samples])
         n = len(buf) // self.block * self.block
         assert self._near_next is not None

@@ -157,8 +157,9 @@ class SinkConfig(_Section):
     # does; a WAV file cannot).
     realtime: bool = False
     # Cancel this sink's echo in what the listener hears (WebRTC's AEC3, the livekit
-    # package): auto: for run --listen on the speaker and for phone calls, not for a
-    # browser (it cancels its own) nor a recording (docs/listening.md, "Echo").
+    # package), for run --listen on the speaker and for phone calls (a browser cancels
+    # its own, a recording has none): auto: when livekit is installed; webrtc: a
+    # ConfigError when it is not; none: never (docs/listening.md, "Echo cancellation").
     echo_canceller: Literal["auto", "webrtc", "none"] = "auto"
 
     @field_validator("realtime")

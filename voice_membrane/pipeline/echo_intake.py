@@ -23,27 +23,30 @@ from .config import ConfigError, PipelineConfig
 # the far audio waiting for the next frame, at most (a sound card's 10 ms callbacks)
 _QUEUED = 1000
 Where = Literal["speaker", "call", "browser", "recording"]
+WHERE_ECHO = ("speaker", "call")  # the sink's audio comes back into the input
 
 
 def cancels_echo(config: PipelineConfig, where: Where, rate: int) -> bool:
-    """Whether the listener's input is echo-cancelled here: ``auto`` on for a
-    microphone beside the speaker (``run --listen``) and for a phone call, off
-    for a browser (its getUserMedia cancels its own) and a recording (no
-    echo); never at a rate WebRTC's module does not run at."""
-    mode = config.sink.echo_canceller
-    if mode == "none" or rate not in ENGINE_RATES:
-        return False
-    return mode == "webrtc" or where in ("speaker", "call")
+    """Whether the listener's input is echo-cancelled here: where the reply's
+    audio is played beside the microphone and the sink can tell what it plays
+    (``run --listen`` on the speaker, a phone call), unless ``none``; never for
+    a browser (its getUserMedia cancels its own) or a recording (no echo), nor
+    at a rate WebRTC's module does not run at."""
+    return config.sink.echo_canceller != "none" and where in WHERE_ECHO and rate in ENGINE_RATES
 
 
 def echo_intake_for(config: PipelineConfig, where: Where, rate: int) -> EchoIntake | None:
     """The canceller for a listener at ``rate`` (None: this input is not
-    cancelled); ``ConfigError`` in one line when its package is missing."""
+    cancelled). Its package missing: ``auto`` goes without (the level judge
+    guards against the echo, ``[endpoint] echo``), ``webrtc`` is a
+    ``ConfigError`` in one line."""
     if not cancels_echo(config, where, rate):
         return None
     try:
         return EchoIntake(webrtc_canceller(rate))
     except ImportError as exc:
+        if config.sink.echo_canceller == "auto":
+            return None
         raise ConfigError(f"sink.echo_canceller: {exc}") from None
 
 

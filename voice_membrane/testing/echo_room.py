@@ -69,3 +69,44 @@ def _voiced_rms(x: np.ndarray) -> float:
     frames = x[: len(x) // 160 * 160].astype(np.float64).reshape(-1, 160)
     rms = np.sqrt(np.mean(frames**2, axis=1))
     return float(np.sqrt(np.mean(rms[rms > rms.max() * 0.05] ** 2)))
+
+
+class PlayedEcho:
+    """The echo of what a phone plays, for a fake caller's microphone: pieces
+    of audio played from known times (cut short by a ``clear``), heard back
+    ``gain_db`` quieter and ``delay_s`` later."""
+
+    def __init__(self, gain_db: float, delay_s: float, rate: int) -> None:
+        self.gain, self.delay_s, self.rate = 10 ** (gain_db / 20), delay_s, rate
+        self._pieces: list[tuple[float, Samples]] = []  # (when it starts playing, audio)
+
+    def played(self, starts: float, samples: Samples) -> None:
+        self._pieces.append((starts, samples))
+
+    def cleared(self, at: float) -> None:
+        """What had not played by ``at`` never will."""
+        kept = []
+        for starts, samples in self._pieces:
+            playable = max(0, min(len(samples), int((at - starts) * self.rate)))
+            if playable:
+                kept.append((starts, samples[:playable]))
+        self._pieces = kept
+
+    def into(self, samples: Samples, ends: float) -> Samples:
+        """``samples`` captured up to ``ends``, with the echo in them."""
+        return mix(samples, self.heard(ends, len(samples)), 0)
+
+    def heard(self, ends: float, n: int) -> Samples:
+        """The echo in the ``n`` samples a microphone captured up to ``ends``."""
+        t0 = ends - self.delay_s - n / self.rate
+        out = np.zeros(n, dtype=np.float64)
+        while self._pieces and self._pieces[0][0] + len(self._pieces[0][1]) / self.rate < t0:
+            self._pieces.pop(0)  # (played out before this frame: never heard again)
+        for starts, samples in self._pieces:
+            lo = round((starts - t0) * self.rate)
+            if lo >= n:
+                break
+            a, b = max(0, lo), min(n, lo + len(samples))
+            if a < b:
+                out[a:b] += samples[a - lo : b - lo] * self.gain
+        return np.clip(np.round(out), -32768, 32767).astype(np.int16)
