@@ -12,6 +12,7 @@ self-interruption), and how soon does a user who speaks over it pause it?
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,3 +114,45 @@ def _ns(sample: int) -> int:
 
 def _note(heard: Heard, decisions: list[Decision]) -> None:
     heard.pauses += [d.at_sample for d in decisions if isinstance(d, PausePlayout)]
+
+
+POSITIONS_S = (0.5, 1.5, 4.0)  # the user speaks this far into the answer
+
+
+@dataclass
+class EchoRun:
+    """Per echo path (gain dB, delay ms): the answers heard over their echo
+    and the pauses they made; per setup ("canceller": WebRTC, no warm-up;
+    "level": today's level judge with its 3 s warm-up, no canceller) and
+    position, the user's pause latencies (ms; None: never paused)."""
+
+    answers: dict[tuple[float, int], tuple[int, int]] = field(default_factory=dict)
+    latency: dict[tuple[str, float], list[float | None]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def run_echo(answers_per_path: int, users_per_path: int) -> EchoRun:
+    from ..listening.aec_webrtc import webrtc_canceller
+    from ..testing.echo_room import user_voice
+
+    started = time.perf_counter()
+    run = EchoRun()
+    cancelled = EndpointSettings(echo="aec", echo_warmup_s=0.0)
+    setups = {"canceller": cancelled, "level": EndpointSettings()}
+    pool = answers(max(answers_per_path, users_per_path + 1))
+    for gain, delay in PATHS:
+        heard = session(pool[:answers_per_path], gain, delay, webrtc_canceller(RATE), cancelled)
+        pauses = sum(len(heard.paused_in(s, e)) for s, e in heard.answers)
+        run.answers[(gain, delay)] = (len(heard.answers), pauses)
+        for k in range(users_per_path):
+            replies = pool[k : k + 2]
+            voice = user_voice(0.0, replies[0])
+            for name, settings in setups.items():
+                for at_s in POSITIONS_S:
+                    into = round(at_s * RATE)
+                    canceller = webrtc_canceller(RATE) if name == "canceller" else None
+                    h = session(replies, gain, delay, canceller, settings, (voice, 0, into))
+                    latency = onset_latency_ms(h, voice, 0, into)
+                    run.latency.setdefault((name, at_s), []).append(latency)
+    run.seconds = time.perf_counter() - started
+    return run
