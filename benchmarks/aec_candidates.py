@@ -9,12 +9,15 @@ the candidates are not installed by the setup. To rerun::
     pip install --target /tmp/aec-aap aec-audio-processing   # builds from source (~9 min)
     pip install --target /tmp/aec-speex speexdsp   # needs swig and libspeexdsp-dev
     PYTHONPATH=.:/tmp/aec-aap:/tmp/aec-speex python -m benchmarks.aec_candidates
+    python -m benchmarks.aec_candidates --words [GAIN_DB ...]   # the words kept
 
 Per candidate and echo path: ERLE (echo return loss enhancement: the echo's
 level in, over its level out: in the first 0.5 s, how soon it works, and past
 the first 2 s), the user's speech kept (the
 output's level where the user speaks, over the user's own level there: 0 dB is
 all of it) and the CPU time per second of audio. All 10 ms frames at 16 kHz.
+``--words``: how many questions said over the reply whisper still hears through
+the shipped canceller, its reference at each gain (``aec_webrtc.FAR_GAIN``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +75,13 @@ def webrtc_livekit() -> Canceller:
     return step
 
 
+def shipped() -> Canceller:
+    """livekit's module as shipped: the reference 10 dB quieter (aec_webrtc.py)."""
+    from voice_membrane.listening.aec_webrtc import WebRtcEcho
+
+    return WebRtcEcho(RATE).process
+
+
 def webrtc_aap() -> Canceller:
     from aec_audio_processing import AudioProcessor
 
@@ -98,6 +109,7 @@ def speex() -> Canceller:
 
 CANDIDATES = {
     "livekit": ("livekit", webrtc_livekit),
+    "livekit, reference -10 dB (shipped)": ("livekit", shipped),
     "aec-audio-processing": ("aec_audio_processing", webrtc_aap),
     "speexdsp": ("speexdsp", speex),
 }
@@ -140,6 +152,61 @@ def measure(name: str, reply: Samples) -> list[str]:
     return rows
 
 
+QUESTIONS = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech" / "questions"
+KEY_WORDS = {  # a question fixture, and the word that shows whisper heard it
+    "what_time": "what time",
+    "call_mom": "mother",
+    "two_plus_two": "plus",
+    "weather_paris": "paris",
+    "capital_france": "france",
+}
+
+
+def words_kept(gains_db: list[float]) -> None:
+    """Whisper on five questions said 1.5 and 4 s into the reply, over no echo
+    and a -20 / -10 dB one (60 ms, reverb), through the shipped canceller with
+    its reference at each of ``gains_db`` ("raw": uncancelled): how many of 10
+    it still heard."""
+    import anyio
+    import soundfile as sf  # type: ignore[import-untyped]
+
+    import voice_membrane.listening.aec_webrtc as shipped_module
+    from voice_membrane.stt.registry import create_stt
+    from voice_membrane.testing.stt_drive import drive
+
+    reply = piper_reply()
+    clips = {n: sf.read(QUESTIONS / f"{n}.wav", dtype="int16")[0] for n in KEY_WORDS}
+
+    async def heard(engine: Any, gain: float | None, echo_db: float | None) -> int:
+        kept = 0
+        for at_s in (1.5, 4.0):
+            for name, clip in clips.items():
+                at = round(at_s * RATE)
+                base = np.zeros(len(reply), np.int16)
+                if echo_db is not None:
+                    base = echo_path(reply, echo_db, 60, room_reverb())
+                near = mix(base, clip, at)
+                if gain is not None:
+                    shipped_module.FAR_GAIN = 10 ** (gain / 20)
+                    near = run(shipped, reply, near)[0]
+                text = (await drive(engine, near[at - RATE // 4 : at + len(clip)])).text
+                kept += KEY_WORDS[name] in text.lower()
+        return kept
+
+    async def measure() -> None:
+        engine = create_stt("whisper")
+        await engine.start()
+        for gain in [None, *gains_db]:
+            counts = [await heard(engine, gain, echo) for echo in (None, -20.0, -10.0)]
+            label = "uncancelled" if gain is None else f"reference {gain:+.0f} dB"
+            print(f"| {label} | {' | '.join(str(c) for c in counts)} |", flush=True)
+        await engine.aclose()
+
+    print("| whisper heard, of 10 | no echo | echo -20 dB | echo -10 dB |")
+    print("| --- | --- | --- | --- |")
+    anyio.run(measure)
+
+
 def main(names: list[str]) -> None:
     reply = piper_reply()
     print(f"reply: {len(reply) / RATE:.1f} s of Piper speech")
@@ -151,4 +218,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--words"]:
+        words_kept([float(g) for g in sys.argv[2:]] or [0.0, -10.0, -20.0])
+    else:
+        main(sys.argv[1:])

@@ -1,5 +1,6 @@
 """A phone call whose caller's microphone hears the answer back (the fake
-caller's ``PlayedEcho``: -10 dB, 150 ms later): ``serve`` cancels that echo
+caller's ``PlayedEcho``: -10 dB, 150 ms later), on a pipeline with ``[sink]
+echo_canceller = "webrtc"``: ``serve`` cancels that echo
 with what it sends as the reference (``TwilioSink.on_sent``), so the answer
 never clears itself, and a caller who says "stop" half a second into it (in
 what used to be the 3 s echo warm-up) clears it. Without the canceller, with
@@ -27,10 +28,13 @@ ANSWER_S = 5.0  # of the answer heard over its own echo
 
 
 def _pipeline(folder: Path, cancel: bool) -> Path:
+    """Calls are cancelled when the pipeline asks (``webrtc``; ``auto`` leaves
+    them: most phones cancel their own echo)."""
     path = listening_pipeline(folder, "long", LONG_REPLY)
-    if not cancel:  # the control: no canceller, yet every sound over the answer the caller's
-        text = path.read_text().replace("[sink]\n", '[sink]\necho_canceller = "none"\n')
-        path.write_text(text + '\n[endpoint]\necho = "aec"\necho_warmup_s = 0.0\n')
+    if cancel:
+        path.write_text(path.read_text().replace("[sink]\n", '[sink]\necho_canceller = "webrtc"\n'))
+    else:  # the control: no canceller, yet every sound over the answer the caller's
+        path.write_text(path.read_text() + '\n[endpoint]\necho = "aec"\necho_warmup_s = 0.0\n')
     return path
 
 

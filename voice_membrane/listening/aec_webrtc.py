@@ -17,6 +17,15 @@ import numpy as np
 from ..vocab.audio import Samples
 from .echo_canceller import EchoCanceller
 
+# The reference is given 10 dB quieter than it is played. AEC3's suppressor,
+# until it has measured the echo path (and for good where no echo comes back:
+# headphones), assumes an echo as loud as the reference and ducks whatever is
+# under it: the user's words over the reply. Measured (docs/listening.md, "Echo
+# cancellation"), words whisper kept of 10 said over a reply with a -20 / -10 dB
+# echo: 6 / 5 at the reference's level, 8 / 6 at -10 dB (9 / 8 uncancelled);
+# at -20 dB the filter let the echo through on the live tests (pauses, clears).
+FAR_GAIN = 10 ** (-10 / 20)
+
 
 class WebRtcEcho:
     def __init__(self, rate: int) -> None:
@@ -32,8 +41,9 @@ class WebRtcEcho:
 
     def process(self, far: Samples, near: Samples) -> Samples:
         rtc = self._rtc
+        quieter = np.round(far * FAR_GAIN).astype(np.int16)
         self._apm.process_reverse_stream(
-            rtc.AudioFrame(bytearray(far.tobytes()), self.rate, 1, self.block)
+            rtc.AudioFrame(bytearray(quieter.tobytes()), self.rate, 1, self.block)
         )
         frame = rtc.AudioFrame(bytearray(near.tobytes()), self.rate, 1, self.block)
         self._apm.process_stream(frame)

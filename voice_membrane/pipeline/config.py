@@ -157,9 +157,9 @@ class SinkConfig(_Section):
     # does; a WAV file cannot).
     realtime: bool = False
     # Cancel this sink's echo in what the listener hears (WebRTC's AEC3, the livekit
-    # package), for run --listen on the speaker and for phone calls (a browser cancels
-    # its own, a recording has none): auto: when livekit is installed; webrtc: a
-    # ConfigError when it is not; none: never (docs/listening.md, "Echo cancellation").
+    # package; never for a browser, which cancels its own, nor a recording): auto: for
+    # run --listen on the speaker, when livekit is installed; webrtc: phone calls too,
+    # and a ConfigError without livekit; none: never (docs/listening.md).
     echo_canceller: Literal["auto", "webrtc", "none"] = "auto"
 
     @field_validator("realtime")

@@ -23,16 +23,20 @@ from .config import ConfigError, PipelineConfig
 # the far audio waiting for the next frame, at most (a sound card's 10 ms callbacks)
 _QUEUED = 1000
 Where = Literal["speaker", "call", "browser", "recording"]
-WHERE_ECHO = ("speaker", "call")  # the sink's audio comes back into the input
 
 
 def cancels_echo(config: PipelineConfig, where: Where, rate: int) -> bool:
-    """Whether the listener's input is echo-cancelled here: where the reply's
-    audio is played beside the microphone and the sink can tell what it plays
-    (``run --listen`` on the speaker, a phone call), unless ``none``; never for
-    a browser (its getUserMedia cancels its own) or a recording (no echo), nor
-    at a rate WebRTC's module does not run at."""
-    return config.sink.echo_canceller != "none" and where in WHERE_ECHO and rate in ENGINE_RATES
+    """Whether the listener's input is echo-cancelled here. ``auto``: for a
+    microphone beside the speaker (``run --listen``); ``webrtc``: phone calls
+    too (off by default: most phones cancel their own echo, and where no echo
+    comes back the canceller ducks the caller's words spoken over the answer,
+    docs/listening.md); ``none``: never. Never for a browser (its getUserMedia
+    cancels its own) or a recording (no echo), nor at a rate WebRTC's module
+    does not run at."""
+    mode = config.sink.echo_canceller
+    if mode == "none" or rate not in ENGINE_RATES:
+        return False
+    return where == "speaker" or (where == "call" and mode == "webrtc")
 
 
 def echo_intake_for(config: PipelineConfig, where: Where, rate: int) -> EchoIntake | None:
