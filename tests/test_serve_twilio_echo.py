@@ -22,7 +22,6 @@ from voice_membrane.testing.echo_room import PlayedEcho
 from voice_membrane.testing.fake_twilio import twilio_call
 
 pytest.importorskip("pocketsphinx")
-pytest.importorskip("livekit")  # (the canceller's package: the local and cloud extras)
 
 ANSWER_S = 5.0  # of the answer heard over its own echo
 
