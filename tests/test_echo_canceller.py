@@ -7,6 +7,9 @@ endpointer as ``run --listen`` chains them, without the LLM or the STT."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import anyio
 import numpy as np
 import pytest
 
@@ -20,6 +23,10 @@ from voice_membrane.bench.echo_bargein import (
 from voice_membrane.listening.aec_webrtc import webrtc_canceller
 from voice_membrane.listening.echo_canceller import EchoCanceller
 from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.pipeline import echo_intake
+from voice_membrane.pipeline.config import ConfigError, PipelineConfig
+from voice_membrane.pipeline.echo_intake import EchoIntake, Where, cancels_echo
+from voice_membrane.sources.base import Frame
 from voice_membrane.testing.echo_room import speech_onset, user_voice
 from voice_membrane.vocab.audio import Samples
 
@@ -106,3 +113,51 @@ def test_a_user_over_the_answer_pauses_it(gain_db: float, delay_ms: int, into_s:
     assert heard.paused_in(start, onset) == []  # nothing before the user spoke
     latency = onset_latency_ms(heard, voice, 0, into)
     assert latency is not None and latency < 1000  # (by samples: the user's first second)
+
+
+@pytest.mark.parametrize(
+    ("mode", "where", "rate", "on"),
+    [
+        ("auto", "speaker", RATE, True),
+        ("auto", "call", 8000, False),  # most phones cancel their own: opt in
+        ("webrtc", "call", 8000, True),
+        ("webrtc", "browser", RATE, False),  # getUserMedia cancels its own
+        ("webrtc", "recording", RATE, False),
+        ("none", "speaker", RATE, False),
+        ("auto", "speaker", 22_050, False),  # not a rate WebRTC's module runs at
+    ],
+)
+def test_which_inputs_are_cancelled(mode: str, where: Where, rate: int, on: bool) -> None:
+    config = PipelineConfig().with_overrides({"sink": {"echo_canceller": mode}})
+    assert cancels_echo(config, where, rate) is on
+
+
+def test_without_its_package_auto_goes_without_and_webrtc_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing(rate: int) -> EchoCanceller:
+        raise ImportError("the echo canceller needs the livekit package")
+
+    monkeypatch.setattr(echo_intake, "webrtc_canceller", missing)
+    auto = PipelineConfig()
+    assert echo_intake.echo_intake_for(auto, "speaker", RATE) is None
+    required = auto.with_overrides({"sink": {"echo_canceller": "webrtc"}})
+    with pytest.raises(ConfigError, match=r"sink\.echo_canceller: .*livekit"):
+        echo_intake.echo_intake_for(required, "speaker", RATE)
+
+
+def test_the_intake_never_hands_the_listener_an_empty_frame() -> None:
+    """(An empty frame is the listener's end of input.) 5 ms frames: every
+    other one completes a 10 ms block; positions stay contiguous."""
+    intake = EchoIntake(EchoCanceller(RATE, _Recorder()))
+
+    async def frames() -> AsyncIterator[Frame]:
+        for i in range(6):
+            yield Frame(np.ones(80, dtype=np.int16), RATE, i * 80, _ns((i + 1) * 80))
+
+    async def cleaned() -> list[Frame]:
+        return [frame async for frame in intake.frames(frames())]
+
+    out = anyio.run(cleaned)
+    assert [len(f.samples) for f in out] == [160, 160, 160]
+    assert [f.position for f in out] == [0, 160, 320]
