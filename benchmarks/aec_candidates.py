@@ -76,7 +76,7 @@ def webrtc_livekit() -> Canceller:
 
 
 def shipped() -> Canceller:
-    """livekit's module as shipped: the reference 10 dB quieter (aec_webrtc.py)."""
+    """livekit's module as shipped (aec_webrtc.py), its reference at ``FAR_GAIN``."""
     from voice_membrane.listening.aec_webrtc import WebRtcEcho
 
     return WebRtcEcho(RATE).process
@@ -109,7 +109,6 @@ def speex() -> Canceller:
 
 CANDIDATES = {
     "livekit": ("livekit", webrtc_livekit),
-    "livekit, reference -10 dB (shipped)": ("livekit", shipped),
     "aec-audio-processing": ("aec_audio_processing", webrtc_aap),
     "speexdsp": ("speexdsp", speex),
 }

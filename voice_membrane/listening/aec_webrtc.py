@@ -17,14 +17,15 @@ import numpy as np
 from ..vocab.audio import Samples
 from .echo_canceller import EchoCanceller
 
-# The reference is given 10 dB quieter than it is played. AEC3's suppressor,
-# until it has measured the echo path (and for good where no echo comes back:
+# The gain the reference is given (1: as played). AEC3's suppressor, until it
+# has measured the echo path (and for good where no echo comes back:
 # headphones), assumes an echo as loud as the reference and ducks whatever is
-# under it: the user's words over the reply. Measured (docs/listening.md, "Echo
-# cancellation"), words whisper kept of 10 said over a reply with a -20 / -10 dB
-# echo: 6 / 5 at the reference's level, 8 / 6 at -10 dB (9 / 8 uncancelled);
-# at -20 dB the filter let the echo through on the live tests (pauses, clears).
-FAR_GAIN = 10 ** (-10 / 20)
+# under it: the user's words over the reply. A quieter reference keeps more of
+# them (whisper, 10 questions over a -20 / -10 dB echo: 6 / 5 as played, 8 / 6
+# at -10 dB; 9 / 8 uncancelled) but on real devices, whose timing jitters, the
+# echo leaked through at -10 dB (the PulseAudio loopback test paused itself 2
+# runs in 4; 0 in 4 as played): no self-interruption comes first (docs/listening.md).
+FAR_GAIN = 1.0
 
 
 class WebRtcEcho:
@@ -41,9 +42,9 @@ class WebRtcEcho:
 
     def process(self, far: Samples, near: Samples) -> Samples:
         rtc = self._rtc
-        quieter = np.round(far * FAR_GAIN).astype(np.int16)
+        reference = np.round(far * FAR_GAIN).astype(np.int16)
         self._apm.process_reverse_stream(
-            rtc.AudioFrame(bytearray(quieter.tobytes()), self.rate, 1, self.block)
+            rtc.AudioFrame(bytearray(reference.tobytes()), self.rate, 1, self.block)
         )
         frame = rtc.AudioFrame(bytearray(near.tobytes()), self.rate, 1, self.block)
         self._apm.process_stream(frame)
