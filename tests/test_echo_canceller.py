@@ -72,6 +72,24 @@ def test_dates_that_jitter_keep_a_stream_contiguous() -> None:
     assert np.array_equal(np.concatenate(engine.far), ramp)
 
 
+@pytest.mark.parametrize("steady", [True, False])
+def test_a_device_callback_that_ran_late_keeps_its_stream_contiguous(steady: bool) -> None:
+    """A sound card's blocks (``steady``) follow each other whatever their
+    callback's date says (a loaded machine runs it late); audio sent to be
+    played at a time (a call's) is placed there."""
+    engine = _Recorder()
+    canceller = EchoCanceller(RATE, engine)
+    ramp = np.arange(1, 641, dtype=np.int16)
+    canceller.far(ramp[:320], RATE, _ns(0), steady=steady)
+    canceller.far(ramp[320:], RATE, _ns(320 + 1600), steady=steady)  # 100 ms late
+    canceller.near(np.zeros(2560, dtype=np.int16), _ns(2560))
+    far = np.concatenate(engine.far)
+    if steady:
+        assert np.array_equal(far[:640], ramp)
+    else:
+        assert np.array_equal(far[1920:2240], ramp[320:]) and not far[320:1920].any()
+
+
 def test_far_audio_at_another_rate_is_resampled_and_odd_frames_carried() -> None:
     engine = _Recorder()
     canceller = EchoCanceller(RATE, engine)

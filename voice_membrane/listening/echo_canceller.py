@@ -54,8 +54,12 @@ class EchoCanceller:
     def _index(self, ns: int) -> int:
         return ns * self.rate // 1_000_000_000
 
-    def far(self, samples: Samples, rate: int, at_ns: int) -> None:
-        """``samples`` (int16 at ``rate``) begin to play at ``at_ns``."""
+    def far(self, samples: Samples, rate: int, at_ns: int, *, steady: bool = False) -> None:
+        """``samples`` (int16 at ``rate``) begin to play at ``at_ns``.
+        ``steady``: a device's stream, every block played right after the last
+        (silence too), its dates the callback's, late when the callback ran late
+        (a loaded machine): a date up to ``_LATE_S`` past where the last block
+        ended is taken as there, as the microphone's are."""
         if self._far_resampler is None or self._far_resampler.src_rate != rate:
             self._far_resampler = StreamResampler(rate, self.rate)
         samples = self._far_resampler.feed(np.asarray(samples, dtype=np.int16))
@@ -63,7 +67,8 @@ class EchoCanceller:
             return
         start = self._index(at_ns)
         end = self._far_end
-        if end is not None and abs(start - end) <= _SNAP_S * self.rate:
+        late = _LATE_S if steady else _SNAP_S
+        if end is not None and end - _SNAP_S * self.rate <= start <= end + late * self.rate:
             start = end
         elif end is not None and start < end:  # (overlaps what is placed: keep the newest)
             while self._far and self._far[-1][0] >= start:

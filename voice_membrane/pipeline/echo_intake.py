@@ -59,19 +59,25 @@ class EchoIntake:
         self.canceller = canceller
         # (deque's append and popleft are atomic: the sink's thread and the
         # listener's task share it with no lock)
-        self._played: deque[tuple[Samples, int, int]] = deque(maxlen=_QUEUED)
+        self._played: deque[tuple[Samples, int, int, bool]] = deque(maxlen=_QUEUED)
         self._position = 0
 
     def played(self, samples: Samples, rate: int, at_ns: int) -> None:
-        """``samples`` begin to be heard at ``at_ns`` (``perf_counter_ns``);
-        silence too, so the reference is whole. Any thread."""
-        self._played.append((np.array(samples, dtype=np.int16), rate, at_ns))
+        """A sound card's block: ``samples`` begin to be heard at ``at_ns``
+        (``perf_counter_ns``, from its callback: late when the callback ran
+        late); silence too, so the reference is whole. Any thread."""
+        self._played.append((np.array(samples, dtype=np.int16), rate, at_ns, True))
+
+    def sent(self, samples: Samples, rate: int, at_ns: int) -> None:
+        """Audio sent to be played at ``at_ns`` exactly (a call's send clock)."""
+        self._played.append((np.array(samples, dtype=np.int16), rate, at_ns, False))
 
     def clean(self, frame: Frame) -> Frame:
         """``frame`` with the echo of what was played taken out (positions
         renumbered: the canceller works in whole 10 ms blocks)."""
         while self._played:
-            self.canceller.far(*self._played.popleft())
+            samples, rate, at_ns, steady = self._played.popleft()
+            self.canceller.far(samples, rate, at_ns, steady=steady)
         samples = self.canceller.near(frame.samples, frame.captured_ns)
         out = Frame(samples, frame.sample_rate, self._position, frame.captured_ns)
         self._position += len(samples)
