@@ -23,8 +23,9 @@ from .echo_canceller import EchoCanceller
 # under it: the user's words over the reply. A quieter reference keeps more of
 # them (whisper, 10 questions over a -20 / -10 dB echo: 6 / 5 as played, 8 / 6
 # at -10 dB; 9 / 8 uncancelled) but on real devices, whose timing jitters, the
-# echo leaked through at -10 dB (the PulseAudio loopback test paused itself 2
-# runs in 4; 0 in 4 as played): no self-interruption comes first (docs/listening.md).
+# echo leaked through at -10 dB (the PulseAudio loopback test, under load,
+# paused itself in 3 runs of 8; 0 of 8 as played): no self-interruption comes
+# first (docs/listening.md).
 FAR_GAIN = 1.0
 
 
