@@ -1,7 +1,12 @@
 """Barge-in by voice: a live user speaks over the reply ("mm-hm", then "stop")
 through the real loop, in real time (``voice_membrane/bench/bargein.py``).
 
-``python -m benchmarks.bench_bargein [ROUNDS]`` runs it alone and prints it.
+And the same over the reply's own echo, replayed offline through the echo
+canceller (``voice_membrane/bench/echo_bargein.py``): self-interruptions and
+the pause's latency at 0.5, 1.5 and 4 s into the answer.
+
+``python -m benchmarks.bench_bargein [ROUNDS]`` runs the live one alone and
+prints it; ``python -m benchmarks.bench_bargein echo [ANSWERS USERS]`` the echo one.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 import anyio
 
 from voice_membrane.bench.bargein import BargeInRun, run_bargein
+from voice_membrane.bench.echo_bargein import EchoRun, run_echo
 from voice_membrane.bench.voice_command import LOCAL_VOICE
 from voice_membrane.pipeline.config import load_pipeline
 
@@ -25,7 +31,15 @@ def run_bargein_bench(rounds: int = ROUNDS) -> BargeInRun:
         return anyio.run(run_bargein, base, Path(folder), rounds)
 
 
-if __name__ == "__main__":
-    from benchmarks.report_bargein import bargein_section
+def run_echo_bench(answers_per_path: int = 50, users_per_path: int = 3) -> EchoRun:
+    """The reply's echo replayed offline through the canceller (``echo_bargein``)."""
+    return run_echo(answers_per_path, users_per_path)
 
-    print(bargein_section(run_bargein_bench(int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS)))
+
+if __name__ == "__main__":
+    from benchmarks.report_bargein import bargein_section, echo_section
+
+    if sys.argv[1:2] == ["echo"]:
+        print(echo_section(run_echo_bench(*(int(a) for a in sys.argv[2:4]))))
+    else:
+        print(bargein_section(run_bargein_bench(int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS)))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from benchmarks.markdown import table
 from voice_membrane.bench.bargein import CLIPS, BargeInRun
+from voice_membrane.bench.echo_bargein import EchoRun
+from voice_membrane.bench.stats import summarize
 
 BARGEIN_TITLE = "Barge-in by voice: speech over the reply → its audio paused"
 
@@ -44,3 +46,46 @@ def bargein_section(run: BargeInRun) -> str:
             ]
         )
     return f"## {BARGEIN_TITLE}\n\n{method}\n\n{table(headers, rows)}"
+
+
+ECHO_TITLE = "Barge-in over the reply's own echo: the echo canceller"
+
+
+def echo_section(run: EchoRun) -> str:
+    method = (
+        "The reply's own audio heard back by the microphone, offline "
+        "(`voice_membrane/bench/echo_bargein.py`): answers of three Piper sentences (the "
+        "spoken question fixtures), played one after another into a room "
+        "(`testing/echo_room.py`: the echo -20 or -10 dB under the reply, 20 to 200 ms "
+        "late, with a small room's reverb, RT60 0.25 s) and heard through WebRTC's echo "
+        "canceller (`listening/echo_canceller.py`, livekit's AEC3), Silero and the "
+        'endpointer as `run --listen` chains them (`echo = "aec"`, no warm-up). '
+        "*Self-interruptions*: pauses the echo alone made. *Pause latency*: a real "
+        "person's recording (`real/read/go_forward.flac`) at 0 dB (the reply's level) "
+        "spoken 0.5, 1.5 and 4 s into an answer, from the onset of its words (the first "
+        "10 ms within 25 dB of its loudest) to the `PausePlayout`, dated by samples: the "
+        "listening stages' own latency, without the device's (a speaker's 20-60 ms) or "
+        "the processing time (the canceller costs 12 ms of CPU per second of audio). "
+        'Beside it today\'s level judge without a canceller (`echo = "level"`, its 3 s '
+        f"warm-up). The run took {run.seconds:.0f} s."
+    )
+    rows = [
+        [f"{gain:+.0f} dB", f"{delay} ms", answers, pauses]
+        for (gain, delay), (answers, pauses) in run.answers.items()
+    ]
+    own = table(["echo", "delay", "answers", "self-interruptions"], rows)
+    rows = []
+    for (name, at_s), values in run.latency.items():
+        paused = [v for v in values if v is not None]
+        rows.append(
+            [
+                "WebRTC canceller" if name == "canceller" else "level judge, no canceller",
+                f"{at_s:g} s",
+                f"{len(paused)} of {len(values)}",
+                _spread(summarize(paused)),
+            ]
+        )
+    latency = table(
+        ["setup", "user speaks at", "paused", "onset → paused ms p50 / p95 / max"], rows
+    )
+    return f"## {ECHO_TITLE}\n\n{method}\n\n{own}\n\n{latency}"

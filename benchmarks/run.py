@@ -35,7 +35,7 @@ from benchmarks import (
     report_voice_serve,
 )
 from benchmarks.bench_answers import run_answers_bench
-from benchmarks.bench_bargein import run_bargein_bench
+from benchmarks.bench_bargein import run_bargein_bench, run_echo_bench
 from benchmarks.bench_chunker import run_chunker_bench
 from benchmarks.bench_first_audio import run_first_audio_bench
 from benchmarks.bench_long_session import run_long_session_bench
@@ -117,11 +117,16 @@ def build_report(
             sections.append(report.unavailable(report_turns.TURNS_TITLE, error))
     if not bargein:
         sections.append(report.skipped(report_bargein.BARGEIN_TITLE, "--skip-bargein"))
+        sections.append(report.skipped(report_bargein.ECHO_TITLE, "--skip-bargein"))
     else:
         try:
             sections.append(report_bargein.bargein_section(run_bargein_bench()))
         except ImportError as error:
             sections.append(report.unavailable(report_bargein.BARGEIN_TITLE, error))
+        try:
+            sections.append(report_bargein.echo_section(run_echo_bench()))
+        except ImportError as error:
+            sections.append(report.unavailable(report_bargein.ECHO_TITLE, error))
     if not voice_serve:
         sections.append(report.skipped(report_voice_serve.VOICE_SERVE_TITLE, "--skip-voice-serve"))
     else:

@@ -22,6 +22,7 @@ from ..infra.redact import quote, redact
 from ..listening.decisions import Interrupt
 from ..pipeline.build import Parts, build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.echo_intake import EchoIntake, Where, echo_intake_for
 from ..pipeline.event_log import JsonlEventLog, OutputFileError
 from ..pipeline.listen_build import listener_for, stt_for
 from ..pipeline.listening import (
@@ -34,6 +35,7 @@ from ..pipeline.listening import (
 )
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
+from ..sinks.speaker import SpeakerSink
 from ..sources.base import AudioSource, SourceError
 from ..sources.microphone import MicrophoneSource, input_available
 from ..sources.wav_file import WavFileSource
@@ -104,6 +106,7 @@ async def _converse(
         source = WavFileSource(input_path, rate=stt.sample_rate, realtime=True)
     else:
         source = MicrophoneSource(rate=stt.sample_rate)
+    intake = _echo_intake(config, parts, stt.sample_rate, input_path is None)
     jsonl = JsonlEventLog(events_jsonl) if events_jsonl else None
 
     def on_turn_start(turn: Turn) -> None:
@@ -126,7 +129,9 @@ async def _converse(
         quit_by_user = True
 
     try:
-        listener = listener_for(config, stt, recording=input_path is not None)
+        listener = listener_for(
+            config, stt, recording=input_path is not None, echo_cancelled=intake is not None
+        )
         async with session, source, anyio.create_task_group() as tg:
             settle_heap()
             # Ctrl-C is ours before the user is told to speak.
@@ -136,7 +141,7 @@ async def _converse(
             turns = await converse(
                 session,
                 listener,
-                source.frames(),
+                source.frames() if intake is None else intake.frames(source.frames()),
                 on_item=lambda item: _show(item, out, terminal),
                 on_turn_start=lambda heard: out(f"{_CLEAR if terminal else ''}> {heard.text}\n"),
                 on_turn=lambda turn: _report(turn, out),
@@ -156,6 +161,19 @@ async def _converse(
     if quit_by_user:
         raise ListeningInterrupted(turns)
     return turns
+
+
+def _echo_intake(
+    config: PipelineConfig, parts: Parts, rate: int, microphone: bool
+) -> EchoIntake | None:
+    """The echo canceller between the speaker and the microphone: fed what the
+    speaker plays, in front of the listener (``[sink] echo_canceller``)."""
+    speaker = parts.sink if isinstance(parts.sink, SpeakerSink) else None
+    where: Where = "speaker" if microphone and speaker is not None else "recording"
+    intake = echo_intake_for(config, where, rate)
+    if intake is not None and speaker is not None:
+        speaker.on_played = intake.played
+    return intake
 
 
 class ListeningInterrupted(Exception):

@@ -18,6 +18,11 @@ from .listening import BACKLOG_FRAMES, Listener
 from .turn_judge import TurnJudge
 from .vad_batch import VadBatcher
 
+# With the echo cancelled, the warm-up the level judge needs goes: WebRTC's AEC3
+# takes 20-35 dB of echo out in its first 0.5 s, and 56 answers at -20/-10 dB,
+# 20-200 ms, with no warm-up at all paused none (tests/test_echo_canceller.py).
+CANCELLED_WARMUP_S = 0.0
+
 
 def stt_for(
     config: PipelineConfig,
@@ -51,6 +56,7 @@ def listener_for(
     vad_batch: VadBatcher | None = None,
     backlog: int = BACKLOG_FRAMES,
     recording: bool = False,
+    echo_cancelled: bool = False,
 ) -> Listener:
     """The listener over a started ``stt``: the detector at the engine's rate.
     ``input_rate``: the rate the audio arrives at; at 8 kHz (a call) the level
@@ -58,9 +64,13 @@ def listener_for(
     upsampled is what the detector hears). ``vad_batch``: scores the detector's
     windows with other listeners' (many in one process). ``backlog``: the frames
     that may wait for it. ``recording``: the audio is a file (``run --input``),
-    so speech going at its first sample is the user's, not a TV left on."""
+    so speech going at its first sample is the user's, not a TV left on.
+    ``echo_cancelled``: the input passes an echo canceller (``echo_intake.py``):
+    all speech heard over the reply is the user's, from its first sample."""
     rate = stt.sample_rate
     endpoint = config.endpoint
+    if echo_cancelled:
+        endpoint = endpoint.model_copy(update={"echo": "aec", "echo_warmup_s": CANCELLED_WARMUP_S})
     if endpoint.level_pause == "auto" and input_rate is not None and input_rate <= PHONE_RATE:
         endpoint = endpoint.model_copy(update={"level_pause": "on"})
     vad_settings = config.vad

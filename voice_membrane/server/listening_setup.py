@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 
 from ..listening.engines import VadError
 from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.echo_intake import Where, echo_intake_for
 from ..pipeline.listen_build import listener_for, push_to_talk_listener, stt_for
 from ..pipeline.session import Session
 from ..pipeline.vad_batch import loop_batcher
@@ -45,7 +46,10 @@ async def voice_input_for(
     turn_taking: p.TurnTaking,
     session: Session,
     hooks: VoiceHooks,
+    where: Where = "browser",
 ) -> VoiceInput:
+    """``where``: a phone call's input is echo-cancelled (``echo_intake.py``):
+    ``VoiceInput.echo`` is then to be told what the sink sends."""
     try:
         stt = stt_for(config, input_rate=declared.sample_rate)  # a call: 8 kHz as it is
         await stt.start()
@@ -56,13 +60,17 @@ async def voice_input_for(
         if turn_taking == "push_to_talk":
             listener, button = push_to_talk_listener(config, stt, MAX_BACKLOG_FRAMES)
             return VoiceInput(declared, session, listener, hooks, button)
+        echo = echo_intake_for(config, where, stt.sample_rate)
         listener = listener_for(  # (the process's listeners' windows scored together)
             config,
             stt,
             input_rate=declared.sample_rate,
             vad_batch=loop_batcher(),
             backlog=MAX_BACKLOG_FRAMES,
+            echo_cancelled=echo is not None,
         )
-        return VoiceInput(declared, session, listener, hooks)
+        return VoiceInput(declared, session, listener, hooks, echo=echo)
+    except ConfigError as exc:
+        raise ListeningFailed(str(exc)) from None
     except (VadError, ValueError) as exc:
         raise ListeningFailed(f"voice activity detector: {exc}") from None

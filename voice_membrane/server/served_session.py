@@ -24,6 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..pipeline.config import PipelineConfig
+from ..pipeline.echo_intake import Where
 from ..pipeline.listening import UserTurn
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn, TurnResult
@@ -79,11 +80,12 @@ class ServedSession:
         declared: p.InputAudio,
         turn_taking: p.TurnTaking,
         session: Session,
+        where: Where = "browser",
     ) -> None:
         """Build the listening parts (``ListeningFailed`` in one line); the input
         is written to the debug folder when there is one."""
         self.voice = voice = await voice_input_for(
-            stack, config, declared, turn_taking, session, self
+            stack, config, declared, turn_taking, session, self, where
         )
         if self.state.debug_audio_dir is not None:
             path = self.state.debug_audio_dir / f"{self.id}.wav"

@@ -178,7 +178,9 @@ class TwilioCall(ServedSession):
         async with AsyncExitStack() as stack:
             try:
                 await stack.enter_async_context(session)
-                await self._listen(stack, config, INPUT, "vad", session)
+                await self._listen(stack, config, INPUT, "vad", session, "call")
+                if self.voice is not None and self.voice.echo is not None:
+                    sink.on_sent = self.voice.echo.sent  # the caller's echo's reference
             except (McpServerError, LlmError, TtsError, SinkError, ListeningFailed) as exc:
                 await self._fail(f"pipeline {name}: {exc}")
                 return

@@ -39,7 +39,7 @@ import anyio
 import numpy as np
 
 from ..sources._resample import StreamResampler, to_int16
-from ..vocab.audio import AudioChunk, Samples, ulaw_from_pcm16
+from ..vocab.audio import AudioChunk, Samples, pcm16_from_ulaw, ulaw_from_pcm16
 from .outbox import Audio, Item
 from .pacing import LEAD_S, REFILL_S, BatchPacer
 from .twilio_wire import FRAME_BYTES, SAMPLE_RATE, clear_message, mark_message, media_message
@@ -111,6 +111,9 @@ class TwilioSink:
         self.marks_sent = 0
         self.clears_sent = 0
         self._stops = 0  # stop() calls: a write waiting across one sends no more
+        # told each frame sent (PCM at 8 kHz) and when Twilio should play it: the
+        # echo canceller's reference (pipeline/echo_intake.py)
+        self.on_sent: Callable[[Samples, int, int], None] | None = None
 
     async def open(self) -> None:
         self._ends_ns = time.perf_counter_ns()
@@ -174,6 +177,8 @@ class TwilioSink:
         now = time.perf_counter_ns()
         if self._first_ns is None:
             self._first_ns = now
+        if self.on_sent is not None:
+            self.on_sent(pcm16_from_ulaw(ulaw), SAMPLE_RATE, max(self._ends_ns, now))
         self._ends_ns = max(self._ends_ns, now) + len(ulaw) * 1_000_000_000 // SAMPLE_RATE
         self._put(media_message(self.stream_sid, ulaw))
         self._unconfirmed += ulaw

@@ -24,6 +24,7 @@ import soundfile as sf  # type: ignore[import-untyped]
 
 from ..listening.decisions import Interrupt, PausePlayout
 from ..listening.push_to_talk import PushToTalk
+from ..pipeline.echo_intake import EchoIntake
 from ..pipeline.listening import (
     BargeIn,
     FrameInlet,
@@ -97,8 +98,10 @@ class VoiceInput:
         listener: Listener,
         hooks: VoiceHooks,
         button: PushToTalk | None = None,
+        echo: EchoIntake | None = None,
     ) -> None:
         self.session, self.listener, self.hooks, self.button = session, listener, hooks, button
+        self.echo = echo  # the input's echo canceller, told what the sink sends
         self.declared = declared
         self.decoder = InputDecoder(declared, listener.vad.sample_rate)
         self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # to the listener's queue; counts drops
@@ -112,6 +115,10 @@ class VoiceInput:
     def feed(self, data: bytes) -> None:
         """One binary frame (``decoder.check``ed) of the client's voice."""
         frame = self.decoder.decode(data)
+        if self.echo is not None:
+            frame = self.echo.clean(frame)
+            if not len(frame.samples):
+                return  # (whole 10 ms blocks: the rest comes with the next frame)
         if frame.end - self.listener.vad.samples_fed > self._max_behind:
             self.inlet.dropped += 1  # the listener is that far behind: lost, as in a full queue
             return

@@ -35,6 +35,7 @@ buffer, long after its start began to play.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
@@ -53,6 +54,12 @@ STALL_SECONDS = 5.0  # no callback for this long: the device is gone, not slow
 def speaker_available(backend: str = "sounddevice") -> str | None:
     """None if ``backend`` can play to a default output device, else a one-line reason."""
     return default_output_problem(backend)
+
+
+Played = Callable[[Samples, int, int], None]
+"""Told, on the audio thread, each block the device is handed (silence too),
+its rate, and when its first sample is heard (``perf_counter_ns``): the echo
+canceller's reference (``pipeline/echo_intake.py``)."""
 
 
 class SpeakerSink:
@@ -80,6 +87,7 @@ class SpeakerSink:
         self._opened_at = 0.0
         self._played = 0.0  # latest played_seconds, so it never decreases
         self._utterance_open = False  # a write since open / the last drain or stop
+        self.on_played: Played | None = None
 
     @property
     def output_latency(self) -> float:
@@ -96,6 +104,8 @@ class SpeakerSink:
                 out[:] = 0
             else:
                 buffer.fill(out, time.monotonic(), delay)
+            if (played := self.on_played) is not None:
+                played(out, self.sample_rate, time.perf_counter_ns() + round(delay * 1e9))
 
         stream = await anyio.to_thread.run_sync(
             open_stream, self.backend, self.device, self.sample_rate, BLOCK_SECONDS, fill

@@ -48,6 +48,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from ..sources._resample import StreamResampler, to_int16
 from ..vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
+from .echo_room import PlayedEcho
 
 # (here too: the tests and benchmarks import them from here)
 from .fake_twilio_webhook import CallRefused as CallRefused
@@ -97,6 +98,7 @@ class FakeTwilioCall:
     account_sid: str
     speed: float = 1.0  # how fast the caller's audio goes out (0: as fast as possible)
     echo_marks: bool = True  # False: a stream that never sends a mark back
+    echo: PlayedEcho | None = None  # the phone's speaker heard by its microphone
     media: list[ReceivedMedia] = field(default_factory=list)
     marks_received: list[tuple[str, float]] = field(default_factory=list)
     marks_echoed: list[tuple[str, float, bool]] = field(default_factory=list)  # cleared?
@@ -232,6 +234,8 @@ class FakeTwilioCall:
             frame = self._outgoing.popleft() if speaking else SILENCE
             self._chunk += 1
             now = time.perf_counter()
+            if self.echo is not None:  # (at its place in time, however late it goes out)
+                frame = ulaw_from_pcm16(self.echo.into(pcm16_from_ulaw(frame), next_at))
             which = self._speech_frames.get(self._chunk)
             if which is not None:
                 self._spoken_times[which] = now
@@ -288,6 +292,8 @@ class FakeTwilioCall:
             starts = max(self._play_ends, now)
             self._play_ends = starts + len(samples) / RATE
             self.media.append(ReceivedMedia(now, starts, samples))
+            if self.echo is not None:
+                self.echo.played(starts, samples)
         elif event == "mark":
             name = message["mark"]["name"]
             self.marks_received.append((name, now))
@@ -297,6 +303,8 @@ class FakeTwilioCall:
             self.clears.append(now)
             self._cleared_at.append(now)
             self._play_ends = now
+            if self.echo is not None:
+                self.echo.cleared(now)
             for mark in self._pending:  # Twilio sends the pending marks back at once
                 self.marks_echoed.append((mark.name, now, True))
             pending, self._pending = self._pending, []
@@ -346,6 +354,7 @@ async def twilio_call(
     send_start: bool = True,
     fetch_twiml: bool = True,
     echo_marks: bool = True,
+    echo: PlayedEcho | None = None,
 ) -> AsyncIterator[FakeTwilioCall]:
     """A call to ``url``. With an ``auth_token``, first what Twilio does when a
     call comes in (unless ``fetch_twiml`` is False): fetch the TwiML from the
@@ -355,7 +364,8 @@ async def twilio_call(
     ``signature`` if given, else one computed from ``auth_token`` over
     ``signed_url`` (default ``url``; the webhook's, ``twiml_url_for`` it), else
     none. ``media_format``: what ``start`` declares (another one for fault
-    tests). ``echo_marks`` False: a stream that never sends marks back.
+    tests). ``echo_marks`` False: a stream that never sends marks back. ``echo``:
+    the caller's microphone hears what the phone plays.
     ``CallRefused`` if the webhook or the upgrade is refused. On leaving, the
     call hangs up (``stop`` and close) unless it ended already."""
     n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
@@ -383,6 +393,7 @@ async def twilio_call(
         account_sid=account_sid,
         speed=speed,
         echo_marks=echo_marks,
+        echo=echo,
     )
     async with ws, anyio.create_task_group() as tg:
         tg.start_soon(call._receive)
