@@ -22,7 +22,7 @@ from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.membrane.tool_limits import ResultBudget
 from voice_membrane.membrane.tools import tool_handler
 from voice_membrane.membrane.tools_mcp import McpServer, McpToolbox
-from voice_membrane.pipeline.config import ToolsConfig
+from voice_membrane.pipeline.tools_config import ToolsConfig
 from voice_membrane.providers.anthropic import AnthropicProvider
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import ScriptedReply, text, tool_use

@@ -6,8 +6,9 @@ far sound unfinished (a trailing "and", a number being read out). With an
 end-of-turn model (``turn_model``) it is judged once per pause, at the
 detector's speech end: judged done, ``turn_done_silence_s`` (the words still
 count: unfinished-sounding words keep their longer silence); judged not done,
-``turn_wait_s``, or up to the cap when the words sound unfinished too; not judged (the model failed, or its answer has not come),
-``end_silence_s`` as without a model.
+``turn_wait_s``, or up to the cap when the words sound unfinished too; not
+judged (the model failed, or its answer has not come), ``end_silence_s`` as
+without a model.
 """
 
 from __future__ import annotations

@@ -32,15 +32,14 @@ from .config import (
     ConfigError,
     ImagesConfig,
     LlmConfig,
-    McpServerConfig,
     PipelineConfig,
     PolicyConfig,
-    ToolsConfig,
     phrase_guard_for,
 )
 from .history import RequestCounter, counter_for
 from .scheduling import thread_budget
 from .session import Session
+from .tools_config import McpServerConfig, ToolsConfig
 
 SPEAKER_RATE = 22050  # the rate of both embedded voices; other rates are resampled
 # A cloud model's context is far larger; this keeps a long session's requests (each
