@@ -157,7 +157,7 @@ def test_without_its_package_auto_goes_without_and_webrtc_says_so(
         raise ImportError("the echo canceller needs the livekit package")
 
     monkeypatch.setattr(echo_intake, "webrtc_canceller", missing)
-    auto = PipelineConfig()
+    auto = PipelineConfig().with_overrides({"sink": {"echo_canceller": "auto"}})
     assert echo_intake.echo_intake_for(auto, "speaker", RATE) is None
     required = auto.with_overrides({"sink": {"echo_canceller": "webrtc"}})
     with pytest.raises(ConfigError, match=r"sink\.echo_canceller: .*livekit"):

@@ -158,8 +158,9 @@ class SinkConfig(_Section):
     # Cancel this sink's echo in what the listener hears (WebRTC's AEC3, the livekit
     # package; never for a browser, which cancels its own, nor a recording): auto: for
     # run --listen on the speaker, when livekit is installed; webrtc: phone calls too,
-    # and a ConfigError without livekit; none: never (docs/listening.md).
-    echo_canceller: Literal["auto", "webrtc", "none"] = "auto"
+    # and a ConfigError without livekit; none (the default until devices' delays are
+    # estimated: on a real speaker some answers paused themselves; docs/listening.md).
+    echo_canceller: Literal["auto", "webrtc", "none"] = "none"
 
     @field_validator("realtime")
     @classmethod
