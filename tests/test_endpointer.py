@@ -270,6 +270,18 @@ def test_a_second_of_speech_settled_with_no_words_is_said_once() -> None:
     assert "NoWords" not in kinds(over)
 
 
+def test_each_utterance_closed_before_its_final_is_told_apart() -> None:
+    # German, then a question, both closed before the recognizer (busy) gave
+    # their finals: the question's late words are its turn, and the German is
+    # still said to have had none (one slot for both lost the German's line)
+    s = Script().speech(0.5, 3.0).speech(7.0, 9.0)
+    s.heard(14.0, "What time is it?", start=2).heard(14.5, "", start=1).done(14.6)
+    out = s.run(16.0)
+    assert kinds(out) == ["FinalizeStt", "FinalizeStt", "LateTranscript", "NoWords"], kinds(out)
+    (said,) = [d for d in out if isinstance(d, NoWords)]
+    assert (said.start, said.speech_end) == (at(0.5), at(3.0))
+
+
 # 1. Noise is not a turn; 3. backchannels; barge-in
 
 

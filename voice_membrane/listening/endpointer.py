@@ -150,7 +150,7 @@ class Endpointer:
             closed = self._closed.how(start)
             if t.final and text and closed in ("turn", "empty"):
                 out.append(LateTranscript(text, self._now, closed == "turn"))
-                self._closed.unheard = None
+                self._closed.heard(start)
             return out + self._tick()
         aec = self.settings.echo == "aec"
         text = u.users_words(t, self.sample_rate, aec) if u.accepted else ""  # not: echo
@@ -189,9 +189,9 @@ class Endpointer:
         u = self._u
         if u is not None and u.finalize_at is not None and u.final_at is None:
             u.final_at = self._now
-        if (unheard := self._closed.unheard) is not None:
-            self._closed.unheard = None
-            out.append(NoWords(self._now, *unheard))
+        for first in sorted(self._closed.unheard):
+            out.append(NoWords(self._now, *self._closed.unheard[first]))
+        self._closed.unheard.clear()
         return out + self._tick()
 
     def next_deadline(self) -> int | None:
@@ -290,7 +290,7 @@ class Endpointer:
                 if u.final_at is not None:  # it settled empty: say so once
                     out.append(NoWords(at, u.start, u.end_at))
                 else:  # still decoding: said if it ends with no words
-                    self._closed.unheard = (u.start, u.end_at)
+                    self._closed.unheard[u.first_start] = (u.start, u.end_at)
         else:
             closed = "turn"
             if self._play.playing and not u.interrupted:

@@ -61,13 +61,26 @@ class ClosedUtterances:
     def __init__(self) -> None:
         self.last: Closed | None = None
         self._ended: deque[tuple[int, Closed]] = deque(maxlen=_ENDED_KEPT)
-        # (start, end) of speech closed empty before its final came: no words
-        # if its stream ends with none (a late final with words is its turn)
-        self.unheard: tuple[int, int] | None = None
+        # (start, end) of each utterance closed empty before its final came, by
+        # its first speech start: no words if the streams end with none (a late
+        # final with words is its turn); each its own, as several may wait
+        self.unheard: dict[int, tuple[int, int]] = {}
 
     def add(self, first_start: int, how: Closed) -> None:
         self.last = how
         self._ended.append((first_start, how))
+
+    def heard(self, start: int | None) -> None:
+        """Words came for the utterance of speech start ``start`` (None: the
+        last closed): it is no longer one that had none."""
+        first = self._first(start)
+        if first is not None:
+            self.unheard.pop(first, None)
+
+    def _first(self, start: int | None) -> int | None:
+        if start is None:
+            return self._ended[-1][0] if self._ended else None
+        return next((first for first, _ in reversed(self._ended) if first <= start), None)
 
     def how(self, start: int | None) -> Closed | None:
         """How the utterance of speech start ``start`` ended (None: the last's)."""
