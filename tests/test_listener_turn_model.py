@@ -46,13 +46,17 @@ class Answers:
 
 def listen(model: Answers | None, settings: EndpointSettings = MODEL) -> list[ListenItem]:
     """weather.wav asked twice, fed as fast as it goes."""
-    audio = asked_twice()
     listener = Listener(
         make_vad(VadSettings(), RATE),
         SaysWeather(),
         Endpointer(settings, RATE),
         turn_judge=None if model is None else TurnJudge(model, RATE),
     )
+    return heard_all(listener, asked_twice())
+
+
+def heard_all(listener: Listener, audio: np.ndarray) -> list[ListenItem]:
+    """What ``listener`` says of ``audio``, fed in 20 ms frames as fast as it goes."""
 
     async def frames() -> AsyncIterator[Frame]:
         for i in range(0, len(audio), FRAME):
@@ -60,7 +64,7 @@ def listen(model: Answers | None, settings: EndpointSettings = MODEL) -> list[Li
 
     async def go() -> list[ListenItem]:
         send, receive = anyio.create_memory_object_stream[ListenItem](1000)
-        with anyio.fail_after(30):
+        with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(listener.run, frames(), send)
                 items = [item async for item in receive]
@@ -151,21 +155,7 @@ def listen_with(turn_model: str, audio: np.ndarray) -> list[UserTurn]:
         # (the shape off: the cut ends on "in", which alone would keep the turn)
         {"endpoint": {"turn_model": turn_model, "transcript_shape": False, "preemptive": False}}
     )
-    listener = listener_for(config, SaysWeather(), recording=True)
-
-    async def frames() -> AsyncIterator[Frame]:
-        for i in range(0, len(audio), FRAME):
-            yield Frame(audio[i : i + FRAME], RATE, i, 0)
-
-    async def go() -> list[ListenItem]:
-        send, receive = anyio.create_memory_object_stream[ListenItem](1000)
-        with anyio.fail_after(60):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(listener.run, frames(), send)
-                items = [item async for item in receive]
-        return items
-
-    return turns(anyio.run(go))
+    return turns(heard_all(listener_for(config, SaysWeather(), recording=True), audio))
 
 
 def test_the_real_model_ends_a_finished_question_and_waits_through_a_cut_one() -> None:
