@@ -21,7 +21,6 @@ section.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -219,10 +218,3 @@ def run_turns_bench(files: Sequence[str] | None = None, whisper: bool = True) ->
     """Every setup over the corpus (``files``: only these, by their manifest
     path); ``whisper``: the real-time run with the default recogniser too."""
     return anyio.run(_run, files, whisper)
-
-
-if __name__ == "__main__":
-    from benchmarks.report_turns import turns_section
-
-    files = [a for a in sys.argv[1:] if a != "--whisper"] or None
-    print(turns_section(run_turns_bench(files, "--whisper" in sys.argv)))

@@ -1,11 +1,20 @@
-"""The turn-taking section of the benchmark report (``benchmarks.bench_turns``)."""
+"""The turn-taking section of the benchmark report (``benchmarks.bench_turns``);
+``python -m benchmarks.report_turns [--whisper] [FILE…]`` runs it alone and prints it."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 
-from benchmarks.bench_turns import LEAD_S, LONG_PAUSE_S, TAIL_S, Heard, SetupRun
+from benchmarks.bench_turns import (
+    LEAD_S,
+    LONG_PAUSE_S,
+    TAIL_S,
+    Heard,
+    SetupRun,
+    run_turns_bench,
+)
 from benchmarks.markdown import table
 from voice_membrane.bench.stats import median, summarize
 
@@ -101,3 +110,8 @@ def turns_section(runs: Sequence[SetupRun]) -> str:
             "Thinking-pause files cut:\n\n" + cut_files(runs),
         ]
     )
+
+
+if __name__ == "__main__":  # (here, not in bench_turns: the report imports the bench)
+    files = [a for a in sys.argv[1:] if a != "--whisper"] or None
+    print(turns_section(run_turns_bench(files, "--whisper" in sys.argv)))

@@ -12,18 +12,15 @@ thread-safe); the state and context are per ``SileroVad``, i.e. per session.
 from __future__ import annotations
 
 import importlib.util
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..vocab.audio import Samples
+from . import onnx_sessions
 from .front import VadFront
 from .settings import VadSettings
-
-_lock = threading.Lock()
-_sessions: dict[str, Any] = {}
 
 
 class VadError(RuntimeError):
@@ -57,25 +54,12 @@ def shared_session(path: Path | None = None) -> Any:
     a window costs well under a millisecond, and the LLM and the voice need the
     cores)."""
     path = path or model_path()
-    key = str(path.resolve())
-    with _lock:
-        session = _sessions.get(key)
-        if session is None:
-            import onnxruntime  # type: ignore[import-untyped]
-
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3  # errors only: the branch-free graph's unused
-            # initializers would print warnings to the user's terminal at every start
-            try:
-                session = onnxruntime.InferenceSession(
-                    str(path), sess_options=options, providers=["CPUExecutionProvider"]
-                )
-            except Exception as exc:  # onnxruntime raises its own kinds
-                raise VadError(f"cannot load Silero VAD model {path}: {exc}") from exc
-            _sessions[key] = session
-    return session
+    try:
+        return onnx_sessions.shared_session(path, threads=1)
+    except ImportError:
+        raise
+    except Exception as exc:  # onnxruntime raises its own kinds
+        raise VadError(f"cannot load Silero VAD model {path}: {exc}") from exc
 
 
 class SileroVad(VadFront):

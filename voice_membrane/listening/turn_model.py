@@ -14,13 +14,13 @@ listeners may all ask at once from their worker threads.
 from __future__ import annotations
 
 import importlib.util
-import threading
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from . import onnx_sessions
 from .turn_features import log_mel
 
 SMART_TURN = "smart-turn"
@@ -34,9 +34,6 @@ _INSTALL = (
 # recogniser's final starts then too), two were no faster and took 7 % more CPU
 # (docs/listening.md, "The end-of-turn model").
 _THREADS = 1
-
-_lock = threading.Lock()
-_sessions: dict[str, Any] = {}
 
 
 class TurnModel(Protocol):
@@ -65,29 +62,16 @@ def smart_turn_path() -> Path:
 def _shared_session(path: Path) -> Any:
     if not path.is_file():
         raise TurnModelError(f"end-of-turn model {SMART_TURN!r} not found at {path}: {_INSTALL}")
-    key = str(path.resolve())
-    with _lock:
-        session = _sessions.get(key)
-        if session is None:
-            try:
-                import onnxruntime  # type: ignore[import-untyped]
-            except ImportError as exc:
-                raise TurnModelError(
-                    f"end-of-turn model {SMART_TURN!r} needs onnxruntime: "
-                    "install voice-membrane[local] or [cloud]"
-                ) from exc
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = _THREADS
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            try:
-                session = onnxruntime.InferenceSession(
-                    str(path), sess_options=options, providers=["CPUExecutionProvider"]
-                )
-            except Exception as exc:  # onnxruntime raises its own kinds
-                raise TurnModelError(f"cannot load end-of-turn model {path}: {exc}") from exc
-            _sessions[key] = session
-    return session
+    try:
+        return onnx_sessions.shared_session(path, _THREADS)
+    except ImportError as exc:
+        raise TurnModelError(
+            f"end-of-turn model {SMART_TURN!r} needs onnxruntime: "
+            "install voice-membrane[local] or [cloud]"
+        ) from exc
+    except Exception as exc:  # onnxruntime raises its own kinds
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TurnModelError(f"cannot load end-of-turn model {path}: {first}") from exc
 
 
 class SmartTurn:
