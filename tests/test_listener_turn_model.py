@@ -33,6 +33,8 @@ class Answers:
     """An end-of-turn model that says ``probability`` and keeps what it heard
     (or fails, when ``fails``)."""
 
+    name = "answers"
+
     def __init__(self, probability: float, fails: bool = False) -> None:
         self.probability, self.fails = probability, fails
         self.heard: list[npt.NDArray[np.float32]] = []

@@ -14,26 +14,19 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Protocol
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 
 from ..listening.decisions import JudgeTurn
+from ..listening.turn_model import TurnModel
 from ..sources.base import Frame
 from ..vocab.upsample import upsample
 
 MODEL_RATE = 16_000
 MODEL_S = 8.0  # what the model hears: the last 8 s
 KEPT_S = MODEL_S + 1.0  # (the ask comes the detector's confirmation after the speech)
-
-
-class JudgesTurns(Protocol):
-    """An end-of-turn model (``listening.turn_model``): how likely the speaker is
-    done, from mono float32 audio at 16 kHz ending where they were asked."""
-
-    def done_probability(self, samples: npt.NDArray[np.float32]) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +39,7 @@ class Judgement:
 
 
 class TurnJudge:
-    def __init__(self, model: JudgesTurns, sample_rate: int) -> None:
+    def __init__(self, model: TurnModel, sample_rate: int) -> None:
         if MODEL_RATE % sample_rate:
             raise ValueError(f"the turn model hears 16 kHz: {sample_rate} Hz does not divide it")
         self._model = model

@@ -239,9 +239,7 @@ class ServedSession:
         if voice_to_voice is not None:
             fields["voice_to_voice"] = voice_to_voice
         if report.end is not None:  # why the user's turn ended (a call's only record of it)
-            fields |= {"endpoint_reason": report.end.reason, "barge_in": report.end.barge_in}
-            if report.end.turn_model_ms is not None:
-                fields["turn_model_ms"] = round(report.end.turn_model_ms, 3)
+            fields |= report.end.to_dict()
         state.log(
             "turn_end",
             session=self.id,
