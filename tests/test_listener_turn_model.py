@@ -14,7 +14,6 @@ import pytest
 import soundfile as sf
 from listener_stt import RATE, SAID, SaysWeather, asked_twice
 
-from voice_membrane.listening.decisions import JudgeTurn
 from voice_membrane.listening.endpointer import Endpointer
 from voice_membrane.listening.engines import make_vad
 from voice_membrane.listening.settings import EndpointSettings, VadSettings
@@ -134,10 +133,6 @@ def test_the_model_hears_at_most_8_s_and_phone_audio_upsampled() -> None:
 def test_a_rate_the_model_cannot_take_is_refused() -> None:
     with pytest.raises(ValueError, match="16 kHz"):
         TurnJudge(Answers(0.5), 44_100)
-
-
-def test_the_ask_carries_the_utterance_start() -> None:
-    assert JudgeTurn(1, 2, 3).start == 2
 
 
 # The real model, through ``listener_for`` as ``run`` and ``serve`` build it
