@@ -77,6 +77,16 @@ def test_a_pause_while_reading_a_number_keeps_one_turn_by_default() -> None:
     assert kinds(out).count("FinalizeStt") == 2
 
 
+def test_a_question_ending_on_a_number_is_finished() -> None:
+    # "what is 2 plus 2?": the question mark closes it; "My number is 555." does not
+    question = Script().speech(0.5, 2.0).heard(2.3, "What is 2 plus 2?").run(5.0)
+    (turn,) = turns(question)
+    assert turn.at_sample == at(2.6)  # end_silence_s, not unfinished_silence_s
+    statement = Script().speech(0.5, 2.0).heard(2.3, "My number is 555.").run(5.0)
+    (turn,) = turns(statement)
+    assert turn.at_sample == at(3.5)  # unfinished_silence_s 1.5
+
+
 def test_a_plain_1_5_s_end_silence_also_keeps_one_turn() -> None:
     plain = EndpointSettings(end_silence_s=1.5, unfinished_silence_s=1.5, continuations=())
     (turn,) = turns(_number(Script()).run(8.0, plain))

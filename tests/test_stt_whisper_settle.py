@@ -11,7 +11,7 @@ import itertools
 import json
 import threading
 import wave
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -46,9 +46,11 @@ class Counted(WhisperStt):
 
     decodes: list[tuple[bool, int]]
 
-    def decode(self, samples: Samples, *, final: bool) -> Transcript | None:
+    def decode(
+        self, samples: Samples, *, final: bool, stale: Callable[[], bool] = lambda: False
+    ) -> Transcript | None:
         self.decodes.append((final, len(samples)))
-        return super().decode(samples, final=final)
+        return super().decode(samples, final=final, stale=stale)
 
 
 @pytest.fixture(scope="module")
@@ -185,15 +187,18 @@ async def test_the_encoder_hears_the_window_each_decode_is_given(
             for final in (False, True):
                 heard = await e.run(functools.partial(e.decode, samples, final=final))
                 assert heard is not None and "Paris" in heard.text
-        # over "mm-hm" the 20 s window makes up a sentence whisper is unsure of
-        # (avg_logprob -0.89): the full window decides, and hears nothing
+        # over "mm-hm" the 15 s window makes up a sentence whisper is unsure of
+        # (avg_logprob -0.90): the full window decides, and hears nothing
         mm_hm = load("backchannels/mm_hm.wav")
         assert await engine.run(functools.partial(engine.decode, mm_hm, final=True)) is None
+        # unless the user spoke again meanwhile: nobody waits for that final
+        stale = functools.partial(engine.decode, mm_hm, final=True, stale=lambda: True)
+        assert await engine.run(stale) is not None  # (the quick decode's, never read)
     finally:
         await full.aclose()
-    # partials 10 s; finals 20 s by default (sure of the question), or the 30 s asked
-    # for; "mm-hm": 20 s, then 30 s
-    assert widths == [1000, 2000, 1000, FULL_FRAMES, 2000, FULL_FRAMES]
+    # partials 10 s; finals 15 s by default (sure of the question), or the 30 s asked
+    # for; "mm-hm": 15 s, then 30 s; stale: 15 s alone
+    assert widths == [1000, 1500, 1000, FULL_FRAMES, 1500, FULL_FRAMES, 1500]
     with pytest.raises(ValueError, match="final_window_s"):
         WhisperStt(str(models.get_model_path()), final_window_s=31.0)
 
@@ -257,6 +262,34 @@ def test_a_pipeline_file_sets_the_final_window_and_another_engine_refuses_it(
 
     engine = built("whisper")
     assert isinstance(engine, WhisperStt) and engine.options.final_window_s == 25.0
-    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 20.0
+    assert WhisperStt(str(models.get_model_path())).options.final_window_s == 15.0
     with pytest.raises(ConfigError, match=r"stt 'pocketsphinx'.*final_window_s"):
         built("pocketsphinx")
+
+
+class Broken(WhisperStt):
+    """A decode that fails with what the native decoder might raise, not an SttError."""
+
+    def decode(
+        self, samples: Samples, *, final: bool, stale: Callable[[], bool] = lambda: False
+    ) -> Transcript | None:
+        raise RuntimeError("out of memory")
+
+
+async def test_a_decode_that_fails_any_way_ends_the_stream_with_one_line() -> None:
+    from voice_membrane.stt.base import SttError
+
+    engine = Broken(str(models.get_model_path()), partial_interval_s=None)
+    await engine.start()
+    try:
+        with anyio.fail_after(GUARD_S):  # (before: the stream waited forever)
+            for pause in (True, False):  # the pause's decode, and finalize()'s own
+                async with engine.stream() as stream:
+                    await stream.push(load("questions/what_time.wav"))
+                    await stream.speech_paused(pause)
+                    await stream.finalize()
+                    with pytest.raises(SttError, match="decoding failed: RuntimeError: out of"):
+                        async for _ in stream.transcripts():
+                            pass
+    finally:
+        await engine.aclose()

@@ -51,7 +51,9 @@ class WordJudge:
 
     def sounds_unfinished(self, text: str) -> bool:
         """Ends on a continuation word, a number (digits are read in groups:
-        "my number is 555 …"), or a comma or ellipsis."""
+        "my number is 555 …") unless a question mark closes it ("what is 2
+        plus 2?": recognisers close a number read out with a full stop, never
+        with a question mark), or a comma or ellipsis."""
         stripped = text.rstrip()
         if stripped.endswith((",", "…", "...", "-", "—")):
             return True
@@ -59,4 +61,6 @@ class WordJudge:
         if not ws:
             return False
         last = ws[-1]
-        return last in self._continuations or last in _NUMBERS or last.isdigit()
+        if last in self._continuations:
+            return True
+        return (last in _NUMBERS or last.isdigit()) and not stripped.endswith("?")

@@ -147,12 +147,14 @@ class WhisperStt:
     async def run(self, func: Callable[[], T]) -> T:
         return await asyncio.wrap_future(self.submit(func))
 
-    def decode(self, samples: Samples, *, final: bool) -> Transcript | None:
-        """(worker thread)"""
+    def decode(
+        self, samples: Samples, *, final: bool, stale: Callable[[], bool] = lambda: False
+    ) -> Transcript | None:
+        """(worker thread) ``stale``: see ``whisper_decoding.decode``."""
         if self._model is None:
             raise SttError("whisper: the engine is closed")
         audio = upsample(samples, RATE // self.sample_rate)
-        return decode(self._model, audio, self.options, final=final)
+        return decode(self._model, audio, self.options, final=final, stale=stale)
 
     def _load(self) -> None:
         # One model per process for every engine with this folder and threads (a
@@ -296,32 +298,35 @@ class WhisperStream:
     def _skip(self) -> bool:
         return self._closed or self._results.error is not None
 
+    def _decode(
+        self, audio: Samples, *, final: bool, stale: Callable[[], bool] = lambda: False
+    ) -> tuple[Transcript | None, SttError | None]:
+        try:
+            return self._engine.decode(audio, final=final, stale=stale), None
+        except SttError as exc:
+            return None, exc
+        except Exception as exc:  # (anything else must still post, or the stream waits forever)
+            return None, SttError(f"whisper: decoding failed: {type(exc).__name__}: {exc}")
+
     def _partial(self, audio: Samples) -> None:
         partial = error = None
-        try:
-            # (a pause since it was given: the settling decode goes first)
-            if not (self._skip() or self._finalized or self._settle is not None):
-                partial = self._engine.decode(audio, final=False)
-        except SttError as exc:
-            error = exc
+        # (a pause since it was given: the settling decode goes first)
+        if not (self._skip() or self._finalized or self._settle is not None):
+            partial, error = self._decode(audio, final=False)
         self._post([partial] if partial is not None else None, error)
 
     def _settle_decode(self, settle: _Settle, audio: Samples) -> None:
         final = error = None
-        try:
-            if not self._skip() and settle is self._settle:  # (else speech resumed)
-                final = self._engine.decode(audio, final=True)
-        except SttError as exc:
-            error = exc
+        if not self._skip() and settle is self._settle:  # (else speech resumed)
+            final, error = self._decode(
+                audio, final=True, stale=lambda: self._skip() or settle is not self._settle
+            )
         call_in_loop(self._loop, self._settled, settle, final, error)
 
     def _final(self, audio: Samples) -> None:
         final = error = None
-        try:
-            if not self._skip():
-                final = self._engine.decode(audio, final=True)
-        except SttError as exc:
-            error = exc
+        if not self._skip():
+            final, error = self._decode(audio, final=True)
         self._post([final, END] if final is not None else [END], error)
 
     def _post(self, items: list[Transcript | None] | None, error: SttError | None) -> None:

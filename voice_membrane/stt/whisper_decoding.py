@@ -18,7 +18,7 @@ padded 30 s (a quarter of a final's CPU on the questions), and at most
 ``partial_tokens`` come out. A short window costs a little accuracy and makes
 whisper prone to repeat itself instead of ending ("Play some music Play some
 music …"), hence the cap and ``drop_repeats``. A final hears ``final_window_s``
-(20 s by default) and stands if whisper is sure of it; else the full 30 s
+(15 s by default) and stands if whisper is sure of it; else the full 30 s
 decides (docs/stt.md has the trade).
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,15 @@ from .base import SttError
 
 RATE = 16000
 WINDOW_S = 30.0
-# A final's encoder window: 20 s costs 0.6 of the 30 s one (the questions' final 323
-# against 519 ms p50 on 2 idle cores), but over "mm-hm" tiny.en then made up "And then
-# make them." (avg_logprob -0.89) where the full window hears nothing: so a quick
+# A final's encoder window: 15 s costs half the 30 s one (the questions' final 253
+# against 502 ms p50 on 2 idle cores; 20 s: 309), with the same words on the questions,
+# their phone copies and the real recordings; 10 s misheard "capital of France"
+# (docs/stt.md, "The quick final"). But over "mm-hm" tiny.en then makes up "And then
+# make them." (avg_logprob -0.90) where the full window hears nothing: so a quick
 # final stands only when whisper is sure of all it wrote (QUICK_SURE_LOGPROB); else the
-# full window decides (short words such as "Stop." -0.77 to -0.80 do; docs/stt.md).
-FINAL_WINDOW_S = 20.0
-QUICK_SURE_LOGPROB = -0.6  # the questions' least sure segment at 20 s: -0.73, the rest >= -0.58
+# full window decides (short words such as "Stop." -0.79 do).
+FINAL_WINDOW_S = 15.0
+QUICK_SURE_LOGPROB = -0.6  # the questions at 15 s: romeo_juliet -0.73 (redone), the rest >= -0.61
 _HAS_WORD = re.compile(r"[^\W_]")
 FRAMES_PER_S = 100  # whisper's mel frames (10 ms hop)
 FULL_FRAMES = round(WINDOW_S * FRAMES_PER_S)
@@ -108,18 +111,25 @@ def check_language(languages: list[str], path: str, language: str) -> None:
 
 
 def decode(
-    model: Any, samples: Samples, options: DecodeOptions, *, final: bool
+    model: Any,
+    samples: Samples,
+    options: DecodeOptions,
+    *,
+    final: bool,
+    stale: Callable[[], bool] = lambda: False,
 ) -> Transcript | None:
     """The transcript of ``samples`` (one utterance so far), or None when nothing
     believable was said. A final carries word times; a partial skips that pass
     (it is the cheaper decode, repeated while the user speaks). A final heard
     through a window shorter than 30 s is kept only when whisper is sure of
-    every segment it wrote (``QUICK_SURE_LOGPROB``); else the full window decides."""
+    every segment it wrote (``QUICK_SURE_LOGPROB``); else the full window
+    decides, unless ``stale()`` says by then that nobody will read it (the user
+    spoke again after the pause it was for: the next pause decodes anew)."""
     if not final:
         return _decode(model, samples, options, PARTIAL_WINDOW_S, final=False)[0]
     if options.final_window_s < WINDOW_S:
         quick, sure = _decode(model, samples, options, options.final_window_s, final=True)
-        if sure:
+        if sure or stale():
             return quick
     return _decode(model, samples, options, WINDOW_S, final=True)[0]
 
