@@ -103,3 +103,73 @@ def test_finals_that_all_come_after_the_last_question_give_a_turn_each() -> None
 
     turns = [item.text for item in anyio.run(go) if isinstance(item, UserTurn)]
     assert turns == [f"question {n}" for n in range(1, QUESTIONS + 1)]
+
+
+class SecondStretchLate:
+    """Two stretches of speech, one utterance: the first's final comes at once,
+    the second's only after the turn was taken (a recogniser slower than the
+    final wait)."""
+
+    name, sample_rate, local = "late", RATE, True
+
+    def __init__(self) -> None:
+        self.streams = 0
+        self.turn_taken = anyio.Event()
+
+    async def start(self) -> None:
+        pass
+
+    def stream(self) -> _StretchStream:
+        self.streams += 1
+        return _StretchStream(self, self.streams)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _StretchStream(_LateStream):
+    def __init__(self, engine: SecondStretchLate, number: int) -> None:  # type: ignore[override]
+        self._stretch, self._number = engine, number
+        self._finalized = anyio.Event()
+
+    async def finalize(self) -> None:
+        self._finalized.set()
+
+    async def transcripts(self) -> AsyncIterator[Transcript]:
+        await self._finalized.wait()
+        if self._number == 2:
+            await self._stretch.turn_taken.wait()
+        yield Transcript("What is the weather" if self._number == 1 else "in Paris today?", True)
+
+
+def test_a_final_that_comes_after_its_utterances_turn_is_a_turn_of_its_own() -> None:
+    # "what is the weather … [0.3 s] … in Paris today": the turn closes by the
+    # final wait with the first stretch's words; the second's come after it
+    said = sf.read(FIXTURES / "listening" / "weather.wav", dtype="int16")[0]
+    pause, tail = np.zeros(round(0.3 * RATE), np.int16), np.zeros(3 * RATE, np.int16)
+    audio = np.concatenate([pause, said, pause, said, tail])
+    engine = SecondStretchLate()
+
+    async def frames() -> AsyncIterator[Frame]:
+        for i in range(0, len(audio), 320):  # as fast as they go
+            yield Frame(audio[i : i + 320], RATE, i, 0)
+            await anyio.sleep(0)
+
+    async def go() -> list[str]:
+        endpoint = EndpointSettings(preemptive=False)
+        listener = Listener(make_vad(VadSettings(), RATE), engine, Endpointer(endpoint, RATE))
+        send, receive = anyio.create_memory_object_stream[ListenItem](1000)
+        heard: list[str] = []
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.run, frames(), send)
+                async with receive:
+                    async for item in receive:
+                        if isinstance(item, UserTurn):
+                            heard.append(f"{item.reason}: {item.text}")
+                            engine.turn_taken.set()
+        return heard
+
+    heard = anyio.run(go)
+    assert engine.streams == 2
+    assert heard == ["final_timeout: What is the weather", "late: in Paris today?"]

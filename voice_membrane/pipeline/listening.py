@@ -346,7 +346,11 @@ class Listener:
                 await self._drop_tentative(out)
             await out.send(self._user_turn(decision.text, decision.reason, tentative))
         elif isinstance(decision, LateTranscript):
-            if not decision.after_turn and decision.text.strip():
+            # Its own turn, also after a turn of the same utterance (that turn closed
+            # without these words: a recogniser slower than the final wait): the
+            # words the user said are never dropped; the reply to the first half
+            # gives way to them as to any next turn.
+            if decision.text.strip():
                 await out.send(self._user_turn(decision.text, "late"))
         elif isinstance(decision, NoWords):
             if not self._streams.failed():  # (a failed stream was said already)
