@@ -1,4 +1,4 @@
-"""Preemptive replies on the embedded loop: local-voice (pocketsphinx → SmolLM2 →
+"""Preemptive replies on the embedded loop: local-voice (whisper tiny.en → SmolLM2 →
 Piper) with ``[endpoint] preemptive`` on and off, over the 8 Piper questions and
 ``mid_pause.wav`` (whose pause after a number makes a held reply that must be
 thrown away), played in real time into ``converse`` with a real-time null sink

@@ -7,7 +7,7 @@ loop (``voice_membrane/bench/voice_run.py``), played in real time.
   fixture's text, so whether a fixture's turn is split (``mid_pause.wav`` must
   stay 1 turn, ``two_utterances.wav`` 2) and the endpointing are what the
   settings give, and "our code over the fake's finalize" is what we add;
-- *local-voice* (pocketsphinx → SmolLM2 → Piper) on the Piper questions, at the
+- *local-voice* (whisper tiny.en → SmolLM2 → Piper) on the Piper questions, at the
   shipped settings, unless ``local=False`` (its null sink is not real time, so it
   cannot hold a reply: no preemptive start);
 - *preemptive replies* (``bench_preemptive``): local-voice with a real-time null

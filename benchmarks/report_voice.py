@@ -54,7 +54,7 @@ def voice_section(results: VoiceResults) -> str:
         "real silero detector and endpointer; *added* is the STT's finalize → final less "
         "the fake's 150 ms (target ≤ 5 ms). *Split*: files heard as another number of turns "
         "than they hold (`mid_pause.wav` is 1, `two_utterances.wav` 2). *local-voice*: "
-        "pocketsphinx → SmolLM2 → Piper on the 8 Piper questions at the shipped settings, "
+        "whisper tiny.en → SmolLM2 → Piper on the 8 Piper questions at the shipped settings, "
         "into a null sink that is not real time, so no reply is held (preemptive replies "
         "are measured below, on a real-time sink), "
         "after one warm-up turn. "

@@ -184,9 +184,21 @@ def splice(old: str, new: str, names: list[str]) -> str:
         at = next((out.find(f"## {t}\n") for t in later if f"## {t}\n" in out), -1)
         at = at if at >= 0 else out.find("## Method")
         out = out[:at] + section + out[at:] if at >= 0 else out + "\n" + section
+    out = _NOTE.sub(lambda m: _without(m, names), out)
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     note = f"Sections {', '.join(names)} (`--only`) regenerated {now}."
     return re.sub(r"(Generated [^\n]*\n)", lambda m: m.group(1) + "\n" + note + "\n", out, count=1)
+
+
+# An earlier run's note: its sections regenerated again leave it (all of them: the note).
+_NOTE = re.compile(r"^Sections (.+?) \(`--only`\) regenerated ([^\n]+?)\.\n\n", re.M)
+
+
+def _without(note: re.Match[str], names: list[str]) -> str:
+    left = [name for name in note.group(1).split(", ") if name not in names]
+    if not left:
+        return ""
+    return f"Sections {', '.join(left)} (`--only`) regenerated {note.group(2)}.\n\n"
 
 
 # A section: its heading to the next ## heading (or the end); ### stay inside.

@@ -26,6 +26,12 @@ def test_a_part_run_alone_replaces_its_section_and_a_new_one_goes_in_order() -> 
     assert out.index("new voice") < out.index("## Turn-taking") < out.index("## Barge-in")
     assert "barge\n\n## Method\n\nmethod\n" in out and "make bench" in out
     assert "Sections voice, turns (`--only`) regenerated " in out.split("## Reproduce")[0]
+    # run again, in part: an earlier note keeps only the sections not run since
+    again = splice(out, f"## {report_turns.TURNS_TITLE}\n\nturns again\n", ["turns"])
+    header = again.split("## Reproduce")[0]
+    assert header.count("regenerated") == 2
+    assert "Sections turns (`--only`)" in header and "Sections voice (`--only`)" in header
+    assert splice(again, new, ["voice", "turns"]).split("## Reproduce")[0].count("regenerated") == 1
 
 
 def test_only_refuses_an_unknown_part_and_a_missing_report(
