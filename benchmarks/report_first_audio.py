@@ -23,96 +23,24 @@ from benchmarks.bench_first_audio import (
     TARGET_FIRST_AUDIO_P95_MS,
     FirstAudioResults,
 )
+from benchmarks.first_audio_figures import (
+    counted,
+    gaps,
+    measured_runs,
+    met,
+    ms,
+    p50_p95,
+    pct,
+    signed,
+)
 from benchmarks.markdown import quoted, table
 from benchmarks.report import unavailable
 from voice_membrane.bench.prompts import WARM_UP_PROMPT
-from voice_membrane.bench.runner import GAP_S, TargetRun, TurnSample
-from voice_membrane.bench.stats import nearest_rank
+from voice_membrane.bench.runner import GAP_S, TargetRun
 from voice_membrane.pipeline.build import SPEAKER_RATE
 from voice_membrane.pipeline.config import load_pipeline
 
 FIRST_AUDIO_TITLE = "First audio: warm latency of the embedded pipelines"
-
-
-def _after_first_token(turn: TurnSample) -> float | None:
-    assert turn.report is not None  # counted turns only
-    token, first = turn.report.first_chunk_token_ms, turn.report.stamps_ms["first_token"]
-    return None if token is None or first is None else token - first
-
-
-def _ms_per_token(turn: TurnSample) -> float | None:
-    assert turn.report is not None
-    between, n = _after_first_token(turn), turn.report.tokens_to_first_chunk
-    return None if between is None or n is None or n < 2 else between / (n - 1)
-
-
-def _tokens(turn: TurnSample) -> float | None:
-    assert turn.report is not None
-    n = turn.report.tokens_to_first_chunk
-    return None if n is None else float(n)
-
-
-def _words(turn: TurnSample) -> float | None:
-    return None if turn.first_piece is None else float(len(turn.first_piece.split()))
-
-
-# Per-turn figures of this report beyond the runner's own (``TargetRun.figures``).
-DERIVED: dict[str, Callable[[TurnSample], float | None]] = {
-    "after_first_token": _after_first_token,  # first token → the delta that released piece 1
-    "ms_per_token": _ms_per_token,  # the LLM's pace over that stretch
-    "tokens_to_first_chunk": _tokens,
-    "first_piece_words": _words,
-}
-
-
-def _values(run: TargetRun, name: str, session: int | None = None) -> list[float]:
-    """A figure's values over the counted turns (of one session if given)."""
-    turns = [t for t in run.counted if session is None or t.session == session]
-    derive = DERIVED.get(name)
-    if derive is not None:
-        return [v for turn in turns if (v := derive(turn)) is not None]
-    return [v for turn in turns if (v := run.figures(turn).get(name)) is not None]
-
-
-def _pct(
-    run: TargetRun | None, name: str, q: float = 0.5, session: int | None = None
-) -> float | None:
-    """Nearest-rank percentile, as the command reports it (None: not measured)."""
-    if run is None or run.error is not None:
-        return None
-    values = _values(run, name, session)
-    return nearest_rank(values, q) if values else None
-
-
-def _ms(value: float | None, digits: int = 0) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def _p50_p95(run: TargetRun, name: str, digits: int = 0) -> str:
-    return f"{_ms(_pct(run, name), digits)} / {_ms(_pct(run, name, 0.95), digits)}"
-
-
-def _counted(run: TargetRun) -> str:
-    return f"{len(run.counted)} ({len(run.turns) - len(run.counted)})"
-
-
-def _met(value: float | None, target: float) -> str:
-    if value is None:
-        return "not measured"
-    return "**met**" if value <= target else "**missed**"
-
-
-def _signed(value: float | None, base: float | None) -> str:
-    return "—" if value is None or base is None else f"{value - base:+.0f}"
-
-
-def _gaps(run: TargetRun) -> str:
-    gaps = run.gaps()
-    return f"{gaps['turns']:.0f} ({gaps['ms']:.0f} ms)"
-
-
-def _measured(runs: Sequence[TargetRun | None]) -> list[TargetRun]:
-    return [run for run in runs if run is not None and run.error is None]
 
 
 def _figures_table(runs: Sequence[TargetRun]) -> str:
@@ -124,16 +52,16 @@ def _figures_table(runs: Sequence[TargetRun]) -> str:
         rows.append(
             [
                 f"{run.target.label} (`{run.llm}` → `{run.tts}`)",
-                _counted(run),
-                _p50_p95(run, "first_audio"),
-                _p50_p95(run, "ideal"),
-                _p50_p95(run, "llm_share"),
-                _p50_p95(run, "tts_ttfb"),
-                _p50_p95(run, "tts_alone"),
-                _p50_p95(run, "pipeline_added", 2),
-                _ms(_pct(run, "tokens_to_first_chunk")),
-                _ms(_pct(run, "llm_held")),
-                _gaps(run),
+                counted(run),
+                p50_p95(run, "first_audio"),
+                p50_p95(run, "ideal"),
+                p50_p95(run, "llm_share"),
+                p50_p95(run, "tts_ttfb"),
+                p50_p95(run, "tts_alone"),
+                p50_p95(run, "pipeline_added", 2),
+                ms(pct(run, "tokens_to_first_chunk")),
+                ms(pct(run, "llm_held")),
+                gaps(run),
             ]
         )
     return table(
@@ -156,24 +84,22 @@ def _figures_table(runs: Sequence[TargetRun]) -> str:
 
 def _targets(results: FirstAudioResults) -> str:
     default, espeak = results.run(DEFAULT_SETUP), results.run(ESPEAK_SETUP)
-    measured = _measured(results.runs)
+    measured = measured_runs(results.runs)
     label = DEFAULT_SETUP.label
 
     def first_audio(q: float) -> str:
-        limit = _pct(default, "ideal", q)
-        return (
-            f"{label}: {_ms(_pct(default, 'first_audio', q))} ms (engine-alone limit {_ms(limit)})"
-        )
+        limit = pct(default, "ideal", q)
+        return f"{label}: {ms(pct(default, 'first_audio', q))} ms (engine-alone limit {ms(limit)})"
 
     gap_turns = sum(run.gaps()["turns"] for run in measured)
     turns = sum(len(run.turns) for run in measured)
     gapped = [run for run in measured if run.gaps()["turns"]]
     underruns = (
-        "; ".join(f"{run.target.label}: {_gaps(run)}" for run in gapped)
+        "; ".join(f"{run.target.label}: {gaps(run)}" for run in gapped)
         if gapped
         else f"none in {turns} turns"
     )
-    added = [(run, _pct(run, "pipeline_added")) for run in measured]
+    added = [(run, pct(run, "pipeline_added")) for run in measured]
     worst_added = max((v for _, v in added if v is not None), default=None)
     cores = f"{results.cpus} CPUs here"
     return table(
@@ -183,84 +109,84 @@ def _targets(results: FirstAudioResults) -> str:
                 f"the embedded default reaches first audio in ≤ "
                 f"{TARGET_FIRST_AUDIO_P50_MS:g} ms p50 on 2 cores ({cores})",
                 first_audio(0.5),
-                _met(_pct(default, "first_audio"), TARGET_FIRST_AUDIO_P50_MS),
+                met(pct(default, "first_audio"), TARGET_FIRST_AUDIO_P50_MS),
             ],
             [
                 f"… and ≤ {TARGET_FIRST_AUDIO_P95_MS:g} ms p95",
                 first_audio(0.95),
-                _met(_pct(default, "first_audio", 0.95), TARGET_FIRST_AUDIO_P95_MS),
+                met(pct(default, "first_audio", 0.95), TARGET_FIRST_AUDIO_P95_MS),
             ],
             [
                 f"the espeak pipeline reaches first audio in ≤ {TARGET_ESPEAK_P50_MS:g} ms p50",
-                f"{ESPEAK_SETUP.label}: {_ms(_pct(espeak, 'first_audio'))} ms",
-                _met(_pct(espeak, "first_audio"), TARGET_ESPEAK_P50_MS),
+                f"{ESPEAK_SETUP.label}: {ms(pct(espeak, 'first_audio'))} ms",
+                met(pct(espeak, "first_audio"), TARGET_ESPEAK_P50_MS),
             ],
             [
                 "no underrun in any benchmark turn (turns with a playback gap, gap ms)",
                 underruns if measured else "—",
-                _met(float(gap_turns) if measured else None, 0),
+                met(float(gap_turns) if measured else None, 0),
             ],
             [
                 f"the pipeline adds ≤ {TARGET_ADDED_MS:g} ms at p50",
-                "; ".join(f"{run.target.label}: {_ms(v, 2)} ms" for run, v in added) or "—",
-                _met(worst_added, TARGET_ADDED_MS),
+                "; ".join(f"{run.target.label}: {ms(v, 2)} ms" for run, v in added) or "—",
+                met(worst_added, TARGET_ADDED_MS),
             ],
         ],
     )
 
 
 def _breakdown(runs: Sequence[TargetRun]) -> str:
-    words = _ms(_pct(runs[0], "first_piece_words"))
+    words = ms(pct(runs[0], "first_piece_words"))
 
     def row(part: str, what: str, value: Callable[[TargetRun], float | None]) -> list[object]:
-        return [part, *(_ms(value(run), 1) for run in runs), what]
+        return [part, *(ms(value(run), 1) for run in runs), what]
 
     rows = [
         row(
             "request → first token",
             "llama.cpp evaluates the prompt (the system prompt is reused from its KV cache) "
             "and samples the first token",
-            lambda run: _pct(run, "first_token"),
+            lambda run: pct(run, "first_token"),
         ),
         row(
             "first token → the delta that released the first piece",
-            f"{_ms(_pct(runs[0], 'tokens_to_first_chunk'))} deltas (p50) for a first piece "
+            f"{ms(pct(runs[0], 'tokens_to_first_chunk'))} deltas (p50) for a first piece "
             f"of {words} words: the chunker releases it when the delta after its last word "
             "shows the word has ended",
-            lambda run: _pct(run, "after_first_token"),
+            lambda run: pct(run, "after_first_token"),
         ),
-        row("(LLM pace over that stretch, ms per delta)", "", lambda r: _pct(r, "ms_per_token")),
+        row("(LLM pace over that stretch, ms per delta)", "", lambda r: pct(r, "ms_per_token")),
         row(
             "TTS: first audio of the first piece, in the pipeline",
             "from the piece's hand-over to the engine",
-            lambda run: _pct(run, "tts_ttfb"),
+            lambda run: pct(run, "tts_ttfb"),
         ),
         row(
             "(TTS first byte alone)",
             "each turn's first piece spoken again by the engine after the session's turns, "
             "nothing else running",
-            lambda run: _pct(run, "tts_alone"),
+            lambda run: pct(run, "tts_alone"),
         ),
         row(
             "LLM held by first-audio priority",
             "the reply stage asked the LLM for nothing more until the piece's first audio",
-            lambda run: _pct(run, "llm_held"),
+            lambda run: pct(run, "llm_held"),
         ),
         row(
             "pipeline's own (`pipeline_added_ms`)",
             "parsing, chunking, stream hops, scheduling, the sink taking the first audio",
-            lambda run: _pct(run, "pipeline_added"),
+            lambda run: pct(run, "pipeline_added"),
         ),
-        row("first audio", "", lambda run: _pct(run, "first_audio")),
+        row("first audio", "", lambda run: pct(run, "first_audio")),
         row(
             "engine-alone limit (ideal)",
             "each turn's LLM share + the TTS first byte alone",
-            lambda run: _pct(run, "ideal"),
+            lambda run: pct(run, "ideal"),
         ),
         row(
             "excess over the limit",
             "first audio - ideal, per turn",
-            lambda run: _pct(run, "excess"),
+            lambda run: pct(run, "excess"),
         ),
     ]
     return table(["Part (p50, ms)", *(run.target.label for run in runs), "what it is"], rows)
@@ -268,7 +194,7 @@ def _breakdown(runs: Sequence[TargetRun]) -> str:
 
 def _options(results: FirstAudioResults) -> str:
     default = results.run(DEFAULT_SETUP)
-    base = _pct(default, "first_audio")
+    base = pct(default, "first_audio")
     rows: list[list[object]] = []
     for setup in (DEFAULT_SETUP, ESPEAK_SETUP, *OPTION_SETUPS):
         run = results.run(setup)
@@ -282,14 +208,14 @@ def _options(results: FirstAudioResults) -> str:
         rows.append(
             [
                 change,
-                _counted(run),
-                _ms(_pct(run, "first_audio")),
-                " / ".join(_ms(_pct(run, "first_audio", session=i)) for i in sessions),
-                _ms(_pct(run, "first_audio", 0.95)),
-                "—" if setup == DEFAULT_SETUP else _signed(_pct(run, "first_audio"), base),
-                _ms(_pct(run, "llm_share")),
-                _ms(_pct(run, "tts_ttfb")),
-                _ms(_pct(run, "llm_held")),
+                counted(run),
+                ms(pct(run, "first_audio")),
+                " / ".join(ms(pct(run, "first_audio", session=i)) for i in sessions),
+                ms(pct(run, "first_audio", 0.95)),
+                "—" if setup == DEFAULT_SETUP else signed(pct(run, "first_audio"), base),
+                ms(pct(run, "llm_share")),
+                ms(pct(run, "tts_ttfb")),
+                ms(pct(run, "llm_held")),
             ]
         )
     return table(
@@ -320,19 +246,19 @@ def _vs(value: float, base: float) -> str:
 def _findings(results: FirstAudioResults) -> list[str]:
     default = results.run(DEFAULT_SETUP)
     assert default is not None
-    fa, ideal = _pct(default, "first_audio"), _pct(default, "ideal")
+    fa, ideal = pct(default, "first_audio"), pct(default, "ideal")
     llm, tts, alone = (
-        _pct(default, "llm_share"),
-        _pct(default, "tts_ttfb"),
-        _pct(default, "tts_alone"),
+        pct(default, "llm_share"),
+        pct(default, "tts_ttfb"),
+        pct(default, "tts_alone"),
     )
     lines = [
-        f"- Of the default pipeline's {_ms(fa)} ms to first audio (p50), the LLM's share is "
-        f"{_ms(llm)} ms{_share(llm, fa)} and Piper's first audio of the first piece "
-        f"{_ms(tts)} ms{_share(tts, fa)}; the pipeline itself adds "
-        f"{_ms(_pct(default, 'pipeline_added'), 2)} ms.",
+        f"- Of the default pipeline's {ms(fa)} ms to first audio (p50), the LLM's share is "
+        f"{ms(llm)} ms{_share(llm, fa)} and Piper's first audio of the first piece "
+        f"{ms(tts)} ms{_share(tts, fa)}; the pipeline itself adds "
+        f"{ms(pct(default, 'pipeline_added'), 2)} ms.",
     ]
-    excess = _pct(default, "excess")
+    excess = pct(default, "excess")
     if ideal is not None and excess is not None:
         lines.append(
             f"- Its engine-alone limit (each turn's LLM share + Piper's first byte alone) is "
@@ -346,10 +272,10 @@ def _findings(results: FirstAudioResults) -> list[str]:
             f"on the {results.cpus} CPUs): {_vs(tts, alone)}."
         )
     off = results.run(NO_PRIORITY_SETUP)
-    off_fa = _pct(off, "first_audio")
+    off_fa = pct(off, "first_audio")
     if off is not None and off_fa is not None and fa is not None:
-        held = _pct(default, "llm_held")
-        off_tts = _pct(off, "tts_ttfb")
+        held = pct(default, "llm_held")
+        off_tts = pct(off, "tts_ttfb")
         tts_text = (
             "" if off_tts is None or tts is None else f"; Piper's first byte {_vs(tts, off_tts)}"
         )
@@ -370,7 +296,7 @@ def _findings(results: FirstAudioResults) -> list[str]:
         (ONE_TTS_THREAD_SETUP, "Piper", "tts_ttfb"),
     ):
         run = results.run(setup)
-        value, own, base = _pct(run, "first_audio"), _pct(run, part), _pct(default, part)
+        value, own, base = pct(run, "first_audio"), pct(run, part), pct(default, part)
         if value is not None and fa is not None and own is not None and base is not None:
             what = "its LLM share" if part == "llm_share" else "its first byte of the first piece"
             lines.append(
@@ -382,10 +308,10 @@ def _findings(results: FirstAudioResults) -> list[str]:
         lines.append(
             "- Same LLM, prompts and replies, but before the first piece, while the TTS engine "
             "has nothing to do yet: first token "
-            f"{_ms(_pct(default, 'first_token'))} ms with Piper, "
-            f"{_ms(_pct(espeak, 'first_token'))} ms with espeak-ng; "
-            f"{_ms(_pct(default, 'ms_per_token'), 1)} against "
-            f"{_ms(_pct(espeak, 'ms_per_token'), 1)} ms per delta after it."
+            f"{ms(pct(default, 'first_token'))} ms with Piper, "
+            f"{ms(pct(espeak, 'first_token'))} ms with espeak-ng; "
+            f"{ms(pct(default, 'ms_per_token'), 1)} against "
+            f"{ms(pct(espeak, 'ms_per_token'), 1)} ms per delta after it."
         )
     return lines
 
@@ -393,7 +319,7 @@ def _findings(results: FirstAudioResults) -> list[str]:
 def first_audio_section(results: FirstAudioResults) -> str:
     default, espeak = results.run(DEFAULT_SETUP), results.run(ESPEAK_SETUP)
     main = [run for run in (default, espeak) if run is not None]
-    if not _measured(main):
+    if not measured_runs(main):
         errors = [run.error for run in main if run.error] or ["no setup was run"]
         return unavailable(FIRST_AUDIO_TITLE, RuntimeError(errors[0]))
     parts = [
@@ -424,14 +350,14 @@ def first_audio_section(results: FirstAudioResults) -> str:
             parts.append(
                 f"The default pipeline's first session opened (model and voice loaded) in "
                 f"{default.open_s:.1f} s; its warm-up turn, the first after start, reached "
-                f"first token in {_ms(warm_up.report.stamps_ms['first_token'])} ms and first "
-                f"audio in {_ms(warm_up.report.first_audio_ms)} ms (not counted)."
+                f"first token in {ms(warm_up.report.stamps_ms['first_token'])} ms and first "
+                f"audio in {ms(warm_up.report.first_audio_ms)} ms (not counted)."
             )
         parts += [
             "### Where the time goes",
             "Percentiles of each part over the counted turns; p50s of parts need not add up "
             "to the p50 of the whole.",
-            _breakdown(_measured(main)),
+            _breakdown(measured_runs(main)),
             "### What moves first-audio latency",
             "The default pipeline with one change per row. *p50 per session* gives the p50 of "
             f"each of the setup's {SESSIONS} sessions (on alternate prompts): a difference "
