@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from ..vocab.events import Block, BlockComplete, BlockStart, Chunk, ChunkMeta, Event, ToolCallPart
+from .entities import EntityDecoder
 from .frames import (
     BLOCK_TYPE,
     CLOSES,
@@ -50,9 +51,6 @@ from .frames import (
 from .tags import MAX_TAG_LENGTH, TAG_PATTERN, TagKey, could_become_tag, tag_key
 from .tool_input import parse_parameter_value
 
-_ENTITY: Final = re.compile(r"&(lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
-_PARTIAL_ENTITY: Final = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,7}|[a-z]{0,4})\Z")
-_NAMED_ENTITIES: Final = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _log = logging.getLogger(__name__)
 _search_tag: Final = TAG_PATTERN.search
 # Where a parameter's value ends: the first closer that acts inside it (group 1 for
@@ -62,14 +60,6 @@ _search_param_end: Final = re.compile(
 ).search
 _PARAMETER: Final = (False, "parameter")
 _STRAY_KINDS: Final = frozenset({Kind.CALLS, Kind.INVOKE, Kind.RESULTS})
-
-
-def _replace_entity(match: re.Match[str]) -> str:
-    name = match.group(1)
-    if name[0] != "#":
-        return _NAMED_ENTITIES[name]
-    code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
-    return chr(code) if code <= 0x10FFFF else match.group(0)
 
 
 class XmlStreamParser:
@@ -93,7 +83,7 @@ class XmlStreamParser:
         self._tool_names: dict[str, str] = {}
         self._pending = ""  # a partial tag held back, always starting with "<"
         self._stray: list[str] = []  # text between structural tags, decided at the next tag
-        self._entity_hold = ""  # a partial "&…" at the end of result text
+        self._entities = EntityDecoder()  # of result text
         self._lead_space: list[str] = []  # whitespace that may yet open a text block
         # The visible text so far ends inside a word: whitespace met before the next
         # text block separates two words, so it is kept for that block.
@@ -125,7 +115,7 @@ class XmlStreamParser:
             self._stray.clear()
             if not self._separates:
                 self._lead_space.clear()
-            self._entity_hold = ""
+            self._entities.take_held()
         finally:
             self._silent = False
             self._out = []
@@ -212,7 +202,7 @@ class XmlStreamParser:
                 # stray text before it, is settled by this tag: nothing to keep.
                 if self._stray or kind not in _STRAY_KINDS or not text.isspace():
                     self._content(text)
-            if self._stray or self._entity_hold:
+            if self._stray or self._entities.held:
                 self._end_segment()
             if acts:
                 if key == _PARAMETER and self._whole_parameter(buf, after, value):
@@ -283,28 +273,17 @@ class XmlStreamParser:
                 self._chunk(self._stack[-2], text, "input")
         elif kind is Kind.RESULT:
             if not self._silent:
-                text = self._unescape(text)
+                text = self._entities.decode(text)
                 if text:
                     self._chunk(top, text)
         else:
             self._stray.append(text)
 
-    def _unescape(self, text: str) -> str:
-        if self._entity_hold:
-            text = self._entity_hold + text
-            self._entity_hold = ""
-        amp = text.rfind("&")
-        if amp >= 0 and _PARTIAL_ENTITY.match(text, amp):
-            # "&am" may still become "&amp;": wait for the rest.
-            self._entity_hold = text[amp:]
-            text = text[:amp]
-        return _ENTITY.sub(_replace_entity, text) if "&" in text else text
-
     def _end_segment(self) -> None:
         """A tag (or the end) closes the current run of text: settle what waited for it."""
-        if self._entity_hold:
-            text, self._entity_hold = self._entity_hold, ""
-            self._chunk(self._stack[-1], text)
+        held = self._entities.take_held()
+        if held:
+            self._chunk(self._stack[-1], held)
         stray = self._stray
         if not stray:
             return
