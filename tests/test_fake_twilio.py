@@ -35,7 +35,8 @@ from voice_membrane.server.twilio_wire import (
     parse_twilio_message,
 )
 from voice_membrane.server.twiml import stream_twiml
-from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, _mulaw_frames, twilio_call
+from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, twilio_call
+from voice_membrane.testing.fake_twilio_audio import mulaw_frames
 from voice_membrane.vocab.audio import ulaw_from_pcm16
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +155,7 @@ async def test_the_caller_speaks_in_real_time_between_silences() -> None:
     sent = b"".join(m.media.payload for m in media)
     with wave.open(str(QUESTION), "rb") as wav:
         pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(np.int16)
-    frames, padding = _mulaw_frames(pcm, 16000)
+    frames, padding = mulaw_frames(pcm, 16000)
     expected = b"".join(frames)
     assert len(expected) == 160 * math.ceil(seconds * 50 - 1e-9)
     assert expected.endswith(b"\xff" * padding) and 0 <= padding < 160

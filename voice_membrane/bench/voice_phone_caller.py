@@ -25,7 +25,8 @@ from collections.abc import AsyncIterator, Callable
 
 import anyio
 
-from ..testing.fake_twilio import RATE, CallEnded, FakeTwilioCall, twilio_call
+from ..testing.fake_twilio import CallEnded, FakeTwilioCall, twilio_call
+from ..testing.fake_twilio_audio import RATE
 from ..vocab.audio import Samples
 from .voice_caller import CallerPlan, CallerResult, VoiceTurnRecord, read_question
 

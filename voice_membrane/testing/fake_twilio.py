@@ -33,7 +33,6 @@ import json
 import math
 import os
 import time
-import wave
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -42,23 +41,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from ..sources._resample import StreamResampler, to_int16
 from ..vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
 from .echo_room import PlayedEcho
+from .fake_twilio_audio import FRAME, FRAME_S, RATE, SILENCE, join_samples, load_audio, mulaw_frames
 
 # (here too: the tests and benchmarks import them from here)
 from .fake_twilio_webhook import CallRefused as CallRefused
 from .fake_twilio_webhook import fetch_stream_parameters as fetch_stream_parameters
 from .fake_twilio_webhook import twilio_signature as twilio_signature
 
-RATE = 8000
-FRAME = 160  # 20 ms of μ-law 8 kHz
-FRAME_S = FRAME / RATE
-SILENCE = b"\xff" * FRAME  # μ-law for 0
 MULAW_8K = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
 
 
@@ -134,8 +128,8 @@ class FakeTwilioCall:
         caller, at the call's ``speed``; returns when its last frame went out."""
         if self.close_code is not None:
             raise CallEnded(f"the call ended (close code {self.close_code})")
-        samples, rate = _load(audio, sample_rate)
-        frames, padding = _mulaw_frames(samples, rate)
+        samples, rate = load_audio(audio, sample_rate)
+        frames, padding = mulaw_frames(samples, rate)
         if not frames:
             raise ValueError("nothing to say: the audio is empty")
         gap_before = [SILENCE] * round(silence_before_s / FRAME_S)
@@ -181,7 +175,7 @@ class FakeTwilioCall:
 
     def received_audio(self) -> Samples:
         """Every sample the server sent, in order (PCM 8 kHz)."""
-        return _join([m.samples for m in self.media])
+        return join_samples([m.samples for m in self.media])
 
     def heard_audio(self) -> Samples:
         """What the caller heard: the audio received, less what a ``clear`` dropped
@@ -194,7 +188,7 @@ class FakeTwilioCall:
                 continue
             playable = max(0, min(len(m.samples), math.floor((cut - m.starts) * RATE)))
             heard.append(m.samples[:playable])
-        return _join(heard)
+        return join_samples(heard)
 
     def first_media_after(self, t: float) -> float | None:
         return next((m.arrived for m in self.media if m.arrived >= t), None)
@@ -423,32 +417,3 @@ async def twilio_call(
                 while call.close_code is None:
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
-
-
-def _load(audio: str | Path | Samples, sample_rate: int) -> tuple[Samples, int]:
-    if isinstance(audio, str | Path):
-        with wave.open(str(audio), "rb") as wav:
-            if wav.getsampwidth() != 2 or wav.getnchannels() != 1:
-                raise ValueError(f"{audio}: the fake caller plays 16-bit mono WAV files")
-            rate = wav.getframerate()
-            data = wav.readframes(wav.getnframes())
-        return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
-    return audio, sample_rate
-
-
-def _mulaw_frames(samples: Samples, rate: int) -> tuple[list[bytes], int]:
-    """``samples`` at ``rate`` as 20 ms μ-law 8 kHz frames (a phone line's
-    band-limited resampling; the last frame padded with silence), and how many
-    samples of that padding."""
-    if rate != RATE:
-        resampler = StreamResampler(rate, RATE)
-        converted = np.concatenate([resampler.feed(samples.astype(np.float64)), resampler.flush()])
-        samples = to_int16(converted)
-    ulaw = ulaw_from_pcm16(samples)
-    padding = (-len(ulaw)) % FRAME
-    ulaw += SILENCE[:padding]
-    return [ulaw[i : i + FRAME] for i in range(0, len(ulaw), FRAME)], padding
-
-
-def _join(parts: list[Samples]) -> Samples:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
