@@ -92,7 +92,11 @@ def test_an_interrupted_pull_resumes_where_it_stopped(hub: FakeHfHub, tmp_path: 
     hub.add(QWEN.repo, GGUF, BIG)
     hub.stall_after(CHUNK + CHUNK // 2)
     partial = tmp_path / "qwen2.5-0.5b" / f"{GGUF}.incomplete"
-    proc = cli(["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path)
+    # (huggingface_hub retries a read that waited 10 s, resuming: on a loaded machine the
+    # stalled download then finished before the Ctrl-C came, and exited 0)
+    proc = cli(
+        ["models", "pull", "qwen2.5-0.5b"], hub.base_url, tmp_path, HF_HUB_DOWNLOAD_TIMEOUT="600"
+    )
     deadline = time.monotonic() + 60
     while not (partial.is_file() and partial.stat().st_size >= CHUNK):
         assert time.monotonic() < deadline and proc.poll() is None, proc.poll()
