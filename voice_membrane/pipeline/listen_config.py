@@ -19,7 +19,7 @@ class SttConfig(BaseModel):
     phrases: list[str] | None = None
     base_url: str | None = None  # default: the engine's variable, then the vendor
     api_key_env: str | None = None  # the variable holding the key (default: the vendor's)
-    # whisper: the encoder's window for a final, seconds (1-30; default 30, whisper's
-    # own; 20 halves a final's CPU at a cost: docs/stt.md)
+    # whisper: the encoder's window for a final's quick decode, seconds (1-30; default
+    # 15, redone through whisper's own 30 when it is unsure: docs/stt.md, "The quick final")
     final_window_s: float | None = Field(None, ge=1.0, le=30.0)
     retry: bool = True  # a cloud stream retried once before its first transcript
