@@ -128,7 +128,7 @@ class SecondStretchLate:
 
 
 class _StretchStream(_LateStream):
-    def __init__(self, engine: SecondStretchLate, number: int) -> None:  # type: ignore[override]
+    def __init__(self, engine: SecondStretchLate, number: int) -> None:
         self._stretch, self._number = engine, number
         self._finalized = anyio.Event()
 
