@@ -65,10 +65,10 @@ class TentativeCancelled:
 
 @dataclass(frozen=True, slots=True)
 class LateTranscript:
-    """A final transcript of an utterance already closed: kept, never lost.
-    ``after_turn``: append it to the turn just started; otherwise the
-    utterance had made no turn (its finals had not come) and this text may
-    start one."""
+    """A final transcript of an utterance already closed: kept, never lost (the
+    listener makes it a turn of its own). ``after_turn``: that utterance had
+    already made a turn without these words; otherwise it had made none (its
+    finals had not come)."""
 
     text: str
     at_sample: int
