@@ -19,8 +19,9 @@ from voice_membrane.bench.echo_bargein import (
     answers,
     onset_latency_ms,
     session,
+    timeline,
 )
-from voice_membrane.listening.aec_webrtc import webrtc_canceller
+from voice_membrane.listening.aec_webrtc import WebRtcEcho, webrtc_canceller
 from voice_membrane.listening.echo_canceller import EchoCanceller
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.pipeline import echo_intake
@@ -109,6 +110,79 @@ def test_a_rate_the_engine_cannot_take_is_refused_in_one_line() -> None:
 def test_the_answers_own_echo_never_pauses_it(gain_db: float, delay_ms: int) -> None:
     heard = session(answers(ANSWERS), gain_db, delay_ms, webrtc_canceller(RATE), CANCELLED)
     assert heard.pauses == []
+
+
+@pytest.mark.parametrize("into_s", [1.5, 4.0])
+def test_in_headphones_a_user_over_the_answer_pauses_it_as_without_a_canceller(
+    into_s: float,
+) -> None:
+    """No echo comes back: AEC3's suppressor, which never measures an echo
+    path, would duck their words (it paused 388 and 480 ms after their onset);
+    the canceller hands on the microphone's own audio once it hears no echo."""
+    replies = answers(2)
+    voice = user_voice(0.0, replies[0])
+    into = round(into_s * RATE)
+    latencies = [
+        onset_latency_ms(
+            session(replies, -120.0, 60, canceller, CANCELLED, user=(voice, 0, into)),
+            voice,
+            0,
+            into,
+        )
+        for canceller in (webrtc_canceller(RATE), None)
+    ]
+    cancelled, raw = latencies
+    assert raw is not None and cancelled is not None and cancelled <= raw + 40
+
+
+class _LateMicrophone(EchoCanceller):
+    """The canceller as a loaded machine feeds it: the player hands each block
+    over ``LEAD`` before it plays (dated as it will play), and the
+    microphone's frames come dated ``late_ms`` late (its first ones came late:
+    its timeline runs late) until ``until``, then on time."""
+
+    LEAD = RATE // 10
+
+    def __init__(self, played: Samples, late_ms: int, until: int) -> None:
+        super().__init__(RATE, WebRtcEcho(RATE))
+        self.played, self.late_ns, self.until = played, late_ms * 1_000_000, until
+
+    def far(self, samples: Samples, rate: int, at_ns: int, *, steady: bool = False) -> None:
+        at = at_ns * RATE // 1_000_000_000 + self.LEAD
+        if at == self.LEAD:
+            super().far(self.played[:at], rate, 0)
+        super().far(self.played[at : at + len(samples)], rate, _ns(at))
+
+    def near(self, samples: Samples, end_ns: int) -> Samples:
+        late = self.late_ns if end_ns < _ns(self.until) else 0
+        return super().near(samples, end_ns + late)
+
+
+@pytest.mark.parametrize(("gain_db", "delay_ms"), [(-20.0, 20), (-10.0, 60), (-10.0, 200)])
+def test_a_microphone_found_late_mid_answer_keeps_the_echo_cancelled(
+    gain_db: float, delay_ms: int
+) -> None:
+    """Its frames dated 40 ms earlier than their place from 2 s into the
+    answer on: moving its timeline back there would change the echo's delay
+    under AEC3, which had measured it, and the echo paused the answer (on a
+    loaded machine's PulseAudio loopback, a move of 17 ms did);
+    it stays where it was."""
+    replies = answers(2)
+    played, heard = timeline(replies)
+    late = _LateMicrophone(played, 40, heard.answers[0][0] + 2 * RATE)
+    assert session(replies, gain_db, delay_ms, late, CANCELLED).pauses == []
+
+
+def test_a_microphone_timeline_far_too_late_moves_back() -> None:
+    """250 ms late (past AEC3's reach with the echo's own delay): the
+    microphone's audio is paired with the reference played as it was heard."""
+    engine = _Recorder()
+    canceller = EchoCanceller(RATE, engine)
+    canceller.near(np.zeros(320, dtype=np.int16), _ns(320 + 4000))  # dated 250 ms late
+    canceller.far(np.full(320, 7, dtype=np.int16), RATE, _ns(640))
+    canceller.near(np.zeros(320, dtype=np.int16), _ns(640))  # on time: back
+    canceller.near(np.zeros(320, dtype=np.int16), _ns(960))
+    assert [int(b.max()) for b in engine.far] == [0, 0, 0, 0, 7, 7]
 
 
 def test_without_the_canceller_that_echo_pauses_the_answer() -> None:

@@ -22,10 +22,16 @@ from typing import Protocol
 import numpy as np
 
 from ..vocab.audio import Samples
+from .echo_presence import EchoPresence
 from .resample import StreamResampler
 
 _SNAP_S = 0.03  # far audio dated closer than this to where the last ended: jitter
 _LATE_S = 0.5  # a microphone frame dated later than this past its place: audio was lost
+# A microphone timeline running this much late moves back; less is left: moving
+# it changes the echo's delay as AEC3 sees it, and a move of 20 ms two seconds
+# into an answer left the echo uncancelled until it had measured it again (a
+# loaded machine's PulseAudio loopback; offline in tests/test_echo_canceller.py).
+_BEHIND_S = 0.2
 _AHEAD_S = 10.0  # far audio kept ahead of the microphone (none fed: a listener not running)
 ENGINE_RATES = (8000, 16_000, 32_000, 48_000)  # the rates WebRTC's module runs at
 
@@ -50,6 +56,7 @@ class EchoCanceller:
         self._near_next: int | None = None  # timeline index of the next near sample
         self._near_carry: Samples = np.zeros(0, dtype=np.int16)
         self.far_samples = 0  # far audio taken in (at the canceller's rate)
+        self.presence = EchoPresence()  # no echo (headphones): the microphone's own audio
 
     def _index(self, ns: int) -> int:
         return ns * self.rate // 1_000_000_000
@@ -91,12 +98,14 @@ class EchoCanceller:
         expected = None if self._near_next is None else self._near_next + len(self._near_carry)
         # A frame dated later than its place is one that came late (a busy
         # loop, a network): its audio is still contiguous with the last. One
-        # dated earlier shows the timeline itself runs late (the first frame
-        # came late, or the clocks drift): it moves back. Past _LATE_S, audio
-        # was lost: the timeline restarts there.
+        # dated earlier shows the timeline itself runs late (its first frames
+        # came late): that only adds to the echo's delay, which AEC3 has
+        # measured on this pairing, so the timeline moves back only when it
+        # runs too late for AEC3's reach (_BEHIND_S). Past _LATE_S, audio was
+        # lost: the timeline restarts there.
         if expected is None or start > expected + _LATE_S * self.rate:
             self._near_next, self._near_carry = start, np.zeros(0, dtype=np.int16)
-        elif start < expected - self.rate // 1000:  # (a millisecond: the dates' rounding)
+        elif start < expected - _BEHIND_S * self.rate:
             assert self._near_next is not None
             self._near_next -= expected - start
         buf = np.concatenate([self._near_carry, samples])
@@ -105,9 +114,9 @@ class EchoCanceller:
         out = np.empty(n, dtype=np.int16)
         for i in range(0, n, self.block):
             at = self._near_next + i
-            out[i : i + self.block] = self._engine.process(
-                self._far_block(at), buf[i : i + self.block]
-            )
+            far, near = self._far_block(at), buf[i : i + self.block]
+            cleaned = self._engine.process(far, near)  # (always: converged when an echo comes)
+            out[i : i + self.block] = cleaned if self.presence.feed(far, near) else near
         self._near_next += n
         self._near_carry = buf[n:]
         self._drop_far_before(self._near_next)
