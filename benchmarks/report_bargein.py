@@ -51,6 +51,13 @@ def bargein_section(run: BargeInRun) -> str:
 ECHO_TITLE = "Barge-in over the reply's own echo: the echo canceller"
 
 
+_SETUPS = {
+    "canceller": "WebRTC canceller",
+    "headphones": "WebRTC canceller, no echo (headphones)",
+    "level": "level judge, no canceller",
+}
+
+
 def echo_section(run: EchoRun) -> str:
     method = (
         "The reply's own audio heard back by the microphone, offline "
@@ -66,8 +73,10 @@ def echo_section(run: EchoRun) -> str:
         "10 ms within 25 dB of its loudest) to the `PausePlayout`, dated by samples: the "
         "listening stages' own latency, without the device's (a speaker's 20-60 ms) or "
         "the processing time (the canceller costs 12 ms of CPU per second of audio). "
-        'Beside it today\'s level judge without a canceller (`echo = "level"`, its 3 s '
-        f"warm-up). The run took {run.seconds:.0f} s."
+        "The same with no echo coming back (headphones: the canceller hands on the "
+        "microphone's own audio once it hears none, `listening/echo_presence.py`), and "
+        'the level judge without a canceller (`echo = "level"`, its 3 s warm-up). '
+        f"The run took {run.seconds:.0f} s."
     )
     rows = [
         [f"{gain:+.0f} dB", f"{delay} ms", answers, pauses]
@@ -79,7 +88,7 @@ def echo_section(run: EchoRun) -> str:
         paused = [v for v in values if v is not None]
         rows.append(
             [
-                "WebRTC canceller" if name == "canceller" else "level judge, no canceller",
+                _SETUPS[name],
                 f"{at_s:g} s",
                 f"{len(paused)} of {len(values)}",
                 _spread(summarize(paused)),

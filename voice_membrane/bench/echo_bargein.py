@@ -66,7 +66,7 @@ def session(
 ) -> Heard:
     """The answers played one after another (``GAP_S`` apart, 1 s of silence
     first) and heard back; ``user``: (voice, answer index, samples into it)."""
-    played, heard = _timeline(replies)
+    played, heard = timeline(replies)
     mic = echo_path(played, gain_db, delay_ms, room_reverb() if reverb else None)
     if user is not None:
         voice, index, into = user
@@ -98,7 +98,7 @@ def onset_latency_ms(heard: Heard, voice: Samples, index: int, into: int) -> flo
     return None if not later else (later[0] - onset) * 1000 / RATE
 
 
-def _timeline(replies: list[Samples]) -> tuple[Samples, Heard]:
+def timeline(replies: list[Samples]) -> tuple[Samples, Heard]:
     pieces: list[Samples] = [np.zeros(RATE, dtype=np.int16)]
     heard, at = Heard(), RATE
     for reply in replies:
@@ -117,6 +117,7 @@ def _note(heard: Heard, decisions: list[Decision]) -> None:
 
 
 POSITIONS_S = (0.5, 1.5, 4.0)  # the user speaks this far into the answer
+NO_ECHO_DB = -120.0  # headphones: the echo's gain (under one int16 step: none)
 
 
 @dataclass
@@ -127,6 +128,8 @@ class EchoRun:
     position, the user's pause latencies (ms; None: never paused)."""
 
     answers: dict[tuple[float, int], tuple[int, int]] = field(default_factory=dict)
+    # setups: "canceller", "level", and "headphones" (the canceller where no echo
+    # comes back: as many trials as the others, each with its own answers)
     latency: dict[tuple[str, float], list[float | None]] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -139,7 +142,7 @@ def run_echo(answers_per_path: int, users_per_path: int) -> EchoRun:
     run = EchoRun()
     cancelled = EndpointSettings(echo="aec", echo_warmup_s=0.0)
     setups = {"canceller": cancelled, "level": EndpointSettings()}
-    pool = answers(max(answers_per_path, users_per_path + 1))
+    pool = answers(max(answers_per_path, len(PATHS) * users_per_path + 1))
     for gain, delay in PATHS:
         heard = session(pool[:answers_per_path], gain, delay, webrtc_canceller(RATE), cancelled)
         pauses = sum(len(heard.paused_in(s, e)) for s, e in heard.answers)
@@ -149,10 +152,21 @@ def run_echo(answers_per_path: int, users_per_path: int) -> EchoRun:
             voice = user_voice(0.0, replies[0])
             for name, settings in setups.items():
                 for at_s in POSITIONS_S:
-                    into = round(at_s * RATE)
                     canceller = webrtc_canceller(RATE) if name == "canceller" else None
-                    h = session(replies, gain, delay, canceller, settings, (voice, 0, into))
-                    latency = onset_latency_ms(h, voice, 0, into)
-                    run.latency.setdefault((name, at_s), []).append(latency)
+                    user = (voice, 0, round(at_s * RATE))
+                    h = session(replies, gain, delay, canceller, settings, user)
+                    run.latency.setdefault((name, at_s), []).append(_latency(h, voice, at_s))
+    # headphones: nothing comes back, so one path; as many trials, each its own answers
+    for k in range(len(PATHS) * users_per_path):
+        replies = pool[k : k + 2]
+        voice = user_voice(0.0, replies[0])
+        for at_s in POSITIONS_S:
+            user = (voice, 0, round(at_s * RATE))
+            h = session(replies, NO_ECHO_DB, 0, webrtc_canceller(RATE), cancelled, user)
+            run.latency.setdefault(("headphones", at_s), []).append(_latency(h, voice, at_s))
     run.seconds = time.perf_counter() - started
     return run
+
+
+def _latency(heard: Heard, voice: Samples, at_s: float) -> float | None:
+    return onset_latency_ms(heard, voice, 0, round(at_s * RATE))

@@ -156,11 +156,10 @@ class SinkConfig(_Section):
     # does; a WAV file cannot).
     realtime: bool = False
     # Cancel this sink's echo in what the listener hears (WebRTC's AEC3, the livekit
-    # package; never for a browser, which cancels its own, nor a recording): auto: for
-    # run --listen on the speaker, when livekit is installed; webrtc: phone calls too,
-    # and a ConfigError without livekit; none (the default until devices' delays are
-    # estimated: on a real speaker some answers paused themselves; docs/listening.md).
-    echo_canceller: Literal["auto", "webrtc", "none"] = "none"
+    # package; never for a browser, which cancels its own, nor a recording): auto (the
+    # default): for run --listen on the speaker, when livekit is installed; webrtc:
+    # phone calls too, and a ConfigError without livekit; none: never (docs/listening.md).
+    echo_canceller: Literal["auto", "webrtc", "none"] = "auto"
 
     @field_validator("realtime")
     @classmethod
