@@ -219,7 +219,7 @@ def _before_send(costs: Sequence[RequestCost]) -> list[str]:
         "building, validating and serialising the request, paid on every turn before the "
         f"provider starts on its first token. µs, median (min to max) over {repeats} "
         f"repetitions of the median of {calls} calls; *per message* the slope between the "
-        "two lengths.",
+        "shortest and the longest.",
         table(
             ["Vendor", *(f"{n} message{'s' if n > 1 else ''}" for n in lengths), "per message"],
             rows,

@@ -32,7 +32,7 @@ from ..providers.openai import OpenAIProvider
 from ..vocab.messages import ModelConfig, TextContent
 
 VENDORS = ("anthropic", "openai", "gemini")
-LENGTHS = (1, 21)  # messages: a first question; ten exchanges and the next question
+LENGTHS = (1, 21, 101)  # messages: a first question; ten exchanges, fifty, and the next question
 MESSAGE = "What is the weather like in Paris today, and should I take an umbrella? " * 2
 SYSTEM = "You are a helpful voice assistant. Answer in one or two short sentences. " * 4
 

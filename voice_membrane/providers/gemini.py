@@ -51,6 +51,7 @@ from ..vendors.credentials import unusable_key
 from ..vendors.errors import ProviderError, retry_after_seconds, status_kind
 from ..vendors.tls import shared_ssl_context, warm_http_stack
 from ..vocab.provider_output import ProviderOutput
+from . import gemini_send
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import call_contents, client_stops, request_config, request_contents
 
@@ -138,7 +139,7 @@ class GeminiProvider:
     async def stream(
         self, built: BuiltRequest, config: ModelConfig, *, streaming: bool = True
     ) -> AsyncGenerator[ProviderOutput, None]:
-        contents, request = call_contents(built), request_config(built, config)
+        request = request_config(built, config)
         prefill, stops = built.mode == "prefill", client_stops(built)
         reader = ChunkReader(prefill, stops, built.end_of_turn, self._ids)
         try:
@@ -147,7 +148,7 @@ class GeminiProvider:
             if not streaming:
                 try:
                     response = await models.generate_content(
-                        model=config.model, contents=contents, config=request
+                        model=config.model, contents=call_contents(built), config=request
                     )
                 except Exception as exc:
                     raise unreadable_chunk(exc) from exc
@@ -155,12 +156,15 @@ class GeminiProvider:
                     yield item
                 return
             opened: list[Any] = []
-            chunks = cast(
-                AsyncGenerator[Any, None],
-                await models.generate_content_stream(
-                    model=config.model, contents=contents, config=request
-                ),
-            )
+            if gemini_send.available(models):  # the conversation as wire JSON: flat in its length
+                chunks = gemini_send.stream(models, config.model, built, request)
+            else:
+                chunks = cast(
+                    AsyncGenerator[Any, None],
+                    await models.generate_content_stream(
+                        model=config.model, contents=call_contents(built), config=request
+                    ),
+                )
             try:
                 while not reader.done:
                     token = _RESPONSES.set(opened)

@@ -29,35 +29,20 @@ the request's JSON body (``HttpOptions.extra_body``), e.g.
 from __future__ import annotations
 
 import base64
-import binascii
-import mimetypes
+import json
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote_to_bytes, urlparse
 
 import pydantic
 from google.genai import types
 
-from ..storage.blob_resolve import unresolved
-from ..vocab.blob_source import BlobSource
-from ..vocab.messages import (
-    Base64Source,
-    ContentBlock,
-    GeneratedImageContent,
-    ImageContent,
-    RequestError,
-    TextContent,
-    ThinkingContent,
-    ToolResultContent,
-    ToolUseContent,
-    describe_validation_error,
-)
+from ..vocab.messages import RequestError, describe_validation_error
+from .gemini_wire import wire_contents
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..vocab.messages import ModelConfig
 
 MAX_STOP_SEQUENCES = 5  # the API's limit
-FALLBACK_IMAGE_TYPE = "image/jpeg"
 
 _FIELDS = types.GenerateContentConfig.model_fields
 _ALIASES = {info.alias: name for name, info in _FIELDS.items() if info.alias}
@@ -121,24 +106,9 @@ def request_config(built: BuiltRequest, config: ModelConfig) -> types.GenerateCo
 
 
 def request_contents(built: BuiltRequest) -> list[types.Content]:
-    """``built.messages`` (and the prefill) as Gemini contents."""
-    contents: list[types.Content] = []
-    names: dict[str, str] = {}  # tool use id → tool name, for function responses
-    for m, message in enumerate(built.messages):
-        parts: list[types.Part] = []
-        for c, block in enumerate(message.content):
-            parts += _parts(block, names, f"messages[{m}].content[{c}]")
-        if parts:  # the API rejects a content with no parts
-            contents.append(
-                types.Content(role="model" if message.role == "assistant" else "user", parts=parts)
-            )
-    if built.mode == "prefill" and built.prefill:
-        prefill = types.Part(text=built.prefill)
-        if contents and contents[-1].role == "model" and contents[-1].parts is not None:
-            contents[-1].parts.append(prefill)
-        else:
-            contents.append(types.Content(role="model", parts=[prefill]))
-    return contents
+    """``built.messages`` (and the prefill) as Gemini contents: the wire JSON
+    (``gemini_wire``, one set of rules) read into the SDK's types."""
+    return [types.Content.model_validate_json(json.dumps(c)) for c in wire_contents(built)]
 
 
 def call_contents(built: BuiltRequest) -> list[types.ContentDict]:
@@ -150,82 +120,6 @@ def call_contents(built: BuiltRequest) -> list[types.ContentDict]:
         cast("types.ContentDict", content.model_dump(exclude_none=True))
         for content in request_contents(built)
     ]
-
-
-def _parts(block: ContentBlock, names: dict[str, str], where: str) -> list[types.Part]:
-    if isinstance(block, TextContent):
-        return [types.Part(text=block.text)] if block.text else []  # the API rejects ""
-    if isinstance(block, ImageContent):
-        return [_image(block, where)]
-    if isinstance(block, GeneratedImageContent):
-        data = _b64decode(block.base64_data(where), f"{where}.data")
-        return [types.Part(inline_data=types.Blob(mime_type=block.mime_type, data=data))]
-    if isinstance(block, ThinkingContent):
-        signature = _signature(block.signature)
-        if signature is None:
-            return []
-        return [types.Part(text=block.thinking, thought=True, thought_signature=signature)]
-    if isinstance(block, ToolUseContent):
-        names[block.id] = block.name
-        call = types.FunctionCall(id=block.id, name=block.name, args=dict(block.input))
-        return [types.Part(function_call=call, thought_signature=_signature(block.signature))]
-    if isinstance(block, ToolResultContent):
-        name = names.get(block.tool_use_id)
-        if name is None:
-            raise RequestError(
-                f"{where}.tool_use_id: {block.tool_use_id!r} answers no earlier tool_use"
-            )
-        key = "error" if block.is_error else "result"
-        answer = types.FunctionResponse(
-            id=block.tool_use_id, name=name, response={key: block.text()}
-        )
-        parts = [types.Part(function_response=answer)]
-        if not isinstance(block.content, str):
-            images = [item for item in block.content if isinstance(item, ImageContent)]
-            parts += [_image(item, where) for item in images]
-        return parts
-    return []  # redacted thinking: Gemini has no such thing
-
-
-def _image(block: ImageContent, where: str) -> types.Part:
-    source = block.source
-    if isinstance(source, Base64Source):
-        data = _b64decode(source.data, f"{where}.source.data")
-        return types.Part(inline_data=types.Blob(mime_type=source.media_type, data=data))
-    if isinstance(source, BlobSource):
-        raise unresolved(source, where)
-    if source.url.startswith("data:"):
-        header, _, payload = source.url[5:].partition(",")
-        mime_type, _, encoding = header.partition(";")
-        if encoding == "base64":
-            data = _b64decode(payload, f"{where}.source.url")
-        else:
-            data = unquote_to_bytes(payload)
-        blob = types.Blob(mime_type=mime_type or FALLBACK_IMAGE_TYPE, data=data)
-        return types.Part(inline_data=blob)
-    guessed, _ = mimetypes.guess_type(urlparse(source.url).path)
-    mime_type = guessed if guessed and guessed.startswith("image/") else FALLBACK_IMAGE_TYPE
-    return types.Part(file_data=types.FileData(file_uri=source.url, mime_type=mime_type))
-
-
-def _b64decode(data: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise RequestError(f"{where}: not valid base64") from None
-
-
-def _signature(signature: str | None) -> bytes | None:
-    """A Gemini thought signature (base64, as the adapter reports it) as bytes;
-    None when absent or not base64 (another provider's signature)."""
-    if not signature:
-        return None
-    for altchars in (None, b"-_"):  # standard base64, or the URL-safe kind
-        try:
-            return base64.b64decode(signature, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-    return None
 
 
 def signature_text(signature: bytes | None) -> str | None:
