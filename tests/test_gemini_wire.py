@@ -186,8 +186,9 @@ def _request() -> BuiltRequest:
     )
 
 
+@pytest.mark.parametrize("streaming", [True, False])
 async def test_the_public_call_where_this_path_cannot_sends_and_reads_the_same(
-    fake: FakeGemini, provider: GeminiProvider, monkeypatch: pytest.MonkeyPatch
+    fake: FakeGemini, provider: GeminiProvider, monkeypatch: pytest.MonkeyPatch, streaming: bool
 ) -> None:
     reply = ScriptedReply.of(
         thinking("Hm."), "Sunny ", tool_use("get_time", {}, id="t1"), delta_chars=3
@@ -195,9 +196,9 @@ async def test_the_public_call_where_this_path_cannot_sends_and_reads_the_same(
     fake.add(reply)
     fake.add(reply)
     built = _request()
-    fast = [item async for item in provider.stream(built, CONFIG)]
+    fast = [item async for item in provider.stream(built, CONFIG, streaming=streaming)]
     monkeypatch.setattr(gemini_send, "available", lambda models: False)
-    public = [item async for item in provider.stream(built, CONFIG)]
+    public = [item async for item in provider.stream(built, CONFIG, streaming=streaming)]
     ours, sdks = (request.body for request in fake.requests)
     assert ours == sdks
     assert ours["labels_not_a_field"] == {"x": 1}  # the config's extra body, sent

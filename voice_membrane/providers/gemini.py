@@ -147,9 +147,12 @@ class GeminiProvider:
             models = client.aio.models
             if not streaming:
                 try:
-                    response = await models.generate_content(
-                        model=config.model, contents=call_contents(built), config=request
-                    )
+                    if gemini_send.available(models):
+                        response = await gemini_send.generate(models, config.model, built, request)
+                    else:
+                        response = await models.generate_content(
+                            model=config.model, contents=call_contents(built), config=request
+                        )
                 except Exception as exc:
                     raise unreadable_chunk(exc) from exc
                 for item in [*reader.read(response), *reader.end(complete=True)]:

@@ -41,6 +41,7 @@ def available(models: Any) -> bool:
         and hasattr(api, "vertexai")
         and not api.vertexai  # (None or False: the Gemini API)
         and hasattr(api, "async_request_streamed")
+        and hasattr(api, "async_request")
         and hasattr(api, "_verify_response")
         and hasattr(types, "_GenerateContentParameters")
         and hasattr(types.GenerateContentResponse, "_from_response")
@@ -55,27 +56,57 @@ async def stream(
     api = models._api_client
     path, request, parameters = _converted(api, model, config)
     body = {"contents": wire_contents(built), **json.loads(request)}
+    path = _with_method(path, "streamGenerateContent?alt=sse")
     responses = await api.async_request_streamed("post", path, body, config.http_options)
     try:
         async for response in responses:
-            raw = json.loads(response.body) if response.body else {}
-            raw = sdk_models._GenerateContentResponse_from_mldev(raw, None, parameters)
-            chunk = types.GenerateContentResponse._from_response(
-                response=raw, kwargs={"config": _read_config(config)}
-            )
-            chunk.sdk_http_response = types.HttpResponse(headers=response.headers)
-            api._verify_response(chunk)
-            yield chunk
+            yield _read(api, response, parameters, config)
     finally:
         close = getattr(responses, "aclose", None)
         if close is not None:
             await close()
 
 
+async def generate(
+    models: Any, model: str, built: BuiltRequest, config: types.GenerateContentConfig
+) -> types.GenerateContentResponse:
+    """The whole reply, as ``models.generate_content`` returns it."""
+    api = models._api_client
+    path, request, parameters = _converted(api, model, config)
+    body = {"contents": wire_contents(built), **json.loads(request)}
+    path = _with_method(path, "generateContent")
+    response = await api.async_request("post", path, body, config.http_options)
+    return _read(api, response, parameters, config)
+
+
+def _with_method(path: str, method: str) -> str:
+    model, _, query = path.partition("?")
+    joined = f"{model}:{method}"
+    return joined if not query else f"{joined}{'&' if '?' in joined else '?'}{query}"
+
+
+def _read(
+    api: Any, response: Any, parameters: Any, config: types.GenerateContentConfig
+) -> types.GenerateContentResponse:
+    """One response (a chunk) into the SDK's type, as its own call reads it."""
+    raw = json.loads(response.body) if response.body else {}
+    raw = sdk_models._GenerateContentResponse_from_mldev(raw, None, parameters)
+    read = {
+        "response_schema": config.response_schema,
+        "response_json_schema": config.response_json_schema,
+        "include_all_fields": getattr(config, "include_all_fields", None),
+    }
+    chunk = types.GenerateContentResponse._from_response(response=raw, kwargs={"config": read})
+    chunk.sdk_http_response = types.HttpResponse(headers=response.headers)
+    api._verify_response(chunk)
+    return chunk
+
+
 # A session's turns share their config (system prompt, tools, stops, params):
 # the SDK's conversion of it (~1 ms, the largest fixed part) is kept, as JSON
 # (the SDK may merge an extra body into what it sends: never into the kept one).
-_Converted = tuple[str, str, Any]  # the URL path, the body's JSON but its contents, the call
+# (the model's path and any query, the body's JSON but its contents, the call)
+_Converted = tuple[str, str, Any]
 _converted_by_config: dict[tuple[str, str], _Converted] = {}
 _KEPT = 64
 
@@ -90,20 +121,11 @@ def _converted(api: Any, model: str, config: types.GenerateContentConfig) -> _Co
     url, query = request.pop("_url", None), request.pop("_query", None)
     for of_the_call in ("config", "contents"):  # (contents: the placeholder's)
         request.pop(of_the_call, None)
-    path = "{model}:streamGenerateContent?alt=sse"
-    path = path.format_map(url) if url else path
-    if query:
+    path = "{model}".format_map(url) if url else model
+    if query:  # (none today: the query goes after the method's own)
         path = f"{path}?{urlencode(query)}"
     request = _common.encode_unserializable_types(_common.convert_to_dict(request))
     if len(_converted_by_config) >= _KEPT:
         _converted_by_config.clear()
     kept = _converted_by_config[key] = (path, json.dumps(request), parameters)
     return kept
-
-
-def _read_config(config: types.GenerateContentConfig) -> dict[str, Any]:
-    return {
-        "response_schema": config.response_schema,
-        "response_json_schema": config.response_json_schema,
-        "include_all_fields": getattr(config, "include_all_fields", None),
-    }
