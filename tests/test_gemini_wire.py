@@ -15,6 +15,7 @@ from google.genai import _common, types
 from google.genai import models as sdk_models
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_provider_gemini import rich_request
 
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.providers import gemini_send
@@ -163,29 +164,6 @@ async def provider(fake: FakeGemini) -> AsyncIterator[GeminiProvider]:
     await gemini.aclose()
 
 
-def _request() -> BuiltRequest:
-    return BuiltRequest(
-        mode="chat",
-        system="Be brief.",
-        messages=[
-            ProviderMessage(
-                "user",
-                [
-                    TextContent(text="Weather in Oslo?"),
-                    ImageContent(source=Base64Source(media_type="image/png", data=PNG)),
-                ],
-            ),
-            ProviderMessage(
-                "assistant",
-                [ToolUseContent(id="c1", name="get_weather", input={"city": "Oslo"})],
-            ),
-            ProviderMessage("user", [ToolResultContent(tool_use_id="c1", content="Sunny")]),
-        ],
-        stop_sequences=["\nUser:"],
-        params={"top_k": 7, "labels_not_a_field": {"x": 1}},
-    )
-
-
 @pytest.mark.parametrize("streaming", [True, False])
 async def test_the_public_call_where_this_path_cannot_sends_and_reads_the_same(
     fake: FakeGemini, provider: GeminiProvider, monkeypatch: pytest.MonkeyPatch, streaming: bool
@@ -195,11 +173,12 @@ async def test_the_public_call_where_this_path_cannot_sends_and_reads_the_same(
     )
     fake.add(reply)
     fake.add(reply)
-    built = _request()
+    built = rich_request()
     fast = [item async for item in provider.stream(built, CONFIG, streaming=streaming)]
     monkeypatch.setattr(gemini_send, "available", lambda models: False)
     public = [item async for item in provider.stream(built, CONFIG, streaming=streaming)]
     ours, sdks = (request.body for request in fake.requests)
     assert ours == sdks
     assert ours["labels_not_a_field"] == {"x": 1}  # the config's extra body, sent
+    assert len(ours["contents"]) == 3 and "tools" in ours
     assert fast == public

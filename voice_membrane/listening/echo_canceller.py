@@ -31,7 +31,10 @@ _LATE_S = 0.5  # a microphone frame dated later than this past its place: audio 
 # it changes the echo's delay as AEC3 sees it, and a move of 20 ms two seconds
 # into an answer left the echo uncancelled until it had measured it again (a
 # loaded machine's PulseAudio loopback; offline in tests/test_echo_canceller.py).
-_BEHIND_S = 0.2
+# More is not: a call's frames, dated as they arrive, came in bursts that put
+# the timeline up to 180 ms late, and with a phone's own 150 ms the echo went
+# out of AEC3's reach (tests/test_serve_twilio_echo.py, under load).
+_BEHIND_S = 0.05
 _AHEAD_S = 10.0  # far audio kept ahead of the microphone (none fed: a listener not running)
 ENGINE_RATES = (8000, 16_000, 32_000, 48_000)  # the rates WebRTC's module runs at
 
@@ -99,9 +102,9 @@ class EchoCanceller:
         # A frame dated later than its place is one that came late (a busy
         # loop, a network): its audio is still contiguous with the last. One
         # dated earlier shows the timeline itself runs late (its first frames
-        # came late): that only adds to the echo's delay, which AEC3 has
-        # measured on this pairing, so the timeline moves back only when it
-        # runs too late for AEC3's reach (_BEHIND_S). Past _LATE_S, audio was
+        # came late, or in a burst): that only adds to the echo's delay, which
+        # AEC3 has measured on this pairing, so the timeline moves back only
+        # when it runs later than _BEHIND_S. Past _LATE_S, audio was
         # lost: the timeline restarts there.
         if expected is None or start > expected + _LATE_S * self.rate:
             self._near_next, self._near_carry = start, np.zeros(0, dtype=np.int16)
