@@ -28,11 +28,11 @@ Where = Literal["speaker", "call", "browser", "recording"]
 def cancels_echo(config: PipelineConfig, where: Where, rate: int) -> bool:
     """Whether the listener's input is echo-cancelled here. ``auto``: for a
     microphone beside the speaker (``run --listen``); ``webrtc``: phone calls
-    too (off by default: most phones cancel their own echo, and where no echo
-    comes back the canceller ducks the caller's words spoken over the answer,
-    docs/listening.md); ``none``: never. Never for a browser (its getUserMedia
-    cancels its own) or a recording (no echo), nor at a rate WebRTC's module
-    does not run at."""
+    too (off by default: most phones cancel their own echo, and until the
+    canceller has found that none comes back, ~1 s into the first answer, it
+    ducks the caller's words spoken over it, docs/listening.md); ``none``:
+    never. Never for a browser (its getUserMedia cancels its own) or a
+    recording (no echo), nor at a rate WebRTC's module does not run at."""
     mode = config.sink.echo_canceller
     if mode == "none" or rate not in ENGINE_RATES:
         return False
