@@ -27,6 +27,8 @@ words ducked in the first second of the first answer.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -46,7 +48,7 @@ _FULL = 32768.0
 
 def _level_db(block: Samples) -> float:
     x = block.astype(np.float64)
-    return 10.0 * float(np.log10(np.dot(x, x) / (len(x) * _FULL * _FULL) + 1e-10))
+    return 10.0 * math.log10(float(np.dot(x, x)) / (len(x) * _FULL * _FULL) + 1e-10)
 
 
 class EchoPresence:
@@ -64,15 +66,16 @@ class EchoPresence:
     def feed(self, far: Samples, near: Samples) -> bool:
         self._far.append(_level_db(far))
         self._near.append(_level_db(near))
-        if len(self._far) > _WINDOW + _MAX_LAG:
-            del self._far[0], self._near[0]
+        if len(self._far) > 2 * (_WINDOW + _MAX_LAG):  # (trimmed now and then, not per block)
+            del self._far[: -(_WINDOW + _MAX_LAG)], self._near[: -(_WINDOW + _MAX_LAG)]
         self._fed += 1
         if self._fed % _EVERY == 0:
             self._judge()
         return self.echo
 
     def _judge(self) -> None:
-        far, near = np.array(self._far), np.array(self._near[_MAX_LAG:])
+        far = np.array(self._far[-(_WINDOW + _MAX_LAG) :])
+        near = np.array(self._near[-(_WINDOW + _MAX_LAG) :][_MAX_LAG:])
         whole = _evidence(far, near)
         if whole is None:
             return  # the reply said too little lately to tell
@@ -92,17 +95,19 @@ def _evidence(far: np.ndarray, near: np.ndarray) -> tuple[float, float] | None:
     if size < _ACTIVE:
         return None
     loud = max(float(far.max()) - _SPOKEN_DB, _LOUD_DB)
-    floor = float(np.percentile(near, 10)) + _FLOOR_DB
-    correlations, quiet = [], []
-    for f in sliding_window_view(far, size):  # the far ending 0.._MAX_LAG blocks before
-        spoken = f >= loud
-        if int(np.count_nonzero(spoken)) >= _ACTIVE:
-            correlations.append(_pearson(f, near))
-            quiet.append(float(np.mean(near[spoken] <= floor)))
-    return (max(correlations), min(quiet)) if correlations else None
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a - a.mean(), b - b.mean()
-    denominator = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
-    return 0.0 if denominator == 0.0 else float(np.dot(a, b)) / denominator
+    # the far windows ending 0.._MAX_LAG blocks before the near's end, a row each
+    windows = sliding_window_view(far, size)
+    spoken = windows >= loud
+    counts = spoken.sum(axis=1)
+    judged = counts >= _ACTIVE
+    if not judged.any():
+        return None
+    windows, spoken, counts = windows[judged], spoken[judged], counts[judged]
+    floor = float(np.partition(near, size // 10)[size // 10]) + _FLOOR_DB  # its 10th percentile
+    quiet = (spoken & (near <= floor)).sum(axis=1) / counts
+    centred = windows - windows.mean(axis=1, keepdims=True)
+    near_centred = near - near.mean()
+    scale = np.sqrt((centred * centred).sum(axis=1) * float(near_centred @ near_centred))
+    products = centred @ near_centred
+    correlations = np.divide(products, scale, out=np.zeros_like(products), where=scale > 0)
+    return float(correlations.max()), float(quiet.min())
