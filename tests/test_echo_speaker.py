@@ -101,7 +101,7 @@ def test_the_answers_echo_through_real_devices_is_cancelled(looped: PulseServer)
     nothing. With other tests loading the machine this once failed about one
     answer in three: the microphone's timeline, found running 17-20 ms late
     mid-answer, moved back, and AEC3 lost the echo path it had measured
-    (echo_canceller.py; after the fix none of 80 answers under a load of 5
+    (echo_canceller.py; after the fix none of 100 answers under a load of 5
     busy processes paused itself)."""
     heard = anyio.run(_over_an_answer, True)
     assert heard.far > 4 * RATE
