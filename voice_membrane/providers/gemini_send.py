@@ -1,15 +1,16 @@
-"""A Gemini streaming call whose conversation was written as wire JSON here
-(``gemini_wire``), sent through the SDK's own HTTP client.
+"""A Gemini call (streamed, or whole) whose conversation was written as wire
+JSON here (``gemini_wire``), sent through the SDK's own HTTP client.
 
 google-genai's public call validates and converts the whole conversation on
 every turn (~0.3 ms a message); it has no documented way to send a body built
-elsewhere. So this does what its ``_generate_content_stream`` does around the
-conversion: the SDK still converts the config (small, and its field rules
-are its own), builds the path, sends through its API client (auth, retries,
-errors) and reads each chunk into its response type; only ``contents`` is
-ours. It reaches into the SDK's private module (written against
-google-genai 3.6.1); if any piece is missing, or the client speaks to Vertex
-AI, ``available`` says no and the adapter makes the public call, as before.
+elsewhere. So this does what its ``_generate_content_stream`` (and
+``_generate_content``) do around the conversion: the SDK still converts the
+config (small, and its field rules are its own), builds the path, sends
+through its API client (auth, retries, errors) and reads each chunk into its
+response type; only ``contents`` is ours. It reaches into the SDK's private
+module (written against google-genai 3.6.1); if any piece is missing, or the
+client speaks to Vertex AI, ``available`` says no and the adapter makes the
+public call, as before.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from .gemini_wire import wire_contents
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
 
-WRITTEN_FOR = "3.6.1"
 _NEEDED = ("_GenerateContentParameters_to_mldev", "_GenerateContentResponse_from_mldev")
 # a conversation the SDK's converter accepts (it requires one); replaced by ours
 _PLACEHOLDER = [types.Content(role="user", parts=[types.Part(text=".")])]
