@@ -54,9 +54,7 @@ async def stream(
 ) -> AsyncGenerator[types.GenerateContentResponse, None]:
     """The call's chunks, as ``models.generate_content_stream`` yields them."""
     api = models._api_client
-    path, request, parameters = _converted(api, model, config)
-    body = {"contents": wire_contents(built), **json.loads(request)}
-    path = _with_method(path, "streamGenerateContent?alt=sse")
+    path, body, parameters = _request(api, model, built, config, "streamGenerateContent?alt=sse")
     responses = await api.async_request_streamed("post", path, body, config.http_options)
     try:
         async for response in responses:
@@ -72,17 +70,22 @@ async def generate(
 ) -> types.GenerateContentResponse:
     """The whole reply, as ``models.generate_content`` returns it."""
     api = models._api_client
-    path, request, parameters = _converted(api, model, config)
-    body = {"contents": wire_contents(built), **json.loads(request)}
-    path = _with_method(path, "generateContent")
+    path, body, parameters = _request(api, model, built, config, "generateContent")
     response = await api.async_request("post", path, body, config.http_options)
     return _read(api, response, parameters, config)
 
 
-def _with_method(path: str, method: str) -> str:
-    model, _, query = path.partition("?")
-    joined = f"{model}:{method}"
-    return joined if not query else f"{joined}{'&' if '?' in joined else '?'}{query}"
+def _request(
+    api: Any, model: str, built: BuiltRequest, config: types.GenerateContentConfig, method: str
+) -> tuple[str, dict[str, Any], Any]:
+    """The call's URL path (the model's, then ``method``), its body, and the
+    SDK's parameters object (which reading a response takes)."""
+    path, request, parameters = _converted(api, model, config)
+    model_path, _, query = path.partition("?")
+    path = f"{model_path}:{method}"
+    if query:
+        path = f"{path}{'&' if '?' in path else '?'}{query}"
+    return path, {"contents": wire_contents(built), **json.loads(request)}, parameters
 
 
 def _read(
