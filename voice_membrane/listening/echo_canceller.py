@@ -102,10 +102,8 @@ class EchoCanceller:
         # A frame dated later than its place is one that came late (a busy
         # loop, a network): its audio is still contiguous with the last. One
         # dated earlier shows the timeline itself runs late (its first frames
-        # came late, or in a burst): that only adds to the echo's delay, which
-        # AEC3 has measured on this pairing, so the timeline moves back only
-        # when it runs later than _BEHIND_S. Past _LATE_S, audio was
-        # lost: the timeline restarts there.
+        # came late, or in a burst): it moves back past _BEHIND_S (why not
+        # sooner: there). Past _LATE_S, audio was lost: the timeline restarts.
         if expected is None or start > expected + _LATE_S * self.rate:
             self._near_next, self._near_carry = start, np.zeros(0, dtype=np.int16)
         elif start < expected - _BEHIND_S * self.rate:
