@@ -13,6 +13,7 @@ the provider again, so the retry and deadline rules live apart from reading.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from ..formats.base import BuiltRequest
+from ..infra.eager_next import Suspended, eager_next
 from ..providers.base import Provider
 from ..telemetry.spans import genai_provider, mark_error, tracer
 from ..vendors.errors import LlmError, ProviderError
@@ -182,24 +184,45 @@ async def _next(
 ) -> ProviderOutput | None:
     """The call's next output, None at its end. Until the call's first progress
     the first-token deadline bounds the wait (``_DeadlinePassed``), after it the
-    stall deadline (``_Stalled``). Only the wait is in the cancel scope, never a
-    yield to the consumer, so a consumer that holds the stream (first-audio
+    stall deadline (``_Stalled``). Only a wait that suspends is guarded (an
+    output already read costs no timer: ``eager_next``), never a yield to the
+    consumer, so a consumer that holds the stream (first-audio
     priority, a slow sink) never makes it look stalled."""
     begun = stall.progress > 0
+    ready, output, rest = eager_next(outputs)
+    waited = 0.0
+    if not ready:
+        assert rest is not None
+        output, waited = await _wait(rest, deadline, stall, begun)
+    if output is not None and not stall.note(output) and begun:
+        stall.waited_s += waited  # a wait that ended without progress counts
+    return output
+
+
+async def _wait(
+    rest: Suspended[ProviderOutput], deadline: FirstTokenDeadline, stall: StallDeadline, begun: bool
+) -> tuple[ProviderOutput | None, float]:
+    """A wait that suspended, under the deadline that runs (none: unbounded),
+    and how long it took (with a stall deadline). The guard is asyncio's
+    timeout, not an anyio cancel scope: the step that suspended may have
+    entered scopes of its own (the SDK's, httpx's), and anyio requires those to
+    exit before any scope entered after them."""
     if begun:
         at = None if stall.seconds is None else anyio.current_time() + stall.budget()
     else:
         at = deadline.at
-    if at is None:
-        output = await anext(outputs, None)
-        if not begun and output is not None:
-            stall.note(output)  # (the call may begin here: the stall deadline next)
-        return output
-    waiting_from = anyio.current_time()
-    with anyio.CancelScope(deadline=at):
-        output = await anext(outputs, None)
-        if output is not None and not stall.note(output):
-            stall.waited_s += anyio.current_time() - waiting_from  # no progress: counts
-        return output
-    # Only reached when the scope's own deadline cancelled the wait.
-    raise _Stalled if begun else _DeadlinePassed
+    timeout = None
+    try:
+        if at is None:
+            return await rest, 0.0
+        waiting_from = anyio.current_time()
+        timeout = asyncio.timeout_at(at)  # (anyio's clock is the loop's)
+        async with timeout:
+            output = await rest
+        return output, anyio.current_time() - waiting_from
+    except StopAsyncIteration:
+        return None, 0.0
+    except TimeoutError:
+        if timeout is None or not timeout.expired():
+            raise  # (the stream's own)
+        raise (_Stalled if begun else _DeadlinePassed) from None
