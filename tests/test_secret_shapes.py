@@ -189,3 +189,26 @@ PLAIN = st.text(
 @given(text=st.one_of(PLAIN, st.sampled_from([r.text for r in REPLIES])), splits=SPLITS)
 def test_text_without_keys_passes_unchanged(text: str, splits: list[int]) -> None:
     assert stream(text, splits, SecretPattern(VALUES)) == text
+
+
+# -------------------------------------------------- the stream's quick way past prose
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=TEXTS, data=st.data())
+def test_quiet_text_holds_no_key_and_leaves_none_undecided(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    for pattern in (SecretPattern(VALUES), SHAPES):
+        if pattern.quiet(text, start):
+            assert pattern.search(text, start) is None
+            assert pattern.undecided(text, start) == len(text)
+
+
+def test_most_pieces_of_prose_are_quiet() -> None:
+    """The quick way is the common one: 4-character deltas of the reply corpus,
+    each with the 7 characters before it, and the keys a deployment knows."""
+    text = " ".join(reply.text for reply in REPLIES)
+    pattern = SecretPattern((SHAPED["anthropic api"], SHAPED["elevenlabs"], SHAPED["gemini"]))
+    starts = range(7, len(text), 4)
+    quiet = sum(pattern.quiet(text[at - 7 : at + 4], 7) for at in starts)
+    assert quiet >= 0.9 * len(starts)

@@ -82,6 +82,9 @@ _STARTS: Final = (
     *((word, n) for n, words in _SCHEME_WORDS.items() for word in words),
 )
 _SHORT: Final = 256  # shorter than this, the pattern's own search is quicker
+# The first letters of a shape's head (``SecretPattern.quiet``): a text that ends
+# on one of them, not glued to a key character, may still begin a shape.
+_HEAD_STARTS: Final = ("s", "sk", "A", "AI", "AIz", "e", "ey")
 _HEADS: Final = ("sk-", "sk_", "AIza", "eyJ", "earer", "EARER", "asic", "ASIC")
 
 
@@ -134,6 +137,49 @@ class SecretPattern:
         # Where something may begin: a shape's first letter, a value's.
         firsts = "".join(sorted({"s", "A", "e", *self._by_first}))
         self._starts_at = re.compile(f"[{re.escape(firsts)}]")
+        # What may begin a value: its head (a match holds its first 4 characters)
+        # anywhere, or the first few of them at the end of the text.
+        self._value_heads = tuple({v[:4] for v in self.values})
+        self._value_starts = tuple({v[:n] for v in self.values for n in range(1, min(len(v), 4))})
+        self._ends = (*_HEAD_STARTS, *self._value_starts)
+
+    def quiet(self, text: str, start: int) -> bool:
+        """Cheap and cautious: True only when no secret matches at or after
+        ``start`` and none is undecided there (``search`` finds nothing,
+        ``undecided`` is ``len(text)``), as it is for most pieces of prose.
+        ``text`` holds the ``CONTEXT`` characters before ``start``, as those do.
+        Substring tests in C: a scheme word's or a head's, anywhere, or the text
+        ending on a head's first letters."""
+        if not text.isascii() and has_invisible(text):
+            return False
+        if start > CONTEXT:
+            text = text[start - CONTEXT :]
+        if (
+            "sk-" in text
+            or "sk_" in text
+            or "AIza" in text
+            or "eyJ" in text
+            or "earer" in text
+            or "EARER" in text
+            or "asic" in text
+            or "ASIC" in text
+        ):
+            return False
+        for head in self._value_heads:
+            if head in text:
+                return False
+        return not text.endswith(self._ends) or self._quiet_end(text)
+
+    def _quiet_end(self, text: str) -> bool:
+        """The text ends on a head's first letters: only those glued to a key
+        character before them (a word's ``s``, ``e``) begin no shape."""
+        if text.endswith(self._value_starts):
+            return False
+        for first in _HEAD_STARTS:
+            at = len(text) - len(first)
+            if text.endswith(first) and (at <= 0 or text[at - 1] not in _KEY_CHARS):
+                return False
+        return True
 
     def search(self, text: str, pos: int = 0) -> Found | None:
         """The first match at or after ``pos`` (``regex.search``, in linear time)."""

@@ -55,6 +55,12 @@ class SecretStream:
             if n == len(text):
                 return ""
             text, self._growing = text[n:], None
+        elif not self._held:  # (prose, mostly: nothing can begin a key in it)
+            context = self._context
+            s = context + text
+            if self.pattern.quiet(s, len(context)):  # (so it holds no invisible one)
+                self._context = s[-CONTEXT:]
+                return text
         return self._scan(text, final=False)
 
     def flush(self) -> str:
