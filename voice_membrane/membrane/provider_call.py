@@ -14,7 +14,7 @@ the provider again, so the retry and deadline rules live apart from reading.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -77,22 +77,94 @@ class ProviderCall:
     built: BuiltRequest
     config: ModelConfig
     mode: Literal["prefill", "chat"]
-    take: Callable[[ProviderOutput, CallRound], Awaitable[list[MembraneItem]]]
-    ended: Callable[[], bool]
+    take: Callable[[ProviderOutput, CallRound], Awaitable[Sequence[MembraneItem]]]
+    ended: Callable[[], bool] | None  # (None: no policy runs, none can end it)
 
     async def run(self, round_: CallRound) -> AsyncGenerator[MembraneItem, None]:
         """The call with retries; fills ``round_``, never raises ProviderError.
         Until the call's first progress the first-token deadline runs, over every
-        attempt and the waits between them; after it, the stall deadline."""
+        attempt and the waits between them; after it, the stall deadline. Each
+        retry is an event of the call's span."""
         # Not made current: this generator yields to its consumer, which runs in
         # another context, so the span is ended here, by hand.
         span = self._span()
         try:
-            async with aclosing(self._attempts(round_, span)) as attempts:
-                async for item in attempts:
-                    yield item
+            settings = self.settings
+            deadline = FirstTokenDeadline.starting(
+                settings.first_token_deadline_s, anyio.current_time()
+            )
+            retry = 0
+            error: ProviderError | None = None
+            while True:
+                stall = StallDeadline(settings.stall_timeout_s)
+                try:
+                    async with aclosing(
+                        settings.provider.stream(
+                            self.built, self.config, streaming=settings.streaming
+                        )
+                    ) as outputs:
+                        while True:
+                            # (inline: this loop runs once per delta)
+                            ready, output, rest = eager_next(outputs)
+                            if not ready:
+                                assert rest is not None
+                                output = await _wait(rest, deadline, stall)
+                            elif output is not None:
+                                stall.note(output)  # (the call may begin here)
+                            if output is None:
+                                return
+                            for item in await self.take(output, round_):
+                                yield item
+                            if self.ended is not None and self.ended():
+                                return  # a policy ended the reply: the call is closed now
+                except ProviderError as exc:
+                    error = exc
+                except LlmError as exc:  # a local source's failure: not retryable
+                    name = settings.provider.name  # named once, not in both error and message
+                    error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
+                except _DeadlinePassed:
+                    round_.error = deadline.error(settings.provider.name, retry + 1, error)
+                    return
+                except _Stalled:
+                    if round_.stop is not None:
+                        return  # the stop had come: the call was whole, only its close was late
+                    error = stall.error(settings.provider.name)
+                delay = self._retry_delay(round_, retry, error, deadline)
+                if delay is None:
+                    return
+                retry += 1
+                span.add_event(
+                    "gen_ai.retry",
+                    {"attempt": retry, "delay_s": delay, "error.type": error.kind}
+                    | ({} if error.status is None else {"http.response.status_code": error.status}),
+                )
+                yield Retrying(retry, delay, str(error))
+                await anyio.sleep(delay)
         finally:
             _end_span(span, round_)
+
+    def _retry_delay(
+        self,
+        round_: CallRound,
+        retry: int,
+        error: ProviderError,
+        deadline: FirstTokenDeadline,
+    ) -> float | None:
+        """How long to wait before the next attempt; None: the call ends, with
+        ``round_.error`` set here."""
+        settings = self.settings
+        now = anyio.current_time()
+        if not round_.produced and deadline.passed(now):
+            round_.error = deadline.error(settings.provider.name, retry + 1, error)
+            return None
+        if round_.produced or not settings.retry.should_retry(retry, error):
+            round_.error = error
+            return None
+        delay = settings.retry.delay_s(retry, error)
+        if not deadline.allows_wait(delay, now):
+            round_.error = deadline.error(settings.provider.name, retry + 1, error)
+            return None
+        return delay
 
     def _span(self) -> Span:
         config = self.config
@@ -107,58 +179,6 @@ class ProviderCall:
         if config.temperature is not None:
             attributes["gen_ai.request.temperature"] = config.temperature
         return tracer().start_span(f"chat {config.model}", attributes=attributes)
-
-    async def _attempts(self, round_: CallRound, span: Span) -> AsyncGenerator[MembraneItem, None]:
-        """The attempts of one call: each retry is an event of the call's span."""
-        settings = self.settings
-        deadline = FirstTokenDeadline.starting(
-            settings.first_token_deadline_s, anyio.current_time()
-        )
-        retry = 0
-        error: ProviderError | None = None
-        while True:
-            stall = StallDeadline(settings.stall_timeout_s)
-            try:
-                async with aclosing(
-                    settings.provider.stream(self.built, self.config, streaming=settings.streaming)
-                ) as outputs:
-                    while (output := await _next(outputs, deadline, stall)) is not None:
-                        for item in await self.take(output, round_):
-                            yield item
-                        if self.ended():
-                            return  # a policy ended the reply: the call is closed now
-                return
-            except ProviderError as exc:
-                error = exc
-            except LlmError as exc:  # a local source's failure: not retryable
-                name = settings.provider.name  # named once, not in both error and message
-                error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
-            except _DeadlinePassed:
-                round_.error = deadline.error(settings.provider.name, retry + 1, error)
-                return
-            except _Stalled:
-                if round_.stop is not None:
-                    return  # the stop had come: the call was whole, only its close was late
-                error = stall.error(settings.provider.name)
-            now = anyio.current_time()
-            if not round_.produced and deadline.passed(now):
-                round_.error = deadline.error(settings.provider.name, retry + 1, error)
-                return
-            if round_.produced or not settings.retry.should_retry(retry, error):
-                round_.error = error
-                return
-            delay = settings.retry.delay_s(retry, error)
-            if not deadline.allows_wait(delay, now):
-                round_.error = deadline.error(settings.provider.name, retry + 1, error)
-                return
-            retry += 1
-            span.add_event(
-                "gen_ai.retry",
-                {"attempt": retry, "delay_s": delay, "error.type": error.kind}
-                | ({} if error.status is None else {"http.response.status_code": error.status}),
-            )
-            yield Retrying(retry, delay, str(error))
-            await anyio.sleep(delay)
 
 
 def _end_span(span: Span, round_: CallRound) -> None:
@@ -177,36 +197,20 @@ def _end_span(span: Span, round_: CallRound) -> None:
     span.end()
 
 
-async def _next(
-    outputs: AsyncGenerator[ProviderOutput, None],
-    deadline: FirstTokenDeadline,
-    stall: StallDeadline,
-) -> ProviderOutput | None:
-    """The call's next output, None at its end. Until the call's first progress
-    the first-token deadline bounds the wait (``_DeadlinePassed``), after it the
-    stall deadline (``_Stalled``). Only a wait that suspends is guarded (an
-    output already read costs no timer: ``eager_next``), never a yield to the
-    consumer, so a consumer that holds the stream (first-audio
-    priority, a slow sink) never makes it look stalled."""
-    begun = stall.progress > 0
-    ready, output, rest = eager_next(outputs)
-    waited = 0.0
-    if not ready:
-        assert rest is not None
-        output, waited = await _wait(rest, deadline, stall, begun)
-    if output is not None and not stall.note(output) and begun:
-        stall.waited_s += waited  # a wait that ended without progress counts
-    return output
-
-
 async def _wait(
-    rest: Suspended[ProviderOutput], deadline: FirstTokenDeadline, stall: StallDeadline, begun: bool
-) -> tuple[ProviderOutput | None, float]:
-    """A wait that suspended, under the deadline that runs (none: unbounded),
-    and how long it took (with a stall deadline). The guard is asyncio's
+    rest: Suspended[ProviderOutput], deadline: FirstTokenDeadline, stall: StallDeadline
+) -> ProviderOutput | None:
+    """The call's next output (None at its end), whose wait suspended: only
+    such a wait is guarded (an output already read costs no timer:
+    ``eager_next``), never a yield to the consumer, so a consumer that holds
+    the stream (first-audio priority, a slow sink) never makes it look
+    stalled. Until the call's first progress the first-token deadline bounds
+    the wait (``_DeadlinePassed``), after it the stall deadline (``_Stalled``),
+    which counts the waits that end without progress. The guard is asyncio's
     timeout, not an anyio cancel scope: the step that suspended may have
     entered scopes of its own (the SDK's, httpx's), and anyio requires those to
     exit before any scope entered after them."""
+    begun = stall.progress > 0
     if begun:
         at = None if stall.seconds is None else anyio.current_time() + stall.budget()
     else:
@@ -214,14 +218,18 @@ async def _wait(
     timeout = None
     try:
         if at is None:
-            return await rest, 0.0
+            output = await rest
+            stall.note(output)
+            return output
         waiting_from = anyio.current_time()
         timeout = asyncio.timeout_at(at)  # (anyio's clock is the loop's)
         async with timeout:
             output = await rest
-        return output, anyio.current_time() - waiting_from
+        if not stall.note(output) and begun:
+            stall.waited_s += anyio.current_time() - waiting_from
+        return output
     except StopAsyncIteration:
-        return None, 0.0
+        return None
     except TimeoutError:
         if timeout is None or not timeout.expired():
             raise  # (the stream's own)

@@ -86,8 +86,9 @@ class ReplyLoop:
                 yield self._result("policy", None, terminated=reader.terminated)
                 return
             round_ = CallRound()
+            ended = self._ended if reader.policies else None
             provider_call = ProviderCall(
-                self.m, self.built, self.request.config, self.mode, self._take, self._ended
+                self.m, self.built, self.request.config, self.mode, self._take, ended
             )
             async with aclosing(provider_call.run(round_)) as call_items:
                 async for item in call_items:
@@ -156,7 +157,7 @@ class ReplyLoop:
         named = stop.stop_sequence
         return round_.blocks[-1].type == "tool_call" and named in (None, FUNCTION_CALLS_END)
 
-    async def _take(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
+    async def _take(self, output: ProviderOutput, round_: CallRound) -> Sequence[MembraneItem]:
         """One output of the provider, on its way to the reader."""
         output = clean_output(output)  # where model text enters: no lone surrogates
         if isinstance(output, NativeImage):  # only an image may wait on the store

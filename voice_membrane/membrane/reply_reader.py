@@ -25,6 +25,7 @@ from ..parse.secret_filter import SecretFilter
 from ..vocab.events import Block, BlockComplete, BlockStart, Event
 from ..vocab.messages import Request, ToolResultContent, ToolUseContent
 from ..vocab.provider_output import (
+    NativeDelta,
     NativeImage,
     NativeStart,
     ProviderOutput,
@@ -86,7 +87,13 @@ class ReplyReader:
         """The call ended: its usage joins the reply's."""
         self.usage = self.usage + round_.usage
 
-    def take(self, output: ProviderOutput, round_: CallRound) -> list[MembraneItem]:
+    def take(self, output: ProviderOutput, round_: CallRound) -> Sequence[MembraneItem]:
+        if isinstance(output, NativeDelta):  # (the most of a chat reply's outputs)
+            round_.produced = True
+            started = time.perf_counter_ns()
+            chunks = self.assembler.delta(output.text)
+            self.settings.parse_ns += time.perf_counter_ns() - started
+            return self.record(chunks, round_)
         if isinstance(output, Usage):
             round_.usage = output
             self.policies.note_usage(self.usage + output)
@@ -109,7 +116,7 @@ class ReplyReader:
                 self.parser = XmlStreamParser()
             round_.raw.append(output.text)
             self.parser.skip_to(self.assembler.next_block_index)
-            return list(self.feed_text(output.text, round_))
+            return self.feed_text(output.text, round_)
         events: list[Event] = []
         if self.parser is not None and isinstance(output, NativeStart):
             # A native block beside prefill text (native tools in a prefill format):
@@ -127,7 +134,7 @@ class ReplyReader:
                 and e.block.type == "tool_call"
                 and e.block.tool_name
             ]
-        return list(self.record(events, round_))
+        return self.record(events, round_)
 
     def feed_text(self, text: str, round_: CallRound) -> list[Event]:
         assert self.parser is not None

@@ -263,7 +263,10 @@ class PolicyRunners:
 
     @property
     def terminated(self) -> str | None:
-        return next((r.terminated for r in self.runners if r.terminated is not None), None)
+        for runner in self.runners:  # (asked once per delta: no generator)
+            if runner.terminated is not None:
+                return runner.terminated
+        return None
 
     def feed(self, events: list[Event]) -> list[Event]:
         for runner in self.runners:
