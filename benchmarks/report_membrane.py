@@ -118,11 +118,11 @@ def findings(results: MembraneResults) -> list[str]:
             shares = [part / whole * 100 for part, whole in pairs]
             rest = (
                 f", {_span(shares, 0)}% of it; the rest is Membrane's work around it: "
-                "a deadline on every wait for the stream (a cancel scope each: the first-token "
-                "deadline, then the stall deadline), the secret masker over every event, the "
-                "reply loop's generator layers and the routing of each item, plus per-reply "
-                "work (formatting the request, building the `ReplyResult`) spread over the "
-                "deltas"
+                "the secret masker over every event (substring tests where no key can "
+                "begin), the deadlines (a timer only on a wait that suspends: the first-token "
+                "deadline, then the stall deadline), the reply loop's generator layers and the "
+                "routing of each item, plus per-reply work (formatting the request, building "
+                "the `ReplyResult`) spread over the deltas"
             )
         else:
             rest = (
