@@ -182,6 +182,23 @@ async def test_socket_sink_tells_of_an_overflow() -> None:
     assert overflowed
 
 
+async def test_socket_sink_drops_a_client_that_leaves_a_ping_unanswered_past_the_bound() -> None:
+    """``watch_reading``'s count: frames sent after a ping, until it is answered."""
+    unread: list[int] = []
+    box = Outbox(max_audio=1000, max_events=10)
+    sink = SocketSink(box, sample_rate=16000, lead_s=10, on_overflow=lambda: unread.append(1))
+    await sink.open()
+    frame = np.ones(16000 // 50, dtype=np.int16)
+    sink.expect_read(3)
+    await sink.write(AudioChunk(np.concatenate([frame, frame]), 16000))
+    sink.read_confirmed()  # answered after 2 frames: it reads
+    await sink.write(AudioChunk(np.concatenate([frame] * 5), 16000))
+    assert unread == []
+    sink.expect_read(3)
+    await sink.write(AudioChunk(np.concatenate([frame] * 5), 16000))
+    assert unread == [1]  # once, at the third frame after the ping
+
+
 def test_a_public_address_needs_a_token(tmp_path: Path) -> None:
     pipeline = tmp_path / "p.toml"
     pipeline.write_text('[llm]\nspec = "local"\n', encoding="utf-8")

@@ -416,7 +416,6 @@ class Connection(ServedSession):
             self.sink,
             bound_s=self.state.max_queued_audio_s,
             turn_running=lambda: not self.turn_done.is_set(),
-            on_stalled=self._drop_slow_client,
         )
 
 

@@ -44,34 +44,22 @@ async def watch_reading(
     *,
     bound_s: float,
     turn_running: Callable[[], bool],
-    on_stalled: Callable[[], None],
 ) -> None:
-    """Until the client has ``bound_s`` of audio (beyond the lead) waiting for it:
-    then ``on_stalled()`` and return. Counted in frames sent, not seconds: a
-    server slowed by load sends fewer of them and drops no one for it."""
+    """While a turn runs, a ping every ``PROBE_EVERY_S``: until the client
+    answers it, the sink counts the frames sent after it, and drops the client
+    once ``bound_s`` of audio (beyond the lead) waits for it (``SocketSink.
+    expect_read``). Counted in frames sent, not seconds: a server slowed by
+    load sends fewer of them and drops no one for it. One wake-up per probe:
+    the frames are counted where they are sent, not polled."""
     limit = round((bound_s + sink.lead_s) * 1000 / sink.frame_ms)
     while True:
         await anyio.sleep(PROBE_EVERY_S)
         if not turn_running():
             continue
-        sent = sink.sequence
-        answered = anyio.Event()
-        async with anyio.create_task_group() as probe:
-            probe.start_soon(_ping, ws, answered)
-            while not answered.is_set() and turn_running():
-                if sink.sequence - sent >= limit:
-                    on_stalled()
-                    return
-                with anyio.move_on_after(PROBE_EVERY_S / 5):
-                    await answered.wait()
-            probe.cancel_scope.cancel()
-
-
-async def _ping(ws: ServerConnection, answered: anyio.Event) -> None:
-    try:
-        pong = await ws.ping()  # (waits while the socket takes nothing: a stalled client)
-        await pong
-    except ConnectionClosed:
-        pass  # the session is ending: nothing to watch
-    finally:
-        answered.set()
+        sink.expect_read(limit)
+        try:
+            pong = await ws.ping()  # (waits while the socket takes nothing: a stalled client)
+            await pong
+        except ConnectionClosed:
+            return  # the session is ending: nothing to watch
+        sink.read_confirmed()

@@ -59,7 +59,8 @@ class SocketSink:
         self.turn = 0  # set by the session before each turn: frames carry it
         self.sequence = 0  # the next frame's number (per session)
         self._outbox = outbox
-        self._on_overflow = on_overflow
+        self._on_overflow = on_overflow  # the client is not taking its audio
+        self._unread_limit: int | None = None  # the frame count it must not reach
         self._frame = sample_rate * frame_ms // 1000
         self._carry: Samples = _NONE
         # Stands in for the client's playback: frames back to back, an idle client's at once.
@@ -99,6 +100,19 @@ class SocketSink:
         if not self._outbox.put(Audio(self.turn, pack_frame(self.turn, self.sequence, audio))):
             self._on_overflow()
         self.sequence += 1
+        if self._unread_limit is not None and self.sequence >= self._unread_limit:
+            self._unread_limit = None
+            self._on_overflow()
+
+    def expect_read(self, frames: int) -> None:
+        """A ping has gone out behind the frames sent so far: unless
+        ``read_confirmed`` comes first, ``frames`` more sent mean the client
+        has that much waiting unread, and it is dropped (``on_overflow``)."""
+        self._unread_limit = self.sequence + frames
+
+    def read_confirmed(self) -> None:
+        """The client answered the ping: it reads."""
+        self._unread_limit = None
 
     async def drain(self) -> None:
         if len(self._carry):
