@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 import anyio
 import pytest
 
-from voice_membrane.infra.eager_next import eager_next
+from voice_membrane.infra.eager_next import eager, eager_next
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +75,17 @@ async def test_an_error_after_the_wait_is_raised_by_the_rest() -> None:
     assert not ready and rest is not None
     with pytest.raises(ValueError, match="the stream broke"):
         await rest
+
+
+async def test_any_awaitable_gives_its_value_at_once_or_after_the_rest() -> None:
+    async def ready() -> str:
+        return "now"
+
+    async def later() -> str:
+        await anyio.sleep(0)
+        return "later"
+
+    assert eager(ready()) == (True, "now", None)
+    done, value, rest = eager(later())
+    assert (done, value) == (False, None) and rest is not None
+    assert await rest == "later"

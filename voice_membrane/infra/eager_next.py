@@ -1,4 +1,5 @@
-"""``eager_next``: an async iterator's next item, taken at once when it is ready.
+"""``eager_next``: an async iterator's next item, taken at once when it is ready
+(``eager``: any awaitable's value).
 
 A stream's items mostly arrive in bursts (several SSE events in one network
 read, a local model's tokens), so most waits for the next item never suspend.
@@ -23,10 +24,10 @@ waits), so the item, the error and the iterator's state are the same either way.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Suspended", "eager_next"]
+__all__ = ["Suspended", "eager", "eager_next"]
 
 T = TypeVar("T")
 
@@ -60,16 +61,24 @@ class Suspended(Generic[T]):
                     return done.value  # type: ignore[no-any-return]
 
 
-def eager_next(
-    iterator: AsyncIterator[T],
-) -> tuple[bool, T | None, Suspended[T] | None]:
-    """``(True, item, None)`` when the next item came without suspending (item
-    None: the iterator ended), else ``(False, None, rest)``: await ``rest``."""
-    step = iterator.__anext__().__await__()
+def eager(awaitable: Awaitable[T]) -> tuple[bool, T | None, Suspended[T] | None]:
+    """``(True, value, None)`` when ``awaitable`` finished without suspending,
+    else ``(False, None, rest)``: await ``rest`` for its value."""
+    step = awaitable.__await__()
     try:
         yielded = step.send(None)
     except StopIteration as done:
         return True, done.value, None
+    return False, None, Suspended(step, yielded)
+
+
+def eager_next(
+    iterator: AsyncIterator[T],
+) -> tuple[bool, T | None, Suspended[T] | None]:
+    """``(True, item, None)`` when the next item came without suspending (item
+    None: the iterator ended), else ``(False, None, rest)``: await ``rest``,
+    which raises ``StopAsyncIteration`` at the end."""
+    try:
+        return eager(iterator.__anext__())
     except StopAsyncIteration:
         return True, None, None
-    return False, None, Suspended(step, yielded)

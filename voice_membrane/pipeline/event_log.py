@@ -11,24 +11,28 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from ..infra.redact import redact
 from ..infra.surrogates import replace_surrogates
-from ..vocab.events import BlockStart, Chunk, Event
+from ..vocab.events import BlockStart, Chunk, ChunkMeta, Event
 from .images import image_summary
 
 EventLogger = Callable[[dict[str, Any]], None]
 """Receives one log record (``{"event": …, …}``) per parser event and TTS input."""
 
 
+_META = tuple(field.name for field in fields(ChunkMeta))
+
+
 def event_record(event: Event) -> dict[str, Any]:
     """A parser event as a JSON-ready log record (a generated image's data left
     out: its ``image`` record says where it went)."""
     if isinstance(event, Chunk):
-        return {"event": "chunk", "text": event.text, "meta": asdict(event.meta)}
+        meta = event.meta  # (its fields are plain values: no ``asdict`` deep copy per chunk)
+        return {"event": "chunk", "text": event.text, "meta": {f: getattr(meta, f) for f in _META}}
     if isinstance(event, BlockStart):
         record = {"event": "block_start", "index": event.index, "type": event.type}
         if event.type == "image":

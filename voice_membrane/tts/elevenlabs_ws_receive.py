@@ -14,6 +14,7 @@ receiving task and is driven by the service.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -27,6 +28,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from ..infra.eager_next import eager
 from ..infra.redact import redact
 from .base import StreamStats, TtsError, Voiced
 from .elevenlabs_alignment import PieceAttribution
@@ -103,11 +105,24 @@ class SocketReceiver:
             out.close()
 
     async def _recv(self, ws: ClientConnection) -> str | bytes:
+        """The next message; a message already read with others costs no timer
+        (``eager``). A wait is polled (``recv`` is safe to cancel), so the
+        read timeout runs only while text is outstanding."""
         timeout = self.config.options.read_timeout_s
         poll = min(max(timeout / 4, 0.05), 1.0)
         while True:
-            with anyio.move_on_after(poll):
-                return await ws.recv()
+            ready, message, rest = eager(ws.recv())
+            if ready:
+                assert message is not None
+                return message
+            assert rest is not None
+            guard = asyncio.timeout(poll)  # (not anyio's scope: ``eager``'s note)
+            try:
+                async with guard:
+                    return await rest
+            except TimeoutError:
+                if not guard.expired():
+                    raise
             outstanding = self.sender.ended or not self.attribution.all_voiced
             if outstanding and time.monotonic() - self._progress >= timeout:
                 raise TtsError(
