@@ -12,10 +12,9 @@ of audio means the client has stopped keeping up.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass
-
-import anyio
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +43,9 @@ class Outbox:
         self._items: deque[Item] = deque()
         self._audio = 0
         self._event_chars = 0
-        self._ready = anyio.Event()
+        # One event, cleared before each wait: not a new one per wait (the
+        # sender of every session waits once per batch).
+        self._ready = asyncio.Event()
         self.overflowed = False
         self.closed = False  # a Close was queued: nothing more is taken
 
@@ -92,7 +93,7 @@ class Outbox:
 
     async def get(self) -> Item:
         while not self._items:
-            self._ready = anyio.Event()
+            self._ready.clear()
             await self._ready.wait()
         item = self._items.popleft()
         if isinstance(item, Audio):
