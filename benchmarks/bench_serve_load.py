@@ -14,7 +14,7 @@ from voice_membrane.bench.serve_load import LoadScript, LoadSetup, ServeLoadResu
 
 LEVELS = (1, 50, 100, 200, 400)  # 1: the single session the targets are relative to
 BURST_LEVELS = (100,)  # every session's turns at once, on one process
-BARE_LEVELS = (1, 100)  # the bare protocol client in the server's place: the floor
+BARE_LEVELS = (1, 100, 200)  # the bare protocol client in the server's place: the floor
 TURNS = 3
 LLM_TTFT_S = 0.3
 TOKEN_S = 0.025

@@ -216,6 +216,18 @@ def test_the_serve_load_verdict_is_issue_27s_target_against_one_session() -> Non
     assert "not run at those sizes" in serve_section(_load_results(single, burst))
 
 
+def test_with_a_bare_client_at_200_the_cpu_target_is_issue_45s_ratio_to_it() -> None:
+    single = _load_level(1, [500.0, 510.0, 520.0], server_cpu_cores=0.001)
+    bare = _load_level(200, [505.0] * 600, server_cpu_cores=0.3, bare=True)  # 1.7 ms a second
+    served = _load_level(200, [540.0] * 600, server_cpu_cores=0.45)  # 2.5 ms: 1.5x
+    section = serve_section(_load_results(single, served, bare))
+    assert "≤ 1.5x the bare client's (here 2.5 ms)" in section and ": **met**." in section
+    assert "2.5 ms served, 1.7 ms bare (1.5x; target ≤ 1.5x)." in section
+    dearer = _load_level(200, [540.0] * 600, server_cpu_cores=0.6)  # 3.3 ms: 2x
+    section = serve_section(_load_results(single, dearer, bare))
+    assert "— server CPU 3.3 ms per second of audio." in section
+
+
 def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:
     default = DEFAULT_SETUP.target().config
     assert default is not None
