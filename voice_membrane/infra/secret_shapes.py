@@ -85,12 +85,22 @@ _SHORT: Final = 256  # shorter than this, the pattern's own search is quicker
 # The first letters of a shape's head (``SecretPattern.quiet``): a text that ends
 # on one of them, not glued to a key character, may still begin a shape.
 _HEAD_STARTS: Final = ("s", "sk", "A", "AI", "AIz", "e", "ey")
-_HEADS: Final = ("sk-", "sk_", "AIza", "eyJ", "earer", "EARER", "asic", "ASIC")
 
 
 def might_hold_shape(text: str) -> bool:
-    """Cheap: could ``text`` hold a shape at all? (Substring tests in C.)"""
-    return any(head in text for head in _HEADS)
+    """Cheap: could ``text`` hold a shape at all? Substring tests in C for a
+    shape's head or a scheme word's end, written out: ``any()`` over a tuple of
+    them costs four times as much, and the secret stream asks on every delta."""
+    return (
+        "sk-" in text
+        or "sk_" in text
+        or "AIza" in text
+        or "eyJ" in text
+        or "earer" in text
+        or "EARER" in text
+        or "asic" in text
+        or "ASIC" in text
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +164,7 @@ class SecretPattern:
             return False
         if start > CONTEXT:
             text = text[start - CONTEXT :]
-        if (
-            "sk-" in text
-            or "sk_" in text
-            or "AIza" in text
-            or "eyJ" in text
-            or "earer" in text
-            or "EARER" in text
-            or "asic" in text
-            or "ASIC" in text
-        ):
+        if might_hold_shape(text):
             return False
         for head in self._value_heads:
             if head in text:
