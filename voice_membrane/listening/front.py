@@ -206,23 +206,23 @@ class VadFront(ABC):
         block_dbfs = block_levels(blocks[: nb * size], size)  # (one numpy call per feed)
         gate = machine.start_gate  # changes only with a window
         events: list[VadEvent] = []
-        i = j = 0
+        rise, recent, sound = self._rise, self._recent, self._blocks_from
+        j = 0
         # windows and level blocks in the order of their ends (a block first on
         # a tie): each block is judged by the gate of the windows before it,
         # whatever the chunking
-        while i < n or j < nb:
-            if j < nb and (i >= n or block_at + (j + 1) * size <= window_end + i * window):
-                rise = self._rise.block(block_at + j * size, size, block_dbfs[j], gate)
-                if rise is not None:
-                    events.append(rise)
-                j += 1
-            else:
-                w = buf[i * window : (i + 1) * window]
-                # (a copy: the caller may reuse its buffer)
-                self._recent.append((machine.position, w.copy()))
-                events.extend(machine.window(probabilities[i], window_levels[i], self._blocks_from))
-                gate = machine.start_gate
-                i += 1
+        for i in range(n + 1):
+            # the blocks that end by this window's end (all that are left after the last)
+            upto = nb if i == n else min(nb, (window_end + i * window - block_at) // size)
+            if upto > j:
+                events += rise.blocks(block_at + j * size, size, block_dbfs[j:upto], gate)
+                j = upto
+            if i == n:
+                break
+            w = buf[i * window : (i + 1) * window]
+            recent.append((machine.position, w.copy()))  # (a copy: the caller may reuse its buffer)
+            events += machine.window(probabilities[i], window_levels[i], sound)
+            gate = machine.start_gate
         self._pending = buf[n * window :].copy()
         self._block_pending = blocks[nb * size :].copy()
         self._block_at = block_at + nb * size

@@ -43,26 +43,39 @@ class LevelRiseWatch:
         self._armed = True
 
     def block(self, at: int, samples: int, level: float, gate: float) -> LevelRise | None:
-        floor = self.floor
-        loud = floor is not None and level >= max(gate, floor + self.rise_db)
-        # the floor moves after the block is judged: a block is measured
-        # against what came before it
-        if floor is None or level < floor:
-            self.floor = level
-        else:
-            self.floor = min(level, floor + self._up)
-        if not loud:
-            self._loud = 0
-            self._quiet += 1
-            if self._quiet >= self._rearm:
-                self._armed = True
-            return None
-        self._quiet = 0
-        if self._loud == 0:
-            self._from, self._quietest = at, level
-        self._loud += 1
-        self._quietest = min(self._quietest, level)
-        if self._loud >= self._needed and self._armed:
-            self._armed = False
-            return LevelRise(self._from, at + samples, self._quietest)
-        return None
+        rises = self.blocks(at, samples, [level], gate)
+        return rises[0] if rises else None
+
+    def blocks(self, at: int, size: int, levels: list[float], gate: float) -> list[LevelRise]:
+        """Consecutive blocks of ``size`` samples from ``at``, judged under one
+        ``gate``: the rises they make, in order. (One call per run of blocks:
+        a call's 50 frames a second, each of a few blocks, pay one call each.)"""
+        rises: list[LevelRise] = []
+        floor, up, rise_db = self.floor, self._up, self.rise_db
+        loud_run, quiet_run, armed = self._loud, self._quiet, self._armed
+        for level in levels:
+            loud = floor is not None and level >= gate and level >= floor + rise_db
+            # the floor moves after the block is judged: a block is measured
+            # against what came before it (down at once, up by ``up`` at most)
+            if floor is None or level < floor + up:
+                floor = level
+            else:
+                floor += up
+            if not loud:
+                loud_run = 0
+                quiet_run += 1
+                if quiet_run >= self._rearm:
+                    armed = True
+            else:
+                quiet_run = 0
+                if loud_run == 0:
+                    self._from, self._quietest = at, level
+                loud_run += 1
+                if level < self._quietest:
+                    self._quietest = level
+                if loud_run >= self._needed and armed:
+                    armed = False
+                    rises.append(LevelRise(self._from, at + size, self._quietest))
+            at += size
+        self.floor, self._loud, self._quiet, self._armed = floor, loud_run, quiet_run, armed
+        return rises
