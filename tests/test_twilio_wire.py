@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from voice_membrane.server.protocol import BadMessage
 from voice_membrane.server.twilio_wire import (
@@ -20,6 +21,7 @@ from voice_membrane.server.twilio_wire import (
     Media,
     Start,
     Stop,
+    TwilioMessage,
     clear_message,
     mark_message,
     media_message,
@@ -210,6 +212,30 @@ def test_hostile_messages_raise_nothing_but_the_one_error(data: st.DataObject) -
         parse_twilio_message(json.dumps(message))
     except BadTwilioMessage as exc:
         assert "\n" not in str(exc)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_parsed_at_once_as_when_read_then_validated(data: st.DataObject) -> None:
+    # The text is validated by pydantic's own JSON parser first (cheaper); what it
+    # accepts is exactly what json.loads then validation gives, and what it
+    # refuses goes the step-by-step way (the same errors as before).
+    message = json.loads(json.dumps(data.draw(st.sampled_from(_DOCUMENTED))))
+    *parents, last = data.draw(st.sampled_from(_paths(message)))
+    target = message
+    for key in parents:
+        target = target[key]
+    target[last] = data.draw(_JSON)
+    text = json.dumps(message)
+    try:
+        expected: Any = TypeAdapter(TwilioMessage).validate_python(json.loads(text))
+    except ValidationError:
+        expected = BadTwilioMessage
+    try:
+        got: Any = parse_twilio_message(text)
+    except BadTwilioMessage:
+        got = BadTwilioMessage
+    assert got == expected
 
 
 @settings(max_examples=300)

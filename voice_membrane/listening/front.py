@@ -116,7 +116,11 @@ class VadFront(ABC):
         self._block_pending = np.zeros(0, dtype=np.int16)  # model-rate samples short of a block
         self._block_at = 0  # where the pending block starts (model rate)
         self._recent: deque[tuple[int, Samples]] = deque(maxlen=_RECENT_WINDOWS)
-        self._history = np.zeros(0, dtype=np.int16)  # the last input, for the pre-roll
+        # the last input, for the pre-roll: frames' copies (joined only when
+        # speech starts), at least the ``_capacity`` samples before this feed's
+        self._history: deque[Samples] = deque()
+        self._history_len = 0
+        self._history_from = 0  # the first sample held for the pre-roll
         self._fed = 0
         self._staged: _Staged | None = None
         self._deep_run = 0  # windows of deep silence in a row, up to the last staged
@@ -153,7 +157,8 @@ class VadFront(ABC):
         if self._staged is not None:
             raise RuntimeError("VadFront.stage() twice without a judge() between")
         self._fed += len(samples)
-        self._history = np.concatenate([self._history, samples])
+        self._history.append(samples.copy())  # (the caller may reuse its buffer)
+        self._history_len += len(samples)
         model = self._resampler.feed(samples)
         buf = np.concatenate([self._pending, model]) if len(self._pending) else model
         if not self.watch_rises:
@@ -227,8 +232,16 @@ class VadFront(ABC):
         self._block_pending = blocks[nb * size :].copy()
         self._block_at = block_at + nb * size
         out = [self._to_input(e) for e in events]
-        self._history = self._history[-self._capacity :]
+        self._forget_history()
         return out
+
+    def _forget_history(self) -> None:
+        """Keep the last ``_capacity`` samples for the pre-roll (whole frames:
+        what a start may take is bounded by ``_history_from``)."""
+        history, capacity = self._history, self._capacity
+        while history and self._history_len - len(history[0]) >= capacity:
+            self._history_len -= len(history.popleft())
+        self._history_from = max(0, self._fed - capacity)
 
     def _blocks_from(self, start: int) -> list[tuple[int, int, float]]:
         """(start, samples, level) of ``LEVEL_BLOCK_S`` blocks of the recent windows
@@ -284,9 +297,11 @@ class VadFront(ABC):
 
     def _with_audio(self, at: int, confirmed: int) -> SpeechStart:
         audio_from = max(0, at - round(self.settings.preroll_s * self.sample_rate))
-        history_from = self._fed - len(self._history)
-        audio_from = max(audio_from, history_from)  # bounded ring: never more than it holds
-        audio = self._history[audio_from - history_from : confirmed - history_from].copy()
+        held_from = self._fed - self._history_len
+        # bounded: never more than the last _capacity samples before this feed
+        audio_from = max(audio_from, held_from, self._history_from)
+        history = np.concatenate(self._history) if self._history else _NO_SAMPLES
+        audio = history[audio_from - held_from : confirmed - held_from].copy()
         return SpeechStart(at, confirmed, audio_from, audio)
 
     @abstractmethod

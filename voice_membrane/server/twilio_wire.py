@@ -167,6 +167,10 @@ def parse_twilio_message(data: str | bytes) -> TwilioMessage:
     """One frame from Twilio as a message, or ``BadTwilioMessage`` saying why not."""
     if isinstance(data, bytes):
         raise BadTwilioMessage("binary frame: Twilio sends JSON text")
+    try:  # pydantic's own parser: half the cost of a call's 50 messages a second
+        return _MESSAGE.validate_json(data)
+    except (ValidationError, RecursionError):
+        pass  # said below, as the message's fault is found step by step
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError):  # (ValueError: also digits past int's limit)
