@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from voice_membrane.listening.push_to_talk import PushToTalk
 from voice_membrane.listening.resample import StreamResampler
 from voice_membrane.listening.vad import SpeechEnd, SpeechStart, VadEvent
-from voice_membrane.server.doubler import Doubler, UlawDoubler
+from voice_membrane.server.doubler import Doubler
 from voice_membrane.server.loop_lag import LoopLag
 from voice_membrane.server.protocol import MIN_INPUT_FRAME_S, InputAudio
 from voice_membrane.server.rate_limit import Verdict
 from voice_membrane.server.voice_input import AudioBudget, BadAudio, InputDecoder
 from voice_membrane.server.voice_session import MAX_BACKLOG_FRAMES, MAX_BACKLOG_S, VoiceInput
-from voice_membrane.vocab.audio import pcm16_from_ulaw, ulaw_from_pcm16
+from voice_membrane.vocab.audio import ulaw_from_pcm16
 
 
 def _where(events: list[VadEvent]) -> list[tuple[str, int]]:
@@ -259,29 +259,6 @@ def test_a_calls_doubled_rate_is_the_resamplers_sample_for_sample(
     got = np.concatenate([doubler.feed(p) for p in pieces])
     assert got.dtype == np.int16
     np.testing.assert_array_equal(got, expected)
-
-
-@given(cuts=_cuts(2000))
-@settings(max_examples=100, deadline=None)
-def test_a_calls_ulaw_doubled_from_its_bytes_is_the_doublers(cuts: list[int]) -> None:
-    # The pair table gives the doubler's samples of the decoded codes, every
-    # code and pair of codes among them, whatever the chunking.
-    rng = np.random.default_rng(len(cuts))
-    data = bytes(range(256)) + rng.integers(0, 256, 1744).astype(np.uint8).tobytes()
-    edges = [0, *cuts, len(data)]
-    pieces = [data[a:b] for a, b in itertools.pairwise(edges)]
-    doubler, ulaw = Doubler(), UlawDoubler()
-    expected = np.concatenate([doubler.feed(pcm16_from_ulaw(p)) for p in pieces])
-    got = np.concatenate([ulaw.feed(p) for p in pieces])
-    assert got.dtype == np.int16
-    np.testing.assert_array_equal(got, expected)
-
-
-def test_every_pair_of_ulaw_codes_doubles_as_the_doubler_does() -> None:
-    codes = np.arange(256, dtype=np.uint8)
-    pairs = np.stack([np.repeat(codes, 256), np.tile(codes, 256)], axis=1).ravel().tobytes()
-    expected = Doubler().feed(pcm16_from_ulaw(pairs))
-    np.testing.assert_array_equal(UlawDoubler().feed(pairs), expected)
 
 
 def test_a_listener_10_s_behind_loses_the_frames_past_it() -> None:

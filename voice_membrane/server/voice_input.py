@@ -10,12 +10,11 @@ detector hears; positions count samples at that rate, from the session's first.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from ..listening.resample import StreamResampler
 from ..sources.base import Frame
-from ..vocab.audio import Samples, pcm16_from_bytes, pcm16_from_ulaw
-from .doubler import Doubler, UlawDoubler
+from ..vocab.audio import pcm16_from_bytes, pcm16_from_ulaw
+from .doubler import Doubler
 from .protocol import MAX_INPUT_FRAME_S, MIN_INPUT_FRAME_S, InputAudio
 from .rate_limit import Verdict
 
@@ -39,7 +38,11 @@ class InputDecoder:
         self.declared = declared
         self.rate = rate
         self.position = 0  # samples at ``rate`` delivered so far
-        self._samples_of = _samples_at(declared, rate)
+        self._resampler: StreamResampler | Doubler = (
+            Doubler()  # a call's 8 kHz to 16 kHz: the same samples, cheaper
+            if rate == 2 * declared.sample_rate
+            else StreamResampler(declared.sample_rate, rate)
+        )
         self._max_bytes = round(MAX_INPUT_FRAME_S * declared.sample_rate) * (
             declared.bytes_per_sample
         )
@@ -63,21 +66,14 @@ class InputDecoder:
 
     def decode(self, data: bytes) -> Frame:
         """``data`` (``check``ed) as the next frame at the listener's rate."""
-        samples = self._samples_of(data)
+        if self.declared.encoding == "mulaw":
+            samples = pcm16_from_ulaw(data)
+        else:
+            samples = pcm16_from_bytes(data)
+        samples = self._resampler.feed(samples)
         frame = Frame(samples, self.rate, self.position, time.perf_counter_ns())
         self.position += len(samples)
         return frame
-
-
-def _samples_at(declared: InputAudio, rate: int) -> Callable[[bytes], Samples]:
-    """The samples at ``rate`` of each next frame of the declared audio (the
-    cheap ways where there are: a call's 8 kHz to 16 kHz, its samples alike)."""
-    doubled = rate == 2 * declared.sample_rate
-    if doubled and declared.encoding == "mulaw":
-        return UlawDoubler().feed
-    to_pcm = pcm16_from_ulaw if declared.encoding == "mulaw" else pcm16_from_bytes
-    resampler = Doubler() if doubled else StreamResampler(declared.sample_rate, rate)
-    return lambda data: resampler.feed(to_pcm(data))
 
 
 class AudioBudget:
