@@ -103,8 +103,8 @@ def level_dbfs(window: Samples) -> float:
     if len(window) == 0:
         return SILENT_DBFS
     x = window.astype(np.float64)
-    rms = math.sqrt(float(np.dot(x, x)) / len(x))
-    return 20.0 * math.log10(rms / 32768.0) if rms > 0 else SILENT_DBFS
+    power = float(np.dot(x, x))  # (exact: integers under 2**53)
+    return 10.0 * math.log10(power / len(x)) - _FULL_SCALE_DB if power > 0 else SILENT_DBFS
 
 
 def block_levels(samples: Samples, size: int) -> list[float]:
