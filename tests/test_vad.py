@@ -33,6 +33,7 @@ from voice_membrane.listening.vad import (
     VadEvent,
     VadStateMachine,
     VadWindow,
+    block_levels,
     level_dbfs,
     samples_after,
 )
@@ -385,3 +386,21 @@ def test_make_vad_builds_the_named_engine_and_says_bad_input_in_one_line() -> No
         make_vad(VadSettings(), 1000)
     with pytest.raises(ValueError, match="int16"):
         SileroVad().feed(np.zeros(512, dtype=np.float32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-32768, 32767), min_size=1, max_size=8).flatmap(
+        lambda head: st.integers(1, 4).map(lambda rows: (head, rows))
+    ),
+    st.sampled_from([1, 32, 64, 512]),
+)
+def test_block_levels_are_each_blocks_level_to_the_bit(
+    drawn: tuple[list[int], int], size: int
+) -> None:
+    # The detector's windows and level blocks are measured in one call per feed;
+    # every level (a stop's dating, the flush's) must read the same, extremes too.
+    head, rows = drawn
+    samples = np.resize(np.array(head, dtype=np.int16), size * rows)
+    got = block_levels(samples, size)
+    assert got == [level_dbfs(samples[i : i + size]) for i in range(0, len(samples), size)]
