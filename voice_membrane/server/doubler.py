@@ -3,8 +3,9 @@ samples as ``StreamResampler(rate, 2 * rate)`` gives, in a few array passes.
 
 Linear interpolation at half-sample positions: output ``2k`` is input ``k``,
 output ``2k + 1`` is the mean of inputs ``k`` and ``k + 1`` rounded half to
-even (as ``np.round`` rounds the resampler's exact ``a + (b - a) * 0.5``). As
-the resampler, a sample is produced once the input after its position has
+even (``np.rint``, as ``np.round`` rounds the resampler's exact
+``a + (b - a) * 0.5``; the means of int16 samples are exact in float64). As the
+resampler, a sample is produced once the input after its position has
 come, so the chunking never changes the output; it is 50 frames a second of
 every call, where the general resampler's bookkeeping cost more than the audio.
 """
@@ -20,23 +21,22 @@ _NONE: Samples = np.zeros(0, dtype=np.int16)
 
 class Doubler:
     def __init__(self) -> None:
-        # The input's last sample (one element): the next chunk's first mean needs it.
-        self._last: np.ndarray[tuple[int], np.dtype[np.int32]] | None = None
+        self._last: float | None = None  # the last sample: the next first mean needs it
 
     def feed(self, samples: Samples) -> Samples:
-        if len(samples) == 0:
+        n = len(samples)
+        if n == 0:
             return _NONE
         first = self._last is None
-        seq = samples.astype(np.int32)
-        if self._last is not None:
-            seq = np.concatenate([self._last, seq])
-        self._last = seq[-1:]
-        total = seq[:-1] + seq[1:]
-        half = total >> 1  # floor; an odd total's .5 goes to the even neighbour
-        mids = half + (total & half & 1)
-        out = np.empty(2 * len(mids) + first, dtype=np.int16)
-        if first:
-            out[0] = seq[0]
-        out[first::2] = mids
-        out[first + 1 :: 2] = seq[1:]
-        return out
+        seq = np.empty(n + 1, dtype=np.float64)  # the sample before, then these
+        seq[0] = samples[0] if self._last is None else self._last
+        seq[1:] = samples
+        self._last = float(seq[-1])
+        mids = seq[:-1] + seq[1:]
+        mids *= 0.5
+        np.rint(mids, out=mids)
+        out = np.empty(2 * n, dtype=np.int16)
+        out[0::2] = mids
+        out[1::2] = samples
+        # (the first chunk has no mean before its first sample)
+        return out[1:] if first else out
