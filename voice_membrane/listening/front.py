@@ -169,7 +169,7 @@ class VadFront(ABC):
             blocks = model
         window = self.window
         windows = [buf[i * window : (i + 1) * window] for i in range(len(buf) // window)]
-        levels = block_levels(buf[: len(windows) * window], window)  # (one call)
+        levels = [level_dbfs(w) for w in windows]
         skipped = self._deep_silence(levels)
         self._staged = _Staged(buf, blocks, levels, skipped)
         return [w for w, skip in zip(windows, skipped, strict=True) if not skip]
