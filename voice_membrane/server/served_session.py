@@ -64,8 +64,8 @@ class ServedSession:
         self.outbox: Outbox | None = None
         self.session: Session | None = None
         self.voice: VoiceInput | None = None  # the client sends its voice
-        # anyio.current_time() as a served loop's is (websockets' server runs on
-        # asyncio): a frame's check reads it 50 times a second, at half the cost
+        # anyio.current_time(), as a served loop's is (websockets' server runs on
+        # asyncio): a frame's check reads it 50 times a second, at a sixth of the cost
         self._clock = asyncio.get_running_loop().time
         now = self._clock()  # (the budget's clock starts with the session)
         self.audio_budget = AudioBudget(now=now, stalled=state.loop_lag.stalled(now))
