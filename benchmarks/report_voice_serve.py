@@ -178,7 +178,9 @@ def voice_serve_section(results: VoiceServeResults) -> str:
             _spread(level, results, "server_request", signed=True),
             _spread(level, results, "server_first_audio", signed=True),
             _spread(level, results, "llm_first_token", signed=True),
+            _spread(level, results, "first_piece", signed=True),
             _spread(level, results, "tts_first_byte", signed=True),
+            _spread(level, results, "to_the_sink"),
             _spread(level, results, "server_added", signed=True),
             _spread(level, results, "client_minus_server", signed=True),
             f"{level.seconds:.0f} s",
@@ -232,8 +234,12 @@ def voice_serve_section(results: VoiceServeResults) -> str:
         f"the server's clock): *endpointing* - the {ms(setup.end_silence_s)} wait, *STT "
         "final*, *decided → request*, *request → first audio* - the reply's own "
         f"{engines.reply_ms:.0f} ms, and of it the LLM's first token - its "
-        f"{engines.llm_ttft_ms:.0f} ms and the TTS's first byte - its {engines.tts_ttfb_ms:.0f} "
-        "ms (what the fakes' own timers and the SDKs add), *server added* (its voice to "
+        f"{engines.llm_ttft_ms:.0f} ms, the first piece to the TTS after that token - the "
+        f"{engines.deltas_ms:.0f} ms of deltas it takes (the chunker's wait and the deltas' "
+        "reading), the TTS's first byte - its "
+        f"{engines.tts_ttfb_ms:.0f} ms (what the fakes' own timers and the SDKs add) and the "
+        "TTS's first audio to the sink's (the hops from the TTS socket to the client: "
+        "the receiver, the TTS stage, the sink), *server added* (its voice to "
         "voice - the engines' own); "
         "*client - server*: the detector's dating, the rest of the frame holding the speech "
         "end (the server hears it when that frame arrives), the 20 ms frames and loopback "
@@ -277,7 +283,9 @@ def voice_serve_section(results: VoiceServeResults) -> str:
                     "decided → request",
                     "request → first audio",
                     "of it: LLM first token",
+                    "first piece",
                     "TTS first byte",
+                    "TTS → sink",
                     "server added",
                     "client - server",
                     "calls' wall time",

@@ -178,6 +178,11 @@ class EnginesOwn:
     def total_ms(self) -> float:
         return self.endpointing_ms + self.reply_ms
 
+    @property
+    def deltas_ms(self) -> float:
+        """From the LLM's first token to the delta that completes the first piece."""
+        return self.reply_ms - self.llm_ttft_ms - self.tts_ttfb_ms
+
 
 def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
     ideal = ideal_first_audio(setup.reply, pipeline)

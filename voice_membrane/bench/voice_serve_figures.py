@@ -59,9 +59,17 @@ FIGURES: dict[str, tuple[str, Figure]] = {
         "server: the LLM's first token after the request - its TTFT",
         lambda t, e: _minus(_server("first_token")(t), 0.0, e.llm_ttft_ms),
     ),
+    "first_piece": (
+        "server: the first piece to the TTS after the LLM's first token - its deltas",
+        lambda t, e: _minus(_server("tts_request")(t), _server("first_token")(t), e.deltas_ms),
+    ),
     "tts_first_byte": (
         "server: the TTS's first audio after the first piece went to it - its TTFB",
         lambda t, e: _minus(_server("tts_first_byte")(t), _server("tts_request")(t), e.tts_ttfb_ms),
+    ),
+    "to_the_sink": (
+        "server: the TTS's first audio → the sink's first audio",
+        lambda t, e: _minus(_server("first_audio")(t), _server("tts_first_byte")(t)),
     ),
     "server_added": (
         "server: voice to voice - engines' own",
