@@ -8,8 +8,8 @@ from collections import Counter
 
 from benchmarks.markdown import quoted, table
 from voice_membrane.bench.stats import nearest_rank
-from voice_membrane.bench.voice_serve import CallLevel, VoiceServeResults, workers_note
-from voice_membrane.bench.voice_serve_figures import error_kinds, figure, spread
+from voice_membrane.bench.voice_serve import VoiceServeResults, workers_note
+from voice_membrane.bench.voice_serve_figures import CallLevel, error_kinds, figure, spread
 
 VOICE_SERVE_TITLE = "Voice to voice over the endpoint (`serve`, protocol 1.2)"
 TARGET_ADDED_MS = 20.0

@@ -61,6 +61,7 @@ from .voice_caller import (
     read_question,
 )
 from .voice_callers import warm_up_call
+from .voice_serve_figures import CallLevel, EnginesOwn, level_summary
 from .voiced import voiced_bounds
 
 if TYPE_CHECKING:
@@ -162,28 +163,6 @@ def pipeline_toml(stt_url: str, end_silence_s: float) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class EnginesOwn:
-    """The engines' own times, ms: the endpointing wait and the reply's first audio."""
-
-    endpointing_ms: float
-    final_ms: float  # when the STT's final can come at best (within the wait)
-    reply_ms: float  # LLM TTFT + deltas to the first piece + TTS TTFB
-    first_piece: str
-    deltas: int
-    llm_ttft_ms: float
-    tts_ttfb_ms: float
-
-    @property
-    def total_ms(self) -> float:
-        return self.endpointing_ms + self.reply_ms
-
-    @property
-    def deltas_ms(self) -> float:
-        """From the LLM's first token to the delta that completes the first piece."""
-        return self.reply_ms - self.llm_ttft_ms - self.tts_ttfb_ms
-
-
 def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
     ideal = ideal_first_audio(setup.reply, pipeline)
     final_ms = (VadSettings().min_silence_s + setup.finalize_s) * 1000
@@ -197,41 +176,6 @@ def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
         setup.reply.llm_ttft_s * 1000,
         setup.reply.tts_ttfb_s * 1000,
     )
-
-
-@dataclass
-class CallLevel:
-    callers: int
-    turns: list[VoiceTurnRecord]
-    errors: list[str]  # outside turns
-    clients: int
-    client_lag_ms: list[float]
-    send_late_ms: list[float]  # the client processes' p99 of frame-send lateness
-    client_cpu_cores: float
-    fakes_cpu_cores: float
-    server_cpu_s: float
-    server_rss_base_mb: float
-    server_rss_peak_mb: float
-    seconds: float  # the calls' wall time
-    barge: bool = False  # each answer interrupted by the caller
-    route: str = "session"
-    workers: int = 1  # serve's worker processes (CPU and memory count them all)
-    unmatched: int = 0  # phone turns whose server figures the log could not give
-
-    @property
-    def server_cpu_cores(self) -> float:
-        return self.server_cpu_s / self.seconds if self.seconds else 0.0
-
-    @property
-    def cpu_ms_per_call_s(self) -> float:
-        """Server CPU per second of call (ms of CPU per caller-second)."""
-        return self.server_cpu_s * 1000 / (self.callers * self.seconds) if self.seconds else 0.0
-
-    def error_count(self) -> int:
-        return len(self.errors) + sum(len(t.errors) for t in self.turns)
-
-    def answered(self) -> list[VoiceTurnRecord]:
-        return [t for t in self.turns if t.voice_to_voice_ms is not None and not t.errors]
 
 
 def _run_level(
@@ -331,8 +275,6 @@ class VoiceServeResults:
 
     def summary(self) -> dict[str, Any]:
         """The figures by level, as JSON (``figures`` in ms: p50 / p95 / max)."""
-        from .voice_serve_figures import level_summary
-
         return {
             "engines_ms": asdict(self.engines) | {"total_ms": self.engines.total_ms},
             "levels": [level_summary(level, self.engines) for level in self.levels],

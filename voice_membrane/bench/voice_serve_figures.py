@@ -1,20 +1,79 @@
 """The figures of a voice-over-the-endpoint level (``voice_serve``), per turn and
 summarized: what the client measured, what the server stamped, and what our
-code added over the engines' own times."""
+code added over the engines' own times; the records they are read from
+(``EnginesOwn``, ``CallLevel``)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .stats import nearest_rank
 
 if TYPE_CHECKING:
     from .voice_caller import VoiceTurnRecord
-    from .voice_serve import CallLevel, EnginesOwn
 
-Figure = Callable[["VoiceTurnRecord", "EnginesOwn"], "float | None"]
+
+@dataclass(frozen=True, slots=True)
+class EnginesOwn:
+    """The engines' own times, ms: the endpointing wait and the reply's first audio."""
+
+    endpointing_ms: float
+    final_ms: float  # when the STT's final can come at best (within the wait)
+    reply_ms: float  # LLM TTFT + deltas to the first piece + TTS TTFB
+    first_piece: str
+    deltas: int
+    llm_ttft_ms: float
+    tts_ttfb_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.endpointing_ms + self.reply_ms
+
+    @property
+    def deltas_ms(self) -> float:
+        """From the LLM's first token to the delta that completes the first piece."""
+        return self.reply_ms - self.llm_ttft_ms - self.tts_ttfb_ms
+
+
+@dataclass
+class CallLevel:
+    callers: int
+    turns: list[VoiceTurnRecord]
+    errors: list[str]  # outside turns
+    clients: int
+    client_lag_ms: list[float]
+    send_late_ms: list[float]  # the client processes' p99 of frame-send lateness
+    client_cpu_cores: float
+    fakes_cpu_cores: float
+    server_cpu_s: float
+    server_rss_base_mb: float
+    server_rss_peak_mb: float
+    seconds: float  # the calls' wall time
+    barge: bool = False  # each answer interrupted by the caller
+    route: str = "session"
+    workers: int = 1  # serve's worker processes (CPU and memory count them all)
+    unmatched: int = 0  # phone turns whose server figures the log could not give
+
+    @property
+    def server_cpu_cores(self) -> float:
+        return self.server_cpu_s / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_call_s(self) -> float:
+        """Server CPU per second of call (ms of CPU per caller-second)."""
+        return self.server_cpu_s * 1000 / (self.callers * self.seconds) if self.seconds else 0.0
+
+    def error_count(self) -> int:
+        return len(self.errors) + sum(len(t.errors) for t in self.turns)
+
+    def answered(self) -> list[VoiceTurnRecord]:
+        return [t for t in self.turns if t.voice_to_voice_ms is not None and not t.errors]
+
+
+Figure = Callable[["VoiceTurnRecord", EnginesOwn], "float | None"]
 
 
 def _server(name: str) -> Callable[[VoiceTurnRecord], float | None]:
