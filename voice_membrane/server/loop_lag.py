@@ -14,8 +14,16 @@ the asyncio loop, one timer a process (no task: a callback re-arming itself).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 TICK_S = 0.05
+
+
+def loop_clock() -> Callable[[], float]:
+    """The running loop's clock: ``anyio.current_time`` as a served loop's is
+    (websockets' server runs on asyncio), at a sixth of its cost, for what reads
+    it on every audio frame."""
+    return asyncio.get_running_loop().time
 
 
 class LoopLag:

@@ -13,7 +13,6 @@ phone call) has them dropped here and logged instead.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
@@ -33,6 +32,7 @@ from ..pipeline.voice_loop import VoiceTurn, turn_record
 from . import protocol as p
 from .batch_send import send_batch
 from .listening_setup import voice_input_for
+from .loop_lag import loop_clock
 from .outbox import Audio, Close, Outbox
 from .rate_limit import Verdict
 from .state import ServerState
@@ -59,15 +59,12 @@ class ServedSession:
         self.turn_scope: anyio.CancelScope | None = None  # a typed turn's
         self.turn_done = anyio.Event()
         self.turn_done.set()
-        self.last_activity = anyio.current_time()
+        self._clock = loop_clock()  # (read on every audio frame)
+        now = self.last_activity = self._clock()  # (the budget's clock starts here too)
         self.dropped = anyio.Event()
         self.outbox: Outbox | None = None
         self.session: Session | None = None
         self.voice: VoiceInput | None = None  # the client sends its voice
-        # anyio.current_time(), as a served loop's is (websockets' server runs on
-        # asyncio): a frame's check reads it 50 times a second, at a sixth of the cost
-        self._clock = asyncio.get_running_loop().time
-        now = self._clock()  # (the budget's clock starts with the session)
         self.audio_budget = AudioBudget(now=now, stalled=state.loop_lag.stalled(now))
         self._audio_told_at = -1.0  # when the client was last told its audio is refused
         self._starting_turn = False  # the next session turn is announced (not a held reply)
