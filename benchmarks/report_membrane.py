@@ -26,8 +26,10 @@ def _http_table(cases: Sequence[CaseResult]) -> str:
             "(a) SDK alone",
             "(b) adapter",
             "(c) Membrane",
+            "(d) Membrane, one delta at a time",
             "(b) \u2212 (a)",
             "(c) \u2212 (b)",
+            "(d) \u2212 (b)",
         ],
         [
             [
@@ -36,8 +38,10 @@ def _http_table(cases: Sequence[CaseResult]) -> str:
                 _us(case.us_per_delta("sdk")),
                 _us(case.us_per_delta("adapter")),
                 _us(case.us_per_delta("membrane")),
+                _us(case.us_per_delta("membrane_single")),
                 _us(case.added("adapter", "sdk"), signed=True),
                 _us(case.added("membrane", "adapter"), signed=True),
+                _us(case.added("membrane_single", "adapter"), signed=True),
             ]
             for case in cases
         ],
@@ -52,7 +56,7 @@ def _in_process_table(results: MembraneResults) -> str:
     rows: list[list[object]] = []
     for part in results.in_process:
         case = next(c for c in results.cases if c.label == part.case)
-        added = case.added("membrane", "adapter")[0]
+        added = case.added("membrane_single", "adapter")[0]
         alone = part.us_per_delta()
         rows.append(
             [
@@ -71,9 +75,9 @@ def _in_process_table(results: MembraneResults) -> str:
             "fed the items of",
             "feed() calls",
             "alone, µs per delta",
-            "inside (c), `parse_ns`",
-            "(c) \u2212 (b)",
-            "share of (c) \u2212 (b)",
+            "inside (d), `parse_ns`",
+            "(d) \u2212 (b)",
+            "share of (d) \u2212 (b)",
         ],
         rows,
     )
@@ -110,7 +114,8 @@ def findings(results: MembraneResults) -> list[str]:
             f"({_span(relative, 0)}% of the SDK's own cost; "
             f"{_pairs_note(chat, 'adapter', 'sdk')})."
         )
-        added = [c.added("membrane", "adapter") for c in chat]
+        joined = [c.added("membrane", "adapter")[0] for c in chat]
+        added = [c.added("membrane_single", "adapter") for c in chat]
         parts = [results.part_of(c) for c in chat]
         alone = [p.us_per_delta()[0] if p is not None else 0.0 for p in parts]
         pairs = list(zip(alone, (a[0] for a in added), strict=True))
@@ -130,32 +135,38 @@ def findings(results: MembraneResults) -> list[str]:
                 "this run cannot tell parsing from plumbing"
             )
         lines.append(
-            f"- In chat mode Membrane adds a median {_span([a[0] for a in added])} µs per "
-            f"delta over the adapter ({_pairs_note(chat, 'membrane', 'adapter')}); "
+            f"- In chat mode Membrane adds a median {_span(joined)} µs per delta over the "
+            f"adapter ({_pairs_note(chat, 'membrane', 'adapter')}), reading the deltas "
+            "that arrived together as one, as this stream's do. Read one at a time, as "
+            "deltas that arrive one by one are, it adds "
+            f"{_span([a[0] for a in added])} µs "
+            f"({_pairs_note(chat, 'membrane_single', 'adapter')}); "
             "`NativeBlockAssembler` alone, fed "
             f"the same items, takes {_span(alone, 2)} µs per delta{rest}."
         )
     for case in prefill:
         part = results.part_of(case)
-        added_prefill = case.added("membrane", "adapter")
+        added_prefill = case.added("membrane", "adapter")[0]
+        single = case.added("membrane_single", "adapter")[0]
         if part is None:
             continue
         parser = part.us_per_delta()[0]
-        share = f" ({_share(parser, added_prefill[0])} of it)" if added_prefill[0] > parser else ""
+        share = f" ({_share(parser, single)} of it)" if single > parser else ""
         lines.append(
             f"- In prefill mode ({case.vendor}, `{case.formatter}`) Membrane adds a median "
-            f"{added_prefill[0]:.1f} µs per delta "
-            f"({_pairs_note([case], 'membrane', 'adapter')}); "
-            f"`XmlStreamParser` alone takes {parser:.2f} µs per delta{share}, fed the same "
-            f"XML in {results.delta_chars}-character pieces."
+            f"{added_prefill:.1f} µs per delta "
+            f"({_pairs_note([case], 'membrane', 'adapter')}), {single:.1f} one delta at a "
+            f"time; `XmlStreamParser` alone takes {parser:.2f} µs per delta{share}, fed the "
+            f"same XML in {results.delta_chars}-character pieces."
         )
     if results.cases:
-        ours = max(c.added("membrane", "sdk")[0] for c in results.cases)
+        ours = max(c.added("membrane_single", "sdk")[0] for c in results.cases)
         sdk = max(c.us_per_delta("sdk")[0] for c in results.cases)
         per_core = FAST_DELTAS_PER_S / 1e4  # µs per delta → % of one core
         lines.append(
-            f"- All that our code adds over the SDK ((c) \u2212 (a)) is at most {ours:.1f} µs "
-            f"per delta here: at {FAST_DELTAS_PER_S} deltas a second, a fast model's stream, "
+            f"- All that our code adds over the SDK, a delta at a time ((d) \u2212 (a)), is at "
+            f"most {ours:.1f} µs per delta here: at {FAST_DELTAS_PER_S} deltas a second, "
+            "a fast model's stream, "
             f"{max(ours, 0.0) * per_core:.2f}% of one core, against {sdk * per_core:.1f}% "
             "for the costliest SDK alone."
         )
@@ -172,18 +183,22 @@ def membrane_section(results: MembraneResults) -> str:
             f"text and a tool call, cut into {results.delta_chars}-character deltas, no delays — "
             "read to the end by (a) the official SDK alone iterating its raw stream, "
             "(b) our adapter's `stream()`, (c) `Membrane(adapter, formatter).stream(request)` "
-            f"to its `ReplyResult` ({versions}). Prefill mode plays the same reply as "
+            "to its `ReplyResult`, which reads the deltas that have arrived together as one "
+            "(`membrane/call_stream.py`), and (d) the same reading every delta on its own, "
+            "as it does when they arrive one by one (a slower model's stream) or a stream "
+            f"policy runs ({versions}). Prefill mode plays the same reply as "
             f"{results.xml_chars:,} characters of XML, stopped at `</function_calls>`. "
             "Wall-clock µs per delta, *deltas* being the items the SDK's stream yields "
             "(its SSE events or chunks); median (min to max) over "
-            f"{results.repeats} repetitions. The three take turns within a repetition, and "
-            "the added costs (b) \u2212 (a) and (c) \u2212 (b) are medians over the "
+            f"{results.repeats} repetitions. The four take turns within a repetition, and "
+            "the added costs (b) \u2212 (a), (c) \u2212 (b) and (d) \u2212 (b) are medians "
+            "over the "
             "repetitions of each pair's difference (see Method), so they need not equal "
             "the difference of the columns' medians.",
             _http_table(results.cases),
             "Without HTTP: the parser or assembler alone, fed what Membrane feeds it (an "
             "adapter's items, or the XML in pieces), per delta of the same case. "
-            "*inside (c)* is what Membrane itself timed around those calls (`parse_ns`, "
+            "*inside (d)* is what Membrane itself timed around those calls (`parse_ns`, "
             "two clock reads per item included).",
             _in_process_table(results),
             "\n".join(findings(results)),
@@ -244,7 +259,8 @@ def method_paragraph(results: MembraneResults) -> str:
         "collection before each run. This "
         "machine's CPU speed drifts by up to a half over a few seconds, alike for every "
         "consumer, so added costs are taken from paired runs as ratios: each "
-        "repetition's (b) / (a) \u2212 1 (or (c) / (b) \u2212 1) times the median of (a) "
-        "(or (b)); the table gives the median and range of those. The Membrane "
+        "repetition's (b) / (a) \u2212 1 (or (c) / (b) \u2212 1, (d) / (b) \u2212 1) "
+        "times the median of (a) (or (b)); the table gives the median and range of those. "
+        "The Membrane "
         f"benchmark took {results.seconds:.0f} s."
     )

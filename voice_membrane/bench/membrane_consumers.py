@@ -16,7 +16,9 @@ from ..vocab.messages import Message, ModelConfig, Request, ToolDefinition
 from ..vocab.provider_output import ProviderOutput
 from .membrane_reply import TOOL_NAME, MembraneOutputError
 
-CONSUMERS = ("sdk", "adapter", "membrane")
+# ``membrane_single``: Membrane reading the deltas one at a time, as it reads a
+# stream whose deltas arrive one by one (``membrane/call_stream.py``).
+CONSUMERS = ("sdk", "adapter", "membrane", "membrane_single")
 MODELS = {"anthropic": "claude-bench", "openai": "gpt-bench", "gemini": "gemini-bench"}
 TOOLS = [
     ToolDefinition(
@@ -135,17 +137,26 @@ async def adapter_items(provider: Provider, request: Request, formatter: str) ->
 
 
 async def membrane_run(
-    provider: Provider, request: Request, formatter: str
+    provider: Provider, request: Request, formatter: str, *, one_at_a_time: bool = False
 ) -> tuple[tuple[Block, ...], int]:
-    """The reply through ``Membrane``: its blocks, and its own ``parse_ns``."""
+    """The reply through ``Membrane``: its blocks, and its own ``parse_ns``.
+    ``one_at_a_time``: no ready deltas joined, as when each arrives alone."""
+    from ..membrane import call_stream
     from ..membrane.membrane import Membrane
     from ..membrane.reply import ReplyResult
 
     membrane = Membrane(provider, formatter)
     result: ReplyResult | None = None
-    async for item in membrane.stream(request):
-        if isinstance(item, ReplyResult):
-            result = item
+    joined = call_stream.JOINED_MOST
+    # The one setting the benchmark changes, for this run only: a delta's whole
+    # path, which a stream arriving together would not show.
+    call_stream.JOINED_MOST = 1 if one_at_a_time else joined
+    try:
+        async for item in membrane.stream(request):
+            if isinstance(item, ReplyResult):
+                result = item
+    finally:
+        call_stream.JOINED_MOST = joined
     if result is None:
         raise MembraneOutputError("Membrane.stream ended without a ReplyResult")
     return result.blocks, membrane.parse_ns

@@ -2,13 +2,15 @@
 streamed delta over each vendor's SDK, against the fakes.
 
 Each vendor's fake server plays one long scripted reply (``membrane_reply``) cut
-into deltas, no delays, and three consumers (``membrane_consumers``) read it to
+into deltas, no delays, and four consumers (``membrane_consumers``) read it to
 the end: ``sdk``, the official SDK alone iterating its raw stream (the floor);
 ``adapter``, our provider adapter's ``stream()``, to its last
 ``ProviderOutput``; ``membrane``, ``Membrane(adapter, formatter).stream(request)``,
-to its ``ReplyResult``. Chat mode (formatter ``native``) per vendor, and prefill
-mode (``anthropic-xml``, the same reply written as XML text) for Anthropic. The
-three take turns within a repetition (the order rotates between repetitions),
+to its ``ReplyResult``; ``membrane_single``, the same with no ready deltas
+joined (each delta's whole path, as when deltas arrive one by one). Chat mode
+(formatter ``native``) per vendor, and prefill mode (``anthropic-xml``, the
+same reply written as XML text) for Anthropic. The
+four take turns within a repetition (the order rotates between repetitions),
 so the added costs come from pairs of runs made one after the other
 (``CaseResult.added``).
 
@@ -76,7 +78,7 @@ class CaseResult:
     deltas: int  # items of the SDK's stream per reply (one per SSE event / chunk)
     seconds: dict[str, tuple[float, ...]]  # consumer → one per repetition
     cpu_seconds: dict[str, tuple[float, ...]]  # the same runs' CPU time of this thread
-    parse_ns: tuple[int, ...]  # Membrane.parse_ns of each timed membrane run
+    parse_ns: tuple[int, ...]  # Membrane.parse_ns of each timed membrane_single run
 
     @property
     def label(self) -> str:
@@ -123,7 +125,7 @@ class InProcessResult:
     """A parser or assembler fed one reply's items: no HTTP, no event loop."""
 
     component: str  # "NativeBlockAssembler" or "XmlStreamParser"
-    case: str  # the CaseResult.label whose (membrane - adapter) this is part of
+    case: str  # the CaseResult.label whose (membrane_single - adapter) this is part of
     feeds: int  # feed() calls per run
     deltas: int  # that case's deltas: the per-delta figures share its denominator
     seconds: tuple[float, ...]
@@ -183,7 +185,8 @@ async def _run_case(
         elif consumer == "adapter":
             items = await adapter_items(provider, request, formatter)
         else:
-            blocks, ns = await membrane_run(provider, request, formatter)
+            single = consumer == "membrane_single"
+            blocks, ns = await membrane_run(provider, request, formatter, one_at_a_time=single)
         elapsed = (time.perf_counter_ns() - start) / 1e9
         cpu = time.thread_time() - cpu
         # Checked after the clock stops.
@@ -196,7 +199,7 @@ async def _run_case(
                 check_blocks(assemble(items)[1], reply, f"{where}, adapter")
         else:
             check_blocks(blocks, reply, f"{where}, Membrane")
-            if timed:
+            if timed and consumer == "membrane_single":  # (fed as the parts alone are)
                 timings.parse_ns.append(ns)
         if timed:
             timings.seconds[consumer].append(elapsed)

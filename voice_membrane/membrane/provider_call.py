@@ -13,7 +13,6 @@ the provider again, so the retry and deadline rules live apart from reading.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from ..formats.base import BuiltRequest
-from ..infra.eager_next import Suspended, eager_next
 from ..providers.base import Provider
 from ..telemetry.spans import genai_provider, mark_error, tracer
 from ..vendors.errors import LlmError, ProviderError
@@ -32,6 +30,7 @@ from ..vendors.retry import FirstTokenDeadline, RetryPolicy, StallDeadline
 from ..vocab.events import Block
 from ..vocab.messages import ModelConfig
 from ..vocab.provider_output import ProviderOutput, StopInfo, Usage
+from .call_stream import CallStream, DeadlinePassed, Stalled
 from .reply import MembraneItem, Retrying
 
 
@@ -59,14 +58,6 @@ class CallSettings(Protocol):
     stall_timeout_s: float | None
 
 
-class _DeadlinePassed(Exception):
-    """The first-token deadline passed while a call was waiting for its first output."""
-
-
-class _Stalled(Exception):
-    """The stall deadline passed while a call that had begun waited for more."""
-
-
 @dataclass(frozen=True)
 class ProviderCall:
     """One call: ``take`` turns each output into items (it marks the round
@@ -77,6 +68,7 @@ class ProviderCall:
     built: BuiltRequest
     config: ModelConfig
     mode: Literal["prefill", "chat"]
+    arrived: Callable[[ProviderOutput], ProviderOutput]  # each output as it comes
     take: Callable[[ProviderOutput, CallRound], Awaitable[Sequence[MembraneItem]]]
     ended: Callable[[], bool] | None  # (None: no policy runs, none can end it)
 
@@ -103,29 +95,32 @@ class ProviderCall:
                             self.built, self.config, streaming=settings.streaming
                         )
                     ) as outputs:
-                        while True:
-                            # (inline: this loop runs once per delta)
-                            ready, output, rest = eager_next(outputs)
-                            if not ready:
-                                assert rest is not None
-                                output = await _wait(rest, deadline, stall)
-                            elif output is not None:
-                                stall.note(output)  # (the call may begin here)
-                            if output is None:
-                                return
-                            for item in await self.take(output, round_):
-                                yield item
-                            if self.ended is not None and self.ended():
-                                return  # a policy ended the reply: the call is closed now
+                        # (a policy judges each delta as it came: call_stream)
+                        stream = CallStream(
+                            outputs,
+                            deadline,
+                            stall,
+                            self.arrived,
+                            one_at_a_time=self.ended is not None,
+                        )
+                        try:
+                            while (output := await stream.next()) is not None:
+                                for item in await self.take(output, round_):
+                                    yield item
+                                if self.ended is not None and self.ended():
+                                    return  # a policy ended the reply: the call is closed now
+                            return
+                        finally:
+                            await stream.abandon()
                 except ProviderError as exc:
                     error = exc
                 except LlmError as exc:  # a local source's failure: not retryable
                     name = settings.provider.name  # named once, not in both error and message
                     error = ProviderError(name, "stream", str(exc).removeprefix(f"{name}: "))
-                except _DeadlinePassed:
+                except DeadlinePassed:
                     round_.error = deadline.error(settings.provider.name, retry + 1, error)
                     return
-                except _Stalled:
+                except Stalled:
                     if round_.stop is not None:
                         return  # the stop had come: the call was whole, only its close was late
                     error = stall.error(settings.provider.name)
@@ -195,42 +190,3 @@ def _end_span(span: Span, round_: CallRound) -> None:
     if round_.error is not None:
         mark_error(span, round_.error.kind)
     span.end()
-
-
-async def _wait(
-    rest: Suspended[ProviderOutput], deadline: FirstTokenDeadline, stall: StallDeadline
-) -> ProviderOutput | None:
-    """The call's next output (None at its end), whose wait suspended: only
-    such a wait is guarded (an output already read costs no timer:
-    ``eager_next``), never a yield to the consumer, so a consumer that holds
-    the stream (first-audio priority, a slow sink) never makes it look
-    stalled. Until the call's first progress the first-token deadline bounds
-    the wait (``_DeadlinePassed``), after it the stall deadline (``_Stalled``),
-    which counts the waits that end without progress. The guard is asyncio's
-    timeout, not an anyio cancel scope: the step that suspended may have
-    entered scopes of its own (the SDK's, httpx's), and anyio requires those to
-    exit before any scope entered after them."""
-    begun = stall.progress > 0
-    if begun:
-        at = None if stall.seconds is None else anyio.current_time() + stall.budget()
-    else:
-        at = deadline.at
-    timeout = None
-    try:
-        if at is None:
-            output = await rest
-            stall.note(output)
-            return output
-        waiting_from = anyio.current_time()
-        timeout = asyncio.timeout_at(at)  # (anyio's clock is the loop's)
-        async with timeout:
-            output = await rest
-        if not stall.note(output) and begun:
-            stall.waited_s += anyio.current_time() - waiting_from
-        return output
-    except StopAsyncIteration:
-        return None
-    except TimeoutError:
-        if timeout is None or not timeout.expired():
-            raise  # (the stream's own)
-        raise (_Stalled if begun else _DeadlinePassed) from None

@@ -88,7 +88,7 @@ class ReplyLoop:
             round_ = CallRound()
             ended = self._ended if reader.policies else None
             provider_call = ProviderCall(
-                self.m, self.built, self.request.config, self.mode, self._take, ended
+                self.m, self.built, self.request.config, self.mode, self._arrived, self._take, ended
             )
             async with aclosing(provider_call.run(round_)) as call_items:
                 async for item in call_items:
@@ -157,13 +157,17 @@ class ReplyLoop:
         named = stop.stop_sequence
         return round_.blocks[-1].type == "tool_call" and named in (None, FUNCTION_CALLS_END)
 
-    async def _take(self, output: ProviderOutput, round_: CallRound) -> Sequence[MembraneItem]:
-        """One output of the provider, on its way to the reader."""
+    def _arrived(self, output: ProviderOutput) -> ProviderOutput:
+        """One output of the provider, as it comes (``on_output`` times it)."""
         output = clean_output(output)  # where model text enters: no lone surrogates
-        if isinstance(output, NativeImage):  # only an image may wait on the store
-            output = await stored_output(output, self.m.image_store)
         if self.on_output is not None:
             self.on_output(output)
+        return output
+
+    async def _take(self, output: ProviderOutput, round_: CallRound) -> Sequence[MembraneItem]:
+        """Output of the provider (ready deltas joined: ``call_stream``) to the reader."""
+        if isinstance(output, NativeImage):  # only an image may wait on the store
+            output = await stored_output(output, self.m.image_store)
         return self.reader.take(output, round_)
 
     def _ended(self) -> bool:
