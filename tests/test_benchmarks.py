@@ -228,6 +228,21 @@ def test_with_a_bare_client_at_200_the_cpu_target_is_issue_45s_ratio_to_it() -> 
     assert "— server CPU 3.3 ms per second of audio." in section
 
 
+def test_the_bare_client_is_put_to_the_latency_target_and_never_taken_for_served() -> None:
+    bare_one = _load_level(1, [500.0, 502.0, 504.0], server_cpu_cores=0.001, bare=True)
+    late_floor = _load_level(200, [505.0] * 560 + [560.0] * 40, server_cpu_cores=0.3, bare=True)
+    section = serve_section(_load_results(bare_one, late_floor))
+    # Bare rows alone: no served run to judge, none compared with itself.
+    assert "not run at those sizes." in section and "served first audio" not in section
+    assert "The bare client at 200 sessions misses it too: first-audio p95 560 ms" in section
+    assert "p50 + 40 ms (542 ms)." in section
+    single = _load_level(1, [500.0, 510.0, 520.0], server_cpu_cores=0.001)
+    served = _load_level(200, [540.0] * 600, server_cpu_cores=0.45)
+    on_time = _load_level(200, [505.0] * 600, server_cpu_cores=0.3, bare=True)
+    section = serve_section(_load_results(single, served, bare_one, on_time))
+    assert "The bare client at 200 sessions meets it: first-audio p95 505 ms" in section
+
+
 def test_first_audio_setups_are_the_shipped_pipelines_with_one_change_each() -> None:
     default = DEFAULT_SETUP.target().config
     assert default is not None
