@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import anyio
 import pytest
 from native_events import assemble, blocks
 
 from voice_membrane.formats.base import BuiltRequest, ProviderMessage
 from voice_membrane.providers.anthropic import AnthropicProvider
+from voice_membrane.providers.anthropic_request import streaming_body
 from voice_membrane.testing.fake_anthropic import FakeAnthropic
 from voice_membrane.testing.script import (
     Fault,
@@ -161,8 +164,9 @@ async def test_prefill_stream_is_raw_text(fake: FakeAnthropic, provider: Anthrop
 # ---------------------------------------------------------------- request mapping
 
 
-async def test_request_mapping(fake: FakeAnthropic, provider: AnthropicProvider) -> None:
-    fake.add(ScriptedReply.of("ok"))
+def rich_request(mode: str = "chat") -> BuiltRequest:
+    """A conversation with every kind of block, a cached system prompt, stop
+    sequences, a tool and extra parameters."""
     history = [
         ProviderMessage(
             "user",
@@ -199,15 +203,21 @@ async def test_request_mapping(fake: FakeAnthropic, provider: AnthropicProvider)
         description="Weather by city.",
         input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
     )
-    built = BuiltRequest(
-        "chat",
+    return BuiltRequest(
+        mode,  # type: ignore[arg-type]
         history,
         system="Be brief.",
         system_cache=True,
         stop_sequences=["STOP"],
         tools=[tool],
         params={"metadata": {"user_id": "u1"}, "top_k": 5},
+        prefill="Sure, " if mode == "prefill" else None,
     )
+
+
+async def test_request_mapping(fake: FakeAnthropic, provider: AnthropicProvider) -> None:
+    fake.add(ScriptedReply.of("ok"))
+    built = rich_request()
     await collect(provider, built, CONFIG.model_copy(update={"thinking_budget": 1024}))
     sent = body(fake)
     assert fake.requests[-1].headers["authorization"] == "Bearer k"
@@ -272,6 +282,48 @@ async def test_request_mapping(fake: FakeAnthropic, provider: AnthropicProvider)
             ],
         },
     ]
+
+
+@pytest.mark.parametrize("mode", ["chat", "prefill"])
+@pytest.mark.parametrize("thinking_budget", [None, 1024])
+async def test_body_on_the_wire_is_what_the_sdk_create_sends(
+    fake: FakeAnthropic, provider: AnthropicProvider, mode: str, thinking_budget: int | None
+) -> None:
+    """The streaming body is written once and posted as it is, skipping the
+    client's copy of the conversation: what the server receives is the same,
+    and so are the headers that say who asks and in what."""
+    fake.add(ScriptedReply.of("ok"), ScriptedReply.of("ok"))
+    built = rich_request(mode)
+    config = CONFIG.model_copy(update={"thinking_budget": thinking_budget})
+    await collect(provider, built, config)
+    params = provider.request_body(built, config)
+    client = anthropic.AsyncAnthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+    try:
+        async for _ in await client.messages.create(**params):
+            pass
+    finally:
+        await client.close()
+    ours, sdks = fake.requests[-2], fake.requests[-1]
+    assert ours.body == sdks.body and ours.path == sdks.path == "/v1/messages"
+    for name in ("content-type", "anthropic-version", "authorization", "x-api-key"):
+        assert ours.headers.get(name) == sdks.headers.get(name), name
+
+
+def test_the_body_is_written_as_the_sdk_writes_it() -> None:
+    """Compact UTF-8 JSON, extra parameters merged at the top, a date in ISO
+    form; NaN refused, as the SDK refuses it."""
+    params: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "héllo"}]}
+    params["extra_body"] = {"top_k": 5, "metadata": {"day": date(2026, 11, 30)}}
+    written = streaming_body(params)
+    assert (
+        written
+        == (
+            '{"model":"m","messages":[{"role":"user","content":"héllo"}],"stream":true,'
+            '"top_k":5,"metadata":{"day":"2026-11-30"}}'
+        ).encode()
+    )
+    with pytest.raises(ValueError):
+        streaming_body({"model": "m", "extra_body": {"temperature": float("nan")}})
 
 
 async def test_unsigned_thinking_is_refused_before_any_call(

@@ -1,7 +1,9 @@
 """Anthropic Messages API as a ``Provider``, through the official ``anthropic`` SDK.
 
-The SDK's raw event stream (``messages.create(stream=True)``) is read item by
-item by ``anthropic_read.StreamReader``, with no accumulation in between, so
+The SDK's raw event stream (what ``messages.create(stream=True)`` returns; the
+body posted through the client's ``post`` as written by
+``anthropic_request.streaming_body``) is read item by item by
+``anthropic_read.StreamReader``, with no accumulation in between, so
 each delta reaches the parser as soon as it arrives. The SDK's retries are off
 (``Membrane`` retries), and every failure — HTTP status, an in-stream ``error``
 event, a malformed line, a dropped connection — becomes a ``ProviderError``.
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anthropic
 import anyio
 import httpx2
+from anthropic.types import Message, RawMessageStreamEvent
 
 from ..infra.redact import remember
 from ..vendors.credentials import unusable_key
@@ -25,13 +28,14 @@ from ..vendors.http_pool import pool_limits
 from ..vendors.tls import shared_ssl_context, warm_http_stack
 from ..vocab.provider_output import ProviderOutput
 from .anthropic_read import StreamReader, message_outputs
-from .anthropic_request import request_params
+from .anthropic_request import request_params, streaming_body
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
     from ..vocab.messages import ModelConfig
 
 NO_KEY = "no API key: set ANTHROPIC_API_KEY or pass api_key"
+MESSAGES_PATH = "/v1/messages"
 
 STREAM_ERROR_KINDS: dict[str, ErrorKind] = {
     "overloaded_error": "overloaded",
@@ -106,7 +110,14 @@ class AnthropicProvider:
                 for item in message_outputs(message, prefill):
                     yield item
                 return
-            events = await client.messages.create(stream=True, **params)
+            # The SDK's own client and stream, the body written here (streaming_body).
+            events = await client.post(
+                MESSAGES_PATH,
+                content=streaming_body(params),
+                cast_to=Message,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+            )
             try:
                 reader = StreamReader(prefill)
                 async for event in events:

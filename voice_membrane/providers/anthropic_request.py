@@ -8,6 +8,8 @@ add nothing here.
 
 from __future__ import annotations
 
+import json
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..storage.blob_resolve import unresolved
@@ -68,6 +70,32 @@ def request_params(built: BuiltRequest, config: ModelConfig) -> dict[str, Any]:
     if extra:
         params["extra_body"] = extra
     return params
+
+
+class _BodyEncoder(json.JSONEncoder):
+    """As the SDK writes a body (``anthropic._utils._json``): compact, UTF-8, no
+    NaN, dates (a TOML value in ``[llm.params]``) in ISO form."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, date | datetime):
+            return o.isoformat()
+        return super().default(o)
+
+
+_BODY = _BodyEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def streaming_body(params: dict[str, Any]) -> bytes:
+    """The JSON body ``messages.create(stream=True, **params)`` sends, written
+    once. ``create`` hands its body to the client, which copies the whole
+    conversation (looking for file inputs, which ours never holds) before
+    writing it: about 10 µs a message on every turn. Posted as content, the
+    body is written and sent as it is (``extra_body`` merged in, as the SDK
+    merges it)."""
+    body = {key: value for key, value in params.items() if key != "extra_body"}
+    body["stream"] = True
+    body.update(params.get("extra_body", {}))
+    return _BODY.encode(body).encode()
 
 
 def wire_messages(built: BuiltRequest) -> list[dict[str, Any]]:
