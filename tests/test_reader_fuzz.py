@@ -204,7 +204,7 @@ def test_anthropic_reader_survives_any_event_stream(
     provider = AnthropicProvider(api_key="k")
     stream = Events(anthropic_stream(events, complete))
 
-    async def create(**_: Any) -> Events:
+    async def create(*_: Any, **__: Any) -> Events:
         return stream
 
     provider._client = Stub(  # type: ignore[assignment]
@@ -213,6 +213,7 @@ def test_anthropic_reader_survives_any_event_stream(
         credentials=None,
         base_url="stub",
         messages=Stub(create=create),
+        post=create,  # (the streaming path posts its body through the client)
     )
     check(run(provider, formatter))
 
