@@ -9,23 +9,23 @@ Two things happen between the provider's iterator and the reply's reader:
   (``vendors/retry.py``).
 - **Deltas that have already arrived, read as one.** When a delta is taken,
   the deltas of its kind that are ready behind it (at most ``JOINED_MOST``)
-  join it: the reader, the secret filter, the policies and every stage after
-  them then pass once where they would pass once per delta. Only what has
+  join it: the reader, the secret filter and every stage after them then
+  pass once where they would pass once per delta. Only what has
   arrived is joined — a wait that suspends ends the run — so nothing waits
   for a later delta, and a stream whose deltas come one at a time is read one
   at a time. What a reply says is the same whatever its cutting (the property
   tests hold every stage to it). Each output still passes ``arrived`` (lone
   surrogates replaced, the caller's ``on_output``: a token's time) on its own.
-  Where stream policies run, deltas are read one at a time: a
-  policy that ends the reply drops the chunk it ended on, and a joined chunk
-  would take with it text that arrived before the cause.
+  Where stream policies run, deltas are read one at a time: a policy that
+  ends the reply drops the chunk it ended on, and a joined chunk would take
+  with it text that arrived before the cause.
 
 Reading ahead leaves the provider's iterator in the middle of a step when the
 delta after a run has not arrived. That step is awaited by the next ``next()``
 as if it had just begun, and ``abandon()`` cancels it when the call ends
-before (the consumer closed the reply, a policy ended it): the iterator can
-then be closed. An error raised while reading ahead is raised by the next
-``next()``, after the run that came before it.
+before (the consumer closed the reply): the iterator can then be closed. An
+error raised while reading ahead is raised by the next ``next()``, after the
+run that came before it.
 """
 
 from __future__ import annotations
