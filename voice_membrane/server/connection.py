@@ -50,7 +50,8 @@ class Connection(ServedSession):
         super().__init__(ws, state)
         self.limit = RateLimit(state.messages_per_second)
         self.sink: SocketSink | None = None
-        self.keeper = Keeper(state)  # its place in the session store (resume.py)
+        # its place in the session store (resume.py)
+        self.keeper = Keeper(state.store, state.live, state.log)
         self._start: p.SessionStart | None = None
         self._running: tuple[int, str] | None = None  # the turn running, and its text
         self._last_turn: LastTurn | None = None

@@ -15,16 +15,17 @@ import contextlib
 import anyio
 
 from ..pipeline.session import Session, TurnRecord
+from .log import Log
 from .session_store import (
     LastTurn,
     SessionRecord,
+    SessionStore,
     StoredTurn,
     StoreUnavailable,
     new_owner,
     new_resume_token,
     token_hash,
 )
-from .state import ServerState
 
 # How long a newer connection waits for an older one on this process to hand
 # over its last record (its running turn cut, what was heard kept).
@@ -33,8 +34,11 @@ STORE_DEADLINE_S = 3.0  # the last write when a session ends: never longer
 
 
 class Keeper:
-    def __init__(self, state: ServerState) -> None:
-        self.state, self.store = state, state.store
+    """``live``: the sessions this process serves, by id (the server's
+    ``ServerState.live``, shared by every connection's keeper)."""
+
+    def __init__(self, store: SessionStore, live: dict[str, Keeper], log: Log) -> None:
+        self.store, self.live, self.log = store, live, log
         self.session = ""
         self.owner = new_owner()
         self.token_hash = ""
@@ -50,8 +54,8 @@ class Keeper:
         self.session = session
         token = new_resume_token()
         self.token_hash = token_hash(session, token)
-        older = self.state.live.get(session)
-        self.state.live[session] = self
+        older = self.live.get(session)
+        self.live[session] = self
         if older is not None and older is not self:
             older.superseded.set()
         return token
@@ -69,8 +73,8 @@ class Keeper:
         if record is None or record.session != session:
             return None
         self.session, self.token_hash = session, token_hash(session, fresh)
-        older = self.state.live.get(session)
-        self.state.live[session] = self
+        older = self.live.get(session)
+        self.live[session] = self
         if older is not None and older is not self:
             older.superseded.set()
             with anyio.move_on_after(HAND_OVER_S):
@@ -86,8 +90,8 @@ class Keeper:
         with anyio.move_on_after(STORE_DEADLINE_S):
             with contextlib.suppress(StoreUnavailable):
                 await self.store.save(record, token_hash(record.session, offered), self.owner)
-        if self.state.live.get(self.session) is self:
-            del self.state.live[self.session]
+        if self.live.get(self.session) is self:
+            del self.live[self.session]
 
     def write_again(self) -> None:
         """The latest snapshot is written again (the store came back, maybe empty)."""
@@ -115,7 +119,7 @@ class Keeper:
         try:
             return await self.store.save(record, self.token_hash, self.owner)
         except StoreUnavailable as exc:  # (only a bare RedisStore raises it)
-            self.state.log("session_store_error", session=self.session, error=str(exc))
+            self.log("session_store_error", session=self.session, error=str(exc))
             return True
 
     def hand_over(self, record: SessionRecord) -> None:
@@ -134,9 +138,9 @@ class Keeper:
                     else:
                         await self.store.forget(record.session, self.owner)
             except StoreUnavailable as exc:
-                self.state.log("session_store_error", session=self.session, error=str(exc))
-        if self.state.live.get(self.session) is self:
-            del self.state.live[self.session]
+                self.log("session_store_error", session=self.session, error=str(exc))
+        if self.live.get(self.session) is self:
+            del self.live[self.session]
         if not self.finished.is_set():
             self.handed_over = record
             self.finished.set()
