@@ -9,7 +9,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -30,9 +30,6 @@ from .fake_elevenlabs_wire import (
 )
 from .fake_speech import RecordedConnection, SpeechScript, encode, sample_width, sleep_until, speak
 from .loopback import tcp_transport
-
-if TYPE_CHECKING:
-    from .fake_elevenlabs import FakeElevenLabs
 
 DEFAULT_SCHEDULE = (120, 160, 250, 290)
 TRY_TRIGGER_MIN = 50
@@ -57,12 +54,22 @@ class _Context:
     done: anyio.Event = field(default_factory=anyio.Event)  # its isFinal is out
 
 
+class SocketHost(Protocol):
+    """What a socket session asks of its fake server (``FakeElevenLabs`` is one)."""
+
+    def refusal(
+        self, key: Any, voice_id: str | None, *, missing_key: str
+    ) -> tuple[int, str] | None: ...
+
+    def note_text(self, text: str) -> None: ...
+
+
 class StreamInputSession:
     """One accepted socket: a receive loop and one generation worker per context."""
 
     def __init__(
         self,
-        server: FakeElevenLabs,
+        server: SocketHost,
         websocket: WebSocket,
         conn: RecordedConnection,
         script: SpeechScript,
