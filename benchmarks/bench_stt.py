@@ -41,7 +41,6 @@ import time
 import wave
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -49,8 +48,9 @@ import anyio
 import numpy as np
 import soundfile
 
+from benchmarks.report_stt import REAL_WAYS, RealFile, RealRun, SetupRun, SttResults
 from voice_membrane.bench.voice_inputs import real_recordings
-from voice_membrane.listening.wer import NO_ERRORS, WordErrors, word_errors
+from voice_membrane.listening.wer import word_errors
 from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.listen_build import listener_for
 from voice_membrane.pipeline.listening import ListenItem, UserTurn
@@ -62,43 +62,6 @@ from voice_membrane.vocab.audio import Samples, pcm16_from_ulaw, resample, ulaw_
 SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
 FRAME_S = 0.02  # 20 ms frames, as a microphone or a call delivers
 FOLDERS = ("questions", "phone", "phone 8k")  # "phone 8k": the phone copies at 8 kHz
-
-
-@dataclass
-class SetupRun:
-    setup: str  # "language model", "phrases" or a "whisper …" one
-    folder: str  # one of FOLDERS
-    errors: WordErrors = NO_ERRORS
-    audio_s: float = 0.0
-    decode_s: float = 0.0
-    finalize_ms: list[float] = field(default_factory=list)
-    missed: int = 0  # utterances with no final at all
-    utterance_wer: list[float] = field(default_factory=list)  # the spread across fixtures
-    utterances: int = 0
-
-
-@dataclass
-class RealFile:
-    group: str
-    heard: dict[str, str]  # what each way heard: "whole", "path", "phone 8k"
-    errors: dict[str, WordErrors]
-    finalize_ms: float  # of the whole decode
-
-
-@dataclass
-class RealRun:
-    setup: str
-    files: list[RealFile]
-    audio_s: float
-    cpu_s: float  # the whole decodes'
-    peak_rss_mb: float
-
-
-@dataclass
-class SttResults:
-    runs: list[SetupRun]
-    seconds: float
-    real: list[RealRun] = field(default_factory=list)
 
 
 def _load(name: str) -> Samples:
@@ -236,9 +199,6 @@ async def _real(setup: str, make: Make | None = None, realtime: bool = False) ->
             await engine.aclose()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return RealRun(setup, files, audio_s, cpu_s, peak_mb)
-
-
-REAL_WAYS = ("whole", "path", "phone 8k")
 
 
 def real_run(setup: str) -> RealRun:

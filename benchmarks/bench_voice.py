@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 
 import anyio
 
-from benchmarks.bench_preemptive import PreemptRun, run_preemptive_bench
+from benchmarks.bench_preemptive import run_preemptive_bench
+from benchmarks.report_voice import VoiceResults
 from voice_membrane.bench.voice_command import LOCAL_VOICE, NULL_SINK, with_endpoint
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
 from voice_membrane.bench.voice_run import VoiceRun, VoiceTarget, run_voice_target
@@ -33,14 +33,6 @@ from voice_membrane.pipeline.config import load_pipeline
 
 END_SILENCES = (0.4, 0.5, 0.6)
 LOCAL_MAX_TOKENS = 40  # first audio needs the first sentence only; keeps the run short
-
-
-@dataclass
-class VoiceResults:
-    scripted: dict[float, VoiceRun]  # by end_silence_s
-    local: VoiceRun | None
-    seconds: float
-    preemptive: dict[bool, PreemptRun] | None = None
 
 
 def _inputs() -> list[VoiceInput]:

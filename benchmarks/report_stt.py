@@ -1,11 +1,53 @@
-"""The speech-to-text section of the benchmark report (``benchmarks.bench_stt``)."""
+"""The speech-to-text section of the benchmark report: the records
+``benchmarks.bench_stt`` fills, and their rendering."""
 
 from __future__ import annotations
 
-from benchmarks.bench_stt import REAL_WAYS, RealRun, SetupRun, SttResults
+from dataclasses import dataclass, field
+
 from benchmarks.markdown import table
 from voice_membrane.bench.stats import median
-from voice_membrane.listening.wer import NO_ERRORS
+from voice_membrane.listening.wer import NO_ERRORS, WordErrors
+
+REAL_WAYS = ("whole", "path", "phone 8k")  # how each real recording is heard
+
+
+@dataclass
+class SetupRun:
+    setup: str  # "language model", "phrases" or a "whisper …" one
+    folder: str  # one of bench_stt.FOLDERS
+    errors: WordErrors = NO_ERRORS
+    audio_s: float = 0.0
+    decode_s: float = 0.0
+    finalize_ms: list[float] = field(default_factory=list)
+    missed: int = 0  # utterances with no final at all
+    utterance_wer: list[float] = field(default_factory=list)  # the spread across fixtures
+    utterances: int = 0
+
+
+@dataclass
+class RealFile:
+    group: str
+    heard: dict[str, str]  # what each way heard: "whole", "path", "phone 8k"
+    errors: dict[str, WordErrors]
+    finalize_ms: float  # of the whole decode
+
+
+@dataclass
+class RealRun:
+    setup: str
+    files: list[RealFile]
+    audio_s: float
+    cpu_s: float  # the whole decodes'
+    peak_rss_mb: float
+
+
+@dataclass
+class SttResults:
+    runs: list[SetupRun]
+    seconds: float
+    real: list[RealRun] = field(default_factory=list)
+
 
 AUDIO = {
     "questions": "16 kHz",

@@ -1,13 +1,23 @@
-"""The voice-to-voice section of the benchmark report (``benchmarks.bench_voice``)."""
+"""The voice-to-voice section of the benchmark report: the results
+``benchmarks.bench_voice`` fills, and their rendering."""
 
 from __future__ import annotations
 
-from benchmarks.bench_preemptive import preemptive_section
-from benchmarks.bench_voice import VoiceResults
+from dataclasses import dataclass
+
+from benchmarks.bench_preemptive import PreemptRun, preemptive_section
 from benchmarks.markdown import table
 from voice_membrane.bench.voice_run import VoiceRun
 
 VOICE_TITLE = "Voice to voice: end of the user's speech → the reply's first audio"
+
+
+@dataclass
+class VoiceResults:
+    scripted: dict[float, VoiceRun]  # by end_silence_s
+    local: VoiceRun | None
+    seconds: float
+    preemptive: dict[bool, PreemptRun] | None = None
 
 
 def _p50(run: VoiceRun, name: str) -> str:

@@ -37,9 +37,9 @@ from typing import Any, Self
 import anyio
 import numpy as np
 
-from benchmarks.bench_stt import FOLDERS, SPEECH, RealRun, SetupRun, _real, _setup
+from benchmarks.bench_stt import FOLDERS, SPEECH, _real, _setup
 from benchmarks.markdown import table
-from benchmarks.report_stt import HEADERS, REAL_HEADERS, _real_rows, _row
+from benchmarks.report_stt import HEADERS, REAL_HEADERS, RealRun, SetupRun, _real_rows, _row
 from voice_membrane.vocab.audio import Samples
 from voice_membrane.vocab.transcripts import Transcript
 

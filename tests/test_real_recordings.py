@@ -115,8 +115,7 @@ def test_the_bench_hears_a_file_through_the_shipped_listening_path() -> None:
 
 
 def test_the_real_rows_weigh_files_by_their_words_all_first_then_the_groups() -> None:
-    from benchmarks.bench_stt import RealFile, RealRun
-    from benchmarks.report_stt import _real_rows
+    from benchmarks.report_stt import RealFile, RealRun, _real_rows
 
     def file(group: str, whole: tuple[int, int], path: tuple[int, int]) -> RealFile:
         errors = {
