@@ -121,9 +121,7 @@ def _verdict(results: ServeLoadResults) -> str:
             f"Target ({TARGET_SESSIONS} sessions against one): not run at those sizes."
             + _floor_latency(results)
         )
-    bound = median(_first_audio(single)) + TARGET_OVER_ONE_MS
-    first_audio = _first_audio(level)
-    p95 = nearest_rank(first_audio, 0.95) if first_audio else float("inf")
+    p95, bound = _against_one(level, single)
     missed = []
     if p95 > bound:
         missed.append(f"first-audio p95 {p95:.0f} ms > {bound:.0f} ms")
@@ -157,6 +155,14 @@ def _verdict(results: ServeLoadResults) -> str:
     )
 
 
+def _against_one(level: LevelResult, single: LevelResult) -> tuple[float, float]:
+    """The latency target at ``level``: its first-audio p95, and the bound, one
+    session's p50 + ``TARGET_OVER_ONE_MS`` (``single`` has first audio)."""
+    first_audio = _first_audio(level)
+    p95 = nearest_rank(first_audio, 0.95) if first_audio else float("inf")
+    return p95, median(_first_audio(single)) + TARGET_OVER_ONE_MS
+
+
 def _floor_latency(results: ServeLoadResults) -> str:
     """The latency target put to the bare client at the target's size (against
     its own one session): whether the protocols alone meet it on this machine."""
@@ -164,8 +170,7 @@ def _floor_latency(results: ServeLoadResults) -> str:
     floor, single = bares.get(TARGET_SESSIONS), bares.get(1)
     if floor is None or single is None or not _first_audio(floor) or not _first_audio(single):
         return ""
-    bound = median(_first_audio(single)) + TARGET_OVER_ONE_MS
-    p95 = nearest_rank(_first_audio(floor), 0.95)
+    p95, bound = _against_one(floor, single)
     verdict = "meets it" if p95 <= bound else "misses it too"
     return (
         f" The bare client at {TARGET_SESSIONS} sessions {verdict}: first-audio p95 "
