@@ -93,14 +93,21 @@ def _side_by_side(results: ServeLoadResults) -> str:
             if bare.sessions == SIDE_BY_SIDE_SESSIONS
             else ""
         )
-        ratio = ""
+        ratio = delivered = ""
         if served.cpu_ms_per_audio_s and bare.cpu_ms_per_audio_s:
             times = served.cpu_ms_per_audio_s / bare.cpu_ms_per_audio_s
             ratio = f" ({times:.1f}x; target ≤ {TARGET_CPU_TIMES_BARE:g}x)"
+            if bare.delivery_ms_per_audio_s is not None:
+                floor = bare.cpu_ms_per_audio_s + bare.delivery_ms_per_audio_s
+                delivered = (
+                    f"; with its audio paced out to a client as well, the bare client "
+                    f"would use {floor:.1f} ms ({floor / bare.cpu_ms_per_audio_s:.1f}x its own; "
+                    f"served: {served.cpu_ms_per_audio_s / floor:.1f}x that)"
+                )
         lines.append(
             f"- {bare.sessions} session(s): served first audio {p50:+.0f} / {p95:+.0f} ms over the "
             f"bare client's at p50 / p95{target}; CPU per second of audio "
-            f"{_cpu_per_audio(served)} served, {_cpu_per_audio(bare)} bare{ratio}."
+            f"{_cpu_per_audio(served)} served, {_cpu_per_audio(bare)} bare{ratio}{delivered}."
         )
     if not lines:
         return ""
@@ -109,7 +116,11 @@ def _side_by_side(results: ServeLoadResults) -> str:
         "(`voice_membrane/bench/bare_client.py`: the same turns, plan and fakes, the "
         "reply cut where the pipeline cuts its first piece, N sessions in one process in "
         "the server's place, no client behind it; its rows above, *server CPU* being its "
-        "own):\n\n" + "\n".join(lines) + "\n\nWhat the served CPU goes to, and the plan: "
+        "own). *Paced out to a client*: what a served session must do that the bare client "
+        "does not, measured alone (`voice_membrane/bench/delivery_floor.py`: a `websockets` "
+        "server pacing the same turns' audio, silence in the same frames, to as many "
+        "reading clients, as the socket sink paces it; its CPU added to the bare client's):"
+        "\n\n" + "\n".join(lines) + "\n\nWhat the served CPU goes to, and the plan: "
         "[serve.md](serve.md#what-a-sessions-cpu-goes-to-and-the-plan)."
     )
 

@@ -5,6 +5,7 @@ No timing is asserted here: speed is reported by `make bench`, not tested.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_
 from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
+from voice_membrane.bench.delivery_floor import DeliveryServer, deliver
 from voice_membrane.bench.load_client import ClientPlan, TurnRecord
 from voice_membrane.bench.membrane_consumers import CONSUMERS
 from voice_membrane.bench.request_cost import LENGTHS, conversation, one_call
@@ -49,6 +51,7 @@ from voice_membrane.bench.serve_load import (
 )
 from voice_membrane.chunking import SpeechChunker
 from voice_membrane.pipeline.metrics import TurnMetrics
+from voice_membrane.server.pacing import LEAD_S
 from voice_membrane.vocab.messages import ModelConfig
 
 
@@ -160,6 +163,9 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
             # before the ideal (a bare client cutting too early would)
             assert turn.first_audio_ms >= results.ideal.first_audio_ms - 2
         assert level.server_cpu_cores > 0
+        # the bare client's audio paced out to clients, measured beside it
+        assert (level.delivery_ms_per_audio_s is not None) == level.bare
+        assert level.delivery_ms_per_audio_s is None or level.delivery_ms_per_audio_s > 0
         cpu = level.server_cpu_cores * level.seconds * 1000 / sum(t.audio_s for t in level.turns)
         assert level.cpu_ms_per_audio_s == pytest.approx(cpu)
     assert results.ideal.first_piece and results.ideal.first_audio_ms > 400
@@ -177,6 +183,7 @@ def test_serve_load_benchmark_runs_and_renders_a_row_per_size() -> None:
     assert len(bare) == 1  # no server stamps: the load table only
     side = [line for line in section.splitlines() if line.startswith("- 2 session(s): served")]
     assert len(side) == 1 and "ms over the bare client's at p50 / p95" in side[0]
+    assert "with its audio paced out to a client as well, the bare client would use" in side[0]
     assert "Target (200 sessions against one): not run at those sizes." in section
 
 
@@ -226,6 +233,59 @@ def test_with_a_bare_client_at_200_the_cpu_target_is_issue_45s_ratio_to_it() -> 
     dearer = _load_level(200, [540.0] * 600, server_cpu_cores=0.6)  # 3.3 ms: 2x
     section = serve_section(_load_results(single, dearer, bare))
     assert "— server CPU 3.3 ms per second of audio." in section
+
+
+def test_the_bare_clients_cpu_is_shown_with_its_audio_paced_out_to_a_client() -> None:
+    single = _load_level(1, [500.0, 510.0, 520.0], server_cpu_cores=0.001)
+    served = _load_level(200, [540.0] * 600, server_cpu_cores=0.6)  # 3.3 ms a second
+    bare = _load_level(
+        200, [505.0] * 600, server_cpu_cores=0.3, bare=True, delivery_ms_per_audio_s=0.5
+    )
+    section = serve_section(_load_results(single, served, bare))
+    assert (
+        "3.3 ms served, 1.7 ms bare (2.0x; target ≤ 1.5x); with its audio paced out to a "
+        "client as well, the bare client would use 2.2 ms (1.3x its own; served: 1.5x that)."
+    ) in section
+    unmeasured = _load_level(200, [505.0] * 600, server_cpu_cores=0.3, bare=True)
+    assert "paced out to a client as well" not in serve_section(
+        _load_results(single, served, unmeasured)
+    )
+
+
+def test_the_delivery_floor_runs_its_sessions_over_real_sockets() -> None:
+    plan = ClientPlan("Hi?", 24000, 2, 0.0, 0.1, 15.0, frame_ms=60)
+    result = anyio.run(deliver, plan, 3, 0.6, 0)
+    assert result["errors"] == 0 and result["cpu_s"] > 0
+    assert result["audio_s"] == pytest.approx(3 * 2 * 0.6)  # 3 sessions, 2 turns of 0.6 s
+
+
+class _RecordingSocket:
+    """Stands in for a client's connection: when each frame was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, bytes]] = []
+
+    async def send(self, frame: bytes) -> None:
+        self.sent.append((time.perf_counter(), frame))
+
+    async def close(self) -> None:
+        pass
+
+
+def test_the_delivery_floor_paces_audio_as_the_socket_sink_does() -> None:
+    plan = ClientPlan("Hi?", 24000, 2, 0.0, 0.1, 15.0, frame_ms=60)
+    server = DeliveryServer(plan, 1, 1.2, 0)
+    socket = _RecordingSocket()
+    anyio.run(server.handler, socket)
+    assert len(socket.sent) == 2 * 20  # two turns of 1.2 s in 60 ms frames
+    assert all(len(frame) == 8 + 2 * 1440 for _, frame in socket.sent)
+    first_turn = [at for at, frame in socket.sent if frame[:4] == (1).to_bytes(4, "little")]
+    start = first_turn[0]
+    for index, at in enumerate(first_turn):
+        # never more than the lead ahead of a client that plays from the first frame
+        assert (index * 0.06) - (at - start) <= LEAD_S + 1e-3
+    assert first_turn[-1] - start >= 1.2 - LEAD_S - 0.06  # not all at once
+    assert socket.sent[20][0] - first_turn[-1] >= 0.1  # the think time after it played
 
 
 def test_the_bare_client_is_put_to_the_latency_target_and_never_taken_for_served() -> None:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -162,6 +164,9 @@ class LevelResult:
     workers: int = 1  # serve --workers; CPU and memory count every process of the group
     burst: bool = False  # every session's turns started at once (no ramp)
     bare: bool = False  # the bare protocol client in the server's place (bare_client)
+    # With ``bare``: the CPU of pacing its audio out to a client (delivery_floor),
+    # ms per second of audio.
+    delivery_ms_per_audio_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -266,6 +271,8 @@ def _run_bare(
         fakes_cpu = sum(cpu_s(pid) for pid in fake_pids) - fakes_before
     result = read_result(line)
     seconds = result.wall_s or 1.0
+    audio = [turn.audio_s for turn in result.turns if turn.audio_s]
+    delivery = _run_delivery(setup, sessions, sum(audio) / len(audio)) if audio else None
     return LevelResult(
         sessions=sessions,
         turns=result.turns,
@@ -279,7 +286,20 @@ def _run_bare(
         server_rss_peak_mb=0.0,
         seconds=seconds,
         bare=True,
+        delivery_ms_per_audio_s=delivery,
     )
+
+
+def _run_delivery(setup: LoadSetup, sessions: int, audio_s: float) -> float | None:
+    """The CPU of pacing ``sessions`` sessions' audio (``audio_s`` a turn) out to
+    clients, ms per second of audio (``delivery_floor``)."""
+    args = [json.dumps(asdict(setup.client)), str(sessions), f"{audio_s:.3f}", "0"]
+    command = [sys.executable, "-m", "voice_membrane.bench.delivery_floor", *args]
+    done = subprocess.run(command, env=library_env(), capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    if result["errors"] or not result["audio_s"]:
+        return None
+    return float(result["cpu_s"]) * 1000 / float(result["audio_s"])
 
 
 def run_serve_load(

@@ -1,0 +1,124 @@
+"""The other half of a served session's floor: its audio handed to a listening
+client at real time, with none of our code on the path.
+
+The bare client (``bare_client``) does the vendor protocols' work and sends its
+audio nowhere. A served session must also send every frame to its client, paced
+at real time: that costs wake-ups and socket writes the bare client never makes.
+This measures that part alone: a ``websockets`` server (compression off, as
+``serve``) sending each of N sessions the load plan's turns (``ClientPlan``: the
+first at a random moment within the ramp, each after the think time) as pcm16
+frames of the plan's size with the protocol's 8-byte header, paced as the socket
+sink paces them (never more than ``LEAD_S`` ahead of the client's playback; a
+frame past that waits until the client holds ``LEAD_S - REFILL_S``, on the
+``GRID_NS`` grid), to N clients in a child process that read them.
+
+``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS AUDIO_S SEED``
+prints ``{"cpu_s": …, "audio_s": …}``: this process's CPU over the sessions and
+the seconds of audio sent (``AUDIO_S`` a turn).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import struct
+import sys
+import time
+
+import anyio
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+
+from ..server.pacing import GRID_NS, LEAD_S, REFILL_S
+from .load_client import ClientPlan, ClientResult, TurnRecord, run_turns
+
+HEADER = struct.Struct("<II")  # turn, sequence: as the session protocol's frames
+
+
+class DeliveryServer:
+    def __init__(self, plan: ClientPlan, sessions: int, audio_s: float, seed: int) -> None:
+        self.plan, self.sessions, self.audio_s = plan, sessions, audio_s
+        self.rng = random.Random(seed)
+        self.connected = 0
+        self.all_connected = anyio.Event()
+        self.result = ClientResult()
+        samples = plan.sample_rate * plan.frame_ms // 1000
+        self.frame_s = samples / plan.sample_rate
+        self.silence = bytes(2 * samples)
+        self.done = 0
+        self.all_done = anyio.Event()
+
+    async def handler(self, ws: ServerConnection) -> None:
+        self.connected += 1
+        if self.connected == self.sessions:
+            self.all_connected.set()
+        await self.all_connected.wait()
+        sequence = 0
+
+        async def turn(number: int, record: TurnRecord) -> float:
+            """One turn's audio, paced; returns when it ends playing."""
+            nonlocal sequence
+            ends_ns = time.perf_counter_ns()  # the client holds nothing
+            for _ in range(round(self.audio_s / self.frame_s)):
+                now_ns = time.perf_counter_ns()
+                ends_ns = max(ends_ns, now_ns)
+                if ends_ns - now_ns + self.frame_s * 1e9 > LEAD_S * 1e9:
+                    until_ns = ends_ns - round((LEAD_S - REFILL_S) * 1e9)
+                    await anyio.sleep((-(-until_ns // GRID_NS) * GRID_NS - now_ns) / 1e9)
+                await ws.send(HEADER.pack(number, sequence) + self.silence)
+                sequence += 1
+                ends_ns += round(self.frame_s * 1e9)
+                record.frames += 1
+                record.audio_s += self.frame_s
+            return ends_ns / 1e9
+
+        try:
+            await run_turns(self.plan, self.result, turn, self.rng.uniform(0, self.plan.ramp_s))
+        finally:
+            await ws.close()
+            self.done += 1
+            if self.done == self.sessions:
+                self.all_done.set()
+
+
+async def deliver(plan: ClientPlan, sessions: int, audio_s: float, seed: int) -> dict[str, float]:
+    server = DeliveryServer(plan, sessions, audio_s, seed)
+    async with serve(server.handler, "127.0.0.1", 0, compression=None) as listening:
+        port = listening.sockets[0].getsockname()[1]
+        command = [sys.executable, "-m", __spec__.name, "read", f"ws://127.0.0.1:{port}"]
+        async with await anyio.open_process([*command, str(sessions)]) as readers:
+            await server.all_connected.wait()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            await server.all_done.wait()
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            await readers.wait()
+    cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    audio = sum(turn.audio_s for turn in server.result.turns)
+    errors = len(server.result.errors) + sum(len(turn.errors) for turn in server.result.turns)
+    return {"cpu_s": cpu_s, "audio_s": audio, "errors": errors}
+
+
+async def read(url: str, sessions: int) -> None:
+    """``sessions`` clients reading everything until the server closes."""
+
+    async def one() -> None:
+        async with connect(url, compression=None, max_size=None) as ws:
+            async for _ in ws:
+                pass
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(sessions):
+            tg.start_soon(one)
+
+
+def main(args: list[str]) -> None:
+    if args[0] == "read":
+        anyio.run(read, args[1], int(args[2]))
+        return
+    plan = ClientPlan(**json.loads(args[0]))
+    print(json.dumps(anyio.run(deliver, plan, int(args[1]), float(args[2]), int(args[3]))))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
