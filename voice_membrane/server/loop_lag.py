@@ -8,13 +8,17 @@ kernel and are read at once afterwards. The audio budget credits it
 own backlog for a client sending faster than real time.
 
 ``LoopLag`` is sans-I/O (the caller passes the times); ``Heartbeat`` runs it on
-the asyncio loop, one timer a process (no task: a callback re-arming itself).
+the asyncio loop, one timer a process (no task: a callback re-arming itself),
+and only while a session takes audio in (``hold``/``release``): only the
+audio budget reads the lag, and on an idle or typing server the timer's 20
+wake-ups a second were a third of one session's CPU (docs/serve.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 TICK_S = 0.05
 
@@ -50,16 +54,42 @@ class LoopLag:
 
 
 class Heartbeat:
-    """``lag``'s beats on the running asyncio loop, from ``start`` to ``stop``."""
+    """``lag``'s beats on the running asyncio loop while anything holds it."""
 
     def __init__(self, lag: LoopLag, tick_s: float = TICK_S) -> None:
         self.lag, self.tick_s = lag, tick_s
+        self._holders = 0
         self._handle: asyncio.TimerHandle | None = None
 
-    def start(self) -> None:
-        self._arm(asyncio.get_running_loop())
+    @property
+    def running(self) -> bool:
+        return self._handle is not None
+
+    def hold(self) -> None:
+        """A session that takes audio in: beat until it ``release``s (the first
+        holder starts the beats)."""
+        self._holders += 1
+        if self._handle is None:
+            self._arm(asyncio.get_running_loop())
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """``hold`` for the block's time."""
+        self.hold()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """One ``hold`` over: the last one stops the beats."""
+        self._holders = max(0, self._holders - 1)
+        if self._holders == 0:
+            self.stop()
 
     def stop(self) -> None:
+        """No more beats, whoever holds it (the server closing)."""
+        self._holders = 0
         if self._handle is not None:
             self._handle.cancel()
             self.lag.beat(self._handle.when())  # no beat is due any more

@@ -83,11 +83,12 @@ class ServedSession:
         session: Session,
         where: Where = "browser",
     ) -> None:
-        """Build the listening parts (``ListeningFailed`` in one line); the input
-        is written to the debug folder when there is one."""
+        """Build the listening parts (``ListeningFailed`` in one line); the input is
+        written to the debug folder when there is one."""
         self.voice = voice = await voice_input_for(
             stack, config, declared, turn_taking, session, self, where
         )
+        stack.enter_context(self.state.heartbeat.held())  # the lag its audio budget credits
         if self.state.debug_audio_dir is not None:
             path = self.state.debug_audio_dir / f"{self.id}.wav"
             voice.record_to(stack.enter_context(input_recording(path, voice)))
@@ -404,10 +405,8 @@ class ServedSession:
         self.state.metrics.dropped.inc()
         self.state.metrics.errors.labels("slow_client").inc()
         self.state.log("dropped", session=self.id, turn=self.turn, reason="slow_client")
-        message = "the client did not take its audio in time"
-        self._close(
-            p.CLOSE_POLICY, "slow_client", p.error_event("slow_client", message), discard=True
-        )
+        late = p.error_event("slow_client", "the client did not take its audio in time")
+        self._close(p.CLOSE_POLICY, "slow_client", late, discard=True)
 
     async def _enforce_drop(self) -> None:
         """A dropped client that never reads again cannot be sent its close frame:

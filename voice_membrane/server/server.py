@@ -39,7 +39,6 @@ from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
-from .loop_lag import Heartbeat
 from .prometheus import RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
@@ -128,7 +127,6 @@ class Server:
         self._tasks: TaskGroup | None = None  # the server's own (the store's keep_up)
         self._keeping: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
-        self._heartbeat: Heartbeat | None = None  # the loop's lag (state.loop_lag)
         self.stopped_by: int | None = None  # the signal that began the stop (run.py)
 
     @property
@@ -192,8 +190,6 @@ class Server:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_store_up, store)
-        self._heartbeat = Heartbeat(self.state.loop_lag)
-        self._heartbeat.start()
         return self
 
     async def _keep_store_up(self, store: SessionStore) -> None:
@@ -340,9 +336,8 @@ class Server:
                 await ws.wait_closed()
         if self._keeping is not None:
             self._keeping.cancel()
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
         if self.state is not None:
+            self.state.heartbeat.stop()
             await self.state.store.aclose()
         if self._done is not None:
             self._done.set()

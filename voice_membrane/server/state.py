@@ -13,7 +13,7 @@ import anyio
 
 from ..pipeline.config import PipelineConfig
 from .log import JsonLog, Log
-from .loop_lag import LoopLag
+from .loop_lag import Heartbeat, LoopLag
 from .pacing import LEAD_S
 from .prometheus import ServerMetrics
 from .session_store import MemoryStore, SessionStore
@@ -64,9 +64,14 @@ class ServerState:
     live: dict[str, Keeper] = field(default_factory=dict)
     # With a Twilio auth token: each call's start must bring its TwiML's token.
     call_tokens: CallTokens | None = None
-    # How long this process's loop was too busy to read its sockets (the server's
-    # heartbeat; without one, never): credited to the clients' audio budgets.
+    # How long this process's loop was too busy to read its sockets (the heartbeat,
+    # while a session takes audio in; without it, never): credited to the
+    # clients' audio budgets.
     loop_lag: LoopLag = field(default_factory=LoopLag)
+    heartbeat: Heartbeat = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.heartbeat = Heartbeat(self.loop_lag)
 
     @property
     def default_pipeline(self) -> str:
