@@ -35,6 +35,7 @@ LONGEST_FIRST = (
     "test_bench_twilio_cli.py",
     "test_serve_voice.py",
     "test_benchmarks.py",
+    "test_bench_serve_load.py",
     "test_serve_workers.py",
     "test_browser_page_app.py",
     "test_stt_phone.py",
