@@ -34,6 +34,7 @@ from ..server.pacing import GRID_NS, LEAD_S, REFILL_S
 from .load_client import ClientPlan, ClientResult, TurnRecord, run_turns
 
 HEADER = struct.Struct("<II")  # turn, sequence: as the session protocol's frames
+CONNECT_TIMEOUT_S = 60.0
 
 
 class DeliveryServer:
@@ -88,7 +89,8 @@ async def deliver(plan: ClientPlan, sessions: int, audio_s: float, seed: int) ->
         port = listening.sockets[0].getsockname()[1]
         command = [sys.executable, "-m", __spec__.name, "read", f"ws://127.0.0.1:{port}"]
         async with await anyio.open_process([*command, str(sessions)]) as readers:
-            await server.all_connected.wait()
+            with anyio.fail_after(CONNECT_TIMEOUT_S):  # (a reader that died: an error, no hang)
+                await server.all_connected.wait()
             usage = resource.getrusage(resource.RUSAGE_SELF)
             await server.all_done.wait()
             after = resource.getrusage(resource.RUSAGE_SELF)

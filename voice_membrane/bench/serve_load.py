@@ -295,7 +295,11 @@ def _run_delivery(setup: LoadSetup, sessions: int, audio_s: float) -> float | No
     clients, ms per second of audio (``delivery_floor``)."""
     args = [json.dumps(asdict(setup.client)), str(sessions), f"{audio_s:.3f}", "0"]
     command = [sys.executable, "-m", "voice_membrane.bench.delivery_floor", *args]
-    done = subprocess.run(command, env=library_env(), capture_output=True, text=True, check=True)
+    plan = setup.client
+    timeout_s = 60 + plan.ramp_s + plan.turns * (audio_s + plan.think_s + 1)
+    done = subprocess.run(
+        command, env=library_env(), capture_output=True, text=True, check=True, timeout=timeout_s
+    )
     result = json.loads(done.stdout)
     if result["errors"] or not result["audio_s"]:
         return None

@@ -11,7 +11,7 @@ own backlog for a client sending faster than real time.
 the asyncio loop, one timer a process (no task: a callback re-arming itself),
 and only while a session takes audio in (``hold``/``release``): only the
 audio budget reads the lag, and on an idle or typing server the timer's 20
-wake-ups a second were a third of one session's CPU (docs/serve.md).
+wake-ups a second were about a sixth of one session's CPU (docs/serve.md).
 """
 
 from __future__ import annotations
