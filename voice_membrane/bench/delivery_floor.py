@@ -1,5 +1,6 @@
 """The other half of a served session's floor: its audio handed to a listening
-client at real time, with none of our code on the path.
+client at real time, with none of our code on the path but the pacing's
+arithmetic (``pacing.BatchPacer``, the socket sink's own).
 
 The bare client (``bare_client``) does the vendor protocols' work and sends its
 audio nowhere. A served session must also send every frame to its client, paced
@@ -10,7 +11,8 @@ first at a random moment within the ramp, each after the think time) as pcm16
 frames of the plan's size with the protocol's 8-byte header, paced as the socket
 sink paces them (never more than ``LEAD_S`` ahead of the client's playback; a
 frame past that waits until the client holds ``LEAD_S - REFILL_S``, on the
-``GRID_NS`` grid), to N clients in a child process that read them.
+``GRID_NS`` grid: ``BatchPacer.wait_s``), to N clients in a child process that
+read them.
 
 ``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS AUDIO_S SEED``
 prints ``{"cpu_s": …, "audio_s": …}``: this process's CPU over the sessions and
@@ -30,7 +32,7 @@ import anyio
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
-from ..server.pacing import GRID_NS, LEAD_S, REFILL_S
+from ..server.pacing import BatchPacer
 from .load_client import ClientPlan, ClientResult, TurnRecord, run_turns
 
 HEADER = struct.Struct("<II")  # turn, sequence: as the session protocol's frames
@@ -56,6 +58,7 @@ class DeliveryServer:
             self.all_connected.set()
         await self.all_connected.wait()
         sequence = 0
+        pacer = BatchPacer(self.frame_s)
 
         async def turn(number: int, record: TurnRecord) -> float:
             """One turn's audio, paced; returns when it ends playing."""
@@ -64,9 +67,8 @@ class DeliveryServer:
             for _ in range(round(self.audio_s / self.frame_s)):
                 now_ns = time.perf_counter_ns()
                 ends_ns = max(ends_ns, now_ns)
-                if ends_ns - now_ns + self.frame_s * 1e9 > LEAD_S * 1e9:
-                    until_ns = ends_ns - round((LEAD_S - REFILL_S) * 1e9)
-                    await anyio.sleep((-(-until_ns // GRID_NS) * GRID_NS - now_ns) / 1e9)
+                if wait_s := pacer.wait_s(ends_ns, now_ns):
+                    await anyio.sleep(wait_s)
                 await ws.send(HEADER.pack(number, sequence) + self.silence)
                 sequence += 1
                 ends_ns += round(self.frame_s * 1e9)
