@@ -28,11 +28,13 @@ from ..pipeline.listen_build import listener_for, stt_for
 from ..pipeline.listening import (
     BargeIn,
     Heard,
+    Listener,
     ListenError,
     ListenItem,
     NoWordsHeard,
     UtteranceCapped,
 )
+from ..pipeline.session import Session
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sinks.speaker import SpeakerSink
@@ -138,6 +140,8 @@ async def _converse(
             await tg.start(interrupt_on_sigint, session, tg.cancel_scope, on_quit)
             heard_from = "the microphone" if input_path is None else str(input_path)
             out(f"listening to {heard_from} (Ctrl-C interrupts the speech)\n")
+            greeting = Greeting(session, listener, out)
+            tg.start_soon(greeting.run)
             turns = await converse(
                 session,
                 listener,
@@ -145,7 +149,9 @@ async def _converse(
                 on_item=lambda item: _show(item, out, terminal),
                 on_turn_start=lambda heard: out(f"{_CLEAR if terminal else ''}> {heard.text}\n"),
                 on_turn=lambda turn: _report(turn, out),
+                wait_idle=greeting.interrupt,
             )
+            await greeting.done.wait()  # (the input ended: a greeting still said is let finish)
             tg.cancel_scope.cancel()
     except SourceError as exc:
         out(f"{exc}\n")
@@ -174,6 +180,34 @@ def _echo_intake(
     if intake is not None and speaker is not None:
         speaker.on_played = intake.played
     return intake
+
+
+class Greeting:
+    """The pipeline's greeting (``[conversation]``), said as the listening
+    starts and heard as a reply is: speech over it pauses it, words interrupt
+    it, and the user's turn waits for it to end (``interrupt``: converse's
+    ``wait_idle``)."""
+
+    def __init__(self, session: Session, listener: Listener, out: Callable[[str], None]) -> None:
+        self.session, self.listener, self.out = session, listener, out
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        self.listener.assistant_speaking(True)
+        try:
+            result = await self.session.greet()
+            if result is not None:
+                say_result(result, self.out)
+        finally:
+            self.listener.assistant_speaking(False)
+            self.done.set()
+
+    async def interrupt(self) -> None:
+        """Before a spoken turn: the greeting, if still said, is cut and its end awaited."""
+        while not self.done.is_set():
+            self.session.interrupt()
+            with anyio.move_on_after(0.05):  # (its turn may not have begun yet)
+                await self.done.wait()
 
 
 class ListeningInterrupted(Exception):

@@ -36,6 +36,7 @@ from .config import (
     PolicyConfig,
     phrase_guard_for,
 )
+from .greeting import greeting_for
 from .history import RequestCounter, counter_for
 from .scheduling import thread_budget
 from .session import Session
@@ -91,6 +92,7 @@ def session_for(
         toolbox=parts.toolbox,
         first_audio_priority=config.scheduling.first_audio_priority,
         priority_ahead_s=config.scheduling.priority_ahead_s,
+        greeting=greeting_for(config.conversation),
         **hooks,
     )
 

@@ -45,6 +45,7 @@ from ..storage.model_store import names as model_names
 from ..tts.options import TtsOptions
 from ..vendors.credentials import BaseUrl
 from ..vocab.messages import LINE_BREAK
+from .conversation_config import ConversationConfig
 from .listen_config import SttConfig
 from .llm_sampling import EmbeddedSampling
 from .tools_config import ToolsConfig
@@ -300,6 +301,8 @@ class PipelineConfig(_Section):
     images: ImagesConfig = ImagesConfig()
     blobs: BlobsConfig = BlobsConfig()
     debug: DebugConfig = DebugConfig()
+    # The assistant speaks first (docs/pipelines.md, "A greeting").
+    conversation: ConversationConfig = ConversationConfig()
     # Listening (run --input / --listen): docs/stt.md, docs/listening.md.
     stt: SttConfig = SttConfig()
     vad: VadSettings = VadSettings()

@@ -43,8 +43,9 @@ STAMPS: Final = (
 # Why a user's turn ended, as reports say it: the end-of-turn model judged the
 # user done, the end silence ran out, a wait for the transcript ran out
 # (``final_timeout``, ``max_delay``), a final came after its utterance had
-# closed, or the turn was typed (text input).
-ENDPOINT_REASONS: Final = ("model", "silence", "max_wait", "late", "typed")
+# closed, the turn was typed (text input), or there was no user's turn: the
+# assistant spoke first (the conversation's greeting).
+ENDPOINT_REASONS: Final = ("model", "silence", "max_wait", "late", "typed", "greeting")
 
 
 def endpoint_reason(reason: str) -> str:
@@ -82,6 +83,7 @@ class TurnEnd:
 
 
 TYPED: Final = TurnEnd("typed")  # a turn from text: nothing was listened for
+GREETING: Final = TurnEnd("greeting")  # the assistant's first words: no user's turn
 _NO_END: Final = {"endpoint_reason": None, "barge_in": False, "turn_model_ms": None}
 
 

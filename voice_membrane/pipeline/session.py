@@ -48,8 +48,10 @@ from ..vocab.messages import (
 from .config import PrioritySetting
 from .debug_dir import DebugDir
 from .event_log import EventLogger
+from .greeting import Greeting
 from .history import RequestCounter, counter_for, fit
 from .images import ImageSaver
+from .latency_report import GREETING, TurnEnd
 from .scheduling import AHEAD_S, priority_on
 from .turn import Turn, TurnResult
 
@@ -149,6 +151,7 @@ class Session:
     conversation_id: str | None = None
     first_audio_priority: PrioritySetting = "auto"
     priority_ahead_s: float = AHEAD_S
+    greeting: Greeting | None = None  # said or written first (``greet``)
     # The turns still sent, oldest first; a dropped turn is forgotten, not kept.
     history: list[TurnRecord] = field(default_factory=list)
     current: Turn | None = None
@@ -276,6 +279,31 @@ class Session:
         ``human_participant``), answered, spoken, and kept in the history under
         that name; ``attachments`` (images, see ``attach_image``) go before the
         text and stay in the history with it."""
+        return await self._turn(user_text, participant, attachments)
+
+    async def greet(self) -> TurnResult | None:
+        """The conversation's ``greeting`` as its first turn: said as written, or
+        written by the LLM from its instructions; interrupted as any turn is.
+        None: there is no greeting, or the conversation has begun (a resumed
+        one). A greeting cut before its first word leaves nothing in the history."""
+        greeting = self.greeting
+        if greeting is None or self.turns or self.current is not None:
+            return None
+        result = await self._turn(greeting.cue, membrane=greeting.said, end=GREETING)
+        if not result.spoken_text:
+            self.forget_turn(result)
+        return result
+
+    async def _turn(
+        self,
+        user_text: str,
+        participant: str | None = None,
+        attachments: tuple[ContentBlock, ...] = (),
+        membrane: Membrane | None = None,
+        end: TurnEnd | None = None,
+    ) -> TurnResult:
+        """``membrane``: the one that answers (default: the session's); ``end``:
+        why the user's turn ended, when the voice loop will not say."""
         request = self.request(user_text, participant=participant, attachments=attachments)
         context = None
         if self.context is not None:
@@ -289,7 +317,7 @@ class Session:
         if self.debug is not None:
             self.debug.start_turn()
         turn = Turn(
-            membrane=self.membrane,
+            membrane=membrane or self.membrane,
             engine=self.engine,
             sink=self.sink,
             request=request,
@@ -304,6 +332,8 @@ class Session:
             first_audio_priority=self.priority,
             priority_ahead_s=self.priority_ahead_s,
         )
+        if end is not None:
+            turn.metrics.end = end
         self.current = turn
         self.on_turn_start(turn)
         try:

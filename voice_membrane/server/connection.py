@@ -11,6 +11,7 @@ is never announced if it is thrown away.
 
 from __future__ import annotations
 
+import functools
 from contextlib import AsyncExitStack
 
 import anyio
@@ -291,7 +292,7 @@ class Connection(ServedSession):
         await self._settle_turn()
         self.keeper.hand_over(self._record())
         self.state.log("superseded", session=self.id)
-        self._close(
+        self.close(
             p.CLOSE_SUPERSEDED,
             "superseded",
             p.error_event("superseded", "this session was resumed on another connection"),
@@ -328,8 +329,10 @@ class Connection(ServedSession):
                 elif self.state.draining.is_set():
                     self._error("draining", DRAINING)
                 else:
+                    assert self.session is not None  # (made before the loop runs)
                     self._begin_turn(message.text, "text")
-                    tg.start_soon(self._run_turn, message, self.turn)
+                    turn = functools.partial(self.session.turn, message.text, message.participant)
+                    tg.start_soon(self._run_turn, self.turn, turn)
             elif isinstance(message, p.Interrupt):
                 if self.session is not None and self.session.interrupt():
                     self.state.log("interrupt", session=self.id, turn=self.turn)
@@ -337,7 +340,7 @@ class Connection(ServedSession):
                 self._push_to_talk(message)
             elif isinstance(message, p.SessionEnd):
                 self._ended = True
-                self._close(p.CLOSE_NORMAL, "session.end")
+                self.close(p.CLOSE_NORMAL, "session.end")
             else:
                 self._error("bad_message", "the session has started already")
 
@@ -346,34 +349,12 @@ class Connection(ServedSession):
         client is told once; closed with 1008 if it goes on)."""
         verdict = self.limit.check(now)
         if verdict is Verdict.DISCONNECT:
-            self._close(p.CLOSE_POLICY, "rate_limited")
+            self.close(p.CLOSE_POLICY, "rate_limited")
         elif verdict is Verdict.REFUSE:
             self._error(
                 "rate_limited", f"too many messages: at most {self.limit.per_second} a second"
             )
         return verdict is not Verdict.ACCEPT
-
-    # Turns, typed or spoken
-
-    async def _run_turn(self, message: p.UserMessage, n: int) -> None:
-        assert self.session is not None
-        state, session = self.state, self.session
-        if self.voice is not None:  # its echo and barge-in, as a spoken turn's
-            self.voice.listener.assistant_speaking(True)
-        try:
-            with anyio.CancelScope() as scope:
-                self.turn_scope = scope
-                try:
-                    result = await session.turn(message.text, message.participant)
-                except Exception as exc:  # a bug: the session goes on, the client is told
-                    state.log("turn_failed", session=self.id, turn=n, error=repr(exc))
-                    self._error("internal", "the turn failed inside the server", n)
-                    return
-                self._report_turn(n, result, result.report.to_dict())
-        finally:
-            if self.voice is not None:
-                self.voice.listener.assistant_speaking(False)
-            self._end_turn()
 
     # The client's voice
 

@@ -3,8 +3,9 @@ on ``/v1/session`` (``connection.Connection``) or a phone call on
 ``/v1/twilio`` (``twilio_call.TwilioCall``).
 
 The session's send queue and its sender, the client dropped when it stops
-reading, the idle and drain watchdogs, the listening half (``VoiceInput``) and
-its hooks, and the turns: typed and spoken turns numbered and reported alike,
+reading, the idle and drain watchdogs (``watchdogs.py``), the listening half
+(``VoiceInput``) and its hooks, and the turns: typed and spoken turns and the
+greeting numbered and reported alike,
 a reply started early for a spoken turn (held, unheard) kept unannounced — its
 events held back — until it is the user's turn, and its number given back if
 it is thrown away. A wire that takes no events (``takes_events`` False: a
@@ -14,7 +15,7 @@ phone call) has them dropped here and logged instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, ClassVar
 
@@ -36,9 +37,10 @@ from .loop_lag import loop_clock
 from .outbox import Audio, Close, Outbox
 from .rate_limit import Verdict
 from .state import ServerState
-from .turn_events import log_event
+from .turn_events import log_event, turn_end_events, turn_end_log
 from .voice_input import AudioBudget, BadAudio
 from .voice_session import VoiceInput, input_recording
+from .watchdogs import drain_watch, idle_watchdog
 
 # How long a turn running when the client left has to end as an interruption
 # (what was heard kept) before it is cancelled with the session.
@@ -105,14 +107,11 @@ class ServedSession:
             async with anyio.create_task_group() as tg:
                 if self.voice is not None:
                     tg.start_soon(self.voice.run)
-                for task in (
-                    self._sender,
-                    self._idle_watchdog,
-                    self._drain_watch,
-                    self._enforce_drop,
-                    *tasks,
-                ):
+                tg.start_soon(idle_watchdog, self)
+                tg.start_soon(drain_watch, self)
+                for task in (self._sender, self._enforce_drop, *tasks):
                     tg.start_soon(task)
+                self._greet(tg)
                 await receive(tg)
                 self._left = True
                 await self._settle_turn()
@@ -156,6 +155,40 @@ class ServedSession:
             self._held_events = []
             return
         self._announce(text, source)
+
+    def _greet(self, tg: TaskGroup) -> None:
+        """A new conversation whose pipeline has a greeting opens with it, as a
+        turn of its own (source ``greeting``, no user text): speech over it
+        pauses and interrupts it as over any reply; a resumed one does not."""
+        session = self.session
+        if session is None or session.greeting is None or session.turns:
+            return
+        if self.state.draining.is_set():
+            return
+        self._begin_turn("", "greeting")
+        tg.start_soon(self._run_turn, self.turn, session.greet)
+
+    async def _run_turn(self, n: int, run: Callable[[], Awaitable[TurnResult | None]]) -> None:
+        """A turn of the session's own (typed, or its greeting): reported as it
+        ends; a running one is cut by ``turn_scope`` (the session closing)."""
+        voice = self.voice
+        if voice is not None:  # its echo and barge-in, as a spoken turn's
+            voice.listener.assistant_speaking(True)
+        try:
+            with anyio.CancelScope() as scope:
+                self.turn_scope = scope
+                try:
+                    result = await run()
+                except Exception as exc:  # a bug: the session goes on, the client is told
+                    self.state.log("turn_failed", session=self.id, turn=n, error=repr(exc))
+                    self._error("internal", "the turn failed inside the server", n)
+                    return
+                if result is not None:
+                    self._report_turn(n, result, result.report.to_dict())
+        finally:
+            if voice is not None:
+                voice.listener.assistant_speaking(False)
+            self._end_turn()
 
     def _set_sink_turn(self, n: int) -> None:
         """The sink's frames carry the turn they belong to."""
@@ -210,18 +243,8 @@ class ServedSession:
     ) -> None:
         state, report = self.state, result.report
         self._turn_reported(n, result)
-        self._put(p.event("metrics", turn=n, report=report_dict))
-        self._put(
-            p.event(
-                "turn.end",
-                turn=n,
-                heard=result.spoken_text,
-                visible=result.visible_text,
-                interrupted=result.interrupted,
-                error=result.error,
-                terminated=result.terminated,
-            )
-        )
+        for event in turn_end_events(n, result, report_dict):
+            self._put(event)
         llm_failed = result.reply is None or result.reply.error is not None
         if result.error:
             kind = report.llm_error if llm_failed else None  # ("stalled", …)
@@ -234,23 +257,8 @@ class ServedSession:
         sent_s = self._audio_sent_s()  # the session's so far: this turn's is the growth
         state.metrics.audio_seconds.inc(max(0.0, sent_s - self._audio_counted_s))
         self._audio_counted_s = sent_s
-        first_audio = report.first_audio_ms
-        # The stages' stamps too: a phone call takes no metrics event, so its
-        # log is where they are read.
-        fields: dict[str, Any] = {"stamps_ms": report_dict.get("stamps_ms")}
-        if voice_to_voice is not None:
-            fields["voice_to_voice"] = voice_to_voice
-        if report.end is not None:  # why the user's turn ended (a call's only record of it)
-            fields |= report.end.to_dict()
         state.log(
-            "turn_end",
-            session=self.id,
-            turn=n,
-            first_audio_ms=None if first_audio is None else round(first_audio, 1),
-            audio_seconds=round(report.audio_seconds, 3),
-            interrupted=result.interrupted,
-            error=result.error,
-            **fields,
+            "turn_end", session=self.id, **turn_end_log(n, result, report_dict, voice_to_voice)
         )
 
     # What the listening half reports (voice_session.VoiceHooks)
@@ -326,7 +334,7 @@ class ServedSession:
             voice.feed(data)
         elif verdict is Verdict.DISCONNECT:
             self.state.metrics.errors.labels("rate_limited").inc()
-            self._close(p.CLOSE_POLICY, "rate_limited")
+            self.close(p.CLOSE_POLICY, "rate_limited")
         elif verdict is Verdict.REFUSE:
             self._error(
                 "rate_limited",
@@ -375,7 +383,7 @@ class ServedSession:
         self.state.log("error", session=self.id, code=code, message=message, turn=turn)
         self._put(p.error_event(code, message, turn, kind))
 
-    def _close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
+    def close(self, code: int, reason: str, *events: str, discard: bool = False) -> None:
         assert self.outbox is not None
         if self.turn_scope is not None:
             self.turn_scope.cancel()
@@ -406,7 +414,7 @@ class ServedSession:
         self.state.metrics.errors.labels("slow_client").inc()
         self.state.log("dropped", session=self.id, turn=self.turn, reason="slow_client")
         late = p.error_event("slow_client", "the client did not take its audio in time")
-        self._close(p.CLOSE_POLICY, "slow_client", late, discard=True)
+        self.close(p.CLOSE_POLICY, "slow_client", late, discard=True)
 
     async def _enforce_drop(self) -> None:
         """A dropped client that never reads again cannot be sent its close frame:
@@ -414,36 +422,3 @@ class ServedSession:
         await self.dropped.wait()
         await anyio.sleep(self.state.close_timeout_s)
         self.ws.transport.abort()
-
-    # Watchdogs
-
-    async def _idle_watchdog(self) -> None:
-        """Only a message, speech or a turn is activity: audio of silence is not."""
-        timeout = self.state.idle_timeout_s
-        while True:
-            await self.turn_done.wait()
-            remaining = self.last_activity + timeout - anyio.current_time()
-            if remaining <= 0 and self.turn_done.is_set():
-                self.state.metrics.errors.labels("idle_timeout").inc()
-                self.state.log("idle_timeout", session=self.id)
-                message = f"no message or speech for {timeout:g} s"
-                self._close(p.CLOSE_IDLE, "idle_timeout", p.error_event("idle_timeout", message))
-                return
-            await anyio.sleep(max(remaining, 0.01))
-
-    async def _drain_watch(self) -> None:
-        """On drain: let the running turn finish (a session that lives through a
-        drain: the whole session), up to the deadline; then close 1001."""
-        state = self.state
-        await state.draining.wait()
-        if self.lives_through_drain:  # its end cancels this watch with the session
-            await anyio.sleep_until(state.drain_deadline)
-        with anyio.move_on_after(state.drain_deadline - anyio.current_time()):
-            await self.turn_done.wait()
-        if not self.turn_done.is_set() and self.session is not None:
-            # Cut as an interruption, so the client still gets the turn's end and
-            # what was heard of it.
-            self.session.interrupt()
-            with anyio.move_on_after(state.close_timeout_s):
-                await self.turn_done.wait()
-        self._close(p.CLOSE_GOING_AWAY, "server shutting down")

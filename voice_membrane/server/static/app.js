@@ -259,6 +259,7 @@ function onTurnStarted(message) {
   const record = turnRecord(message.turn);
   record.userText.textContent = message.text;
   record.userEl.dataset.source = message.source || "text";
+  record.userEl.hidden = message.source === "greeting"; // the assistant spoke first
   listening.onTurnStarted(message);
   if (app.interruptPending) {
     // Interrupted before the server named the turn: none of its audio plays.
