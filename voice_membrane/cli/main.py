@@ -15,6 +15,7 @@ import anyio
 
 from ..providers.replay import RecordingError, load_recording
 from .bench_command import add_bench, bench
+from .call_command import add_call, run_call
 from .common import add_otel, exit_if_user_error, is_utf8, start_tracing
 from .models import add_models, run_models
 from .serve_command import add_serve, serve
@@ -115,6 +116,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_serve(commands)
     add_bench(commands)
     add_twiml(commands)
+    add_call(commands)
     add_models(commands)
     return parser
 
@@ -268,6 +270,8 @@ def _main(argv: Sequence[str] | None) -> None:
         bench(args)
     elif args.command == "twiml":
         run_twiml(args)
+    elif args.command == "call":
+        run_call(args)
     elif args.command == "models":
         run_models(args)
     elif args.command == "demo":

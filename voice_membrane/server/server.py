@@ -48,6 +48,7 @@ from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
 from .twilio_call_token import CallTokens
 from .twilio_gate import twilio_refusal
+from .twilio_status_route import STATUS_PATH, status_route, status_url
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
 from .twiml_route import TWIML_PATH, twiml_route, webhook_url
@@ -246,10 +247,12 @@ class Server:
         # Trusted without a secret: a local client of a server nobody else reaches
         # (trust.py); a proxy on this machine brings the internet from loopback.
         local = not self.exposed and is_local(request.headers, peer_ip)
-        if path in (TWILIO_PATH, TWIML_PATH):
+        if path in (TWILIO_PATH, TWIML_PATH, STATUS_PATH):
             # Before any work: a request that is not Twilio's gets a 403 and nothing else.
             stream_url = self.twilio_url or f"wss://{host}{TWILIO_PATH}"
             signed_for = self.twilio_url if path == TWILIO_PATH else webhook_url(stream_url)
+            if path == STATUS_PATH:  # a placed call's progress (voice-membrane call)
+                signed_for = status_url(stream_url)
             refusal = twilio_refusal(
                 request, auth_token=self.twilio_auth_token, public_url=signed_for, local=local
             )
@@ -259,6 +262,8 @@ class Server:
                 return self._refuse_login(path, why, refusal)
             if path == TWILIO_PATH:
                 return None  # the WebSocket handshake
+            if path == STATUS_PATH:
+                return status_route(request, self.log)
             # Twilio's voice webhook: the TwiML of one call
             return twiml_route(request, stream_url, state.call_tokens, time.time())
         if path == p.SESSION_PATH and self.token is None and not local:
