@@ -48,6 +48,7 @@ from ..vocab.messages import LINE_BREAK
 from .conversation_config import ConversationConfig
 from .listen_config import SttConfig
 from .llm_sampling import EmbeddedSampling
+from .recording_config import RecordingConfig
 from .tools_config import ToolsConfig
 
 # The pipeline files shipped beside the package (pipelines/ in the repository).
@@ -303,6 +304,8 @@ class PipelineConfig(_Section):
     debug: DebugConfig = DebugConfig()
     # The assistant speaks first (docs/pipelines.md, "A greeting").
     conversation: ConversationConfig = ConversationConfig()
+    # Each served session or call written down as heard (docs/recording.md).
+    recording: RecordingConfig = RecordingConfig()
     # Listening (run --input / --listen): docs/stt.md, docs/listening.md.
     stt: SttConfig = SttConfig()
     vad: VadSettings = VadSettings()
@@ -374,8 +377,8 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         config = config.model_copy(
             update={"tools": config.tools.model_copy(update={"mcp": servers})}
         )
-    # And the blob and debug folders.
-    for section in ("blobs", "debug"):
+    # And the blob, debug and recording folders.
+    for section in ("blobs", "debug", "recording"):
         folder = getattr(config, section).dir
         if folder is not None and not Path(folder).is_absolute():
             config = config.with_overrides(

@@ -151,7 +151,7 @@ class Connection(ServedSession):
         self.session = session = session_for(
             config,
             parts,
-            sink=sink,
+            sink=self._recorded(sink, config, pipeline=name, transport="websocket"),
             log=self._on_log,
             images=inline_url,  # the page shows a generated image from its log event
             on_piece_start=self._on_piece_start,

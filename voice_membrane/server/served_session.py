@@ -14,6 +14,7 @@ phone call) has them dropped here and logged instead.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
@@ -30,12 +31,14 @@ from ..pipeline.listening import UserTurn
 from ..pipeline.session import Session
 from ..pipeline.turn import Turn, TurnResult
 from ..pipeline.voice_loop import VoiceTurn, turn_record
+from ..sinks.base import AudioSink
 from . import protocol as p
 from .batch_send import send_batch
 from .listening_setup import voice_input_for
 from .loop_lag import loop_clock
 from .outbox import Audio, Close, Outbox
 from .rate_limit import Verdict
+from .session_recording import SessionRecorder
 from .state import ServerState
 from .turn_events import log_event, turn_end_events, turn_end_log
 from .voice_input import AudioBudget, BadAudio
@@ -73,6 +76,7 @@ class ServedSession:
         self._held_events: list[str] | None = None  # a held reply's, until it is the user's
         self._audio_counted_s = 0.0  # of the sink's audio, what the metrics have counted
         self._left = False  # the client left (or was closed): nothing more is sent
+        self.recorder: SessionRecorder | None = None  # ``[recording]``: ``_recorded``
 
     # The listening half and the session's tasks
 
@@ -91,9 +95,19 @@ class ServedSession:
             stack, config, declared, turn_taking, session, self, where
         )
         stack.enter_context(self.state.heartbeat.held())  # the lag its audio budget credits
+        if self.recorder is not None:
+            voice.on_frame = self.recorder.user_frame
         if self.state.debug_audio_dir is not None:
             path = self.state.debug_audio_dir / f"{self.id}.wav"
             voice.record_to(stack.enter_context(input_recording(path, voice)))
+
+    def _recorded(self, sink: AudioSink, config: PipelineConfig, **header: Any) -> AudioSink:
+        """The session's sink, its audio written down as heard when the pipeline
+        records (``[recording]``); ``header``: what the transcript's first line says."""
+        if config.recording.dir is None:
+            return sink
+        self.recorder = SessionRecorder(config.recording, self.id, header, self.state.log)
+        return self.recorder.wrap(sink)
 
     async def _hold(
         self,
@@ -103,19 +117,21 @@ class ServedSession:
         """Run the session until ``receive`` returns (the client left or was
         closed): everything it started is cancelled with it."""
         started = time.monotonic()
+        recording = self.recorder.opened() if self.recorder else contextlib.nullcontext()
         try:
-            async with anyio.create_task_group() as tg:
-                if self.voice is not None:
-                    tg.start_soon(self.voice.run)
-                tg.start_soon(idle_watchdog, self)
-                tg.start_soon(drain_watch, self)
-                for task in (self._sender, self._enforce_drop, *tasks):
-                    tg.start_soon(task)
-                self._greet(tg)
-                await receive(tg)
-                self._left = True
-                await self._settle_turn()
-                tg.cancel_scope.cancel()
+            with recording:  # (a recording's files: open while the conversation is held)
+                async with anyio.create_task_group() as tg:
+                    if self.voice is not None:
+                        tg.start_soon(self.voice.run)
+                    tg.start_soon(idle_watchdog, self)
+                    tg.start_soon(drain_watch, self)
+                    for task in (self._sender, self._enforce_drop, *tasks):
+                        tg.start_soon(task)
+                    self._greet(tg)
+                    await receive(tg)
+                    self._left = True
+                    await self._settle_turn()
+                    tg.cancel_scope.cancel()
         finally:
             if not self.turn_done.is_set():  # a spoken turn, cancelled with the session
                 self._end_turn()
@@ -198,6 +214,8 @@ class ServedSession:
         return 0.0
 
     def _announce(self, text: str, source: str) -> None:
+        if self.recorder is not None and source == "text":  # (a spoken one: as it was said)
+            self.recorder.said(text, self.turn, source)
         self.state.metrics.turns.inc()
         self.state.log(
             "turn_start", session=self.id, turn=self.turn, chars=len(text), source=source
@@ -243,6 +261,8 @@ class ServedSession:
     ) -> None:
         state, report = self.state, result.report
         self._turn_reported(n, result)
+        if self.recorder is not None:
+            self.recorder.answered(n, result)
         for event in turn_end_events(n, result, report_dict):
             self._put(event)
         llm_failed = result.reply is None or result.reply.error is not None
@@ -286,8 +306,10 @@ class ServedSession:
             self._announce(heard.text, "voice")
             for text in held:
                 self._put(text)
-            return
-        self._begin_turn(heard.text, "voice")
+        else:
+            self._begin_turn(heard.text, "voice")
+        if self.recorder is not None:  # as it was said
+            self.recorder.said(heard.text, self.turn, "voice", heard.speech_start_ns)
 
     def voice_turn_ended(self, turn: VoiceTurn) -> None:
         record = turn_record(turn)

@@ -170,7 +170,7 @@ class TwilioCall(ServedSession):
         self.session = session = session_for(
             config,
             parts,
-            sink=sink,
+            sink=self._recorded(sink, config, pipeline=name, call_sid=start.start.callSid),
             log=self._on_log,
             on_turn_start=self._session_turn_started,
             conversation_id=self.id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -107,6 +107,7 @@ class VoiceInput:
         self.inlet = FrameInlet(MAX_BACKLOG_FRAMES)  # to the listener's queue; counts drops
         self._max_behind = round(MAX_BACKLOG_S * self.decoder.rate)  # samples not yet heard
         self._recording: Any = None  # a soundfile.SoundFile
+        self.on_frame: Callable[[Frame], None] | None = None  # each frame as received
 
     def record_to(self, recording: Any) -> None:
         """Write the input, as the listener hears it, to ``recording`` (a debug folder)."""
@@ -115,6 +116,8 @@ class VoiceInput:
     def feed(self, data: bytes) -> None:
         """One binary frame (``decoder.check``ed) of the client's voice."""
         frame = self.decoder.decode(data)
+        if self.on_frame is not None:  # (as the user said it: before the echo is taken out)
+            self.on_frame(frame)
         if self.echo is not None:
             frame = self.echo.clean(frame)
             if not len(frame.samples):
