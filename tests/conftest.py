@@ -8,6 +8,7 @@ where pulseaudio is not installed).
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,14 @@ import pytest
 from voice_membrane.infra.redact import KEY_VARIABLES, forget_all
 from voice_membrane.testing.fake_server import FakeServer
 from voice_membrane.testing.pulse import PulseServer, PulseUnavailable, pulse_null_sink
+
+# The tests press Ctrl-C in the commands they start (SIGINT), as a user at a
+# terminal does. A test run started in the background of a non-interactive
+# shell (`make test &`) inherits SIGINT ignored, and so would every command it
+# starts: Python then never turns Ctrl-C into KeyboardInterrupt, and such a
+# test waits out its timeout. Its children get the default back from here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The suite's longest files, longest first (pytest --durations=0, summed per
 # file; most of it is real time: conversations, browsers, served processes).
