@@ -34,8 +34,19 @@ _CONTEXT: Final = b"voice-membrane call token v1"
 
 
 class CallTokens:
-    def __init__(self, auth_token: str) -> None:
-        self._key = hmac.new(auth_token.encode(), _CONTEXT, hashlib.sha256).digest()
+    """``secret``: the carrier's (Twilio's auth token, Telnyx's or Plivo's stream
+    secret); ``answer``: who gives each call its token, and ``call_id`` the
+    start's name for the call's id, both for the refusals' one line."""
+
+    def __init__(
+        self,
+        secret: str,
+        *,
+        answer: str = "serve's TwiML (/v1/twilio/twiml)",
+        call_id: str = "callSid",
+    ) -> None:
+        self._key = hmac.new(secret.encode(), _CONTEXT, hashlib.sha256).digest()
+        self._answer, self._call_id = answer, call_id
         self._used: dict[str, float] = {}  # callSid → when it was taken, oldest first
 
     def issue(self, call_sid: str, now: float) -> str:
@@ -46,9 +57,9 @@ class CallTokens:
         """None when ``token`` lets call ``call_sid`` start (it never will again),
         else why not, in one line (no secret in it)."""
         if not call_sid:
-            return "start has no callSid"
+            return f"start has no {self._call_id}"
         if not token:
-            return "no call token in start: serve's TwiML (/v1/twilio/twiml) gives each call one"
+            return f"no call token in start: {self._answer} gives each call one"
         issued_text, _, mac = token.partition(".")
         if not issued_text.isdigit() or len(issued_text) > 12:
             return "a malformed call token"
