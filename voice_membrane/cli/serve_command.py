@@ -22,6 +22,7 @@ from .common import (
 )
 
 TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"
+TELNYX_KEY_VARIABLE = "TELNYX_PUBLIC_KEY"
 
 
 def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,6 +111,13 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         f"token comes from env {TWILIO_TOKEN_VARIABLE} (docs/telephony.md)",
     )
     serve.add_argument(
+        "--telnyx-url",
+        metavar="URL",
+        help="the public wss:// URL Telnyx streams calls to (/v1/telnyx), as in the TeXML "
+        "serve answers at /v1/telnyx/texml (default: wss:// + the request's Host); the "
+        f"webhooks' public key comes from env {TELNYX_KEY_VARIABLE} (docs/telephony.md)",
+    )
+    serve.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
@@ -171,6 +179,8 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 log=make_log(args.log_format),
                 twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
                 twilio_url=args.twilio_url,
+                telnyx_public_key=os.environ.get(TELNYX_KEY_VARIABLE),
+                telnyx_url=args.telnyx_url,
                 sessions=sessions,
             )
         )
