@@ -31,7 +31,9 @@ TTS_ERROR_KINDS = ERROR_KINDS | {"engine"}
 # Why a login was refused: a token that does not match; none offered (or a first
 # message that is no session.start or session.resume); a request through a proxy
 # to a server with no token (trust.py); a phone call whose signature fails.
-RefusedLogin = typing.Literal["wrong_token", "no_token", "proxied", "twilio_signature", "telnyx"]
+RefusedLogin = typing.Literal["wrong_token", "no_token", "proxied", "twilio_signature"]
+# A carrier's own check, counted from 0 once that carrier is configured (server.py).
+CarrierRefusal = typing.Literal["telnyx_signature"]
 
 
 class ServerMetrics:

@@ -40,7 +40,7 @@ from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
 from .phone_call import PhoneCall
-from .prometheus import RefusedLogin
+from .prometheus import CarrierRefusal, RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
 from .session_store import SessionStore, StoreUnavailable
@@ -174,6 +174,8 @@ class Server:
         self._telnyx_tokens = (
             None if self.telnyx is None or self.token is None else telnyx_tokens(self.token)
         )
+        if self.telnyx is not None:
+            self.state.metrics.refused_logins.labels("telnyx_signature")  # at 0 from the start
         if self.preload:
             await self._preload()
         self._ws = await ws_serve(
@@ -295,16 +297,21 @@ class Server:
         """Before any work: a Telnyx upgrade or TeXML request, or its 403."""
         refusal = telnyx_refusal(request, configured=self.telnyx is not None, local=local)
         if refusal is not None:
-            return self._refuse_login(path, "proxied" if self.telnyx is None else "telnyx", refusal)
+            why: RefusedLogin | CarrierRefusal = (
+                "proxied" if self.telnyx is None else "telnyx_signature"
+            )
+            return self._refuse_login(path, why, refusal)
         if path == TELNYX_PATH:
             return None  # the WebSocket handshake: the start's token decides
         stream_url = self.telnyx_url or f"wss://{host}{TELNYX_PATH}"
         answer = texml_route(request, stream_url, self.telnyx, self._telnyx_tokens, time.time())
         if isinstance(answer, str):
-            return self._refuse_login(path, "telnyx", answer)
+            return self._refuse_login(path, "telnyx_signature", answer)
         return answer
 
-    def _refuse_login(self, path: str, why: RefusedLogin, message: str) -> Response:
+    def _refuse_login(
+        self, path: str, why: RefusedLogin | CarrierRefusal, message: str
+    ) -> Response:
         assert self.state is not None
         self.state.metrics.refused_logins.labels(why).inc()
         self.log("http_refused", status=403, path=path, reason=message)

@@ -36,7 +36,7 @@ from .fake_carrier_dialects import TelnyxDialect
 from .fake_phone import FakePhoneCall, call_number, phone_call
 from .fake_twilio_webhook import CallRefused
 
-PCMU_8K = TelnyxDialect.PCMU_8K
+PCMU_8K = dict(TelnyxDialect.PCMU_8K)
 
 
 def public_key_of(key: Ed25519PrivateKey) -> str:

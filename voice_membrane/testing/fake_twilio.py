@@ -31,7 +31,7 @@ from .fake_twilio_webhook import CallRefused as CallRefused
 from .fake_twilio_webhook import fetch_stream_parameters as fetch_stream_parameters
 from .fake_twilio_webhook import twilio_signature as twilio_signature
 
-MULAW_8K = TwilioDialect.MULAW_8K
+MULAW_8K = dict(TwilioDialect.MULAW_8K)
 FakeTwilioCall = FakePhoneCall  # (its old name: a Twilio call was the only kind)
 
 
