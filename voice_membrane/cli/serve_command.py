@@ -23,6 +23,7 @@ from .common import (
 
 TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"
 TELNYX_KEY_VARIABLE = "TELNYX_PUBLIC_KEY"
+PLIVO_TOKEN_VARIABLE = "PLIVO_AUTH_TOKEN"
 
 
 def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -118,6 +119,14 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         f"webhooks' public key comes from env {TELNYX_KEY_VARIABLE} (docs/telephony.md)",
     )
     serve.add_argument(
+        "--plivo-url",
+        metavar="URL",
+        help="the public wss:// URL Plivo streams calls to (/v1/plivo), as in the XML serve "
+        "answers at /v1/plivo/answer (the signature covers it; default: wss:// + the "
+        f"request's Host); the auth token comes from env {PLIVO_TOKEN_VARIABLE} "
+        "(docs/telephony.md)",
+    )
+    serve.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
@@ -181,6 +190,8 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 twilio_url=args.twilio_url,
                 telnyx_public_key=os.environ.get(TELNYX_KEY_VARIABLE),
                 telnyx_url=args.telnyx_url,
+                plivo_auth_token=os.environ.get(PLIVO_TOKEN_VARIABLE),
+                plivo_url=args.plivo_url,
                 sessions=sessions,
             )
         )

@@ -33,21 +33,19 @@ from websockets.http11 import Request, Response
 from ..infra.redact import remember
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from . import carrier_routes
 from . import protocol as p
+from .carrier_routes import CarrierRoutes
 from .connection import Connection
 from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
-from .phone_call import PhoneCall
 from .prometheus import CarrierRefusal, RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
 from .session_store import SessionStore, StoreUnavailable
 from .state import ServerState
-from .telnyx_route import TEXML_PATH, telnyx_check, telnyx_refusal, telnyx_tokens, texml_route
-from .telnyx_route import url_problem as telnyx_url_problem
-from .telnyx_wire import TELNYX, TELNYX_PATH
 from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
 from .twilio_call_token import CallTokens
@@ -89,6 +87,8 @@ class Server:
         twilio_url: str | None = None,
         telnyx_public_key: str | None = None,
         telnyx_url: str | None = None,
+        plivo_auth_token: str | None = None,
+        plivo_url: str | None = None,
         reuse_port: bool = False,
         sessions: SessionSettings | None = None,
         **limits: Any,
@@ -107,17 +107,21 @@ class Server:
             raise ConfigError(str(exc)) from None
         if twilio_url is not None and (problem := url_problem(twilio_url)):
             raise ConfigError(f"--twilio-url: {problem}")
-        if telnyx_url is not None and (problem := telnyx_url_problem(telnyx_url)):
-            raise ConfigError(f"--telnyx-url: {problem}")
         # Reached from beyond this machine: on its address, or by a public name a
         # proxy on this machine forwards from loopback (trust.py).
-        public = host if not loopback else public_name(allow_hosts, twilio_url, telnyx_url)
+        public = (
+            host if not loopback else public_name(allow_hosts, twilio_url, telnyx_url, plivo_url)
+        )
         if problem := secrets_problem(public, token, twilio_auth_token, twilio_url):
             raise ConfigError(problem)
-        # Telnyx calls (/v1/telnyx): its TeXML webhook signed with Telnyx's key; each
-        # call's token keyed by the sessions' token (docs/telephony.md).
-        self.telnyx = telnyx_check(telnyx_public_key, telnyx_url, token)
-        self.telnyx_url = telnyx_url
+        # Telnyx's and Plivo's calls (/v1/telnyx, /v1/plivo; docs/telephony.md)
+        self.carriers = CarrierRoutes(
+            session_token=token,
+            telnyx_public_key=telnyx_public_key,
+            telnyx_url=telnyx_url,
+            plivo_auth_token=plivo_auth_token,
+            plivo_url=plivo_url,
+        )
         self.exposed = public is not None
         self.host, self.port, self.token = host, port, token
         remember(token)  # masked in every event, log line and message from now on
@@ -171,11 +175,7 @@ class Server:
         self._done = anyio.Event()
         if self.twilio_auth_token is not None:
             self.state.call_tokens = CallTokens(self.twilio_auth_token)
-        self._telnyx_tokens = (
-            None if self.telnyx is None or self.token is None else telnyx_tokens(self.token)
-        )
-        if self.telnyx is not None:
-            self.state.metrics.refused_logins.labels("telnyx_signature")  # at 0 from the start
+        self.carriers.count_from_zero(self.state.metrics)
         if self.preload:
             await self._preload()
         self._ws = await ws_serve(
@@ -278,8 +278,8 @@ class Server:
                 return None  # the WebSocket handshake
             # Twilio's voice webhook: the TwiML of one call
             return twiml_route(request, stream_url, state.call_tokens, time.time())
-        if path in (TELNYX_PATH, TEXML_PATH):
-            return self._telnyx_request(request, path, host, local)
+        if path in carrier_routes.PATHS:  # Telnyx's, Plivo's
+            return self.carriers.request(request, path, host, local, self._refuse_login)
         if path == p.SESSION_PATH and self.token is None and not local:
             return self._refuse_login(path, "proxied", NOT_LOCAL)
         return route(
@@ -290,24 +290,6 @@ class Server:
             metrics=state.metrics.render,
             static_dir=self.static_dir,
         )
-
-    def _telnyx_request(
-        self, request: Request, path: str, host: str, local: bool
-    ) -> Response | None:
-        """Before any work: a Telnyx upgrade or TeXML request, or its 403."""
-        refusal = telnyx_refusal(request, configured=self.telnyx is not None, local=local)
-        if refusal is not None:
-            why: RefusedLogin | CarrierRefusal = (
-                "proxied" if self.telnyx is None else "telnyx_signature"
-            )
-            return self._refuse_login(path, why, refusal)
-        if path == TELNYX_PATH:
-            return None  # the WebSocket handshake: the start's token decides
-        stream_url = self.telnyx_url or f"wss://{host}{TELNYX_PATH}"
-        answer = texml_route(request, stream_url, self.telnyx, self._telnyx_tokens, time.time())
-        if isinstance(answer, str):
-            return self._refuse_login(path, "telnyx_signature", answer)
-        return answer
 
     def _refuse_login(
         self, path: str, why: RefusedLogin | CarrierRefusal, message: str
@@ -324,8 +306,8 @@ class Server:
         if path == TWILIO_PATH:
             await TwilioCall(ws, self.state).run()
             return
-        if path == TELNYX_PATH:
-            await PhoneCall(ws, self.state, TELNYX, self._telnyx_tokens).run()
+        if path in carrier_routes.STREAMS:
+            await self.carriers.call(ws, self.state, path).run()
             return
         await Connection(ws, self.state).run()
 

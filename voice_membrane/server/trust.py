@@ -46,7 +46,7 @@ PROXY_HEADERS = (
 
 def public_name(allow_hosts: Iterable[str], *carrier_urls: str | None) -> str | None:
     """The first name the server is configured to answer to that is not loopback
-    (an ``--allow-host``, the ``--twilio-url`` or ``--telnyx-url`` host), or None.
+    (an ``--allow-host``, a ``--twilio-url``, ``--telnyx-url`` or ``--plivo-url`` host), or None.
     A name that does not parse counts as public: failing closed costs a token,
     not a hole."""
     names = list(allow_hosts)

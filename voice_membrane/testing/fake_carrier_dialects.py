@@ -4,6 +4,7 @@ written here from the vendors' documentation on its own (not with the server's
 
 - Twilio Media Streams: https://www.twilio.com/docs/voice/media-streams/websocket-messages
 - Telnyx media streaming: https://developers.telnyx.com/api-reference/websockets/stream-call-media-over-websocket
+- Plivo Audio Streams: https://www.plivo.com/docs/voice-agents/audio-streaming/concepts/audio-streaming-reference
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ Heard = tuple[str, Any] | None
 
 
 class Dialect(Protocol):
-    def connected(self) -> dict[str, Any]: ...
+    # On a clear: the pending marks sent back at once (Twilio, Telnyx), or dropped
+    # and the clear acknowledged (Plivo's clearedAudio: ``cleared``).
+    returns_marks_on_clear: bool
+
+    def connected(self) -> dict[str, Any] | None: ...
+
+    def cleared(self) -> dict[str, Any] | None: ...
 
     def start(
         self, ids: Mapping[str, str], parameters: Mapping[str, str], media_format: Mapping[str, Any]
@@ -31,7 +38,9 @@ class Dialect(Protocol):
 
     def mark(self, name: str) -> dict[str, Any]: ...
 
-    def stop(self, ids: Mapping[str, str]) -> dict[str, Any]: ...
+    def stop(self, ids: Mapping[str, str]) -> dict[str, Any] | None:
+        """What a hang-up sends before the close (None: nothing)."""
+        ...
 
     def stamp(self, message: dict[str, Any], sequence: int, stream_id: str) -> dict[str, Any]:
         """The message as it goes out: with its sequence number and stream id."""
@@ -41,6 +50,11 @@ class Dialect(Protocol):
 
 
 class TwilioDialect:
+    returns_marks_on_clear = True
+
+    def cleared(self) -> dict[str, Any] | None:
+        return None
+
     MULAW_8K = MappingProxyType({"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1})
 
     def connected(self) -> dict[str, Any]:
@@ -91,6 +105,11 @@ class TwilioDialect:
 
 
 class TelnyxDialect:
+    returns_marks_on_clear = True
+
+    def cleared(self) -> dict[str, Any] | None:
+        return None
+
     PCMU_8K = MappingProxyType({"encoding": "PCMU", "sample_rate": 8000, "channels": 1})
 
     def connected(self) -> dict[str, Any]:
@@ -162,3 +181,75 @@ def _read(message: dict[str, Any]) -> Heard:
     if event == "clear":
         return "clear", None
     return None
+
+
+class PlivoDialect:
+    MULAW_8K = MappingProxyType({"encoding": "audio/x-mulaw", "sampleRate": 8000})
+    returns_marks_on_clear = False  # playedStream only for audio that played
+
+    def __init__(self) -> None:
+        self._extra = ""
+
+    def connected(self) -> dict[str, Any] | None:
+        return None  # Plivo's first message is its start
+
+    def cleared(self) -> dict[str, Any] | None:
+        return {"event": "clearedAudio"}
+
+    def start(
+        self, ids: Mapping[str, str], parameters: Mapping[str, str], media_format: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        # extraHeaders come back as one string, ``k=v`` pairs (as the reference shows)
+        self._extra = ";".join(f"{name}={value}" for name, value in parameters.items())
+        return {
+            "event": "start",
+            "start": {
+                "callId": ids["call"],
+                "streamId": ids["stream"],
+                "accountId": ids["account"],
+                "tracks": ["inbound"],
+                "mediaFormat": dict(media_format),
+            },
+            "extra_headers": self._extra,
+        }
+
+    def media(self, ulaw: bytes, chunk: int) -> dict[str, Any]:
+        return {
+            "event": "media",
+            "media": {
+                "track": "inbound",
+                "timestamp": str(1_705_312_200_000 + (chunk - 1) * 20),
+                "chunk": chunk,
+                "payload": base64.b64encode(ulaw).decode("ascii"),
+            },
+            "extra_headers": self._extra,
+        }
+
+    def dtmf(self, digit: str) -> dict[str, Any]:
+        return {"event": "dtmf", "dtmf": {"digit": digit, "track": "inbound"}}
+
+    def mark(self, name: str) -> dict[str, Any]:
+        return {"event": "playedStream", "name": name}
+
+    def stop(self, ids: Mapping[str, str]) -> dict[str, Any] | None:
+        return None  # Plivo documents no stop: the socket closes
+
+    def stamp(self, message: dict[str, Any], sequence: int, stream_id: str) -> dict[str, Any]:
+        if message["event"] == "start":
+            return {**message, "sequenceNumber": sequence}
+        return {**message, "sequenceNumber": sequence, "streamId": stream_id}
+
+    def read(self, message: dict[str, Any], stream_id: str) -> Heard:
+        event = message.get("event")
+        if message.get("streamId") != stream_id:
+            return None
+        if event == "playAudio":
+            media = message["media"]
+            if (media.get("contentType"), media.get("sampleRate")) != ("audio/x-mulaw", 8000):
+                return None  # not what the stream was opened for: kept for the test to see
+            return "media", base64.b64decode(media["payload"])
+        if event == "checkpoint":
+            return "mark", message["name"]
+        if event == "clearAudio":
+            return "clear", None
+        return None

@@ -110,6 +110,7 @@ class FakePhoneCall:
     _speech_frames: dict[int, str] = field(default_factory=dict)  # chunk → start/end
     _spoken_times: dict[str, float] = field(default_factory=dict)
     _echo_queue: list[str] = field(default_factory=list)  # marks a clear sent back
+    _replies: list[dict[str, Any]] = field(default_factory=list)  # e.g. Plivo's clearedAudio
 
     # The caller
 
@@ -155,7 +156,8 @@ class FakePhoneCall:
         """What Twilio does when the caller hangs up: ``stop``, then close."""
         self._sending = False
         with contextlib.suppress(ConnectionClosed):
-            await self._send(self.dialect.stop(self._ids()))
+            if (stop := self.dialect.stop(self._ids())) is not None:
+                await self._send(stop)
             await self.ws.close()
 
     def drop(self) -> None:
@@ -284,11 +286,13 @@ class FakePhoneCall:
             self._play_ends = now
             if self.echo is not None:
                 self.echo.cleared(now)
-            for mark in self._pending:  # Twilio sends the pending marks back at once
-                self.marks_echoed.append((mark.name, now, True))
             pending, self._pending = self._pending, []
-            for mark in pending:
-                self._echo_soon(mark.name)
+            if self.dialect.returns_marks_on_clear:  # Twilio sends them back at once
+                for mark in pending:
+                    self.marks_echoed.append((mark.name, now, True))
+                    self._echo_soon(mark.name)
+            if (cleared := self.dialect.cleared()) is not None:
+                self._replies.append(cleared)
         else:
             self.other.append(message)
         self._wake()
@@ -299,6 +303,9 @@ class FakePhoneCall:
     async def _play(self) -> None:
         """Echo each mark once its audio has played (and those a clear returned)."""
         while True:
+            while self._replies:
+                with contextlib.suppress(ConnectionClosed):
+                    await self._send(self._replies.pop(0))
             while self._echo_queue:
                 with contextlib.suppress(ConnectionClosed):
                     await self._send(self.dialect.mark(self._echo_queue.pop(0)))
@@ -355,7 +362,8 @@ async def phone_call(
     async with ws, anyio.create_task_group() as tg:
         tg.start_soon(call._receive)
         tg.start_soon(call._play)
-        await ws.send(json.dumps(dialect.connected()))
+        if (connected := dialect.connected()) is not None:
+            await ws.send(json.dumps(connected))
         if send_start:
             await call._send(dialect.start(call._ids(), parameters or {}, media_format))
             tg.start_soon(call._send_audio)
