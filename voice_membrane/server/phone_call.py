@@ -82,7 +82,7 @@ class PhoneCall(ServedSession):
         super().__init__(ws, state)
         self.wire, self.call_tokens = wire, call_tokens
         self.sink: PhoneSink | None = None
-        self._early_audio_told = False
+        self._early_told = False
         self._told_at = -1.0  # when a bad message was last logged
         self._messages = RateLimit(MESSAGES_PER_S)  # all but the caller's good audio
         self._flooded = False  # closed for it
@@ -172,9 +172,9 @@ class PhoneCall(ServedSession):
                 if isinstance(message, HungUp):
                     return p.CLOSE_NORMAL, "stop"
                 early = isinstance(message, CallAudio | Played | KeyPress)
-                if early and not self._early_audio_told:
+                if early and not self._early_told:
                     # Out of order: the carrier has not said which call this is yet.
-                    self._early_audio_told = True
+                    self._early_told = True
                     self._bad_message(BadCarrierMessage("a message before start: dropped"))
                 elif isinstance(message, CarrierNotice):
                     self._carrier_notice(message)
