@@ -165,3 +165,16 @@ def test_the_answer_xml_streams_the_call_with_its_token() -> None:
     assert answer_route(unsigned, url, TOKEN, tokens, 1_796_000_000.0) == "no X-Plivo-Signature-V3"
     with pytest.raises(ValueError, match="letters and digits"):
         stream_xml(url, "local-voice")
+
+
+def test_a_configuration_that_could_check_no_call_is_one_line() -> None:
+    from voice_membrane.pipeline.config import ConfigError
+    from voice_membrane.server.plivo_route import plivo_check
+
+    with pytest.raises(ConfigError, match="PLIVO_AUTH_TOKEN\\) is empty"):
+        plivo_check("", None)
+    with pytest.raises(ConfigError, match="--plivo-url without PLIVO_AUTH_TOKEN"):
+        plivo_check(None, "wss://voice.example.com/v1/plivo")
+    with pytest.raises(ConfigError, match="--plivo-url: the stream URL must start with wss://"):
+        plivo_check(TOKEN, "https://voice.example.com/v1/plivo")
+    plivo_check(TOKEN, "wss://voice.example.com/v1/plivo")

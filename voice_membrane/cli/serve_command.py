@@ -244,6 +244,10 @@ def _serve_group(
                 # checked here, before any worker starts (each reads them as this did)
                 twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
                 twilio_url=args.twilio_url,
+                telnyx_public_key=os.environ.get(TELNYX_KEY_VARIABLE),
+                telnyx_url=args.telnyx_url,
+                plivo_auth_token=os.environ.get(PLIVO_TOKEN_VARIABLE),
+                plivo_url=args.plivo_url,
                 drain_timeout_s=args.drain_timeout,
                 log=make_log(args.log_format),
                 notice=notice,
