@@ -384,7 +384,7 @@ def test_batched_media_keep_the_bytes_and_marks_and_stay_within_the_lead(
 ) -> None:
     from types import SimpleNamespace
 
-    import voice_membrane.server.twilio_sink as twilio_sink
+    import voice_membrane.server.phone_sink as twilio_sink  # (where the sink lives)
 
     samples = speech(1.0, seed=7)
     lead_s = 0.2

@@ -22,6 +22,8 @@ from .common import (
 )
 
 TWILIO_TOKEN_VARIABLE = "TWILIO_AUTH_TOKEN"
+TELNYX_KEY_VARIABLE = "TELNYX_PUBLIC_KEY"
+PLIVO_TOKEN_VARIABLE = "PLIVO_AUTH_TOKEN"
 
 
 def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,6 +112,21 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         f"token comes from env {TWILIO_TOKEN_VARIABLE} (docs/telephony.md)",
     )
     serve.add_argument(
+        "--telnyx-url",
+        metavar="URL",
+        help="the public wss:// URL Telnyx streams calls to (/v1/telnyx), as in the TeXML "
+        "serve answers at /v1/telnyx/texml (default: wss:// + the request's Host); the "
+        f"webhooks' public key comes from env {TELNYX_KEY_VARIABLE} (docs/telephony.md)",
+    )
+    serve.add_argument(
+        "--plivo-url",
+        metavar="URL",
+        help="the public wss:// URL Plivo streams calls to (/v1/plivo), as in the XML serve "
+        "answers at /v1/plivo/answer (the signature covers it; default: wss:// + the "
+        f"request's Host); the auth token comes from env {PLIVO_TOKEN_VARIABLE} "
+        "(docs/telephony.md)",
+    )
+    serve.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
@@ -171,6 +188,10 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 log=make_log(args.log_format),
                 twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
                 twilio_url=args.twilio_url,
+                telnyx_public_key=os.environ.get(TELNYX_KEY_VARIABLE),
+                telnyx_url=args.telnyx_url,
+                plivo_auth_token=os.environ.get(PLIVO_TOKEN_VARIABLE),
+                plivo_url=args.plivo_url,
                 sessions=sessions,
             )
         )
@@ -223,6 +244,10 @@ def _serve_group(
                 # checked here, before any worker starts (each reads them as this did)
                 twilio_auth_token=os.environ.get(TWILIO_TOKEN_VARIABLE),
                 twilio_url=args.twilio_url,
+                telnyx_public_key=os.environ.get(TELNYX_KEY_VARIABLE),
+                telnyx_url=args.telnyx_url,
+                plivo_auth_token=os.environ.get(PLIVO_TOKEN_VARIABLE),
+                plivo_url=args.plivo_url,
                 drain_timeout_s=args.drain_timeout,
                 log=make_log(args.log_format),
                 notice=notice,

@@ -32,6 +32,8 @@ TTS_ERROR_KINDS = ERROR_KINDS | {"engine"}
 # message that is no session.start or session.resume); a request through a proxy
 # to a server with no token (trust.py); a phone call whose signature fails.
 RefusedLogin = typing.Literal["wrong_token", "no_token", "proxied", "twilio_signature"]
+# A carrier's own check, counted from 0 once that carrier is configured (server.py).
+CarrierRefusal = typing.Literal["telnyx_signature", "plivo_signature"]
 
 
 class ServerMetrics:

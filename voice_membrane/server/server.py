@@ -33,13 +33,15 @@ from websockets.http11 import Request, Response
 from ..infra.redact import remember
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
+from . import carrier_routes
 from . import protocol as p
+from .carrier_routes import CarrierRoutes
 from .connection import Connection
 from .hosts import HostRules
 from .http_routes import STATIC_DIR, SecureConnection, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
-from .prometheus import RefusedLogin
+from .prometheus import CarrierRefusal, RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
 from .session_store import SessionStore, StoreUnavailable
@@ -84,6 +86,10 @@ class Server:
         preload: bool = True,
         twilio_auth_token: str | None = None,
         twilio_url: str | None = None,
+        telnyx_public_key: str | None = None,
+        telnyx_url: str | None = None,
+        plivo_auth_token: str | None = None,
+        plivo_url: str | None = None,
         reuse_port: bool = False,
         sessions: SessionSettings | None = None,
         **limits: Any,
@@ -104,9 +110,19 @@ class Server:
             raise ConfigError(f"--twilio-url: {problem}")
         # Reached from beyond this machine: on its address, or by a public name a
         # proxy on this machine forwards from loopback (trust.py).
-        public = host if not loopback else public_name(allow_hosts, twilio_url)
+        public = (
+            host if not loopback else public_name(allow_hosts, twilio_url, telnyx_url, plivo_url)
+        )
         if problem := secrets_problem(public, token, twilio_auth_token, twilio_url):
             raise ConfigError(problem)
+        # Telnyx's and Plivo's calls (/v1/telnyx, /v1/plivo; docs/telephony.md)
+        self.carriers = CarrierRoutes(
+            session_token=token,
+            telnyx_public_key=telnyx_public_key,
+            telnyx_url=telnyx_url,
+            plivo_auth_token=plivo_auth_token,
+            plivo_url=plivo_url,
+        )
         self.exposed = public is not None
         self.host, self.port, self.token = host, port, token
         remember(token)  # masked in every event, log line and message from now on
@@ -160,6 +176,7 @@ class Server:
         self._done = anyio.Event()
         if self.twilio_auth_token is not None:
             self.state.call_tokens = CallTokens(self.twilio_auth_token)
+        self.carriers.count_from_zero(self.state.metrics)
         if self.preload:
             await self._preload()
         self._ws = await ws_serve(
@@ -266,6 +283,8 @@ class Server:
                 return status_route(request, self.log)
             # Twilio's voice webhook: the TwiML of one call
             return twiml_route(request, stream_url, state.call_tokens, time.time())
+        if path in carrier_routes.PATHS:  # Telnyx's, Plivo's
+            return self.carriers.request(request, path, host, local, self._refuse_login)
         if path == p.SESSION_PATH and self.token is None and not local:
             return self._refuse_login(path, "proxied", NOT_LOCAL)
         return route(
@@ -277,7 +296,9 @@ class Server:
             static_dir=self.static_dir,
         )
 
-    def _refuse_login(self, path: str, why: RefusedLogin, message: str) -> Response:
+    def _refuse_login(
+        self, path: str, why: RefusedLogin | CarrierRefusal, message: str
+    ) -> Response:
         assert self.state is not None
         self.state.metrics.refused_logins.labels(why).inc()
         self.log("http_refused", status=403, path=path, reason=message)
@@ -286,8 +307,12 @@ class Server:
     async def _handle(self, ws: ServerConnection) -> None:
         assert self.state is not None
         request = ws.request
-        if request is not None and request.path.partition("?")[0] == TWILIO_PATH:
+        path = request.path.partition("?")[0] if request is not None else ""
+        if path == TWILIO_PATH:
             await TwilioCall(ws, self.state).run()
+            return
+        if path in carrier_routes.STREAMS:
+            await self.carriers.call(ws, self.state, path).run()
             return
         await Connection(ws, self.state).run()
 

@@ -44,13 +44,15 @@ PROXY_HEADERS = (
 )
 
 
-def public_name(allow_hosts: Iterable[str], twilio_url: str | None) -> str | None:
+def public_name(allow_hosts: Iterable[str], *carrier_urls: str | None) -> str | None:
     """The first name the server is configured to answer to that is not loopback
-    (an ``--allow-host``, the ``--twilio-url`` host), or None. A name that does
-    not parse counts as public: failing closed costs a token, not a hole."""
+    (an ``--allow-host``, a ``--twilio-url``, ``--telnyx-url`` or ``--plivo-url`` host), or None.
+    A name that does not parse counts as public: failing closed costs a token,
+    not a hole."""
     names = list(allow_hosts)
-    if twilio_url is not None:
-        names.append(urlsplit(twilio_url).netloc.rpartition("@")[2])
+    for url in carrier_urls:
+        if url is not None:
+            names.append(urlsplit(url).netloc.rpartition("@")[2])
     for name in names:
         authority = parse_authority(name)
         if authority is None or not is_loopback_host(authority.host):

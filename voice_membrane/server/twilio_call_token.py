@@ -34,22 +34,39 @@ _CONTEXT: Final = b"voice-membrane call token v1"
 
 
 class CallTokens:
-    def __init__(self, auth_token: str) -> None:
-        self._key = hmac.new(auth_token.encode(), _CONTEXT, hashlib.sha256).digest()
+    """``secret``: the carrier's (Twilio's or Plivo's auth token; for Telnyx, a
+    key derived from the sessions' token); ``answer``: who gives each call its
+    token, and ``call_id`` the start's name for the call's id, both for the
+    refusals' one line; ``alphanumeric``: tokens of letters and digits only
+    (``ISSUEDxHEXMAC``), for a carrier whose parameters take no other (Plivo's
+    extraHeaders)."""
+
+    def __init__(
+        self,
+        secret: str,
+        *,
+        answer: str = "serve's TwiML (/v1/twilio/twiml)",
+        call_id: str = "callSid",
+        alphanumeric: bool = False,
+    ) -> None:
+        self._key = hmac.new(secret.encode(), _CONTEXT, hashlib.sha256).digest()
+        self._answer, self._call_id = answer, call_id
+        self._separator = "x" if alphanumeric else "."
+        self._alphanumeric = alphanumeric
         self._used: dict[str, float] = {}  # callSid → when it was taken, oldest first
 
     def issue(self, call_sid: str, now: float) -> str:
         issued = int(now)
-        return f"{issued}.{self._mac(call_sid, issued)}"
+        return f"{issued}{self._separator}{self._mac(call_sid, issued)}"
 
     def redeem(self, call_sid: str | None, token: str | None, now: float) -> str | None:
         """None when ``token`` lets call ``call_sid`` start (it never will again),
         else why not, in one line (no secret in it)."""
         if not call_sid:
-            return "start has no callSid"
+            return f"start has no {self._call_id}"
         if not token:
-            return "no call token in start: serve's TwiML (/v1/twilio/twiml) gives each call one"
-        issued_text, _, mac = token.partition(".")
+            return f"no call token in start: {self._answer} gives each call one"
+        issued_text, _, mac = token.partition(self._separator)
         if not issued_text.isdigit() or len(issued_text) > 12:
             return "a malformed call token"
         issued = int(issued_text)
@@ -67,6 +84,8 @@ class CallTokens:
 
     def _mac(self, call_sid: str, issued: int) -> str:
         digest = hmac.new(self._key, f"{call_sid}.{issued}".encode(), hashlib.sha256).digest()
+        if self._alphanumeric:
+            return digest.hex()
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
     def _forget(self, now: float) -> None:

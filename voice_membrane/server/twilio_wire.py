@@ -14,14 +14,12 @@ that is not base64, a format other than μ-law 8 kHz mono) raises
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import json
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -30,20 +28,34 @@ from pydantic import (
 )
 
 from ..infra.redact import quote, redact
-from .protocol import BadMessage
+from .carrier_wire import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
+from .carrier_wire import (
+    BadCarrierMessage,
+    CallAudio,
+    CallEvent,
+    CallStart,
+    HungUp,
+    Ignored,
+    KeyPress,
+    Payload,
+    Played,
+    UnsupportedFormat,
+)
 
 TWILIO_PATH: Final = "/v1/twilio"
 SAMPLE_RATE: Final = 8000
 ENCODING: Final = "audio/x-mulaw"
 FRAME_MS: Final = 20  # what Twilio sends, and what we send it
 FRAME_BYTES: Final = SAMPLE_RATE * FRAME_MS // 1000  # μ-law: one byte a sample
-# A media message of Twilio's is 20 ms; a whole second is already hostile.
-MAX_PAYLOAD_BYTES: Final = SAMPLE_RATE
 EVENTS: Final = ("connected", "start", "media", "dtmf", "mark", "stop")
 
 
-class BadTwilioMessage(BadMessage):
+class BadTwilioMessage(BadCarrierMessage):
     """A message from Twilio that cannot be used; the text is one line."""
+
+
+class UnsupportedTwilioFormat(BadTwilioMessage, UnsupportedFormat):
+    """A ``start`` whose media format is not μ-law 8 kHz mono."""
 
 
 class _Twilio(BaseModel):
@@ -51,18 +63,6 @@ class _Twilio(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-def _decode_payload(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise ValueError("the payload is a base64 string")
-    if len(value) > (MAX_PAYLOAD_BYTES * 4) // 3 + 4:
-        raise ValueError(f"the payload is over {MAX_PAYLOAD_BYTES} bytes")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("the payload is not base64") from None
-
-
-Payload = Annotated[bytes, BeforeValidator(_decode_payload)]
 Sid = Annotated[str, Field(min_length=1, max_length=64)]
 
 
@@ -184,7 +184,10 @@ def parse_twilio_message(data: str | bytes) -> TwilioMessage:
     try:
         return _MESSAGE.validate_python(raw)
     except (ValidationError, RecursionError) as exc:
-        raise BadTwilioMessage(_describe(event, exc)) from None
+        why = _describe(event, exc)
+        if why.startswith("unsupported media format"):
+            raise UnsupportedTwilioFormat(why) from None
+        raise BadTwilioMessage(why) from None
 
 
 def _describe(event: str, exc: ValidationError | RecursionError) -> str:
@@ -226,3 +229,37 @@ def mark_message(stream_sid: str, name: str) -> str:
 def clear_message(stream_sid: str) -> str:
     """Empty Twilio's playback buffer (it echoes the marks still pending)."""
     return _dumps({"event": "clear", "streamSid": stream_sid})
+
+
+class TwilioWire:
+    """Twilio Media Streams as a ``carrier_wire.CarrierWire``."""
+
+    name: Final = "twilio"
+    path: Final = TWILIO_PATH
+
+    def parse(self, data: str | bytes) -> CallEvent:
+        message = parse_twilio_message(data)
+        if isinstance(message, Media):
+            return CallAudio(message.media.payload)
+        if isinstance(message, Mark):
+            return Played(message.mark.name)
+        if isinstance(message, Dtmf):
+            return KeyPress(message.dtmf.digit)
+        if isinstance(message, Start):
+            info = message.start
+            return CallStart(info.streamSid, info.callSid, info.customParameters)
+        if isinstance(message, Stop):
+            return HungUp()
+        return Ignored(message.event)
+
+    def media(self, stream_id: str, ulaw: bytes) -> str:
+        return media_message(stream_id, ulaw)
+
+    def mark(self, stream_id: str, name: str) -> str:
+        return mark_message(stream_id, name)
+
+    def clear(self, stream_id: str) -> str:
+        return clear_message(stream_id)
+
+
+TWILIO: Final = TwilioWire()

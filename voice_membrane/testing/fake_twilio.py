@@ -1,21 +1,10 @@
-"""A fake Twilio caller: the WebSocket client side of a bidirectional Media Stream.
+"""A fake Twilio caller: ``fake_phone.FakePhoneCall`` in Twilio's dialect.
 
-It connects as Twilio does (``X-Twilio-Signature`` computed from an auth token,
-or a wrong one, or none), sends ``connected`` and ``start`` (with custom
-parameters), then, like a live call, a 20 ms μ-law ``media`` message every
-20 ms for as long as it is connected: the caller's speech when ``say`` gives
-some (a WAV fixture or samples, converted to μ-law 8 kHz), silence otherwise.
-It can press keys (``dtmf``) and hang up (``stop`` then close) or just drop
-the socket.
-
-What the server sends is played as a phone would: media queued and played
-back to back in real time; a ``mark`` is echoed once the audio before it has
-played; ``clear`` empties the queue (what was not yet played is never heard)
-and echoes the pending marks at once, as Twilio documents
-(https://www.twilio.com/docs/voice/media-streams/websocket-messages). Every
-time is ``time.perf_counter()`` seconds, so a test can compare the caller's
-speech (``say`` returns when it started and ended) with the answer's first
-media or the ``clear`` that followed.
+It connects as Twilio does (``X-Twilio-Signature`` computed from an auth
+token, or a wrong one, or none), after fetching the call's TwiML from the
+voice webhook when it has an auth token, and plays what the server sends as a
+phone would (``fake_phone``), echoing marks as Twilio documents
+(https://www.twilio.com/docs/voice/media-streams/websocket-messages).
 
 ::
 
@@ -26,313 +15,24 @@ media or the ``clear`` that followed.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
-import json
-import math
-import os
-import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import anyio
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
-
-from ..vocab.audio import Samples, pcm16_from_ulaw, ulaw_from_pcm16
 from .echo_room import PlayedEcho
-from .fake_twilio_audio import FRAME, FRAME_S, RATE, SILENCE, join_samples, load_audio, mulaw_frames
+from .fake_carrier_dialects import TwilioDialect
 
 # (here too: the tests and benchmarks import them from here)
+from .fake_phone import CallEnded as CallEnded
+from .fake_phone import FakePhoneCall, call_number, phone_call
+from .fake_phone import ReceivedMedia as ReceivedMedia
+from .fake_phone import Spoken as Spoken
 from .fake_twilio_webhook import CallRefused as CallRefused
 from .fake_twilio_webhook import fetch_stream_parameters as fetch_stream_parameters
 from .fake_twilio_webhook import twilio_signature as twilio_signature
 
-MULAW_8K = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
-
-
-class CallEnded(Exception):
-    """The call ended before the caller finished speaking."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedMedia:
-    arrived: float  # perf_counter seconds
-    starts: float  # when the phone began playing it
-    samples: Samples  # PCM 8 kHz, decoded from the μ-law payload
-
-
-@dataclass(frozen=True, slots=True)
-class Spoken:
-    started: float  # the first speech frame went out
-    ended: float  # the last speech frame went out
-    # as a microphone dates them: the audio's first sample was captured a
-    # frame (20 ms) before its frame went out; its last ended before the
-    # silence its frame was padded with
-    onset: float
-    end: float
-
-
-@dataclass(slots=True)
-class _Pending:
-    name: str
-    due: float  # when the audio before it has played
-
-
-@dataclass(slots=True)
-class FakeTwilioCall:
-    ws: ClientConnection
-    stream_sid: str
-    call_sid: str
-    account_sid: str
-    speed: float = 1.0  # how fast the caller's audio goes out (0: as fast as possible)
-    echo_marks: bool = True  # False: a stream that never sends a mark back
-    echo: PlayedEcho | None = None  # the phone's speaker heard by its microphone
-    media: list[ReceivedMedia] = field(default_factory=list)
-    marks_received: list[tuple[str, float]] = field(default_factory=list)
-    marks_echoed: list[tuple[str, float, bool]] = field(default_factory=list)  # cleared?
-    clears: list[float] = field(default_factory=list)
-    other: list[Any] = field(default_factory=list)  # anything else the server sent
-    close_code: int | None = None
-    close_reason: str = ""
-    _outgoing: deque[bytes] = field(default_factory=deque)  # caller μ-law frames to send
-    _sent_all: anyio.Event = field(default_factory=anyio.Event)
-    _changed: anyio.Event = field(default_factory=anyio.Event)
-    _pending: list[_Pending] = field(default_factory=list)
-    _play_ends: float = 0.0
-    _cleared_at: list[float] = field(default_factory=list)
-    _sequence: int = 0
-    _chunk: int = 0
-    _started: float = 0.0
-    _sending: bool = True
-    _speech_frames: dict[int, str] = field(default_factory=dict)  # chunk → start/end
-    _spoken_times: dict[str, float] = field(default_factory=dict)
-    _echo_queue: list[str] = field(default_factory=list)  # marks a clear sent back
-
-    # The caller
-
-    async def say(
-        self,
-        audio: str | Path | Samples,
-        sample_rate: int = RATE,
-        *,
-        silence_before_s: float = 0.0,
-        silence_after_s: float = 0.0,
-    ) -> Spoken:
-        """Send speech (a 16-bit mono WAV, or samples at ``sample_rate``) as the
-        caller, at the call's ``speed``; returns when its last frame went out."""
-        if self.close_code is not None:
-            raise CallEnded(f"the call ended (close code {self.close_code})")
-        samples, rate = load_audio(audio, sample_rate)
-        frames, padding = mulaw_frames(samples, rate)
-        if not frames:
-            raise ValueError("nothing to say: the audio is empty")
-        gap_before = [SILENCE] * round(silence_before_s / FRAME_S)
-        gap_after = [SILENCE] * round(silence_after_s / FRAME_S)
-        first = self._chunk + len(self._outgoing) + len(gap_before) + 1
-        last = first + len(frames) - 1
-        self._speech_frames = {first: "started", last: "ended"}
-        self._spoken_times = {}
-        self._sent_all = anyio.Event()
-        self._outgoing.extend([*gap_before, *frames, *gap_after])
-        await self._sent_all.wait()
-        if "ended" not in self._spoken_times:
-            raise CallEnded(f"the call ended (close code {self.close_code}) mid-sentence")
-        started, ended = self._spoken_times["started"], self._spoken_times["ended"]
-        frame_s = FRAME_S / self.speed if self.speed > 0 else 0.0  # a frame's time on the line
-        return Spoken(started, ended, started - frame_s, ended - frame_s * padding / FRAME)
-
-    async def press(self, digit: str) -> None:
-        await self._send({"event": "dtmf", "dtmf": {"track": "inbound_track", "digit": digit}})
-
-    async def send_raw(self, message: str | bytes) -> None:
-        """Anything at all, for fault tests."""
-        await self.ws.send(message)
-
-    async def hang_up(self) -> None:
-        """What Twilio does when the caller hangs up: ``stop``, then close."""
-        self._sending = False
-        with contextlib.suppress(ConnectionClosed):
-            await self._send(
-                {
-                    "event": "stop",
-                    "stop": {"accountSid": self.account_sid, "callSid": self.call_sid},
-                }
-            )
-            await self.ws.close()
-
-    def drop(self) -> None:
-        """The line goes dead: the socket is cut with no close handshake."""
-        self._sending = False
-        self.ws.transport.abort()
-
-    # What the server sent
-
-    def received_audio(self) -> Samples:
-        """Every sample the server sent, in order (PCM 8 kHz)."""
-        return join_samples([m.samples for m in self.media])
-
-    def heard_audio(self) -> Samples:
-        """What the caller heard: the audio received, less what a ``clear`` dropped
-        before it played."""
-        heard = []
-        for m in self.media:
-            cut = next((c for c in self._cleared_at if c >= m.arrived), None)
-            if cut is None:
-                heard.append(m.samples)
-                continue
-            playable = max(0, min(len(m.samples), math.floor((cut - m.starts) * RATE)))
-            heard.append(m.samples[:playable])
-        return join_samples(heard)
-
-    def first_media_after(self, t: float) -> float | None:
-        return next((m.arrived for m in self.media if m.arrived >= t), None)
-
-    def first_clear_after(self, t: float) -> float | None:
-        return next((c for c in self.clears if c >= t), None)
-
-    def media_after(self, t: float) -> list[ReceivedMedia]:
-        return [m for m in self.media if m.arrived > t]
-
-    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> None:
-        """Until ``condition()`` holds (checked on each message); TimeoutError after
-        ``timeout_s``, or ConnectionClosed-like end: returns once closed too."""
-        with anyio.fail_after(timeout_s):
-            while not condition():
-                if self.close_code is not None:
-                    return
-                changed = self._changed
-                await changed.wait()
-
-    # The machinery
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        self._sequence += 1
-        await self.ws.send(
-            json.dumps(
-                {**message, "sequenceNumber": str(self._sequence), "streamSid": self.stream_sid}
-            )
-        )
-
-    async def _send_audio(self) -> None:
-        """A media message every 20 ms while connected: the caller's queued speech
-        (at ``speed``), else silence (in real time)."""
-        next_at = time.perf_counter()
-        while self._sending:
-            speaking = bool(self._outgoing)
-            frame = self._outgoing.popleft() if speaking else SILENCE
-            self._chunk += 1
-            now = time.perf_counter()
-            if self.echo is not None:  # (at its place in time, however late it goes out)
-                frame = ulaw_from_pcm16(self.echo.into(pcm16_from_ulaw(frame), next_at))
-            which = self._speech_frames.get(self._chunk)
-            if which is not None:
-                self._spoken_times[which] = now
-            payload = base64.b64encode(frame).decode("ascii")
-            try:
-                await self._send(
-                    {
-                        "event": "media",
-                        "media": {
-                            "track": "inbound",
-                            "chunk": str(self._chunk),
-                            "timestamp": str((self._chunk - 1) * 20),
-                            "payload": payload,
-                        },
-                    }
-                )
-            except ConnectionClosed:
-                return
-            if not self._outgoing and not self._sent_all.is_set() and self._spoken_times:
-                self._sent_all.set()
-            if speaking and self.speed == 0:
-                next_at = time.perf_counter()
-                await anyio.sleep(0)
-            else:
-                next_at += FRAME_S / (self.speed if speaking else 1.0)
-                await anyio.sleep(max(0.0, next_at - time.perf_counter()))
-
-    async def _receive(self) -> None:
-        try:
-            async for data in self.ws:
-                self._on_message(data)
-        except ConnectionClosed:
-            pass
-        finally:
-            self.close_code = self.ws.close_code if self.ws.close_code is not None else 1006
-            self.close_reason = self.ws.close_reason or ""
-            self._sending = False
-            self._sent_all.set()
-            self._wake()
-
-    def _on_message(self, data: str | bytes) -> None:
-        now = time.perf_counter()
-        try:
-            message = json.loads(data)
-            event = message.get("event")
-        except (ValueError, AttributeError):
-            self.other.append(data)
-            self._wake()
-            return
-        if message.get("streamSid") != self.stream_sid:
-            self.other.append(message)
-        elif event == "media":
-            samples = pcm16_from_ulaw(base64.b64decode(message["media"]["payload"]))
-            starts = max(self._play_ends, now)
-            self._play_ends = starts + len(samples) / RATE
-            self.media.append(ReceivedMedia(now, starts, samples))
-            if self.echo is not None:
-                self.echo.played(starts, samples)
-        elif event == "mark":
-            name = message["mark"]["name"]
-            self.marks_received.append((name, now))
-            if self.echo_marks:
-                self._pending.append(_Pending(name, max(self._play_ends, now)))
-        elif event == "clear":
-            self.clears.append(now)
-            self._cleared_at.append(now)
-            self._play_ends = now
-            if self.echo is not None:
-                self.echo.cleared(now)
-            for mark in self._pending:  # Twilio sends the pending marks back at once
-                self.marks_echoed.append((mark.name, now, True))
-            pending, self._pending = self._pending, []
-            for mark in pending:
-                self._echo_soon(mark.name)
-        else:
-            self.other.append(message)
-        self._wake()
-
-    def _echo_soon(self, name: str) -> None:
-        self._echo_queue.append(name)
-
-    async def _play(self) -> None:
-        """Echo each mark once its audio has played (and those a clear returned)."""
-        while True:
-            while self._echo_queue:
-                with contextlib.suppress(ConnectionClosed):
-                    await self._send({"event": "mark", "mark": {"name": self._echo_queue.pop(0)}})
-            now = time.perf_counter()
-            while self._pending and self._pending[0].due <= now:
-                mark = self._pending.pop(0)
-                self.marks_echoed.append((mark.name, now, False))
-                with contextlib.suppress(ConnectionClosed):
-                    await self._send({"event": "mark", "mark": {"name": mark.name}})
-            if self.close_code is not None:
-                return
-            delay = self._pending[0].due - now if self._pending else math.inf
-            changed = self._changed
-            with anyio.move_on_after(delay):
-                await changed.wait()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+MULAW_8K = dict(TwilioDialect.MULAW_8K)
+FakeTwilioCall = FakePhoneCall  # (its old name: a Twilio call was the only kind)
 
 
 @asynccontextmanager
@@ -349,7 +49,7 @@ async def twilio_call(
     fetch_twiml: bool = True,
     echo_marks: bool = True,
     echo: PlayedEcho | None = None,
-) -> AsyncIterator[FakeTwilioCall]:
+) -> AsyncIterator[FakePhoneCall]:
     """A call to ``url``. With an ``auth_token``, first what Twilio does when a
     call comes in (unless ``fetch_twiml`` is False): fetch the TwiML from the
     voice webhook (``twiml_url_for(url)``, a signed GET with the call's
@@ -362,8 +62,7 @@ async def twilio_call(
     the caller's microphone hears what the phone plays.
     ``CallRefused`` if the webhook or the upgrade is refused. On leaving, the
     call hangs up (``stop`` and close) unless it ended already."""
-    n = int.from_bytes(hashlib.sha1(url.encode() + str(time.time_ns()).encode()).digest()[:8])
-    n ^= int.from_bytes(os.urandom(8))  # calls started in the same nanosecond differ too
+    n = call_number(url)
     call_sid, account_sid = f"CA{n:032x}", f"AC{0:032x}"
     custom: dict[str, str] = {}
     if auth_token is not None and fetch_twiml:
@@ -376,44 +75,16 @@ async def twilio_call(
         signature = twilio_signature(auth_token, signed_url or url)
     if signature is not None:
         headers["X-Twilio-Signature"] = signature
-    try:
-        ws = await connect(url, additional_headers=headers, max_size=2**20)
-    except InvalidStatus as exc:
-        raise CallRefused(exc.response.status_code) from None
-    call = FakeTwilioCall(
-        ws,
-        stream_sid=f"MZ{n:032x}",
-        call_sid=call_sid,
-        account_sid=account_sid,
+    async with phone_call(
+        url,
+        TwilioDialect(),
+        headers=headers,
+        parameters=custom,
+        media_format=media_format,
+        ids=(f"MZ{n:032x}", call_sid, account_sid),
         speed=speed,
+        send_start=send_start,
         echo_marks=echo_marks,
         echo=echo,
-    )
-    async with ws, anyio.create_task_group() as tg:
-        tg.start_soon(call._receive)
-        tg.start_soon(call._play)
-        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
-        if send_start:
-            await call._send(
-                {
-                    "event": "start",
-                    "start": {
-                        "accountSid": call.account_sid,
-                        "streamSid": call.stream_sid,
-                        "callSid": call.call_sid,
-                        "tracks": ["inbound"],
-                        "mediaFormat": dict(media_format),
-                        "customParameters": custom,
-                    },
-                }
-            )
-            tg.start_soon(call._send_audio)
-        try:
-            yield call
-        finally:
-            if call.close_code is None and call._sending:
-                await call.hang_up()
-            with anyio.move_on_after(5):
-                while call.close_code is None:
-                    await anyio.sleep(0.01)
-            tg.cancel_scope.cancel()
+    ) as call:
+        yield call
