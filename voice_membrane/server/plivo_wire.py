@@ -22,12 +22,11 @@ import json
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..infra.redact import quote, redact
+from ..infra.redact import quote
 from .carrier_wire import (
     SAMPLE_RATE,
-    BadCarrierMessage,
     CallAudio,
     CallEvent,
     CallStart,
@@ -37,6 +36,7 @@ from .carrier_wire import (
     Payload,
     Played,
     UnsupportedFormat,
+    parse_json_event,
 )
 from .twilio_call_token import CALL_TOKEN_PARAMETER
 
@@ -112,35 +112,7 @@ _MESSAGE: TypeAdapter[PlivoMessage] = TypeAdapter(PlivoMessage)
 
 def parse_plivo_message(data: str | bytes) -> PlivoMessage:
     """One frame from Plivo as a message, or ``BadCarrierMessage`` saying why not."""
-    if isinstance(data, bytes):
-        raise BadCarrierMessage("binary frame: Plivo sends JSON text")
-    try:
-        return _MESSAGE.validate_json(data)
-    except (ValidationError, RecursionError):
-        pass  # said below, step by step
-    try:
-        raw = json.loads(data)
-    except (ValueError, RecursionError):
-        raise BadCarrierMessage("not JSON") from None
-    if not isinstance(raw, dict):
-        raise BadCarrierMessage("a message is a JSON object with an event")
-    event = raw.get("event")
-    if event not in EVENTS:
-        shown = quote(str(event)[:40]) if isinstance(event, str) else "none"
-        raise BadCarrierMessage(f"unknown event {shown}: expected one of {', '.join(EVENTS)}")
-    try:
-        return _MESSAGE.validate_python(raw)
-    except (ValidationError, RecursionError) as exc:
-        raise BadCarrierMessage(_describe(event, exc)) from None
-
-
-def _describe(event: str, exc: ValidationError | RecursionError) -> str:
-    if isinstance(exc, RecursionError):
-        return f"{event}: nested too deeply"
-    error = exc.errors(include_url=False, include_input=False)[0]
-    where = ".".join(str(part) for part in error["loc"][1:])
-    message = str(error["msg"]).removeprefix("Value error, ")[:200]
-    return redact(f"{event}: {quote(where)}: {message}" if where else f"{event}: {message}")
+    return parse_json_event(data, _MESSAGE, EVENTS, "Plivo")
 
 
 def extra_headers(text: str) -> dict[str, str]:
