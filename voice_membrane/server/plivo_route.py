@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from websockets.datastructures import MultipleValuesError
@@ -29,6 +29,7 @@ from ..pipeline.config import ConfigError
 from .http_routes import response
 from .plivo_signature import NONCE_HEADER, SIGNATURE_HEADER, signature_matches
 from .plivo_wire import PLIVO_PATH, TOKEN_HEADER
+from .stream_urls import https_beside, stream_url_problem
 from .twilio_call_token import CallTokens
 
 ANSWER_PATH: Final = PLIVO_PATH + "/answer"
@@ -59,20 +60,12 @@ def stream_xml(url: str, pipeline: str | None = None, **headers: str) -> str:
 
 
 def url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme != "wss":
-        return f"the stream URL must start with wss://: {url!r}"
-    if not parts.hostname:
-        return f"the stream URL has no host: {url!r}"
-    if parts.query or parts.fragment:
-        return "the stream URL cannot have a query string: values travel as extraHeaders"
-    return None
+    return stream_url_problem(url, query_note=": values travel as extraHeaders")
 
 
 def answer_url(stream_url: str) -> str:
     """The public answer URL of a public stream URL (``wss://…/v1/plivo``)."""
-    scheme, rest = stream_url.split("://", 1)
-    return {"wss": "https", "ws": "http"}.get(scheme, scheme) + "://" + rest + "/answer"
+    return https_beside(stream_url, "/answer")
 
 
 def plivo_check(auth_token: str | None, url: str | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from websockets.datastructures import MultipleValuesError
@@ -26,6 +26,7 @@ from websockets.http11 import Request, Response
 
 from ..pipeline.config import ConfigError
 from .http_routes import response
+from .stream_urls import stream_url_problem
 from .telnyx_signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, TelnyxSignatures
 from .telnyx_wire import TELNYX_PATH
 from .twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
@@ -61,14 +62,11 @@ def stream_texml(url: str, pipeline: str | None = None, **parameters: str) -> st
 
 
 def url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme != "wss":
-        return f"the stream URL must start with wss:// (Telnyx connects over TLS): {url!r}"
-    if not parts.hostname:
-        return f"the stream URL has no host: {url!r}"
-    if parts.query or parts.fragment:
-        return "the stream URL cannot have a query string: values travel as <Parameter>s"
-    return None
+    return stream_url_problem(
+        url,
+        tls_note=" (Telnyx connects over TLS)",
+        query_note=": values travel as <Parameter>s",
+    )
 
 
 def telnyx_check(

@@ -26,6 +26,7 @@ from websockets.http11 import Request, Response
 
 from .http_routes import response
 from .log import Log
+from .stream_urls import https_beside
 from .twilio_wire import TWILIO_PATH
 
 STATUS_PATH: Final = TWILIO_PATH + "/status"
@@ -57,8 +58,7 @@ _LOGGED: Final = (
 
 def status_url(stream_url: str) -> str:
     """The public status callback URL of a public stream URL (``wss://…/v1/twilio``)."""
-    scheme, rest = stream_url.split("://", 1)
-    return {"wss": "https", "ws": "http"}.get(scheme, scheme) + "://" + rest + "/status"
+    return https_beside(stream_url, "/status")
 
 
 def status_route(request: Request, log: Log) -> Response:

@@ -10,8 +10,9 @@ https://www.twilio.com/docs/voice/twiml/stream
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
+
+from .stream_urls import stream_url_problem
 
 PIPELINE_PARAMETER = "pipeline"
 
@@ -37,17 +38,11 @@ def stream_twiml(url: str, pipeline: str | None = None, **parameters: str) -> st
 
 
 def url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme != "wss":
-        return f"the stream URL must start with wss:// (Twilio connects only over TLS): {url!r}"
-    if not parts.hostname:
-        return f"the stream URL has no host: {url!r}"
-    if parts.query or parts.fragment:
-        return (
-            "the stream URL cannot have a query string (Twilio refuses it): "
-            "pass values with --pipeline instead"
-        )
-    return None
+    return stream_url_problem(
+        url,
+        tls_note=" (Twilio connects only over TLS)",
+        query_note=" (Twilio refuses it): pass values with --pipeline instead",
+    )
 
 
 def _attr(value: str) -> str:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 from websockets.http11 import Request, Response
 
 from .http_routes import response
+from .stream_urls import https_beside
 from .twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
 from .twilio_wire import TWILIO_PATH
 from .twiml import stream_twiml
@@ -31,8 +32,7 @@ _PIPELINE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 def webhook_url(stream_url: str) -> str:
     """The public voice webhook of a public stream URL (``wss://…/v1/twilio``)."""
-    scheme, rest = stream_url.split("://", 1)
-    return {"wss": "https", "ws": "http"}.get(scheme, scheme) + "://" + rest + "/twiml"
+    return https_beside(stream_url, "/twiml")
 
 
 def twiml_route(
