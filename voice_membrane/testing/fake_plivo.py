@@ -17,8 +17,6 @@ import base64
 import hashlib
 import hmac
 import os
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -31,7 +29,7 @@ import anyio
 from .echo_room import PlayedEcho
 from .fake_carrier_dialects import PlivoDialect
 from .fake_phone import FakePhoneCall, call_number, phone_call
-from .fake_twilio_webhook import CallRefused
+from .fake_twilio_webhook import CallRefused, webhook_get
 
 MULAW_8K = dict(PlivoDialect.MULAW_8K)
 
@@ -66,7 +64,7 @@ async def fetch_extra_headers(
     signature = plivo_signature(auth_token, answer_url_for(signed_url or url), query, nonce)
     headers = {"X-Plivo-Signature-V3": signature, "X-Plivo-Signature-V3-Nonce": nonce}
     target = answer_url_for(url) + "?" + urlencode(query)
-    status, body = await anyio.to_thread.run_sync(_get, target, headers)
+    status, body = await anyio.to_thread.run_sync(webhook_get, target, headers)
     if status != 200:
         raise CallRefused(status)
     stream = ElementTree.fromstring(body).find("./Stream")
@@ -74,16 +72,6 @@ async def fetch_extra_headers(
         raise ValueError("the answer XML has no <Stream>")
     pairs = (pair.split("=", 1) for pair in stream.get("extraHeaders", "").split(",") if pair)
     return {name: value for name, value in pairs}
-
-
-def _get(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-    try:
-        with opener.open(request, timeout=30) as answer:
-            return answer.status, answer.read(1 << 16)
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
 
 
 @asynccontextmanager

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import base64
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from .echo_room import PlayedEcho
 from .fake_carrier_dialects import TelnyxDialect
 from .fake_phone import FakePhoneCall, call_number, phone_call
-from .fake_twilio_webhook import CallRefused
+from .fake_twilio_webhook import CallRefused, webhook_get
 
 PCMU_8K = dict(TelnyxDialect.PCMU_8K)
 
@@ -77,23 +75,15 @@ async def fetch_texml_parameters(
             "Direction": "inbound",
         }
     )
-    status, body = await anyio.to_thread.run_sync(_get, texml_url_for(url) + query, dict(headers))
+    status, body = await anyio.to_thread.run_sync(
+        webhook_get, texml_url_for(url) + query, dict(headers)
+    )
     if status != 200:
         raise CallRefused(status)
     stream = ElementTree.fromstring(body).find("./Start/Stream")
     if stream is None:
         raise ValueError("the TeXML has no <Start><Stream>")
     return {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
-
-
-def _get(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-    try:
-        with opener.open(request, timeout=30) as answer:
-            return answer.status, answer.read(1 << 16)
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
 
 
 @asynccontextmanager

@@ -56,7 +56,8 @@ async def fetch_stream_parameters(
     )
     webhook = twiml_url_for(url) + query
     signature = twilio_signature(auth_token, twiml_url_for(signed_url or url) + query)
-    status, body = await anyio.to_thread.run_sync(_get, webhook, signature)
+    headers = {"X-Twilio-Signature": signature}
+    status, body = await anyio.to_thread.run_sync(webhook_get, webhook, headers)
     if status != 200:
         raise CallRefused(status)
     stream = ElementTree.fromstring(body).find("./Connect/Stream")
@@ -65,8 +66,9 @@ async def fetch_stream_parameters(
     return {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
 
 
-def _get(url: str, signature: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers={"X-Twilio-Signature": signature})
+def webhook_get(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """A carrier's GET of a webhook of ours: its status and (the first 64 KB of) its body."""
+    request = urllib.request.Request(url, headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     try:
         with opener.open(request, timeout=30) as answer:
