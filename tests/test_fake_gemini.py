@@ -38,6 +38,9 @@ NO_AFC = types.GenerateContentConfig(automatic_continuation=False)
 
 
 def client_for(fake: FakeGemini, **options: Any) -> genai.Client:
+    # On httpx2, as the adapter runs it: with aiohttp installed (the twilio SDK
+    # brings it) the SDK would take that instead.
+    options.setdefault("async_client_args", {"transport": httpx2.AsyncHTTPTransport()})
     return genai.Client(
         api_key="k", http_options=types.HttpOptions(base_url=fake.base_url, **options)
     )

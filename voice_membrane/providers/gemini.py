@@ -108,7 +108,9 @@ class GeminiProvider:
                 retry_options=types.HttpRetryOptions(attempts=1),
                 async_client_args={
                     "event_hooks": {"response": [_keep_response]},
-                    "verify": shared_ssl_context(),
+                    # Our own transport: with aiohttp installed (another package may
+                    # bring it) the SDK would take it instead, and lose the hook.
+                    "transport": httpx2.AsyncHTTPTransport(verify=shared_ssl_context()),
                 },
             )
             problem = unusable_key(NAME, self.api_key)
