@@ -21,7 +21,9 @@ from resume_helpers import KEY_ENV, cloud_pipeline
 from serve_helpers import LONG_REPLY, listening_pipeline, read_turn, send, start
 from websockets.asyncio.client import connect
 
+from voice_membrane.cli.listen import run_listening
 from voice_membrane.listening.settings import EndpointSettings
+from voice_membrane.pipeline.config import load_pipeline
 from voice_membrane.pipeline.conversation_recording import RATE, ConversationRecording, prune
 from voice_membrane.pipeline.stereo_timeline import LEFT, RIGHT, StereoTimeline
 from voice_membrane.server import Server
@@ -273,3 +275,42 @@ async def test_a_call_is_recorded_as_heard_cut_where_the_caller_spoke_over_it(
     assert until - last > 4  # a silence between the cut and what came next
     # What the caller heard of it ended with the clear: no more than that was recorded.
     assert heard_s <= cleared - question.ended + 0.3
+
+
+# run --input
+
+
+def test_run_input_is_recorded_with_its_greeting(tmp_path: Path) -> None:
+    folder = tmp_path / "recordings"
+    path = recording_section(listening_pipeline(tmp_path, "voice", "It is sunny."), folder)
+    path.write_text(path.read_text() + '\n[conversation]\ngreeting = "Hello there."\n')
+    config = load_pipeline(path).with_overrides({"sink": {"realtime": True}})
+    samples, rate = sf.read(QUESTION, dtype="int16")
+    wav = tmp_path / "input.wav"
+    silence = np.zeros(2 * rate, dtype=np.int16)  # the greeting first, then the question
+    sf.write(wav, np.concatenate([silence, samples, silence]), rate)
+    printed: list[str] = []
+
+    async def go() -> None:
+        with anyio.fail_after(GUARD_S):
+            await run_listening(config, input_path=wav, out=printed.append)
+
+    anyio.run(go)
+    (recorded,) = folder.glob("*.wav")
+    assert f"recording to {recorded}\n" in printed
+    header, greeted, asked, answered = transcript(folder)
+    assert header["input"] == str(wav)
+    assert (greeted["speaker"], greeted["text"].strip(), greeted["turn"]) == (
+        "assistant",
+        "Hello there.",
+        0,
+    )
+    assert asked["speaker"] == "user" and "weather" in asked["text"] and asked["turn"] == 1
+    assert answered["speaker"] == "assistant" and answered["text"].strip() == "It is sunny."
+    assert greeted["at_s"] < 2.0 < asked["at_s"] < answered["at_s"]
+    stereo, rate = sf.read(recorded, dtype="int16")
+    left, right = loud(stereo[:, LEFT], rate), loud(stereo[:, RIGHT], rate)
+    window = lambda s: int(s / 0.05)  # noqa: E731
+    assert right[: window(1.5)].any() and not left[: window(1.5)].any()  # the greeting alone
+    assert left[window(asked["at_s"]) : window(asked["at_s"]) + 10].mean() > 0.5
+    assert right[window(answered["at_s"]) : window(answered["at_s"]) + 4].any()

@@ -9,6 +9,8 @@ its voice-to-voice latency (end of speech → first audio).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -32,9 +34,11 @@ from ..pipeline.listening import (
     ListenError,
     ListenItem,
     NoWordsHeard,
+    UserTurn,
     UtteranceCapped,
 )
 from ..pipeline.session import Session
+from ..pipeline.session_recording import SessionRecorder
 from ..pipeline.turn import Turn
 from ..pipeline.voice_loop import VoiceTurn, converse, turn_record
 from ..sinks.speaker import SpeakerSink
@@ -115,9 +119,11 @@ async def _converse(
         if jsonl:
             jsonl.start_turn(turn.metrics.started_ns)
 
+    recorder = _recorder(config, input_path, out)
     session = session_for(
         config,
         parts,
+        sink=parts.sink if recorder is None else recorder.wrap(parts.sink),
         log=jsonl if jsonl else lambda record: None,
         on_piece_start=out,
         on_turn_start=on_turn_start,
@@ -140,18 +146,23 @@ async def _converse(
             await tg.start(interrupt_on_sigint, session, tg.cancel_scope, on_quit)
             heard_from = "the microphone" if input_path is None else str(input_path)
             out(f"listening to {heard_from} (Ctrl-C interrupts the speech)\n")
-            greeting = Greeting(session, listener, out)
-            tg.start_soon(greeting.run)
-            turns = await converse(
-                session,
-                listener,
-                source.frames() if intake is None else intake.frames(source.frames()),
-                on_item=lambda item: _show(item, out, terminal),
-                on_turn_start=lambda heard: out(f"{_CLEAR if terminal else ''}> {heard.text}\n"),
-                on_turn=lambda turn: _report(turn, out),
-                wait_idle=greeting.interrupt,
-            )
-            await greeting.done.wait()  # (the input ended: a greeting still said is let finish)
+            greeting = Greeting(session, listener, out, recorder)
+            frames = source.frames() if recorder is None else recorder.frames(source.frames())
+            numbers = itertools.count(1)  # the user's turns, as each becomes theirs
+            with recorder.opened() if recorder is not None else contextlib.nullcontext():
+                tg.start_soon(greeting.run)
+                turns = await converse(
+                    session,
+                    listener,
+                    frames if intake is None else intake.frames(frames),
+                    on_item=lambda item: _show(item, out, terminal),
+                    on_turn_start=lambda heard: _heard(
+                        heard, next(numbers), out, terminal, recorder
+                    ),
+                    on_turn=lambda turn: _report(turn, out, recorder),
+                    wait_idle=greeting.interrupt,
+                )
+                await greeting.done.wait()  # (the input ended: a greeting still said finishes)
             tg.cancel_scope.cancel()
     except SourceError as exc:
         out(f"{exc}\n")
@@ -188,8 +199,15 @@ class Greeting:
     it, and the user's turn waits for it to end (``interrupt``: converse's
     ``wait_idle``)."""
 
-    def __init__(self, session: Session, listener: Listener, out: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        listener: Listener,
+        out: Callable[[str], None],
+        recorder: SessionRecorder | None = None,
+    ) -> None:
         self.session, self.listener, self.out = session, listener, out
+        self.recorder = recorder
         self.done = anyio.Event()
 
     async def run(self) -> None:
@@ -198,6 +216,8 @@ class Greeting:
             result = await self.session.greet()
             if result is not None:
                 say_result(result, self.out)
+                if self.recorder is not None:
+                    self.recorder.answered(0, result)  # (turn 0: before the user's first)
         finally:
             self.listener.assistant_speaking(False)
             self.done.set()
@@ -239,9 +259,40 @@ def _show(item: ListenItem, out: Callable[[str], None], terminal: bool) -> None:
         out(f"\n[you spoke over the answer: {item.decision.text}]\n")
 
 
-def _report(turn: VoiceTurn, out: Callable[[str], None]) -> None:
+def _heard(
+    heard: UserTurn,
+    n: int,
+    out: Callable[[str], None],
+    terminal: bool,
+    recorder: SessionRecorder | None,
+) -> None:
+    out(f"{_CLEAR if terminal else ''}> {heard.text}\n")
+    if recorder is not None:
+        recorder.said(heard.text, n, "voice", heard.speech_start_ns)
+
+
+def _report(turn: VoiceTurn, out: Callable[[str], None], recorder: SessionRecorder | None) -> None:
     say_result(turn.result, out)
     out(turn.latency.line(turn.result.report.end) + "\n")
+    if recorder is not None:  # (the answer of the turn last begun)
+        recorder.answered(recorder.turn, turn.result)
+
+
+def _recorder(
+    config: PipelineConfig, input_path: Path | None, out: Callable[[str], None]
+) -> SessionRecorder | None:
+    """The conversation written down when the pipeline records (``[recording]``)."""
+    if config.recording.dir is None:
+        return None
+
+    def note(event: str, **fields: Any) -> None:
+        if event == "recording":
+            out(f"recording to {fields['path']}\n")
+        else:
+            out(f"recording: cannot write {fields['message']}: not recorded\n")
+
+    heard_from = "microphone" if input_path is None else str(input_path)
+    return SessionRecorder(config.recording, "listen", {"input": heard_from}, note)
 
 
 def _write(path: Path, records: list[dict[str, Any]]) -> None:

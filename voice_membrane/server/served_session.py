@@ -29,6 +29,7 @@ from ..pipeline.config import PipelineConfig
 from ..pipeline.echo_intake import Where
 from ..pipeline.listening import UserTurn
 from ..pipeline.session import Session
+from ..pipeline.session_recording import SessionRecorder
 from ..pipeline.turn import Turn, TurnResult
 from ..pipeline.voice_loop import VoiceTurn, turn_record
 from ..sinks.base import AudioSink
@@ -38,7 +39,6 @@ from .listening_setup import voice_input_for
 from .loop_lag import loop_clock
 from .outbox import Audio, Close, Outbox
 from .rate_limit import Verdict
-from .session_recording import SessionRecorder
 from .state import ServerState
 from .turn_events import log_event, turn_end_events, turn_end_log
 from .voice_input import AudioBudget, BadAudio

@@ -1,4 +1,5 @@
-"""A served session's recording (``[recording]``, docs/recording.md): its sink
+"""A conversation's recording (``[recording]``, docs/recording.md) as a face
+runs it (a served session or call, ``run --input`` / ``--listen``): its sink
 wrapped so the assistant's voice is written as heard, its files open for the
 conversation's life, the user's frames and each turn's lines written down.
 
@@ -11,17 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.conversation_recording import ConversationRecording, prune
-from ..pipeline.recording_config import RecordingConfig
-from ..pipeline.turn import TurnResult
 from ..sinks.base import AudioSink
 from ..sinks.recorded import HeardUtterance, RecordedSink
 from ..sources.base import Frame
-from .log import Log
+from .conversation_recording import ConversationRecording, prune
+from .recording_config import RecordingConfig
+from .turn import TurnResult
+
+Log = Callable[..., None]  # (event, **fields): serve's log, or a terminal's line
 
 
 class SessionRecorder:
@@ -33,6 +35,7 @@ class SessionRecorder:
         self.session, self.header, self.log = session, header, log
         self.recording: ConversationRecording | None = None  # while the conversation runs
         self._played_ns: int | None = None  # when the last utterance began to play
+        self.turn = 0  # the last turn the user's words were written down for
 
     def wrap(self, sink: AudioSink) -> AudioSink:
         return RecordedSink(sink, self)
@@ -73,8 +76,15 @@ class SessionRecorder:
     def user_frame(self, frame: Frame) -> None:
         self._guarded(lambda r: r.user_frame(frame.samples, frame.sample_rate, frame.captured_ns))
 
+    async def frames(self, frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
+        """``frames``, each written down as it passes."""
+        async for frame in frames:
+            self.user_frame(frame)
+            yield frame
+
     def said(self, text: str, turn: int, source: str, at_ns: int | None = None) -> None:
         """The user's words of turn ``turn`` (typed or heard), said at ``at_ns``."""
+        self.turn = turn
         at = time.perf_counter_ns() if at_ns is None else at_ns
         self._guarded(lambda r: r.said("user", text, at, turn=turn, source=source))
 
