@@ -127,7 +127,13 @@ class WebRtcClient:
     async def __aenter__(self) -> WebRtcClient:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        await self.connect()
+        try:
+            await self.connect()
+        except BaseException:
+            await self.pc.close()
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(
