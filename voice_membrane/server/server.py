@@ -133,6 +133,9 @@ class Server:
         self.state: ServerState | None = None
         # POST /v1/webrtc/offer (docs/webrtc.md), when aiortc is installed.
         self.webrtc_wanted, self.ice_servers = webrtc, tuple(ice_servers)
+        for url in self.ice_servers:
+            if not url.startswith(("stun:", "turn:", "turns:")):
+                raise ConfigError(f"--ice-server {url[:100]!r}: a stun:, turn: or turns: URL")
         self.webrtc: WebRtcHost | None = None
         self._ws: WsServer | None = None
         self._tasks: TaskGroup | None = None  # the server's own (the store's keep_up)

@@ -18,14 +18,14 @@ from websockets.http11 import Request
 from . import protocol as p
 from .state import ServerState
 from .webrtc_media import pump_track
-from .webrtc_peer import OfferRefused, Peer
+from .webrtc_peer import OfferRefused, Peer, ice_configuration
 from .webrtc_session import WebRtcConnection
 
 
 class WebRtcHost:
     def __init__(self, state: ServerState, ice_servers: tuple[str, ...] = ()) -> None:
         self.state = state
-        self.ice_servers = ice_servers
+        self.ice = ice_configuration(ice_servers)
         self.pending = 0  # answered, channel not yet open
         self._tg: TaskGroup | None = None
         self._live: set[WebRtcConnection] = set()
@@ -47,7 +47,7 @@ class WebRtcHost:
         here. ``OfferRefused``: a bad offer (its peer closed)."""
         if self._tg is None or self._closed.is_set():
             raise OfferRefused("the server is closing")
-        peer = Peer(request, self.ice_servers)
+        peer = Peer(request, self.ice)
         connection = WebRtcConnection(peer, self.state)
         try:
             answer = await peer.answer(sdp)

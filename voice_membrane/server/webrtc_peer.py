@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from typing import Any
 
 import anyio
@@ -26,12 +27,15 @@ from aiortc import (
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request
 
+from ..infra.redact import remember
 from .protocol import CLOSE_NORMAL, MAX_MESSAGE_BYTES
 from .webrtc_media import OutboundTrack
 
 CHANNEL_QUEUE = 64  # messages read ahead of the session (its rate limit is checked there)
 SEND_HIGH_WATER = 256 * 1024  # bytes the channel may hold unsent before a send waits
 CLOSE_TOO_BIG = 1009
+TURN_USERNAME_VARIABLE = "VOICE_MEMBRANE_TURN_USERNAME"
+TURN_PASSWORD_VARIABLE = "VOICE_MEMBRANE_TURN_PASSWORD"
 
 
 class OfferRefused(ValueError):
@@ -128,12 +132,26 @@ class _Transport:
         self._abort()
 
 
+def ice_configuration(urls: tuple[str, ...]) -> RTCConfiguration:
+    """STUN and TURN servers (``--ice-server``); a TURN server's username and
+    password come from the environment, never the command line."""
+    username = os.environ.get(TURN_USERNAME_VARIABLE)
+    password = os.environ.get(TURN_PASSWORD_VARIABLE)
+    remember(password)  # masked in every log line from now on
+    servers = [
+        RTCIceServer(urls=url, username=username, credential=password)
+        if url.startswith(("turn:", "turns:"))
+        else RTCIceServer(urls=url)
+        for url in urls
+    ]
+    return RTCConfiguration(iceServers=servers)
+
+
 class Peer:
     """A peer connection answered for one offer, its outbound track and its channel."""
 
-    def __init__(self, request: Request, ice_servers: tuple[str, ...] = ()) -> None:
-        servers = [RTCIceServer(urls=url) for url in ice_servers]
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
+    def __init__(self, request: Request, ice: RTCConfiguration | None = None) -> None:
+        self.pc = RTCPeerConnection(ice or RTCConfiguration())
         self.track = OutboundTrack()
         self.remote_track: Any = None
         self.ended = anyio.Event()  # ask the session's task to close the peer
