@@ -34,7 +34,7 @@ def server(folder: Path, logs: list[tuple[str, dict[str, Any]]], **options: Any)
     def log(kind: str, **fields: Any) -> None:
         logs.append((kind, fields))
 
-    return Server(listening_pipelines(folder), port=0, log=log, **options)
+    return Server(listening_pipelines(folder), port=0, log=log, webrtc=True, **options)
 
 
 def question() -> tuple[Samples, int]:

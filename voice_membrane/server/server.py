@@ -91,7 +91,7 @@ class Server:
         twilio_url: str | None = None,
         reuse_port: bool = False,
         sessions: SessionSettings | None = None,
-        webrtc: bool = True,
+        webrtc: bool = False,
         ice_servers: Iterable[str] = (),
         **limits: Any,
     ) -> None:
@@ -131,7 +131,8 @@ class Server:
         self.sessions = sessions or SessionSettings()  # the session store (resume)
         self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
         self.state: ServerState | None = None
-        # POST /v1/webrtc/offer (docs/webrtc.md), when aiortc is installed.
+        # POST /v1/webrtc/offer (docs/webrtc.md), when aiortc is installed: the
+        # CLI's default, an embedding's choice (its tests drive the WebSocket).
         self.webrtc_wanted, self.ice_servers = webrtc, tuple(ice_servers)
         for url in self.ice_servers:
             if not url.startswith(("stun:", "turn:", "turns:")):
