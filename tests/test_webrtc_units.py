@@ -16,6 +16,7 @@ from voice_membrane.server.webrtc_media import (
     SampleQueue,
     TrackSink,
     downmix,
+    gap_samples,
 )
 from voice_membrane.server.webrtc_offer import parse_offer
 from voice_membrane.server.webrtc_peer import OfferRefused
@@ -103,3 +104,10 @@ def test_the_gap_is_measured_on_the_audio_timeline() -> None:
         got.frames.append((pts, frame))
     assert got.longest_gap_s() == pytest.approx(5 * 0.02)
     assert got.longest_gap_s(since=3) == 0.0
+
+
+def test_packets_lost_before_a_frame_become_silence_up_to_a_second() -> None:
+    assert gap_samples(None, 960) == 0
+    assert gap_samples(960, 960) == 0
+    assert gap_samples(960, 960 * 4) == 960 * 3
+    assert gap_samples(0, 48000 * 5) == 48000

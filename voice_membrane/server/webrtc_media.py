@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import numpy as np
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
@@ -31,6 +32,7 @@ from .socket_sink import SocketSink
 
 RATE = 48000  # Opus's clock: both ways
 FRAME = RATE * 20 // 1000  # what the track hands aiortc at a time
+JITTER_CAPACITY = 16  # packets (320 ms of 20 ms ones): aiortc's own for audio
 # The formats a WebRTC session reports (its tracks decide them, not session.start).
 TRACK_AUDIO = Pcm16Format(encoding="pcm16", sample_rate=RATE, frame_ms=20)
 TRACK_INPUT = InputAudio(encoding="pcm16", sample_rate=RATE, frame_ms=20)
@@ -143,11 +145,39 @@ def downmix(interleaved: Samples, channels: int) -> Samples:
     return np.asarray(frames.mean(axis=1), dtype=np.int16)
 
 
+def tune_jitter_buffer(receiver: Any) -> None:
+    """An audio receiver's jitter buffer without aiortc's prefetch of 4 frames:
+    with it, each lost packet cost ~100 ms of audio (measured at 5 % loss: a
+    hole held the frames behind it until it was skipped); without, 20-80 ms,
+    and 80 ms less latency. (aiortc has no setting for it: its private attribute,
+    left alone should a release rename it.)"""
+    name = "_RTCRtpReceiver__jitter_buffer"
+    if getattr(receiver, "track", None) is not None and receiver.track.kind != "audio":
+        return
+    if hasattr(receiver, name):
+        setattr(receiver, name, JitterBuffer(capacity=JITTER_CAPACITY, prefetch=0))
+
+
+def gap_samples(expected_pts: int | None, pts: int | None) -> int:
+    """Samples of silence standing in for packets lost before a frame at ``pts``
+    (so the listener's timeline keeps its length), at most a second's worth."""
+    if expected_pts is None or pts is None or pts <= expected_pts:
+        return 0
+    return min(pts - expected_pts, RATE)
+
+
 async def pump_track(track: Any, take: Any) -> None:
-    """Each frame of the client's track to ``take(bytes)`` until the track ends."""
+    """Each frame of the client's track to ``take(bytes)`` until the track ends;
+    what was lost before it, as silence."""
+    expected: int | None = None
     while True:
         try:
             frame = await track.recv()
         except MediaStreamError:
             return
-        take(mono_pcm16(frame))
+        if lost := gap_samples(expected, frame.pts):
+            take(bytes(2 * lost))
+        data = mono_pcm16(frame)
+        take(data)
+        if frame.pts is not None:
+            expected = frame.pts + len(data) // 2

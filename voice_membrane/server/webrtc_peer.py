@@ -29,7 +29,7 @@ from websockets.http11 import Request
 
 from ..infra.redact import remember
 from .protocol import CLOSE_NORMAL, MAX_MESSAGE_BYTES
-from .webrtc_media import OutboundTrack
+from .webrtc_media import OutboundTrack, tune_jitter_buffer
 
 CHANNEL_QUEUE = 64  # messages read ahead of the session (its rate limit is checked there)
 SEND_HIGH_WATER = 256 * 1024  # bytes the channel may hold unsent before a send waits
@@ -182,6 +182,8 @@ class Peer:
         if self.pc.sctp is None:
             raise OfferRefused("the offer has no data channel (m=application): events run on it")
         self.pc.addTrack(self.track)  # (on the offer's audio transceiver)
+        for receiver in self.pc.getReceivers():
+            tune_jitter_buffer(receiver)
         answer = await self.pc.createAnswer()
         if "opus/48000" not in answer.sdp.lower():
             raise OfferRefused("no audio codec in common: this server speaks Opus")

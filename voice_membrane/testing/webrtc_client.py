@@ -33,6 +33,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
+from ..server.webrtc_media import tune_jitter_buffer
 from ..vocab.audio import Samples, resample
 
 RATE = 48000
@@ -106,12 +107,22 @@ class Received:
 
 
 class WebRtcClient:
-    def __init__(self, url: str, *, token: str | None = None, json_offer: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        json_offer: bool = False,
+        rewrite_answer: Callable[[str], str] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.token, self.json_offer = token, json_offer
+        self.rewrite_answer = rewrite_answer  # (a lossy relay's address for the server's)
         self.pc = RTCPeerConnection()
         self.mic = MicTrack()
         self.pc.addTrack(self.mic)
+        for receiver in self.pc.getReceivers():
+            tune_jitter_buffer(receiver)  # as the server's (a lost packet: 20-80 ms, not 100)
         self.channel = self.pc.createDataChannel("session")
         self.events: list[Event] = []
         self.received = Received()
@@ -147,6 +158,8 @@ class WebRtcClient:
         """The offer POSTed, the answer set, the data channel open."""
         await self.pc.setLocalDescription(await self.pc.createOffer())
         answer = await self.post_offer(self.pc.localDescription.sdp)
+        if self.rewrite_answer is not None:
+            answer = self.rewrite_answer(answer)
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
         with anyio.fail_after(timeout_s):
             await self._opened.wait()
