@@ -113,3 +113,27 @@ async def test_a_server_with_a_token_answers_only_offers_that_bring_it(tmp_path:
         async with WebRtcClient(srv.url, token="s3cret-token-1234") as client:
             assert (await client.start(pipeline="brief"))["type"] == "session.started"
     assert not any("s3cret" in repr(fields) for _, fields in logs)
+
+
+async def test_drain_refuses_new_offers_and_closes_a_session_once_its_turn_ends(
+    tmp_path: Path,
+) -> None:
+    logs: Logs = []
+    async with server(tmp_path, logs) as srv, WebRtcClient(srv.url) as client:
+        await client.start(pipeline="brief")
+        client.send(type="user.message", text="Hi!")
+        await client.wait_for(lambda e: e["type"] == "turn.started")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(srv.drain, 20.0)
+            with anyio.fail_after(5):
+                while srv.state is None or not srv.state.draining.is_set():
+                    await anyio.sleep(0.02)
+            with pytest.raises(Refused) as refused:
+                async with WebRtcClient(srv.url):
+                    pass
+            assert refused.value.status == 503
+            end = await client.wait_for(lambda e: e["type"] == "turn.end")
+            assert not end["interrupted"]  # the running turn finished
+            closed = await client.wait_for(lambda e: e["type"] == "session.closed")
+            assert closed["code"] == 1001
+    assert "drain_end" in kinds(logs)
