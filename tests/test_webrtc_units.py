@@ -4,10 +4,15 @@ the gap measure of the loss test."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 pytest.importorskip("aiortc")
+
+from aiortc.mediastreams import MediaStreamError
+from av import AudioFrame
 
 from voice_membrane.server.http_post import Posted, PostIntake, reply_bytes
 from voice_membrane.server.outbox import Outbox
@@ -17,6 +22,7 @@ from voice_membrane.server.webrtc_media import (
     TrackSink,
     downmix,
     gap_samples,
+    pump_track,
 )
 from voice_membrane.server.webrtc_offer import parse_offer
 from voice_membrane.server.webrtc_peer import OfferRefused
@@ -111,3 +117,25 @@ def test_packets_lost_before_a_frame_become_silence_up_to_a_second() -> None:
     assert gap_samples(960, 960) == 0
     assert gap_samples(960, 960 * 4) == 960 * 3
     assert gap_samples(0, 48000 * 5) == 48000
+
+
+async def test_a_long_loss_reaches_the_listener_as_frames_of_silence() -> None:
+    class Track:
+        def __init__(self) -> None:
+            self.frames = [_frame(0), _frame(960 * 30)]  # 580 ms lost between them
+
+        async def recv(self) -> Any:
+            if not self.frames:
+                raise MediaStreamError
+            return self.frames.pop(0)
+
+    heard: list[bytes] = []
+    await pump_track(Track(), heard.append)
+    assert sum(len(b) for b in heard) // 2 == 960 * 31  # the timeline keeps its length
+    assert max(len(b) for b in heard) == 2 * 960  # no frame over 20 ms (the limit is 200)
+
+
+def _frame(pts: int) -> Any:
+    frame = AudioFrame.from_ndarray(np.zeros((1, 960), dtype=np.int16), format="s16", layout="mono")
+    frame.sample_rate, frame.pts = 48000, pts
+    return frame

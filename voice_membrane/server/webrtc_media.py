@@ -175,8 +175,9 @@ async def pump_track(track: Any, take: Any) -> None:
             frame = await track.recv()
         except MediaStreamError:
             return
-        if lost := gap_samples(expected, frame.pts):
-            take(bytes(2 * lost))
+        lost = gap_samples(expected, frame.pts)
+        for start in range(0, lost, FRAME):  # (in frames: one holds at most 200 ms)
+            take(bytes(2 * min(FRAME, lost - start)))
         data = mono_pcm16(frame)
         take(data)
         if frame.pts is not None:

@@ -92,6 +92,7 @@ class Received:
     """The answer's audio as it arrived: (RTP timestamp in samples, mono samples)."""
 
     frames: list[tuple[int, Samples]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # each frame's, time.monotonic()
 
     def audio(self) -> Samples:
         if not self.frames:
@@ -202,6 +203,7 @@ class WebRtcClient:
             if channels > 1:
                 samples = samples.reshape(-1, channels)[:, 0].copy()
             self.received.frames.append((int(frame.pts), samples))
+            self.received.arrivals.append(time.monotonic())
 
     def send(self, **message: Any) -> None:
         self.channel.send(json.dumps(message))
