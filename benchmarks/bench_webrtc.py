@@ -17,8 +17,14 @@ the ramp, then again after each answer. Measured:
 - *server CPU*: the serve process's user + system seconds over the run, per
   session-second.
 
-``python -m benchmarks.bench_webrtc [SESSIONS…] [--runs N] [--turns N]``
-prints a Markdown table (docs/webrtc.md has the published one).
+The callers run in this process: an aiortc caller costs about what the
+server's peer does (Opus both ways, SRTP, in Python), so on a 2-core machine
+this process cannot drive 50 WebRTC callers (their turns time out in the
+callers, not the server: docs/webrtc.md). A serve process's cost at 50 is then
+read from its per-session cost at the sizes that could be driven.
+
+``python -m benchmarks.bench_webrtc [SESSIONS…] [websocket|webrtc] [--runs N]
+[--turns N]`` prints one JSON line per run (docs/webrtc.md has the figures).
 """
 
 from __future__ import annotations

@@ -64,6 +64,8 @@ async def test_bad_offers_get_one_line_each_and_leave_nothing(tmp_path: Path) ->
             assert (await http.post(srv.url + "/elsewhere", content=b"x")).status_code == 404
         refused = [f for k, f in logs if k == "webrtc_refused"]
         assert len(refused) == 5 and all("\n" not in f["reason"] for f in refused)
+        metrics = srv.state.metrics.render().decode()  # type: ignore[union-attr]
+        assert 'voice_membrane_webrtc_offers_total{outcome="refused"} 5.0' in metrics
         assert udp_sockets() == before
         async with WebRtcClient(srv.url) as client:
             assert (await client.start(pipeline="brief"))["type"] == "session.started"
@@ -110,6 +112,9 @@ async def test_ice_that_never_completes_is_timed_out_in_one_line(tmp_path: Path)
             while udp_sockets() > before:
                 await anyio.sleep(0.1)
         assert srv.webrtc is not None and srv.webrtc.pending == 0
+        metrics = srv.state.metrics.render().decode()  # type: ignore[union-attr]
+        assert 'voice_membrane_webrtc_offers_total{outcome="ice_timeout"} 1.0' in metrics
+        assert 'voice_membrane_webrtc_offers_total{outcome="answered"} 1.0' in metrics
     await anyio.sleep(0.2)
     assert len(asyncio.all_tasks()) <= tasks_before  # nothing of aiortc's left running
 

@@ -55,9 +55,11 @@ def posting_connection(handler: PostHandler) -> type[SecureConnection]:
             else:
                 super().data_received(head)
 
-        def eof_received(self) -> None:
+        def eof_received(self) -> bool | None:  # type: ignore[override]
             if self._intake is None:
                 super().eof_received()
+                return None
+            return True  # a POST half-closed after its body: the reply still goes out
 
         def _take(self, data: bytes) -> None:
             assert self._intake is not None

@@ -49,13 +49,14 @@ class WebRtcHost:
             raise OfferRefused("the server is closing")
         peer = Peer(request, self.ice)
         connection = WebRtcConnection(peer, self.state)
+        self.pending += 1  # (counted while answering: a burst of offers sees the others)
         try:
             answer = await peer.answer(sdp)
         except BaseException:
+            self.pending -= 1
             with anyio.CancelScope(shield=True):
                 await peer.aclose()
             raise
-        self.pending += 1
         self._tg.start_soon(self._session, connection)
         return answer, connection.id
 
@@ -69,10 +70,13 @@ class WebRtcHost:
             finally:
                 self.pending -= 1
             if not peer.socket.opened.is_set() or peer.socket.gone.is_set():
+                timed_out = not peer.socket.gone.is_set()
+                if timed_out:
+                    state.metrics.webrtc_offers.labels("ice_timeout").inc()
                 state.log(
                     "webrtc_failed",
                     session=connection.id,
-                    reason="ice_timeout" if not peer.socket.gone.is_set() else "closed",
+                    reason="ice_timeout" if timed_out else "closed",
                     ice=peer.pc.iceConnectionState,
                 )
                 return
@@ -81,6 +85,8 @@ class WebRtcHost:
                     tg.start_soon(pump_track, peer.remote_track, connection.hear)
                 await connection.run()
                 tg.cancel_scope.cancel()
+        except Exception as exc:  # a bug: this session ends, the others and the server go on
+            state.log("webrtc_failed", session=connection.id, reason="internal", error=repr(exc))
         finally:
             self._live.discard(connection)
             with anyio.CancelScope(shield=True):

@@ -175,10 +175,13 @@ async def pump_track(track: Any, take: Any) -> None:
             frame = await track.recv()
         except MediaStreamError:
             return
+        try:
+            data = mono_pcm16(frame)
+        except ValueError:
+            continue  # (aiortc's Opus decoder gives s16 at 48 kHz: never, so far)
         lost = gap_samples(expected, frame.pts)
         for start in range(0, lost, FRAME):  # (in frames: one holds at most 200 ms)
             take(bytes(2 * min(FRAME, lost - start)))
-        data = mono_pcm16(frame)
         take(data)
         if frame.pts is not None:
             expected = frame.pts + len(data) // 2

@@ -82,8 +82,10 @@ async def offer_route(
         answer, session = await host.offer(request, sdp)
     except (OfferRefused, MultipleValuesError) as exc:
         state.metrics.errors.labels("bad_message").inc()
+        state.metrics.webrtc_offers.labels("refused").inc()
         state.log("webrtc_refused", status=400, reason=str(exc))
         return response(400, f"{exc}\n")
+    state.metrics.webrtc_offers.labels("answered").inc()
     state.log("webrtc_offer", session=session, answer_bytes=len(answer))
     if as_json:
         body = json.dumps({"sdp": answer, "type": "answer", "session": session})
