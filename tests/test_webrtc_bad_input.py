@@ -153,3 +153,23 @@ async def test_a_closing_server_closes_its_webrtc_sessions(tmp_path: Path) -> No
         await client.wait_for(lambda e: e["type"] == "session.closed")
         assert client.closed is not None and client.closed["code"] == 1001
     assert "session_end" in kinds(logs)
+
+
+async def test_a_flood_on_the_channel_is_closed_and_an_idle_session_times_out(
+    tmp_path: Path,
+) -> None:
+    logs: Logs = []
+    async with server(tmp_path, logs, idle_timeout_s=1.0) as srv:
+        async with WebRtcClient(srv.url) as flooder:
+            await flooder.start(pipeline="brief")
+            for _ in range(200):
+                flooder.send(type="interrupt")
+            closed = await flooder.wait_for(lambda e: e["type"] == "session.closed")
+            assert closed["code"] == 1008 and closed["reason"] == "rate_limited"
+        async with WebRtcClient(srv.url) as idle:
+            await idle.start(pipeline="brief")
+            closed = await idle.wait_for(lambda e: e["type"] == "session.closed")
+            assert closed["code"] == 4408
+        with anyio.fail_after(10):
+            while srv.state is None or srv.state.sessions:
+                await anyio.sleep(0.05)
