@@ -1,11 +1,13 @@
 """The sans-I/O parts of the WebRTC transport: reading a POST, parsing an
 offer, the answer's sample queue and sink, the client's audio downmixed, and
-the gap measure of the loss test."""
+the gap measure of the loss test; the channel's socket against a client that
+reads nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 
@@ -13,6 +15,9 @@ pytest.importorskip("aiortc")
 
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request
 
 from voice_membrane.server.http_post import Posted, PostIntake, reply_bytes
 from voice_membrane.server.outbox import Outbox
@@ -25,7 +30,7 @@ from voice_membrane.server.webrtc_media import (
     pump_track,
 )
 from voice_membrane.server.webrtc_offer import parse_offer
-from voice_membrane.server.webrtc_peer import OfferRefused
+from voice_membrane.server.webrtc_peer import SEND_HIGH_WATER, ChannelSocket, OfferRefused
 from voice_membrane.testing.webrtc_client import Received
 from voice_membrane.vocab.audio import AudioChunk
 
@@ -139,3 +144,48 @@ def _frame(pts: int) -> Any:
     frame = AudioFrame.from_ndarray(np.zeros((1, 960), dtype=np.int16), format="s16", layout="mono")
     frame.sample_rate, frame.pts = 48000, pts
     return frame
+
+
+class _Channel:
+    """aiortc's data channel as ChannelSocket uses it, holding what is sent
+    unsent: a client that reads nothing (aiortc's own peer always reads)."""
+
+    readyState = "open"
+
+    def __init__(self) -> None:
+        self.bufferedAmount = 0
+        self.bufferedAmountLowThreshold = 0
+        self.sent: list[str | bytes] = []
+
+    def on(self, event: str, handler: Any) -> None:
+        pass
+
+    def send(self, data: str | bytes) -> None:
+        self.sent.append(data)
+        self.bufferedAmount += len(data)
+
+    def close(self) -> None:
+        self.readyState = "closed"
+
+
+async def test_a_send_waits_on_a_full_channel_until_the_client_is_cut() -> None:
+    socket = ChannelSocket(Request("/v1/webrtc/offer", Headers()))
+    channel = _Channel()
+    socket.attach(channel)
+    await socket.send("x" * (SEND_HIGH_WATER + 1))
+    with anyio.move_on_after(0.2) as waiting:
+        await socket.send("more")  # the channel holds too much: this waits
+    assert waiting.cancelled_caught and len(channel.sent) == 1
+    with anyio.fail_after(5):  # (against a hang)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cut_soon, socket)
+            with pytest.raises(ConnectionClosed):
+                await socket.send("more")  # (what _enforce_drop's abort ends)
+    with pytest.raises(ConnectionClosed):
+        await socket.recv()
+    assert socket.close_code == 1006
+
+
+async def _cut_soon(socket: ChannelSocket) -> None:
+    await anyio.sleep(0.05)
+    socket.transport.abort()

@@ -34,6 +34,7 @@ from .webrtc_media import OutboundTrack, tune_jitter_buffer
 CHANNEL_QUEUE = 64  # messages read ahead of the session (its rate limit is checked there)
 SEND_HIGH_WATER = 256 * 1024  # bytes the channel may hold unsent before a send waits
 CLOSE_TOO_BIG = 1009
+CLOSE_ABNORMAL = 1006  # as a WebSocket cut without a close frame reports it
 TURN_USERNAME_VARIABLE = "VOICE_MEMBRANE_TURN_USERNAME"
 TURN_PASSWORD_VARIABLE = "VOICE_MEMBRANE_TURN_PASSWORD"
 
@@ -43,10 +44,10 @@ class OfferRefused(ValueError):
 
 
 class ChannelSocket:
-    def __init__(self, request: Request, abort: Any) -> None:
+    def __init__(self, request: Request) -> None:
         self.request = request
         self.close_code: int | None = None
-        self.transport = _Transport(abort)
+        self.transport = _Transport(self._aborted)
         self.opened = anyio.Event()
         self.gone = anyio.Event()  # the channel, or the whole peer, is closed
         self._in, self._inbox = anyio.create_memory_object_stream[str | bytes](CHANNEL_QUEUE)
@@ -75,6 +76,11 @@ class ChannelSocket:
             return
         with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
             self._in.send_nowait(data)  # (a flood past the queue: dropped, and rate-limited)
+
+    def _aborted(self) -> None:
+        if self.close_code is None:
+            self.close_code = CLOSE_ABNORMAL
+        self.lost()
 
     def lost(self) -> None:
         """The client closed the channel, or the peer failed or closed."""
@@ -115,12 +121,12 @@ class ChannelSocket:
                 channel.send(json.dumps(closed))
                 channel.close()
         self.lost()
-        self.transport.abort()
 
 
 class _Transport:
     """``ws.transport`` as a session uses it: no socket of its own; ``abort``
-    ends the peer."""
+    (a client dropped that reads nothing, whose close cannot be sent) ends the
+    session at once: its reads and a send waiting on the channel end."""
 
     def __init__(self, abort: Any) -> None:
         self._abort = abort
@@ -154,8 +160,7 @@ class Peer:
         self.pc = RTCPeerConnection(ice or RTCConfiguration())
         self.track = OutboundTrack()
         self.remote_track: Any = None
-        self.ended = anyio.Event()  # ask the session's task to close the peer
-        self.socket = ChannelSocket(request, self.ended.set)
+        self.socket = ChannelSocket(request)
         self.pc.on("datachannel", self.socket.attach)
         self.pc.on("track", self._track)
         self.pc.on("connectionstatechange", self._state)
