@@ -3,7 +3,9 @@ question, then a second one while the answer plays) against an in-process
 server that offers WebRTC. The page takes the WebRTC route, the question is
 heard from its audio track and answered on the server's, the answer plays
 through the page's output chain, and the second question interrupts it. A
-server without WebRTC gets the same page over the WebSocket (the fallback)."""
+server without WebRTC gets the same page over the WebSocket (the fallback). A
+server with a token: the offer's 401 asks for it, as the WebSocket's 4401 does,
+and the token goes with the next offer."""
 
 from __future__ import annotations
 
@@ -101,5 +103,39 @@ async def test_a_server_without_webrtc_gets_the_page_over_the_websocket(tmp_path
                 await tab.fill("#message", "Hello")
                 await tab.click("#send")
                 await wait_for(tab, "window.voiceMembrane.outputPeak() > 0.05")
+        finally:
+            await context.close()
+
+
+async def test_a_token_over_webrtc_is_asked_for_then_sent_with_the_offer(tmp_path: Path) -> None:
+    from playwright.async_api import async_playwright
+
+    token = "a-token-of-24-characters"
+    logs: list[tuple[str, dict[str, Any]]] = []
+    log = lambda kind, **fields: logs.append((kind, fields))  # noqa: E731
+    async with (
+        Server([write_pipeline(tmp_path)], port=0, log=log, webrtc=True, token=token) as server,
+        async_playwright() as playwright,
+    ):
+        context = await launch(playwright, tmp_path)
+        try:
+            tab = await open_tab(context)
+            with anyio.fail_after(GUARD_S):
+                await tab.goto(server.url + "/")
+                # The offer's 401 is the WebSocket's 4401: a prompt, no error.
+                await wait_for(tab, "window.voiceMembrane.state === 'token'")
+                assert await tab.is_hidden("#error")
+                await tab.fill("#token", "a-wrong-token")
+                await tab.press("#token", "Enter")
+                await wait_for(tab, "!document.getElementById('error').hidden")
+                assert "4401" in await tab.inner_text("#error")
+                await tab.fill("#token", token)
+                await tab.press("#token", "Enter")
+                await wait_for(tab, "window.voiceMembrane.state === 'idle'")
+                assert await tab.evaluate("window.voiceMembrane.transport") == "webrtc"
+                assert tab.events == []  # (no WebSocket was opened)
+            refused = [f["reason"] for k, f in logs if k == "http_refused"]
+            assert refused == ["no_token", "wrong_token"]
+            assert not any(token in repr(fields) for _, fields in logs)
         finally:
             await context.close()
