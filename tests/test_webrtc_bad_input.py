@@ -59,13 +59,20 @@ async def test_bad_offers_get_one_line_each_and_leave_nothing(tmp_path: Path) ->
         assert reply.status_code == 413
         reply = await _post(srv.url, "v=0", {**SDP, "Host": "evil.example"})
         assert reply.status_code == 421
+        reply = await _post(srv.url, "v=0", {**SDP, "Origin": "https://evil.example"})
+        assert reply.status_code == 403 and reply.text == "origin not allowed\n"
+        # No token: a proxy's marks say the client is not on this machine.
+        reply = await _post(srv.url, "v=0", {**SDP, "X-Forwarded-For": "203.0.113.9"})
+        assert reply.status_code == 403 and "from this machine only" in reply.text
+        reply = await _post(srv.url, "v=0", {**SDP, "Origin": srv.url})  # its own page's
+        assert reply.status_code == 400  # (past the checks: the SDP is what is wrong)
         async with httpx.AsyncClient() as http:  # the rest of the port is as it was
             assert (await http.get(srv.url + "/healthz")).text == "ok\n"
             assert (await http.post(srv.url + "/elsewhere", content=b"x")).status_code == 404
         refused = [f for k, f in logs if k == "webrtc_refused"]
-        assert len(refused) == 5 and all("\n" not in f["reason"] for f in refused)
+        assert len(refused) == 6 and all("\n" not in f["reason"] for f in refused)
         metrics = srv.state.metrics.render().decode()  # type: ignore[union-attr]
-        assert 'voice_membrane_webrtc_offers_total{outcome="refused"} 5.0' in metrics
+        assert 'voice_membrane_webrtc_offers_total{outcome="refused"} 6.0' in metrics
         assert udp_sockets() == before
         async with WebRtcClient(srv.url) as client:
             assert (await client.start(pipeline="brief"))["type"] == "session.started"
