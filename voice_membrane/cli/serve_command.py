@@ -62,6 +62,19 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "voice.example.com (repeatable; docs/websocket-protocol.md)",
     )
     serve.add_argument(
+        "--ice-server",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a STUN or TURN server for WebRTC sessions, e.g. stun:stun.example.com:3478 "
+        "(repeatable; none by default: host candidates only; docs/webrtc.md)",
+    )
+    serve.add_argument(
+        "--no-webrtc",
+        action="store_true",
+        help="answer no WebRTC offers (POST /v1/webrtc/offer): WebSocket sessions only",
+    )
+    serve.add_argument(
         "--send-buffer-ms",
         type=float,
         default=200.0,
@@ -193,6 +206,8 @@ def serve(args: argparse.Namespace, argv: Sequence[str]) -> None:
                 plivo_auth_token=os.environ.get(PLIVO_TOKEN_VARIABLE),
                 plivo_url=args.plivo_url,
                 sessions=sessions,
+                webrtc=not args.no_webrtc,
+                ice_servers=args.ice_server,
             )
         )
     except Exception as exc:

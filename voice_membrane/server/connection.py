@@ -138,13 +138,7 @@ class Connection(ServedSession):
             state.max_queued_events,
             state.max_queued_event_chars,
         )
-        self.sink = sink = SocketSink(
-            outbox,
-            encoding=start.audio.encoding,
-            sample_rate=start.audio.sample_rate,
-            frame_ms=start.audio.frame_ms,
-            on_overflow=self._drop_slow_client,
-        )
+        self.sink = sink = self._make_sink(outbox, start)
         audio = start.audio
         set_send_buffer(self.ws, audio, state.send_buffer_s)
         # The toolbox is this session's own MCP connections, closed with it.
@@ -177,6 +171,16 @@ class Connection(ServedSession):
             await self._session(
                 start, name, parts.membrane.provider.name, parts.engine.name, resumed
             )
+
+    def _make_sink(self, outbox: Outbox, start: p.SessionStart) -> SocketSink:
+        """The session's audio out (a WebRTC session's goes to its track)."""
+        return SocketSink(
+            outbox,
+            encoding=start.audio.encoding,
+            sample_rate=start.audio.sample_rate,
+            frame_ms=start.audio.frame_ms,
+            on_overflow=self._drop_slow_client,
+        )
 
     async def _fail_start(self, code: p.ErrorCode, message: str) -> None:
         self.state.log("session_failed", session=self.id, code=code, message=message)

@@ -133,6 +133,13 @@ class ServerMetrics:
         self.dropped = Counter(
             "voice_membrane_dropped_clients", "Clients dropped for not keeping up", registry=r
         )
+        # WebRTC's own steps (its sessions are counted with the others above).
+        self.webrtc_offers = Counter(
+            "voice_membrane_webrtc_offers",
+            "WebRTC offers, by outcome: answered, refused (a bad offer), ice_timeout",
+            ["outcome"],
+            registry=r,
+        )
 
     def observe_turn(self, report: LatencyReport, *, llm_failed: bool, tts_failed: bool) -> None:
         """A finished turn's stage latencies, retries and errors, and why it began."""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,9 +38,11 @@ from . import protocol as p
 from .carrier_routes import CarrierRoutes
 from .connection import Connection
 from .hosts import HostRules
-from .http_routes import STATIC_DIR, SecureConnection, response, route
+from .http_post import Posted
+from .http_routes import STATIC_DIR, origin_allowed, response, route
 from .listening_setup import check_listening
 from .log import JsonLog, Log
+from .post_connection import posting_connection
 from .prometheus import CarrierRefusal, RefusedLogin
 from .reconnecting_store import store_for
 from .serve_config import SessionSettings
@@ -54,6 +56,9 @@ from .twilio_status_route import STATUS_PATH, status_route, status_url
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
 from .twiml_route import TWIML_PATH, twiml_route, webhook_url
+
+if TYPE_CHECKING:
+    from .webrtc_host import WebRtcHost
 
 DEFAULT_PORT = 8765
 STOP_NOW_GRACE_S = 1.0  # a second Ctrl-C: what the closing handshakes get before cancelling
@@ -92,6 +97,8 @@ class Server:
         plivo_url: str | None = None,
         reuse_port: bool = False,
         sessions: SessionSettings | None = None,
+        webrtc: bool = False,
+        ice_servers: Iterable[str] = (),
         **limits: Any,
     ) -> None:
         if not pipelines:
@@ -140,6 +147,13 @@ class Server:
         self.sessions = sessions or SessionSettings()  # the session store (resume)
         self.limits = limits  # ServerState fields (queue bounds, timeouts), for tests and tuning
         self.state: ServerState | None = None
+        # POST /v1/webrtc/offer (docs/webrtc.md), when aiortc is installed: the
+        # CLI's default, an embedding's choice (its tests drive the WebSocket).
+        self.webrtc_wanted, self.ice_servers = webrtc, tuple(ice_servers)
+        for url in self.ice_servers:
+            if not url.startswith(("stun:", "turn:", "turns:")):
+                raise ConfigError(f"--ice-server {url[:100]!r}: a stun:, turn: or turns: URL")
+        self.webrtc: WebRtcHost | None = None
         self._ws: WsServer | None = None
         self._tasks: TaskGroup | None = None  # the server's own (the store's keep_up)
         self._keeping: anyio.CancelScope | None = None
@@ -189,7 +203,7 @@ class Server:
             server_header=None,
             close_timeout=self.state.close_timeout_s,
             logger=_quiet_logger(),
-            create_connection=SecureConnection,
+            create_connection=posting_connection(self._post),
             reuse_port=self.reuse_port or None,
         )
         sockets = self._ws.sockets
@@ -208,6 +222,11 @@ class Server:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_store_up, store)
+        if self.webrtc_wanted and webrtc_installed():
+            from .webrtc_host import WebRtcHost
+
+            self.webrtc = WebRtcHost(self.state, self.ice_servers)
+            self._tasks.start_soon(self.webrtc.run)
         return self
 
     async def _keep_store_up(self, store: SessionStore) -> None:
@@ -304,6 +323,33 @@ class Server:
         self.log("http_refused", status=403, path=path, reason=message)
         return response(403, message + "\n")
 
+    async def _post(self, connection: ServerConnection, posted: Posted) -> Response:
+        """A POST: the WebRTC offer (webrtc_offer.py), after the Host and locality
+        checks every request of the port gets."""
+        assert self.state is not None
+        request = posted.request
+        ours = connection.local_address
+        local_ip = ours[0] if isinstance(ours, tuple) and ours else None
+        try:
+            host = request.headers.get("Host")
+        except MultipleValuesError:
+            return response(400, "more than one Host header\n")
+        if host is None or not self.hosts.allows_host(host, local_ip):
+            self.log("http_refused", status=421, host=(host or "")[:100], path=request.path[:100])
+            return response(421, "this server does not answer to that host name\n")
+        if self.webrtc is None:
+            return response(404, "not found (WebRTC needs aiortc: the webrtc extra)\n")
+        from .webrtc_offer import OFFER_PATH, offer_route
+
+        peer = connection.remote_address
+        peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
+        if self.token is None and (self.exposed or not is_local(request.headers, peer_ip)):
+            return self._refuse_login(OFFER_PATH, "proxied", NOT_LOCAL)
+        origin_ok = origin_allowed(
+            request, self.allow_origins, lambda origin: self.hosts.allows_origin(origin, local_ip)
+        )
+        return await offer_route(posted, self.webrtc, self.state, origin_ok=origin_ok)
+
     async def _handle(self, ws: ServerConnection) -> None:
         assert self.state is not None
         request = ws.request
@@ -351,6 +397,10 @@ class Server:
 
     async def close(self, grace_s: float | None = None) -> None:
         """Close every connection (1001) and stop listening."""
+        if self.webrtc is not None:  # (its sessions close as the sockets' do)
+            webrtc, self.webrtc = self.webrtc, None
+            default = (self.state.close_timeout_s if self.state else 10.0) + 5.0
+            await webrtc.close(default if grace_s is None else grace_s)
         if self._ws is not None:
             ws, self._ws = self._ws, None
             ws.close()
@@ -381,6 +431,13 @@ def _load_pipelines(paths: Sequence[str | Path]) -> dict[str, PipelineConfig]:
             raise ConfigError(f"two pipelines are named {name!r}: rename one file")
         pipelines[name] = load_pipeline(path)
     return pipelines
+
+
+def webrtc_installed() -> bool:
+    """aiortc (the webrtc extra) is importable."""
+    import importlib.util
+
+    return importlib.util.find_spec("aiortc") is not None
 
 
 def _is_loopback(host: str) -> bool:

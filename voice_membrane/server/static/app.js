@@ -1,5 +1,5 @@
-// The browser page of `voice-membrane serve`: one WebSocket session
-// (docs/websocket-protocol.md, version 1.1) and its events, the reply's audio
+// The browser page of `voice-membrane serve`: one session, over WebRTC or the
+// WebSocket (webrtc.js; docs/websocket-protocol.md) and its events, the reply's audio
 // (playback.js), its transcript, hidden blocks and latency (waterfall.js); the
 // microphone (listen.js).
 // Plain ES modules, no build step. Server text is only ever set with
@@ -14,6 +14,7 @@ import { stored } from "./stored.js";
 import { exposeStatus } from "./status.js";
 import { Transcript } from "./transcript.js";
 import { showReport } from "./waterfall.js";
+import { openSession, wireMicrophone } from "./webrtc.js";
 
 const PROTOCOL = 1;
 const FRAME_MS = 60; // the reply's frames, as session.start asks for them
@@ -63,6 +64,7 @@ const listening = new Listening(ui, transcript, {
   player: () => playback.player,
   changed: () => render(),
 });
+wireMicrophone(listening.mic, () => app.ws); // over WebRTC the voice goes on the track
 
 // --- audio ---------------------------------------------------------------------
 const resumeAudio = () => playback.resume();
@@ -97,10 +99,7 @@ function connect() {
   hideError();
   setState("connecting");
   app.tokenSent = ui.token.value.trim() || stored.get(sessionStorage, TOKEN_KEY) || "";
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${scheme}//${location.host}/v1/session`);
-  ws.binaryType = "arraybuffer";
-  app.ws = ws;
+  const ws = (app.ws = openSession(location.host, app.tokenSent));
   ws.onopen = () => {
     const start = { type: "session.start", v: PROTOCOL };
     // 60 ms frames (protocol 1.2): a third of the server's per-frame work of 20 ms
@@ -221,6 +220,7 @@ async function onSessionStarted(message) {
   hidden.clear();
   ui.waterfalls.replaceChildren(waterfallHint);
   await playback.start(message.audio);
+  app.ws?.attachPlayback?.(playback); // (over WebRTC: the reply's track)
   listening.onSessionStarted(message, playback.ctx); // the microphone, once asked for: not awaited
   ui.sessionInfo.textContent = `${message.llm} → ${message.tts} (pipeline ${message.pipeline})`;
   ui.sessionId.textContent = message.session;
@@ -247,6 +247,7 @@ async function onSessionResumed(message) {
   }
   if (last) app.droppedUpTo = Math.max(app.droppedUpTo, last.turn);
   await playback.start(message.audio);
+  app.ws?.attachPlayback?.(playback);
   listening.onSessionStarted(message, playback.ctx);
   ui.sessionId.textContent = message.session;
   transcript.divider("Reconnected: the conversation goes on");

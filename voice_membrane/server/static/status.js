@@ -5,6 +5,7 @@ export function exposeStatus(app, playback, listening) {
   const status = {};
   const getters = {
     state: () => app.state,
+    transport: () => (app.ws && app.ws.transport) || "websocket",
     audioContextState: () => (playback.ctx ? playback.ctx.state : null),
     sampleRate: () => (playback.ctx ? playback.ctx.sampleRate : null),
     player: () => (playback.player ? playback.player.kind : null),
@@ -32,6 +33,7 @@ export function exposeStatus(app, playback, listening) {
   // volume), and that the player gave out (before it), 0 to 1.
   status.outputPeak = () => peak(playback.chain && playback.chain.output);
   status.voicePeak = () => peak(playback.chain && playback.chain.level);
+  status.rtcAudio = () => (app.ws && app.ws.audioStats ? app.ws.audioStats() : null);
   status.turn = (n) => (app.turns.has(n) ? snapshot(app.turns.get(n)) : null);
   return Object.freeze(status);
 }
