@@ -82,6 +82,24 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def listens_on_loopback(host: str) -> bool:
+    """A listening address of this machine's own: a loopback address, or a name
+    all of whose addresses are (``serve --host``)."""
+    if is_loopback_host(host):
+        return True
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return False  # (an address, not a loopback one)
+    except ValueError:
+        pass
+    try:
+        return all(
+            ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)
+        )
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class HostRules:
     """The names one listener answers to (module docstring)."""

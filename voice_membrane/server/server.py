@@ -13,9 +13,6 @@ sessions: the embedded LLM and the Piper voice keep process-wide caches.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import socket
-import time
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -33,11 +30,11 @@ from websockets.http11 import Request, Response
 from ..infra.redact import remember
 from ..pipeline.build import build_parts
 from ..pipeline.config import ConfigError, PipelineConfig, load_pipeline
-from . import carrier_routes
+from . import carrier_routes, twilio_routes
 from . import protocol as p
 from .carrier_routes import CarrierRoutes
 from .connection import Connection
-from .hosts import HostRules
+from .hosts import HostRules, listens_on_loopback
 from .http_post import Posted
 from .http_routes import STATIC_DIR, origin_allowed, response, route
 from .listening_setup import check_listening
@@ -51,11 +48,8 @@ from .state import ServerState
 from .trust import is_local, public_name, secrets_problem
 from .twilio_call import TwilioCall
 from .twilio_call_token import CallTokens
-from .twilio_gate import twilio_refusal
-from .twilio_status_route import STATUS_PATH, status_route, status_url
 from .twilio_wire import TWILIO_PATH
 from .twiml import url_problem
-from .twiml_route import TWIML_PATH, twiml_route, webhook_url
 
 if TYPE_CHECKING:
     from .webrtc_host import WebRtcHost
@@ -108,7 +102,7 @@ class Server:
         )
         check_listening(self.pipelines)
         allow_hosts = tuple(allow_hosts)
-        loopback = _is_loopback(host)
+        loopback = listens_on_loopback(host)
         try:
             self.hosts = HostRules.for_listener(host, port, allow_hosts, loopback=loopback)
         except ValueError as exc:
@@ -263,45 +257,28 @@ class Server:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         assert self.state is not None
         state = self.state
-        # The Host first, for every route and the upgrade: a DNS-rebound page
-        # names its attacker's host. The page's own origins are the same names
-        # (never whatever the Host says).
-        ours = connection.local_address  # (the socket's own address)
-        local_ip = ours[0] if isinstance(ours, tuple) and ours else None
-        try:
-            host = request.headers.get("Host")
-        except MultipleValuesError:
-            return response(400, "more than one Host header\n")
-        if host is None:
-            return response(400, "no Host header\n")
-        if not self.hosts.allows_host(host, local_ip):
-            self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
-            return response(421, "this server does not answer to that host name\n")
+        checked = self._host(connection, request)
+        if isinstance(checked, Response):
+            return checked
+        host, local_ip = checked
         path = request.path.partition("?")[0]
         peer = connection.remote_address
         peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
         # Trusted without a secret: a local client of a server nobody else reaches
         # (trust.py); a proxy on this machine brings the internet from loopback.
         local = not self.exposed and is_local(request.headers, peer_ip)
-        if path in (TWILIO_PATH, TWIML_PATH, STATUS_PATH):
-            # Before any work: a request that is not Twilio's gets a 403 and nothing else.
-            stream_url = self.twilio_url or f"wss://{host}{TWILIO_PATH}"
-            signed_for = self.twilio_url if path == TWILIO_PATH else webhook_url(stream_url)
-            if path == STATUS_PATH:  # a placed call's progress (voice-membrane call)
-                signed_for = status_url(stream_url)
-            refusal = twilio_refusal(
-                request, auth_token=self.twilio_auth_token, public_url=signed_for, local=local
+        if path in twilio_routes.PATHS:
+            return twilio_routes.request(
+                request,
+                path,
+                host,
+                local,
+                twilio_url=self.twilio_url,
+                auth_token=self.twilio_auth_token,
+                call_tokens=state.call_tokens,
+                log=self.log,
+                refuse=self._refuse_login,
             )
-            if refusal is not None:
-                unsigned = self.twilio_auth_token is None and not local
-                why: RefusedLogin = "proxied" if unsigned else "twilio_signature"
-                return self._refuse_login(path, why, refusal)
-            if path == TWILIO_PATH:
-                return None  # the WebSocket handshake
-            if path == STATUS_PATH:
-                return status_route(request, self.log)
-            # Twilio's voice webhook: the TwiML of one call
-            return twiml_route(request, stream_url, state.call_tokens, time.time())
         if path in carrier_routes.PATHS:  # Telnyx's, Plivo's
             return self.carriers.request(request, path, host, local, self._refuse_login)
         if path == p.SESSION_PATH and self.token is None and not local:
@@ -314,6 +291,26 @@ class Server:
             metrics=state.metrics.render,
             static_dir=self.static_dir,
         )
+
+    def _host(
+        self, connection: ServerConnection, request: Request
+    ) -> tuple[str, str | None] | Response:
+        """The request's Host and the socket's own address, or the refusal: the
+        Host first, for every route and the upgrade, as a DNS-rebound page names
+        its attacker's host (the page's own origins are these names, never
+        whatever the Host says)."""
+        ours = connection.local_address  # (the socket's own address)
+        local_ip = ours[0] if isinstance(ours, tuple) and ours else None
+        try:
+            host = request.headers.get("Host")
+        except MultipleValuesError:
+            return response(400, "more than one Host header\n")
+        if host is None:
+            return response(400, "no Host header\n")
+        if not self.hosts.allows_host(host, local_ip):
+            self.log("http_refused", status=421, host=host[:100], path=request.path[:100])
+            return response(421, "this server does not answer to that host name\n")
+        return host, local_ip
 
     def _refuse_login(
         self, path: str, why: RefusedLogin | CarrierRefusal, message: str
@@ -328,15 +325,10 @@ class Server:
         checks every request of the port gets."""
         assert self.state is not None
         request = posted.request
-        ours = connection.local_address
-        local_ip = ours[0] if isinstance(ours, tuple) and ours else None
-        try:
-            host = request.headers.get("Host")
-        except MultipleValuesError:
-            return response(400, "more than one Host header\n")
-        if host is None or not self.hosts.allows_host(host, local_ip):
-            self.log("http_refused", status=421, host=(host or "")[:100], path=request.path[:100])
-            return response(421, "this server does not answer to that host name\n")
+        checked = self._host(connection, request)
+        if isinstance(checked, Response):
+            return checked
+        _, local_ip = checked
         if self.webrtc is None:
             return response(404, "not found (WebRTC needs aiortc: the webrtc extra)\n")
         from .webrtc_offer import OFFER_PATH, offer_route
@@ -438,21 +430,6 @@ def webrtc_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("aiortc") is not None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        try:
-            return all(
-                ipaddress.ip_address(info[4][0]).is_loopback
-                for info in socket.getaddrinfo(host, None)
-            )
-        except OSError:
-            return False
 
 
 def _quiet_logger() -> Any:
