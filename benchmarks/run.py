@@ -40,6 +40,7 @@ from benchmarks import (
     report_turns,
     report_voice,
     report_voice_serve,
+    report_webrtc,
 )
 from benchmarks.bench_answers import run_answers_bench
 from benchmarks.bench_bargein import run_bargein_bench, run_echo_bench
@@ -142,6 +143,13 @@ PARTS = (
         (report_serve.SERVE_TITLE,),
         lambda: [report_serve.serve_section(run_serve_load_bench())],
         errors=(ImportError, RuntimeError),
+    ),
+    Part(
+        "webrtc",
+        (report_webrtc.WEBRTC_TITLE,),
+        lambda: [report_webrtc.webrtc_section(report_webrtc.run_webrtc_bench())],
+        "webrtc",
+        (ImportError, RuntimeError),  # ImportError: no aiortc (the webrtc extra)
     ),
 )
 
