@@ -45,6 +45,7 @@ LONGEST_FIRST = (
     "test_serve_voice.py",
     "test_benchmarks.py",
     "test_bench_serve_load.py",
+    "test_serve_phone_carriers.py",
     "test_serve_workers.py",
     "test_browser_page_app.py",
     "test_stt_phone.py",
@@ -61,6 +62,11 @@ LONGEST_FIRST = (
     "test_serve_turns.py",
     "test_run_e2e.py",
     "test_microphone.py",
+    "test_greeting.py",
+    "test_recording.py",
+    "test_webrtc_example.py",
+    "test_browser_webrtc.py",
+    "test_webrtc_loss.py",
 )
 
 
