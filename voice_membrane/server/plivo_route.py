@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from websockets.datastructures import MultipleValuesError
@@ -29,7 +28,7 @@ from ..pipeline.config import ConfigError
 from .http_routes import response
 from .plivo_signature import NONCE_HEADER, SIGNATURE_HEADER, signature_matches
 from .plivo_wire import PLIVO_PATH, TOKEN_HEADER
-from .stream_urls import https_beside, stream_url_problem
+from .stream_urls import https_beside, one, stream_url_problem, webhook_query
 from .twilio_call_token import CallTokens
 
 ANSWER_PATH: Final = PLIVO_PATH + "/answer"
@@ -120,14 +119,13 @@ def answer_route(
         signed = answer_url(stream_url) + ("?" + query if query else "")
         if not signature_matches(auth_token, signed, nonce, signature):
             return f"no {SIGNATURE_HEADER} matches" if signature else f"no {SIGNATURE_HEADER}"
-    try:
-        fields = parse_qs(query, max_num_fields=100)
-    except ValueError:
+    fields = webhook_query(query)
+    if fields is None:
         return response(400, "too many query parameters\n")
-    call_id = _one(fields, "CallUUID")
+    call_id = one(fields, "CallUUID")
     if call_id is None or not _CALL_ID.fullmatch(call_id):
         return response(400, "no CallUUID: this is the answer URL Plivo requests for a call\n")
-    pipeline = _one(fields, "pipeline")
+    pipeline = one(fields, "pipeline")
     if pipeline is not None and not _PIPELINE.fullmatch(pipeline):
         return response(400, "?pipeline= names a pipeline of letters and digits (on Plivo)\n")
     headers = {} if tokens is None else {TOKEN_HEADER: tokens.issue(call_id, now)}
@@ -136,8 +134,3 @@ def answer_route(
     except ValueError as exc:
         return response(400, f"{exc}\n")
     return response(200, xml, "text/xml; charset=utf-8")
-
-
-def _one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values and len(values) == 1 else None

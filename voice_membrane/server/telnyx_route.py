@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from websockets.datastructures import MultipleValuesError
@@ -26,7 +25,7 @@ from websockets.http11 import Request, Response
 
 from ..pipeline.config import ConfigError
 from .http_routes import response
-from .stream_urls import stream_url_problem
+from .stream_urls import one, stream_url_problem, webhook_query
 from .telnyx_signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, TelnyxSignatures
 from .telnyx_wire import TELNYX_PATH
 from .twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
@@ -130,14 +129,13 @@ def texml_route(
             return "a header is repeated"
         if why := signatures.refusal(signature, timestamp, b"", now):
             return why
-    try:
-        query = parse_qs(request.path.partition("?")[2], max_num_fields=100)
-    except ValueError:
+    query = webhook_query(request.path.partition("?")[2])
+    if query is None:
         return response(400, "too many query parameters\n")
-    call_id = _one(query, "CallSid")
+    call_id = one(query, "CallSid")
     if call_id is None or not _CALL_ID.fullmatch(call_id):
         return response(400, "no CallSid: this is the TeXML voice webhook Telnyx requests\n")
-    pipeline = _one(query, PIPELINE_PARAMETER)
+    pipeline = one(query, PIPELINE_PARAMETER)
     if pipeline is not None and not _PIPELINE.fullmatch(pipeline):
         return response(400, "?pipeline= names a pipeline (letters, digits, _ . -)\n")
     parameters = {} if tokens is None else {CALL_TOKEN_PARAMETER: tokens.issue(call_id, now)}
@@ -146,11 +144,6 @@ def texml_route(
     except ValueError as exc:
         return response(400, f"{exc}\n")
     return response(200, texml, "text/xml; charset=utf-8")
-
-
-def _one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values and len(values) == 1 else None
 
 
 def _attr(value: str) -> str:

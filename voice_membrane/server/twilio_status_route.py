@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import parse_qs
 
 from websockets.http11 import Request, Response
 
 from .http_routes import response
 from .log import Log
-from .stream_urls import https_beside
+from .stream_urls import https_beside, one, webhook_query
 from .twilio_wire import TWILIO_PATH
 
 STATUS_PATH: Final = TWILIO_PATH + "/status"
@@ -64,18 +63,17 @@ def status_url(stream_url: str) -> str:
 def status_route(request: Request, log: Log) -> Response:
     """Log a callback the gate let through as one ``call_status`` line (200), or
     say why it is not a status callback (400, logged too)."""
-    try:
-        query = parse_qs(request.path.partition("?")[2], max_num_fields=100)
-    except ValueError:
+    query = webhook_query(request.path.partition("?")[2])
+    if query is None:
         return _refused(log, "too many query parameters")
-    call_sid, status = _one(query, "CallSid"), _one(query, "CallStatus")
+    call_sid, status = one(query, "CallSid"), one(query, "CallStatus")
     if call_sid is None or not _CALL_SID.fullmatch(call_sid):
         return _refused(log, "no CallSid: this is the status callback of a Twilio call")
     if status not in CALL_STATUSES:
         return _refused(log, "no known CallStatus")
     fields: dict[str, str | int] = {"call_sid": call_sid, "call_status": status}
     for name, field, shape in _LOGGED:
-        value = _one(query, name)
+        value = one(query, name)
         if value is not None and shape.fullmatch(value):
             fields[field] = int(value) if value.isdigit() else value
     log("call_status", **fields)
@@ -85,8 +83,3 @@ def status_route(request: Request, log: Log) -> Response:
 def _refused(log: Log, reason: str) -> Response:
     log("http_refused", status=400, path=STATUS_PATH, reason=reason)
     return response(400, reason + "\n")
-
-
-def _one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values and len(values) == 1 else None

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import parse_qs
 
 from websockets.http11 import Request, Response
 
 from .http_routes import response
-from .stream_urls import https_beside
+from .stream_urls import https_beside, one, webhook_query
 from .twilio_call_token import CALL_TOKEN_PARAMETER, CallTokens
 from .twilio_wire import TWILIO_PATH
 from .twiml import stream_twiml
@@ -40,14 +39,13 @@ def twiml_route(
 ) -> Response:
     """The call's TwiML for a request the gate let through (``twilio_gate``,
     against ``webhook_url(stream_url)``), or why not (400: not a call)."""
-    try:
-        query = parse_qs(request.path.partition("?")[2], max_num_fields=100)
-    except ValueError:
+    query = webhook_query(request.path.partition("?")[2])
+    if query is None:
         return response(400, "too many query parameters\n")
-    call_sid = _one(query, "CallSid")
+    call_sid = one(query, "CallSid")
     if call_sid is None or not _CALL_SID.fullmatch(call_sid):
         return response(400, "no CallSid: this is the voice webhook Twilio requests for a call\n")
-    pipeline = _one(query, "pipeline")
+    pipeline = one(query, "pipeline")
     if pipeline is not None and not _PIPELINE.fullmatch(pipeline):
         return response(400, "?pipeline= names a pipeline (letters, digits, _ . -)\n")
     parameters = {} if tokens is None else {CALL_TOKEN_PARAMETER: tokens.issue(call_sid, now)}
@@ -56,8 +54,3 @@ def twiml_route(
     except ValueError as exc:  # the Host makes no stream URL Twilio can use
         return response(400, f"{exc}\n")
     return response(200, twiml, "text/xml; charset=utf-8")
-
-
-def _one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values and len(values) == 1 else None
