@@ -9,7 +9,7 @@ microphone is processed with the far audio played at the same moment (silence
 where nothing was), so the echo always comes *after* its reference, by the
 room's and the devices' latency, which the engine estimates itself (WebRTC's
 AEC3 finds delays up to several hundred ms; measured 20-200 ms in
-``benchmarks/aec_candidates.py``). A stream whose dates jitter (a device
+``benchmarks/aec_candidates.py`` at fca518cb26). A stream whose dates jitter (a device
 callback's time) is kept contiguous: a chunk dated within ``_SNAP_S`` of where
 the last one ended is placed right after it.
 """
