@@ -54,6 +54,7 @@ from ..vocab.provider_output import ProviderOutput
 from . import gemini_send
 from .gemini_read import NAME, ChunkReader
 from .gemini_request import call_contents, client_stops, request_config, request_contents
+from .loop_pools import PerLoopTransport
 
 if TYPE_CHECKING:
     from ..formats.base import BuiltRequest
@@ -110,7 +111,7 @@ class GeminiProvider:
                     "event_hooks": {"response": [_keep_response]},
                     # Our own transport: with aiohttp installed (another package may
                     # bring it) the SDK would take it instead, and lose the hook.
-                    "transport": httpx2.AsyncHTTPTransport(verify=shared_ssl_context()),
+                    "transport": PerLoopTransport(verify=shared_ssl_context()),
                 },
             )
             problem = unusable_key(NAME, self.api_key)
