@@ -14,16 +14,17 @@ from collections.abc import Callable
 from typing import Final
 
 from websockets.asyncio.server import ServerConnection
+from websockets.datastructures import MultipleValuesError
 from websockets.http11 import Request, Response
 
 from ..infra.redact import remember
 from ..pipeline.config import ConfigError
 from .phone_call import PhoneCall
-from .plivo_route import ANSWER_PATH, answer_route, plivo_check, plivo_refusal, plivo_tokens
+from .plivo_route import ANSWER_PATH, answer_route, plivo_check, plivo_tokens
 from .plivo_wire import PLIVO, PLIVO_PATH
 from .prometheus import CarrierRefusal, RefusedLogin, ServerMetrics
 from .state import ServerState
-from .telnyx_route import TEXML_PATH, telnyx_check, telnyx_refusal, telnyx_tokens, texml_route
+from .telnyx_route import TEXML_PATH, telnyx_check, telnyx_tokens, texml_route
 from .telnyx_route import url_problem as telnyx_url_problem
 from .telnyx_wire import TELNYX, TELNYX_PATH
 
@@ -74,11 +75,11 @@ class CarrierRoutes:
         if path in (TELNYX_PATH, TEXML_PATH):
             configured = self.telnyx is not None
             why: RefusedLogin | CarrierRefusal = "telnyx_signature" if configured else "proxied"
-            refusal = telnyx_refusal(request, configured=configured, local=local)
+            refusal = _refusal(request, configured, local, "no Telnyx public key")
         else:
             configured = self.plivo_auth_token is not None
             why = "plivo_signature" if configured else "proxied"
-            refusal = plivo_refusal(request, configured=configured, local=local)
+            refusal = _refusal(request, configured, local, "no Plivo auth token")
         if refusal is not None:
             return refuse(path, why, refusal)
         if path in STREAMS:
@@ -98,3 +99,18 @@ class CarrierRoutes:
         if path == TELNYX_PATH:
             return PhoneCall(ws, state, TELNYX, self.telnyx_tokens)
         return PhoneCall(ws, state, PLIVO, self.plivo_tokens)
+
+
+def _refusal(request: Request, configured: bool, local: bool, missing: str) -> str | None:
+    """Why a carrier's request is refused before its signature is read (HTTP 403,
+    one line), or None: a browser's, or any but a local one when the carrier's
+    secret (``missing``) is not configured."""
+    try:
+        origin = request.headers.get("Origin")
+    except MultipleValuesError:
+        return "a header is repeated"
+    if origin is not None:
+        return "the phone route is not for browsers"
+    if not configured and not local:
+        return f"{missing} is configured: phone calls are refused"
+    return None

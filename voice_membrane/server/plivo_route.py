@@ -86,19 +86,6 @@ def plivo_tokens(auth_token: str) -> CallTokens:
     )
 
 
-def plivo_refusal(request: Request, *, configured: bool, local: bool) -> str | None:
-    """Why the stream's upgrade is refused (HTTP 403, one line), or None."""
-    try:
-        origin = request.headers.get("Origin")
-    except MultipleValuesError:
-        return "a header is repeated"
-    if origin is not None:
-        return "the phone route is not for browsers"
-    if not configured and not local:
-        return "no Plivo auth token is configured: phone calls are refused"
-    return None
-
-
 def answer_route(
     request: Request,
     stream_url: str,

@@ -98,19 +98,6 @@ def telnyx_tokens(token: str) -> CallTokens:
     )
 
 
-def telnyx_refusal(request: Request, *, configured: bool, local: bool) -> str | None:
-    """Why the stream's upgrade is refused (HTTP 403, one line), or None."""
-    try:
-        origin = request.headers.get("Origin")
-    except MultipleValuesError:
-        return "a header is repeated"
-    if origin is not None:
-        return "the phone route is not for browsers"
-    if not configured and not local:
-        return "no Telnyx public key is configured: phone calls are refused"
-    return None
-
-
 def texml_route(
     request: Request,
     stream_url: str,
