@@ -17,6 +17,8 @@ from pathlib import Path
 
 import anyio
 
+from benchmarks.report_bargein import BARGEIN_TITLE, ECHO_TITLE, bargein_section, echo_section
+from benchmarks.scenario import Scenario
 from voice_membrane.bench.bargein import BargeInRun, run_bargein
 from voice_membrane.bench.echo_bargein import EchoRun, run_echo
 from voice_membrane.bench.voice_command import LOCAL_VOICE
@@ -36,9 +38,20 @@ def run_echo_bench(answers_per_path: int = 50, users_per_path: int = 3) -> EchoR
     return run_echo(answers_per_path, users_per_path)
 
 
-if __name__ == "__main__":
-    from benchmarks.report_bargein import bargein_section, echo_section
+def _measure() -> tuple[BargeInRun, EchoRun]:
+    return run_bargein_bench(), run_echo_bench()
 
+
+SCENARIO = Scenario(
+    "bargein",
+    (BARGEIN_TITLE, ECHO_TITLE),
+    _measure,
+    lambda r: [bargein_section(r[0]), echo_section(r[1])],
+    True,
+)
+
+
+if __name__ == "__main__":
     if sys.argv[1:2] == ["echo"]:
         print(echo_section(run_echo_bench(*(int(a) for a in sys.argv[2:4]))))
     else:

@@ -111,10 +111,10 @@ class FirstAudioResults:
     prompts: Sequence[str] = PROMPTS
 
     def run(self, setup: Setup) -> TargetRun | None:
-        """``setup``'s run (None if it was not among those run)."""
-        return next(
-            (run for s, run in zip(self.setups, self.runs, strict=True) if s == setup), None
-        )
+        """``setup``'s run (None if it was not among those run); by label, so
+        results saved in another checkout (``--load``) still find theirs."""
+        runs = zip(self.setups, self.runs, strict=True)
+        return next((run for s, run in runs if s.label == setup.label), None)
 
 
 def run_targets(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from benchmarks.report_serve import SERVE_TITLE, serve_section
+from benchmarks.scenario import Scenario
 from voice_membrane.bench.load_client import ClientPlan
 from voice_membrane.bench.serve_load import LoadScript, LoadSetup, ServeLoadResults, run_serve_load
 
@@ -53,6 +55,15 @@ def run_serve_load_bench(
     client = ClientPlan(PROMPT, SAMPLE_RATE, turns, ramp_s, THINK_S, TURN_TIMEOUT_S, FRAME_MS)
     setup = LoadSetup(script, client, SESSIONS_PER_CLIENT, workers)
     return run_serve_load(setup, levels, log, burst_levels, bare_levels)
+
+
+SCENARIO = Scenario(
+    "serve",
+    (SERVE_TITLE,),
+    run_serve_load_bench,
+    lambda r: [serve_section(r)],
+    errors=(ImportError, RuntimeError),
+)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,16 @@ import anyio
 import numpy as np
 import soundfile
 
-from benchmarks.report_stt import REAL_WAYS, RealFile, RealRun, SetupRun, SttResults
+from benchmarks.report_stt import (
+    REAL_WAYS,
+    STT_TITLE,
+    RealFile,
+    RealRun,
+    SetupRun,
+    SttResults,
+    stt_section,
+)
+from benchmarks.scenario import Scenario
 from voice_membrane.bench.voice_inputs import real_recordings
 from voice_membrane.listening.wer import word_errors
 from voice_membrane.pipeline.config import load_pipeline
@@ -219,7 +228,8 @@ def run_stt_bench() -> SttResults:
     return SttResults(runs, time.perf_counter() - started, real)
 
 
-if __name__ == "__main__":
-    from benchmarks.report_stt import stt_section
+SCENARIO = Scenario("stt", (STT_TITLE,), run_stt_bench, lambda r: [stt_section(r)])
 
+
+if __name__ == "__main__":
     print(stt_section(run_stt_bench()))

@@ -24,7 +24,8 @@ import time
 import anyio
 
 from benchmarks.bench_preemptive import run_preemptive_bench
-from benchmarks.report_voice import VoiceResults
+from benchmarks.report_voice import VOICE_TITLE, VoiceResults, voice_section
+from benchmarks.scenario import Scenario
 from voice_membrane.bench.voice_command import LOCAL_VOICE, NULL_SINK, with_endpoint
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
 from voice_membrane.bench.voice_run import VoiceRun, VoiceTarget, run_voice_target
@@ -59,7 +60,8 @@ def run_voice_bench(
     return VoiceResults(scripted, run, time.perf_counter() - started, preempt)
 
 
-if __name__ == "__main__":
-    from benchmarks.report_voice import voice_section
+SCENARIO = Scenario("voice", (VOICE_TITLE,), run_voice_bench, lambda r: [voice_section(r)], True)
 
+
+if __name__ == "__main__":
     print(voice_section(run_voice_bench(local="--no-local" not in sys.argv)))

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.report_voice_serve import VOICE_SERVE_TITLE, voice_serve_section
+from benchmarks.scenario import Scenario
 from voice_membrane.bench.serve_load import LoadScript
 from voice_membrane.bench.voice_caller import CallerPlan
 from voice_membrane.bench.voice_serve import (
@@ -128,6 +130,16 @@ def voice_serve_setup(
         str(INTERRUPT),
         barge_turns,
     )
+
+
+SCENARIO = Scenario(
+    "voice-serve",
+    (VOICE_SERVE_TITLE,),
+    run_voice_serve_bench,
+    lambda r: [voice_serve_section(r)],
+    True,
+    (ImportError, RuntimeError),  # RuntimeError: the server did not start
+)
 
 
 if __name__ == "__main__":

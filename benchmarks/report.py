@@ -16,6 +16,7 @@ from benchmarks.bench_chunker import (
     ChunkerResults,
     ReplyRun,
     Summary,
+    run_chunker_bench,
 )
 from benchmarks.bench_first_audio import PROMPTS
 from benchmarks.bench_parser import (
@@ -25,9 +26,11 @@ from benchmarks.bench_parser import (
     REPEATS,
     TOKEN_CHARS,
     ParserResults,
+    run_parser_bench,
 )
-from benchmarks.markdown import quoted, table
 from benchmarks.replies import REPLIES
+from benchmarks.scenario import Scenario
+from benchmarks.table import quoted, table
 from benchmarks.tokens import tokenize
 from voice_membrane.bench.stats import median
 
@@ -335,3 +338,12 @@ def unavailable(title: str, error: Exception) -> str:
 
 def skipped(title: str, flag: str) -> str:
     return f"## {title}\n\nNot run: skipped (`{flag}`)."
+
+
+PARSER = Scenario("parser", (PARSER_TITLE,), run_parser_bench, lambda r: [parser_section(r)])
+CHUNKER = Scenario(
+    "chunker",
+    (CHUNKER_TITLE,),
+    run_chunker_bench,
+    lambda r: [chunker_section(r), findings_section(r)],
+)

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from benchmarks.bench_answers import SEEDS, Answer, AnswersResults, SettingRun, run_answers_bench
-from benchmarks.markdown import quoted, table
+from benchmarks.scenario import Scenario
+from benchmarks.table import quoted, table
 from voice_membrane.bench.stats import median
 
 ANSWERS_TITLE = "Embedded model: what its answers look like"
@@ -125,6 +126,10 @@ def main() -> None:
     args = parser.parse_args()
     print(answers_section(run_answers_bench(tuple(range(1, args.seeds + 1)))))
 
+
+SCENARIO = Scenario(
+    "answers", (ANSWERS_TITLE,), run_answers_bench, lambda r: [answers_section(r)], True
+)
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.markdown import table
+from benchmarks.table import table
 from voice_membrane.bench.bargein import CLIPS, BargeInRun
 from voice_membrane.bench.echo_bargein import EchoRun
 from voice_membrane.bench.stats import summarize

@@ -22,6 +22,7 @@ from benchmarks.bench_first_audio import (
     TARGET_FIRST_AUDIO_P50_MS,
     TARGET_FIRST_AUDIO_P95_MS,
     FirstAudioResults,
+    run_first_audio_bench,
 )
 from benchmarks.first_audio_figures import (
     counted,
@@ -33,8 +34,9 @@ from benchmarks.first_audio_figures import (
     pct,
     signed,
 )
-from benchmarks.markdown import quoted, table
 from benchmarks.report import unavailable
+from benchmarks.scenario import Scenario
+from benchmarks.table import quoted, table
 from voice_membrane.bench.prompts import WARM_UP_PROMPT
 from voice_membrane.bench.runner import GAP_S, TargetRun
 from voice_membrane.pipeline.build import SPEAKER_RATE
@@ -415,3 +417,12 @@ def _method(results: FirstAudioResults) -> str:
 def _temperature() -> str:
     files = (PIPELINE_DEFAULT, PIPELINE_ESPEAK)
     return ", ".join(dict.fromkeys(f"{load_pipeline(p).llm.temperature:g}" for p in files))
+
+
+SCENARIO = Scenario(
+    "first-audio",
+    (FIRST_AUDIO_TITLE,),
+    run_first_audio_bench,
+    lambda r: [first_audio_section(r)],
+    True,
+)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from benchmarks.bench_long_session import LongSessionResults, ModeRun
-from benchmarks.markdown import table
+from benchmarks.bench_long_session import LongSessionResults, ModeRun, run_long_session_bench
+from benchmarks.scenario import Scenario
+from benchmarks.table import table
 from voice_membrane.bench.stats import median
 
 LONG_SESSION_TITLE = "Long embedded session: first token of trimmed turns"
@@ -52,3 +53,12 @@ def long_session_section(results: LongSessionResults) -> str:
         "run",
     ]
     return "\n\n".join([f"## {LONG_SESSION_TITLE}", method, table(headers, rows)])
+
+
+SCENARIO = Scenario(
+    "long-session",
+    (LONG_SESSION_TITLE,),
+    run_long_session_bench,
+    lambda r: [long_session_section(r)],
+    True,
+)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.markdown import table
+from benchmarks.bench_membrane import run_membrane_bench
+from benchmarks.scenario import Scenario
+from benchmarks.table import table
 from voice_membrane.bench.membrane_cost import CaseResult, MembraneResults
 from voice_membrane.bench.request_cost import MESSAGE, RequestCost
 
@@ -264,3 +266,8 @@ def method_paragraph(results: MembraneResults) -> str:
         "The Membrane "
         f"benchmark took {results.seconds:.0f} s."
     )
+
+
+SCENARIO = Scenario(
+    "membrane", (MEMBRANE_TITLE,), run_membrane_bench, lambda r: [membrane_section(r)]
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks.markdown import quoted, table
+from benchmarks.table import quoted, table
 from voice_membrane.bench.serve_load import LevelResult, ServeLoadResults
 from voice_membrane.bench.stats import median, nearest_rank
 

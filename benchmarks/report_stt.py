@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from benchmarks.markdown import table
+from benchmarks.table import table
 from voice_membrane.bench.stats import median
 from voice_membrane.listening.wer import NO_ERRORS, WordErrors
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from benchmarks.markdown import quoted, table
+from benchmarks.bench_tts_engines import run_tts_engines_bench
+from benchmarks.scenario import Scenario
+from benchmarks.table import quoted, table
 from voice_membrane.bench.tts_overhead import EngineResult, TtsOverheadResults
 
 TTS_TITLE = "Cloud TTS: what our engine code adds over the raw protocol"
@@ -78,3 +80,6 @@ def tts_section(results: TtsOverheadResults) -> str:
             f"First pieces: {pieces}. The benchmark took {results.seconds:.0f} s.",
         ]
     )
+
+
+SCENARIO = Scenario("tts", (TTS_TITLE,), run_tts_engines_bench, lambda r: [tts_section(r)])

@@ -15,10 +15,13 @@ from benchmarks.bench_turns import (
     SetupRun,
     run_turns_bench,
 )
-from benchmarks.markdown import table
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import table
 from voice_membrane.bench.stats import median, summarize
+from voice_membrane.pipeline.config import ConfigError
 
-TURNS_TITLE = "Turn-taking: when the user is done, on the turn-taking corpus"
+TURNS_TITLE = title("turns")
 HEADERS = [
     "Setup",
     "recogniser",
@@ -78,39 +81,18 @@ def cut_files(runs: Sequence[SetupRun]) -> str:
 
 
 def turns_section(runs: Sequence[SetupRun]) -> str:
-    method = (
-        'The corpus (`audio_fixtures/turns/manifest.json`, docs/listening.md, "The '
-        'turn-taking corpus"): complete turns (the spoken questions, fluent sentences, '
-        "real recordings and readings) and utterances with thinking pauses (0.5-2.0 s "
-        'mid-sentence, with and without "um"), each with its speech spans and true end '
-        "(the end of its last speech) measured by energy. Each file is played through "
-        "the real listening front (`listener_for` of `local-voice`: Silero, the "
-        "endpointer, the end-of-turn model), "
-        f"with {LEAD_S} s of silence before and {TAIL_S} s after. Recogniser *the spans' "
-        "words* (`testing/span_stt.py`): each stretch of speech's final is the words "
-        "the manifest gives its spans, at once, so the decision is the listener's "
-        "alone; the file is fed as fast as the listener takes it (it decides by "
-        "samples, the model's answer dated where it was asked, so this is what a "
-        "microphone gets, less the model's own time). Recogniser whisper: the shipped "
-        "tiny.en, in real time, on the shipped questions and Piper joe's paused "
-        "utterances. *Delay*: the decision (the listener's sample when the turn came "
-        "out, to the 20 ms frame) less the true end, on complete turns; *cut*: the "
-        "first turn decided before the true end (a cut-in); *split*: files heard as "
-        "more than one turn; *end unheard*: files whose last words made no turn (the "
-        "detector missed them, or no turn came after the true end); *model ms*: the "
-        "end-of-turn model's own time per judgement "
-        "(live, the listener falls behind by it and catches up). One run on a 2-core "
-        "machine shared with other work: the times are noisy, the sample counts are not."
-    )
-    return "\n\n".join(
-        [
-            f"## {TURNS_TITLE}",
-            method,
-            table(HEADERS, [row(run) for run in runs]),
-            "Thinking-pause files cut:\n\n" + cut_files(runs),
-        ]
-    )
+    rows = table(HEADERS, [row(run) for run in runs])
+    return prose("turns", lead_s=LEAD_S, tail_s=TAIL_S, table=rows, cut_files=cut_files(runs))
 
+
+SCENARIO = Scenario(
+    "turns",
+    (TURNS_TITLE,),
+    run_turns_bench,
+    lambda r: [turns_section(r)],
+    True,
+    (ImportError, ConfigError),  # ConfigError: no end-of-turn model
+)
 
 if __name__ == "__main__":  # (here, not in bench_turns: the report imports the bench)
     files = [a for a in sys.argv[1:] if a != "--whisper"] or None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.bench_preemptive import PreemptRun, preemptive_section
-from benchmarks.markdown import table
+from benchmarks.table import table
 from voice_membrane.bench.voice_run import VoiceRun
 
 VOICE_TITLE = "Voice to voice: end of the user's speech → the reply's first audio"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks.markdown import quoted, table
+from benchmarks.table import quoted, table
 from voice_membrane.bench.stats import nearest_rank
 from voice_membrane.bench.voice_serve import VoiceServeResults, workers_note
 from voice_membrane.bench.voice_serve_figures import CallLevel, error_kinds, figure, spread

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.markdown import table
+from benchmarks.scenario import Scenario
+from benchmarks.table import table
 
 WEBRTC_TITLE = "WebRTC beside the WebSocket (`serve`)"
 # What this 2-core machine can drive: an aiortc caller costs about what the
@@ -75,3 +76,13 @@ def run_webrtc_bench() -> list[dict[str, Any]]:
     for transport, levels in LEVELS.items():
         results += run(list(levels), RUNS, TURNS, (transport,))
     return results
+
+
+SCENARIO = Scenario(
+    "webrtc",
+    (WEBRTC_TITLE,),
+    run_webrtc_bench,
+    lambda r: [webrtc_section(r)],
+    True,
+    (ImportError, RuntimeError),  # ImportError: no aiortc (the webrtc extra)
+)

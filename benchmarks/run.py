@@ -1,181 +1,102 @@
 """Run every benchmark, print the report and write it to ``build/benchmarks.md``
 (untracked; ``make bench-docs`` writes ``docs/benchmarks.md`` with ``--output``).
 
-Usage: ``python -m benchmarks.run [--output PATH] [--skip-first-audio]
-[--skip-long-session] [--skip-answers] [--skip-voice] [--skip-bargein]
-[--skip-voice-serve] [--skip-turns] [--only NAME,...]`` (``make bench``).
-A benchmark whose library module is missing is reported as not run rather than failing
-the whole suite; ``--skip-first-audio`` leaves out the embedded pipelines' latency run,
-``--skip-long-session`` the embedded model's long session, ``--skip-answers`` the
-embedded model's answers over the shipped questions, ``--skip-voice`` the
-voice-to-voice run over the spoken fixtures, ``--skip-bargein`` the live
-speaker-over-the-reply run, ``--skip-voice-serve`` the callers speaking to
-``serve`` (voice to voice over the endpoint), ``--skip-turns`` the turn-taking
-corpus through the listener (fixed silence against the end-of-turn model).
-``--only voice,turns`` runs those parts alone and puts their sections in place of
-the same sections of the report at ``--output`` (the rest kept as they were, the
-header saying which sections are newer).
+Usage: ``python -m benchmarks.run [--output PATH] [--only NAME,...]
+[--skip-NAME ...] [--save DIR | --load DIR]`` (``make bench``). Each benchmark
+is a ``Scenario`` declared by its report module, run in the order of
+``SCENARIOS``; one whose extra, model or server is missing is reported as not
+run rather than failing the whole suite. ``--skip-NAME`` leaves out a slow one
+(first-audio, long-session, answers, voice, turns, bargein, voice-serve, webrtc).
+``--only voice,turns`` runs those alone and puts their sections in place of the
+same sections of the report at ``--output`` (the rest kept as they were, the
+header saying which sections are newer). ``--save DIR`` keeps each scenario's
+results (pickled); ``--load DIR`` renders the report from them without
+measuring again, for work on the report's words and tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import re
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from benchmarks import (
+    bench_bargein,
+    bench_serve_load,
+    bench_stt,
+    bench_voice,
+    bench_voice_serve,
     report,
     report_answers,
-    report_bargein,
     report_first_audio,
     report_long_session,
     report_membrane,
-    report_serve,
-    report_stt,
     report_tts,
     report_turns,
-    report_voice,
-    report_voice_serve,
     report_webrtc,
 )
-from benchmarks.bench_answers import run_answers_bench
-from benchmarks.bench_bargein import run_bargein_bench, run_echo_bench
-from benchmarks.bench_chunker import run_chunker_bench
-from benchmarks.bench_first_audio import run_first_audio_bench
-from benchmarks.bench_long_session import run_long_session_bench
-from benchmarks.bench_membrane import run_membrane_bench
-from benchmarks.bench_parser import run_parser_bench
-from benchmarks.bench_serve_load import run_serve_load_bench
-from benchmarks.bench_stt import run_stt_bench
-from benchmarks.bench_tts_engines import run_tts_engines_bench
-from benchmarks.bench_turns import run_turns_bench
-from benchmarks.bench_voice import run_voice_bench
-from benchmarks.bench_voice_serve import run_voice_serve_bench
-from voice_membrane.bench.membrane_cost import MembraneResults
-from voice_membrane.pipeline.config import ConfigError
+from benchmarks.scenario import Scenario, skipped, unavailable
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
-
-@dataclass(frozen=True)
-class Part:
-    """One benchmark's sections: ``name`` for ``--only``, ``skip`` its ``--skip-``
-    flag (None: always run), ``errors`` what makes it "not run" rather than fail."""
-
-    name: str
-    titles: tuple[str, ...]
-    run: Callable[[], list[str]]
-    skip: str | None = None
-    errors: tuple[type[Exception], ...] = (ImportError,)
-
-
-def _chunker() -> list[str]:
-    chunker = run_chunker_bench()
-    return [report.chunker_section(chunker), report.findings_section(chunker)]
-
-
-def _bargein() -> list[str]:
-    return [
-        report_bargein.bargein_section(run_bargein_bench()),
-        report_bargein.echo_section(run_echo_bench()),
-    ]
-
-
-_membrane: list[MembraneResults] = []  # (the method section's paragraph needs it)
-
-
-def _membrane_part() -> list[str]:
-    _membrane[:] = [run_membrane_bench()]
-    return [report_membrane.membrane_section(_membrane[0])]
-
-
-PARTS = (
-    Part("parser", (report.PARSER_TITLE,), lambda: [report.parser_section(run_parser_bench())]),
-    Part("chunker", (report.CHUNKER_TITLE,), _chunker),
-    Part(
-        "first-audio",
-        (report_first_audio.FIRST_AUDIO_TITLE,),
-        lambda: [report_first_audio.first_audio_section(run_first_audio_bench())],
-        "first_audio",
-    ),
-    Part(
-        "long-session",
-        (report_long_session.LONG_SESSION_TITLE,),
-        lambda: [report_long_session.long_session_section(run_long_session_bench())],
-        "long_session",
-    ),
-    Part(
-        "answers",
-        (report_answers.ANSWERS_TITLE,),
-        lambda: [report_answers.answers_section(run_answers_bench())],
-        "answers",
-    ),
-    Part("stt", (report_stt.STT_TITLE,), lambda: [report_stt.stt_section(run_stt_bench())]),
-    Part(
-        "voice",
-        (report_voice.VOICE_TITLE,),
-        lambda: [report_voice.voice_section(run_voice_bench())],
-        "voice",
-    ),
-    Part(
-        "turns",
-        (report_turns.TURNS_TITLE,),
-        lambda: [report_turns.turns_section(run_turns_bench())],
-        "turns",
-        (ImportError, ConfigError),  # ConfigError: no end-of-turn model
-    ),
-    Part("bargein", (report_bargein.BARGEIN_TITLE, report_bargein.ECHO_TITLE), _bargein, "bargein"),
-    Part(
-        "voice-serve",
-        (report_voice_serve.VOICE_SERVE_TITLE,),
-        lambda: [report_voice_serve.voice_serve_section(run_voice_serve_bench())],
-        "voice_serve",
-        (ImportError, RuntimeError),  # RuntimeError: the server did not start
-    ),
-    Part("membrane", (report_membrane.MEMBRANE_TITLE,), _membrane_part),
-    Part("tts", (report_tts.TTS_TITLE,), lambda: [report_tts.tts_section(run_tts_engines_bench())]),
-    Part(
-        "serve",
-        (report_serve.SERVE_TITLE,),
-        lambda: [report_serve.serve_section(run_serve_load_bench())],
-        errors=(ImportError, RuntimeError),
-    ),
-    Part(
-        "webrtc",
-        (report_webrtc.WEBRTC_TITLE,),
-        lambda: [report_webrtc.webrtc_section(report_webrtc.run_webrtc_bench())],
-        "webrtc",
-        (ImportError, RuntimeError),  # ImportError: no aiortc (the webrtc extra)
-    ),
+SCENARIOS: tuple[Scenario, ...] = (
+    report.PARSER,
+    report.CHUNKER,
+    report_first_audio.SCENARIO,
+    report_long_session.SCENARIO,
+    report_answers.SCENARIO,
+    bench_stt.SCENARIO,
+    bench_voice.SCENARIO,
+    report_turns.SCENARIO,
+    bench_bargein.SCENARIO,
+    bench_voice_serve.SCENARIO,
+    report_membrane.SCENARIO,
+    report_tts.SCENARIO,
+    bench_serve_load.SCENARIO,
+    report_webrtc.SCENARIO,
 )
 
 
-def _sections(part: Part, skipped: Collection[str]) -> list[str]:
-    if part.skip is not None and part.skip in skipped:
-        flag = "--skip-" + part.skip.replace("_", "-")
-        return [report.skipped(title, flag) for title in part.titles]
-    try:
-        return part.run()
-    except part.errors as error:
-        return [report.unavailable(part.titles[0], error)]
+def _results(scenario: Scenario, save: Path | None, load: Path | None) -> Any:
+    if load is not None:
+        return pickle.loads((load / f"{scenario.name}.pickle").read_bytes())
+    results = scenario.measure()
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        (save / f"{scenario.name}.pickle").write_bytes(pickle.dumps(results))
+    return results
 
 
-def build_report(skipped: Collection[str] = (), only: Collection[str] | None = None) -> str:
-    """The report; ``skipped``: the parts' ``skip`` names left out. ``only``:
-    just those parts' sections, without the header and the method."""
-    _membrane.clear()
+def build_report(
+    skipped_names: Collection[str] = (),
+    only: Collection[str] | None = None,
+    save: Path | None = None,
+    load: Path | None = None,
+) -> str:
+    """The report; ``skipped_names``: scenarios left out. ``only``: just those
+    scenarios' sections, without the header and the method."""
     sections = [] if only is not None else [report.header()]
-    for part in PARTS:
-        if only is None or part.name in only:
-            sections += _sections(part, skipped)
+    measured: dict[str, Any] = {}
+    for scenario in SCENARIOS:
+        if only is not None and scenario.name not in only:
+            continue
+        if scenario.name in skipped_names:
+            sections += [skipped(t, f"--skip-{scenario.name}") for t in scenario.titles]
+            continue
+        try:
+            measured[scenario.name] = _results(scenario, save, load)
+            sections += scenario.report(measured[scenario.name])
+        except scenario.errors as error:
+            sections.append(unavailable(scenario.titles[0], error))
     if only is None:
         method = report.method_section()
-        if _membrane:
-            method += "\n\n" + report_membrane.method_paragraph(_membrane[0])
+        if "membrane" in measured:
+            method += "\n\n" + report_membrane.method_paragraph(measured["membrane"])
         sections.append(method)
     return "\n\n".join(sections) + "\n"
 
@@ -186,7 +107,7 @@ def splice(old: str, new: str, names: list[str]) -> str:
     there, in the report's order), and the header saying so."""
     fresh = {m.group(1): m.group(0).rstrip("\n") + "\n\n" for m in _SECTION.finditer(new)}
     out = _SECTION.sub(lambda m: fresh.pop(m.group(1), m.group(0)), old)
-    order = [title for part in PARTS for title in part.titles]
+    order = [title for scenario in SCENARIOS for title in scenario.titles]
     for title, section in fresh.items():  # (not in the old report: a new benchmark)
         later = order[order.index(title) + 1 :] if title in order else []
         at = next((out.find(f"## {t}\n") for t in later if f"## {t}\n" in out), -1)
@@ -216,31 +137,40 @@ _SECTION = re.compile(r"^## (.+?)\n.*?(?=^## |\Z)", re.S | re.M)
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="report path")
-    for part in PARTS:
-        if part.skip is not None:
+    for scenario in SCENARIOS:
+        if scenario.skippable:
             parser.add_argument(
-                "--skip-" + part.skip.replace("_", "-"),
+                f"--skip-{scenario.name}",
                 action="store_true",
-                help=f"leave out {part.titles[0]}",
+                help=f"leave out {scenario.titles[0]}",
             )
+    names = ", ".join(scenario.name for scenario in SCENARIOS)
     parser.add_argument(
-        "--only",
-        help="comma-separated parts to run alone and splice into --output: "
-        + ", ".join(part.name for part in PARTS),
+        "--only", help=f"comma-separated scenarios to run alone and splice into --output: {names}"
     )
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--save", type=Path, metavar="DIR", help="keep each scenario's results in DIR"
+    )
+    kept.add_argument("--load", type=Path, metavar="DIR", help="render from results kept by --save")
     args = parser.parse_args(argv)
-    skipped = {p.skip for p in PARTS if p.skip is not None and getattr(args, "skip_" + p.skip)}
+    skipped_names = {
+        s.name
+        for s in SCENARIOS
+        if s.skippable and getattr(args, "skip_" + s.name.replace("-", "_"))
+    }
     started = time.perf_counter()
     if args.only:
-        names = [name.strip() for name in args.only.split(",") if name.strip()]
-        unknown = sorted(set(names) - {part.name for part in PARTS})
+        only = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = sorted(set(only) - {scenario.name for scenario in SCENARIOS})
         if unknown:
             parser.error(f"--only: unknown part(s) {', '.join(unknown)}")
         if not args.output.is_file():
             parser.error(f"--only needs a report to splice into: {args.output} is not there")
-        text = splice(args.output.read_text(encoding="utf-8"), build_report(only=set(names)), names)
+        fresh = build_report(only=set(only), save=args.save, load=args.load)
+        text = splice(args.output.read_text(encoding="utf-8"), fresh, only)
     else:
-        text = build_report(skipped)
+        text = build_report(skipped_names, save=args.save, load=args.load)
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")

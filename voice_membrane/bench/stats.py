@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))
 
@@ -26,3 +27,46 @@ def summarize(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
     return {name: round(nearest_rank(values, q), 3) for name, q in QUANTILES}
+
+
+# An order statistic by name: nearest rank, or the interpolated median (which
+# averages the two middle values of an even count).
+_POINTS = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "max": 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """How a cell shows a figure over many samples: which order statistics
+    (``p50``, ``p90``, ``p95``, ``p99``, ``max``, ``min``, ``median``), to how
+    many digits, with a sign or not; "—" when there are no samples."""
+
+    points: tuple[str, ...] = ("p50", "p95")
+    digits: int = 0
+    signed: bool = False
+
+    @property
+    def header(self) -> str:
+        return " / ".join(self.points)
+
+    def values(self, samples: Sequence[float]) -> list[float]:
+        return [_point(samples, name) for name in self.points]
+
+    def cell(self, samples: Sequence[float]) -> str:
+        if not samples:
+            return "—"
+        sign = "+" if self.signed else ""
+        return " / ".join(f"{v:{sign}.{self.digits}f}" for v in self.values(samples))
+
+
+def _point(samples: Sequence[float], name: str) -> float:
+    if name == "median":
+        return median(samples)
+    if name == "min":
+        return float(min(samples))
+    return nearest_rank(samples, _POINTS[name])
+
+
+def span(samples: Sequence[float], digits: int = 0) -> str:
+    """A timing repeated a few times: its median (min to max)."""
+    low, mid, high = (f"{v:.{digits}f}" for v in (min(samples), median(samples), max(samples)))
+    return f"{mid} ({low} to {high})"
