@@ -27,6 +27,7 @@ from typing import Any
 
 from benchmarks import (
     bench_bargein,
+    bench_long_session,
     bench_serve_load,
     bench_stt,
     bench_voice,
@@ -34,7 +35,6 @@ from benchmarks import (
     report,
     report_answers,
     report_first_audio,
-    report_long_session,
     report_membrane,
     report_tts,
     report_turns,
@@ -48,7 +48,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     report.PARSER,
     report.CHUNKER,
     report_first_audio.SCENARIO,
-    report_long_session.SCENARIO,
+    bench_long_session.SCENARIO,
     report_answers.SCENARIO,
     bench_stt.SCENARIO,
     bench_voice.SCENARIO,
