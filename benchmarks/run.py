@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    bench_answers,
     bench_bargein,
     bench_long_session,
     bench_serve_load,
@@ -33,7 +34,6 @@ from benchmarks import (
     bench_voice,
     bench_voice_serve,
     report,
-    report_answers,
     report_first_audio,
     report_membrane,
     report_tts,
@@ -49,7 +49,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     report.CHUNKER,
     report_first_audio.SCENARIO,
     bench_long_session.SCENARIO,
-    report_answers.SCENARIO,
+    bench_answers.SCENARIO,
     bench_stt.SCENARIO,
     bench_voice.SCENARIO,
     report_turns.SCENARIO,
