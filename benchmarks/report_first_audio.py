@@ -34,8 +34,7 @@ from benchmarks.first_audio_figures import (
     pct,
     signed,
 )
-from benchmarks.report import unavailable
-from benchmarks.scenario import Scenario
+from benchmarks.scenario import Scenario, unavailable
 from benchmarks.table import quoted, table
 from voice_membrane.bench.prompts import WARM_UP_PROMPT
 from voice_membrane.bench.runner import GAP_S, TargetRun

@@ -28,7 +28,9 @@ from typing import Any
 from benchmarks import (
     bench_answers,
     bench_bargein,
+    bench_chunker,
     bench_long_session,
+    bench_parser,
     bench_serve_load,
     bench_stt,
     bench_voice,
@@ -45,8 +47,8 @@ from benchmarks.scenario import Scenario, skipped, unavailable
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 SCENARIOS: tuple[Scenario, ...] = (
-    report.PARSER,
-    report.CHUNKER,
+    bench_parser.SCENARIO,
+    bench_chunker.SCENARIO,
     report_first_audio.SCENARIO,
     bench_long_session.SCENARIO,
     bench_answers.SCENARIO,
