@@ -1,17 +1,9 @@
-"""Answers of the embedded model: their language, length, ending and loops.
-
-The shipped questions — the spoken ones (``audio_fixtures/speech/index.json``'s
-texts, the barge-in backchannels left out), the typed ones (``make run``'s prompt,
-the bench's default prompts and its warm-up) and a few typed in other languages —
-are asked of the embedded model one at a time, each in a fresh conversation, as
-the pipeline runs it (``create_provider`` with the pipeline file's ``[llm]``
-settings: system prompt, sampling, sentence limit, max tokens), under several
-fixed seeds. Each reply is measured by ``answer_shape`` (sans-I/O). The settings
-the pipelines shipped before issue 43 are run beside the shipped ones.
-
-``python -m benchmarks.bench_answers [--seeds N]`` runs it alone and prints its
-section. One llama.cpp thread: the replies, not the speed, are measured.
-"""
+"""Answers of the embedded model to the shipped questions (spoken, typed, in other
+languages), each in a fresh conversation with the pipeline's ``[llm]`` settings,
+under fixed seeds, the settings shipped before issue 43 beside the shipped ones;
+each reply measured by ``answer_shape`` (``sections/answers.md``). One llama.cpp
+thread: the replies, not the speed, are measured. ``python -m
+benchmarks.bench_answers [--seeds N]`` runs it alone and prints its section."""
 
 from __future__ import annotations
 

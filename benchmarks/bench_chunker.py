@@ -1,11 +1,8 @@
-"""Speech-chunker benchmark: how many LLM tokens until the first piece can be spoken.
-
-Each reply in the corpus is tokenized (``benchmarks.tokens``) and fed one token per
-``feed()`` call, as a model would stream it. For every reply we record which token's
-``feed()`` released the first piece, what that piece says, and whether any cut between
-pieces fell inside a hazard span (``benchmarks.replies``). The library's
-``SpeechChunker`` is compared with the two naive splitters in ``benchmarks.baselines``.
-"""
+"""Speech-chunker benchmark: how many LLM tokens until the first piece can be spoken,
+and whether any cut falls inside a hazard span, for the library's ``SpeechChunker``
+against the naive splitters of ``benchmarks.baselines``, each reply fed one token
+(``benchmarks.tokens``) per ``feed()``; its sections words the method
+(``sections/chunker.md``)."""
 
 from __future__ import annotations
 

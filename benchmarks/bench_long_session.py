@@ -1,16 +1,7 @@
 """Long embedded session: the first token of turns that drop old turns, with the
-KV cache trimmed in place against the old path (the whole prompt read again).
-
-A ``Session`` on the embedded SmolLM2 (n_ctx 2048, its exact token count, the
-shipped trim policy) runs ``TURNS`` turns, enough for the context to fill and be
-trimmed several times; replies are greedy and capped at ``REPLY_TOKENS`` tokens to
-keep the run short (the trim's cost depends on the prompt, not on the reply). Each
-turn's ``first_token`` stamp (ms after the request) is kept, with whether the turn
-dropped turns and how many tokens llama.cpp evaluated for it. The TTS engine is
-silent: only the model is measured.
-
-``python -m benchmarks.bench_long_session`` runs it alone and prints its section.
-"""
+KV cache trimmed in place against the old path (the whole prompt read again), on
+the embedded SmolLM2 with a silent TTS engine (``sections/long-session.md``).
+``python -m benchmarks.bench_long_session`` runs it alone and prints its section."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Parser benchmark: XmlStreamParser throughput on a ~1 MB mixed prefill-mode stream.
-
-Three feeding patterns: 4-character tokens (close to an LLM's stream, and the worst case
-for per-call overhead), one string per block, and 64 KB feeds (a non-streaming reply or
-a replayed log: close to the parser's raw scanning speed). Each is timed ``repeats``
-times on a fresh parser; the medians are reported with min and max. Every run's output
-is checked against what was generated (visible and thinking text, and the count of
-blocks of each type), so a parser that drops or mangles text, merges two words or
-reports a call that was never made cannot post a fast number.
-"""
+"""Parser benchmark: ``XmlStreamParser`` throughput on a ~1 MB mixed prefill-mode
+stream fed in three patterns, each run's output checked against what was generated
+(so a parser that drops or mangles text cannot post a fast number); its section,
+``parser_section``, words the method (``sections/parser.md``)."""
 
 from __future__ import annotations
 

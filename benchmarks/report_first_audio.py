@@ -171,48 +171,6 @@ def _render(
     return table([c.header for c in columns], rows)
 
 
-# The parts of first audio: (part, figure, what it is).
-PARTS = (
-    (
-        "request → first token",
-        "first_token",
-        "llama.cpp evaluates the prompt (the system prompt is reused from its KV cache) "
-        "and samples the first token",
-    ),
-    (
-        "first token → the delta that released the first piece",
-        "after_first_token",
-        "{deltas} deltas (p50) for a first piece of {words} words: the chunker releases "
-        "it when the delta after its last word shows the word has ended",
-    ),
-    ("(LLM pace over that stretch, ms per delta)", "ms_per_token", ""),
-    (
-        "TTS: first audio of the first piece, in the pipeline",
-        "tts_ttfb",
-        "from the piece's hand-over to the engine",
-    ),
-    (
-        "(TTS first byte alone)",
-        "tts_alone",
-        "each turn's first piece spoken again by the engine after the session's turns, "
-        "nothing else running",
-    ),
-    (
-        "LLM held by first-audio priority",
-        "llm_held",
-        "the reply stage asked the LLM for nothing more until the piece's first audio",
-    ),
-    (
-        "pipeline's own (`pipeline_added_ms`)",
-        "pipeline_added",
-        "parsing, chunking, stream hops, scheduling, the sink taking the first audio",
-    ),
-    ("first audio", "first_audio", ""),
-    ("engine-alone limit (ideal)", "ideal", "each turn's LLM share + the TTS first byte alone"),
-    ("excess over the limit", "excess", "first audio - ideal, per turn"),
-)
-
-
 def _targets(results: FirstAudioResults) -> dict[str, object]:
     default, espeak = results.run(DEFAULT_SETUP), results.run(ESPEAK_SETUP)
     measured = _measured(results.runs)
@@ -246,11 +204,15 @@ def _targets(results: FirstAudioResults) -> dict[str, object]:
 
 
 def _breakdown(runs: Sequence[TargetRun]) -> str:
-    deltas, words = ms(pct(runs[0], "tokens_to_first_chunk")), ms(pct(runs[0], "first_piece_words"))
-    rows = [
-        [part, *(ms(pct(run, name), 1) for run in runs), what.format(deltas=deltas, words=words)]
-        for part, name, what in PARTS
-    ]
+    """The parts of first audio (``first-audio#parts``: part | figure | what it is)."""
+    words = ms(pct(runs[0], "first_piece_words"))
+    parts = prose(
+        "first-audio#parts", deltas=ms(pct(runs[0], "tokens_to_first_chunk")), words=words
+    )
+    rows = []
+    for line in parts.splitlines()[2:]:
+        part, name, what = (cell.strip() for cell in line.split("|"))
+        rows.append([part, *(ms(pct(run, name), 1) for run in runs), what])
     return table(["Part (p50, ms)", *(run.target.label for run in runs), "what it is"], rows)
 
 
