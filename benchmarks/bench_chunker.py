@@ -294,36 +294,32 @@ def findings(results: ChunkerResults) -> list[str]:
     ours = [label for label in results.runs if label not in (SENTENCE_LABEL, MIN20_LABEL)]
     lines: list[str] = []
     for index, run in enumerate(results.runs[OURS_LABEL]):
-        reply = f"{quoted(run.reply.text)} → {_pieces(run)}"
+        text = quoted(run.reply.text)
+        reply = f"{text} → {_pieces(run)}"
         if run.first_by_flush or run.first_token > LATE_FIRST_TOKENS:
             when = "only at flush()" if run.first_by_flush else f"at token {run.first_token}"
-            lines.append(f"- late first piece ({when} of {run.tokens}), default settings: {reply}")
-        splitting = [label for label in ours if results.runs[label][index].hazard_cuts]
-        if splitting:
-            example = results.runs[splitting[0]][index]
-            hazards = dict.fromkeys(
-                h for label in splitting for _, h in results.runs[label][index].hazard_cuts
+            lines.append(prose("chunker#late", when=when, tokens=run.tokens, reply=reply))
+        if splitting := [label for label in ours if results.runs[label][index].hazard_cuts]:
+            cuts = [h for label in splitting for _, h in results.runs[label][index].hazard_cuts]
+            hazard = prose(
+                "chunker#hazard",
+                hazards=", ".join(quoted(h) for h in dict.fromkeys(cuts)),
+                settings=_settings(splitting, ours),
+                text=text,
+                pieces=_pieces(results.runs[splitting[0]][index]),
+                setting=_short(splitting[0]),
             )
-            lines.append(
-                f"- hazard split inside {', '.join(quoted(h) for h in hazards)} "
-                f"({_settings(splitting, ours)}): "
-                f"{quoted(run.reply.text)} → {_pieces(example)} ({_short(splitting[0])})"
-            )
+            lines.append(hazard)
         if run.bad_offsets:
             spans = ", ".join(f"{quoted(t)}[{s}:{e}]" for t, s, e in run.pieces)
-            lines.append(f"- offsets do not match the text: {quoted(run.reply.text)} → {spans}")
+            lines.append(prose("chunker#offsets", text=text, spans=spans))
         if run.unspeakable:
             said = ", ".join(quoted(u) for u in dict.fromkeys(run.unspeakable))
-            lines.append(f"- markup, URL syntax or symbols spoken ({said}): {reply}")
+            lines.append(prose("chunker#unspeakable", said=said, reply=reply))
         if run.content_changed:
-            lines.append(
-                f"- pieces say letters/digits the reply does not (or out of order): {reply}"
-            )
+            lines.append(prose("chunker#changed", reply=reply))
         elif run.dropped:
-            lines.append(
-                f"- {run.dropped} letters/digits not spoken (markup removed, a URL said as its "
-                f"host; for review): {reply}"
-            )
+            lines.append(prose("chunker#dropped", dropped=run.dropped, reply=reply))
     if len(lines) > MAX_FINDINGS:
         lines = [*lines[:MAX_FINDINGS], f"- … and {len(lines) - MAX_FINDINGS} more"]
     return lines
