@@ -112,11 +112,6 @@ def _cuts(pieces: Sequence[tuple[str, int, int]]) -> set[int]:
     return cuts
 
 
-def share(flags: Sequence[bool]) -> float:
-    """Fraction of ``flags`` that are True."""
-    return sum(flags) / len(flags) if flags else 0.0
-
-
 def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:
     tokens = tokenize(reply.text)
     assert "".join(tokens) == reply.text, "the tokenizer must not lose characters"
@@ -184,7 +179,7 @@ def summarize(label: str, runs: Sequence[ReplyRun]) -> Summary:
         median_tokens=median(firsts),
         p90_tokens=nearest_rank(firsts, 0.9),
         max_tokens=max(firsts),
-        within_fast=share([n <= FAST_FIRST_TOKENS for n in firsts]),
+        within_fast=sum(n <= FAST_FIRST_TOKENS for n in firsts) / len(firsts),
         first_cut_in_hazard=sum(run.first_cut_in_hazard for run in runs),
         median_first_chars=median([len(run.first_text.strip()) for run in runs]),
         flush_only=sum(run.first_by_flush for run in runs),
