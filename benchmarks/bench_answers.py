@@ -1,24 +1,17 @@
-"""Answers of the embedded model: their language, length, ending and loops.
-
-The shipped questions — the spoken ones (``audio_fixtures/speech/index.json``'s
-texts, the barge-in backchannels left out), the typed ones (``make run``'s prompt,
-the bench's default prompts and its warm-up) and a few typed in other languages —
-are asked of the embedded model one at a time, each in a fresh conversation, as
-the pipeline runs it (``create_provider`` with the pipeline file's ``[llm]``
-settings: system prompt, sampling, sentence limit, max tokens), under several
-fixed seeds. Each reply is measured by ``answer_shape`` (sans-I/O). The settings
-the pipelines shipped before issue 43 are run beside the shipped ones.
-
-``python -m benchmarks.report_answers [--seeds N]`` runs it alone and prints its
-section. One llama.cpp thread: the replies, not the speed, are measured.
-"""
+"""Answers of the embedded model to the shipped questions (spoken, typed, in other
+languages), each in a fresh conversation with the pipeline's ``[llm]`` settings,
+under fixed seeds, the settings shipped before issue 43 beside the shipped ones;
+each reply measured by ``answer_shape`` (``sections/answers.md``). One llama.cpp
+thread: the replies, not the speed, are measured. ``python -m
+benchmarks.bench_answers [--seeds N]`` runs it alone and prints its section."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +19,11 @@ from pathlib import Path
 import anyio
 
 from benchmarks.answer_shape import Shape, shape
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import Column, Table, quoted, table
 from voice_membrane.bench.prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT
+from voice_membrane.bench.stats import Spread
 from voice_membrane.pipeline.config import DEFAULT_PIPELINE, LlmConfig, load_pipeline
 from voice_membrane.providers.base import ChatMessage
 from voice_membrane.providers.local_llama import LocalLlama
@@ -158,3 +155,105 @@ def run_answers_bench(seeds: Sequence[int] = SEEDS) -> AnswersResults:
         anyio.run(_run, "shipped", shipped_llm(), asked, seeds),
     ]
     return AnswersResults(runs, tuple(seeds))
+
+
+ANSWERS_TITLE = title("answers")
+KINDS = ("spoken", "typed", "other language")
+EXAMPLES = (
+    "what is the weather in paris today",
+    "tell me a joke",
+    "Pourquoi le ciel est-il bleu ?",
+)
+EXAMPLE_CHARS = 160
+Test = Callable[[Answer], bool]
+
+
+def _share(answers: Sequence[Answer], test: Test) -> str:
+    return f"{100 * sum(map(test, answers)) / len(answers):.0f} %"
+
+
+def _seeds(answers: Sequence[Answer], test: Test) -> str:
+    """The share per seed, lowest-highest."""
+    by_seed = [[a for a in answers if a.seed == seed] for seed in sorted({a.seed for a in answers})]
+    shares = [100 * sum(map(test, mine)) / len(mine) for mine in by_seed]
+    return f"{min(shares):.0f}-{max(shares):.0f}"
+
+
+def _in_language(a: Answer) -> bool:
+    return a.shape.language == a.question.language
+
+
+def _one_or_two(a: Answer) -> bool:
+    return a.shape.one_or_two
+
+
+Row = tuple[str, str, list[Answer]]  # a setting's label, a kind of question, its answers
+_WORDS = Spread(("median", "max"))
+TABLE: Table[Row] = Table(
+    [
+        Column("Settings", lambda r: r[0]),
+        Column("questions", lambda r: r[1]),
+        Column("replies", lambda r: len(r[2])),
+        Column("in its language", lambda r: _share(r[2], _in_language)),
+        Column("seeds", lambda r: _seeds(r[2], _in_language)),
+        Column("ends a sentence", lambda r: _share(r[2], lambda a: a.shape.finished)),
+        Column("1-2 sentences", lambda r: _share(r[2], _one_or_two)),
+        Column("seeds", lambda r: _seeds(r[2], _one_or_two)),
+        Column("looping", lambda r: _share(r[2], lambda a: a.shape.repeats > 0)),
+        Column(
+            "repeated 4-grams", lambda r: f"{sum(a.shape.repeats for a in r[2]) / len(r[2]):.1f}"
+        ),
+        Column("words", lambda r: _WORDS.cell([float(a.shape.words) for a in r[2]])),
+    ]
+)
+
+
+def _rows(run: SettingRun) -> list[Row]:
+    by_kind = [(kind, [a for a in run.answers if a.question.kind == kind]) for kind in KINDS]
+    return [(run.label, kind, got) for kind, got in by_kind if got]
+
+
+def _settings(run: SettingRun) -> str:
+    prompt = quoted(run.llm.system_prompt) if run.llm.system_prompt else "LocalLlama's default"
+    return prose(
+        "answers#settings",
+        label=run.label,
+        prompt=prompt,
+        llm=run.llm,
+        stop=list(run.llm.stop),
+        seconds=run.seconds,
+    )
+
+
+def _examples(results: AnswersResults) -> str:
+    seed = results.seeds[0]
+    rows = []
+    for text in EXAMPLES:
+        said = [
+            next((a.text for a in run.answers if a.question.text == text and a.seed == seed), "")
+            for run in results.runs
+        ]
+        rows.append([quoted(text), *(quoted(s.strip(), EXAMPLE_CHARS) for s in said)])
+    return table([f"Question (seed {seed})", *(run.label for run in results.runs)], rows)
+
+
+def answers_section(results: AnswersResults) -> str:
+    return prose(
+        "answers",
+        seeds=", ".join(map(str, results.seeds)),
+        settings=" ".join(_settings(run) for run in results.runs),
+        table=TABLE.render([row for run in results.runs for row in _rows(run)]),
+        examples=_examples(results),
+    )
+
+
+SCENARIO = Scenario(
+    "answers", (ANSWERS_TITLE,), run_answers_bench, lambda r: [answers_section(r)], True
+)
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="The embedded model's answers to the shipped questions."
+    )
+    parser.add_argument("--seeds", type=int, default=len(SEEDS), help="how many seeds (1, 2, …)")
+    print(answers_section(run_answers_bench(tuple(range(1, parser.parse_args().seeds + 1)))))

@@ -1,11 +1,8 @@
-"""Speech-chunker benchmark: how many LLM tokens until the first piece can be spoken.
-
-Each reply in the corpus is tokenized (``benchmarks.tokens``) and fed one token per
-``feed()`` call, as a model would stream it. For every reply we record which token's
-``feed()`` released the first piece, what that piece says, and whether any cut between
-pieces fell inside a hazard span (``benchmarks.replies``). The library's
-``SpeechChunker`` is compared with the two naive splitters in ``benchmarks.baselines``.
-"""
+"""Speech-chunker benchmark: how many LLM tokens until the first piece can be spoken,
+and whether any cut falls inside a hazard span, for the library's ``SpeechChunker``
+against the naive splitters of ``benchmarks.baselines``, each reply fed one token
+(``benchmarks.tokens``) per ``feed()``; its sections words the method
+(``sections/chunker.md``)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,10 @@ from functools import partial
 from typing import Protocol
 
 from benchmarks.baselines import SentenceSplitter
+from benchmarks.prose import prose, title
 from benchmarks.replies import REPLIES, Reply
+from benchmarks.scenario import Scenario
+from benchmarks.table import Column, Table, quoted, table
 from benchmarks.tokens import tokenize
 from voice_membrane.bench.stats import median, nearest_rank
 
@@ -112,11 +112,6 @@ def _cuts(pieces: Sequence[tuple[str, int, int]]) -> set[int]:
     return cuts
 
 
-def share(flags: Sequence[bool]) -> float:
-    """Fraction of ``flags`` that are True."""
-    return sum(flags) / len(flags) if flags else 0.0
-
-
 def run_reply(splitter: Splitter, reply: Reply) -> ReplyRun:
     tokens = tokenize(reply.text)
     assert "".join(tokens) == reply.text, "the tokenizer must not lose characters"
@@ -184,7 +179,7 @@ def summarize(label: str, runs: Sequence[ReplyRun]) -> Summary:
         median_tokens=median(firsts),
         p90_tokens=nearest_rank(firsts, 0.9),
         max_tokens=max(firsts),
-        within_fast=share([n <= FAST_FIRST_TOKENS for n in firsts]),
+        within_fast=sum(n <= FAST_FIRST_TOKENS for n in firsts) / len(firsts),
         first_cut_in_hazard=sum(run.first_cut_in_hazard for run in runs),
         median_first_chars=median([len(run.first_text.strip()) for run in runs]),
         flush_only=sum(run.first_by_flush for run in runs),
@@ -221,3 +216,118 @@ def run_chunker_bench(replies: Sequence[Reply] = REPLIES) -> ChunkerResults:
         sweep=[summaries[sweep_label(words)] for words in SWEEP_FIRST_CHUNK_WORDS],
         runs=runs,
     )
+
+
+CHUNKER_TITLE = title("chunker")
+EXAMPLE_TAGS = ("interjection", "long-opening", "abbrev", "time", "price", "list")
+MAX_FINDINGS = 20  # lines in all, so a badly broken chunker cannot flood the page
+SUMMARY: Table[Summary] = Table(
+    [
+        Column("Splitter", lambda s: s.label),
+        Column("tokens to 1st piece: median", lambda s: f"{s.median_tokens:g}"),
+        Column("p90", lambda s: f"{s.p90_tokens:g}"),
+        Column("max", lambda s: f"{s.max_tokens:g}"),
+        Column(f"≤ {FAST_FIRST_TOKENS} tokens", lambda s: f"{s.within_fast:.0%}"),
+        Column("1st piece chars (median)", lambda s: f"{s.median_first_chars:g}"),
+        Column("only at flush()", lambda s: s.flush_only),
+        Column(
+            "hazard splits (replies)",
+            lambda s: f"{s.hazard_splits} ({s.replies_with_hazard_split})",
+        ),
+        Column("1st piece ends in a hazard", lambda s: s.first_cut_in_hazard),
+    ]
+)
+
+
+def _examples(results: ChunkerResults) -> str:
+    """The first reply of a few categories, to show the shapes side by side."""
+    rows: list[list[object]] = []
+    for tag in EXAMPLE_TAGS:
+        i = next(i for i, r in enumerate(REPLIES) if r.tag == tag)
+        runs = [results.runs[label][i] for label in (OURS_LABEL, SENTENCE_LABEL, MIN20_LABEL)]
+        rows.append(
+            [
+                quoted(REPLIES[i].text, 48),
+                *(f"{quoted(r.first_text, 40)} @{r.first_token}" for r in runs),
+            ]
+        )
+    return table(["Reply", "ours", "sentence-only", "min-20-chars"], rows)
+
+
+def chunker_section(results: ChunkerResults) -> str:
+    return prose(
+        "chunker",
+        replies=len(REPLIES),
+        tokens=sum(len(tokenize(r.text)) for r in REPLIES),
+        spans=sum(len(r.hazard_spans()) for r in REPLIES),
+        comparison=SUMMARY.render(results.comparison),
+        sweep=SUMMARY.render(results.sweep),
+        examples=_examples(results),
+    )
+
+
+def _pieces(run: ReplyRun) -> str:
+    return " · ".join(quoted(text) for text, _, _ in run.pieces)
+
+
+def _short(label: str) -> str:
+    return "default" if label == OURS_LABEL else label.removeprefix("SpeechChunker(")[:-1]
+
+
+def _settings(labels: Sequence[str], every: Sequence[str]) -> str:
+    if list(labels) == list(every):
+        return "all settings"
+    return ", ".join(_short(label) for label in labels)
+
+
+def findings(results: ChunkerResults) -> list[str]:
+    """Cases worth a look in the library's chunker (the baselines' flaws are expected).
+
+    Hazard splits are grouped per reply, naming every setting that made them, so one
+    bad rule does not fill the page once per ``first_chunk_words`` value.
+    """
+    ours = [label for label in results.runs if label not in (SENTENCE_LABEL, MIN20_LABEL)]
+    lines: list[str] = []
+    for index, run in enumerate(results.runs[OURS_LABEL]):
+        text = quoted(run.reply.text)
+        reply = f"{text} → {_pieces(run)}"
+        if run.first_by_flush or run.first_token > LATE_FIRST_TOKENS:
+            when = "only at flush()" if run.first_by_flush else f"at token {run.first_token}"
+            lines.append(prose("chunker#late", when=when, tokens=run.tokens, reply=reply))
+        if splitting := [label for label in ours if results.runs[label][index].hazard_cuts]:
+            cuts = [h for label in splitting for _, h in results.runs[label][index].hazard_cuts]
+            hazard = prose(
+                "chunker#hazard",
+                hazards=", ".join(quoted(h) for h in dict.fromkeys(cuts)),
+                settings=_settings(splitting, ours),
+                text=text,
+                pieces=_pieces(results.runs[splitting[0]][index]),
+                setting=_short(splitting[0]),
+            )
+            lines.append(hazard)
+        if run.bad_offsets:
+            spans = ", ".join(f"{quoted(t)}[{s}:{e}]" for t, s, e in run.pieces)
+            lines.append(prose("chunker#offsets", text=text, spans=spans))
+        if run.unspeakable:
+            said = ", ".join(quoted(u) for u in dict.fromkeys(run.unspeakable))
+            lines.append(prose("chunker#unspeakable", said=said, reply=reply))
+        if run.content_changed:
+            lines.append(prose("chunker#changed", reply=reply))
+        elif run.dropped:
+            lines.append(prose("chunker#dropped", dropped=run.dropped, reply=reply))
+    if len(lines) > MAX_FINDINGS:
+        lines = [*lines[:MAX_FINDINGS], f"- … and {len(lines) - MAX_FINDINGS} more"]
+    return lines
+
+
+def findings_section(results: ChunkerResults) -> str:
+    lines = "\n".join(findings(results)) or "- none"
+    return prose("chunker#findings", late=LATE_FIRST_TOKENS, lines=lines)
+
+
+SCENARIO = Scenario(
+    "chunker",
+    (CHUNKER_TITLE,),
+    run_chunker_bench,
+    lambda r: [chunker_section(r), findings_section(r)],
+)

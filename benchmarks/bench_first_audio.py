@@ -1,14 +1,8 @@
-"""First-audio benchmark: warm latency of the embedded pipelines, as ``voice-membrane run``
-users experience it, measured by the ``voice-membrane bench`` command's engine
-(``voice_membrane.bench.runner``; docs/bench.md has its method).
-
-Each setup is a ``Target``: a shipped pipeline file with the benchmark's overrides
-(``OVERRIDES``: a short reply and a fixed seed, the null sink not paced to real time)
-and at most one change. Each runs in ``SESSIONS`` sessions, one after another and each
-in its own event loop, on its share of the prompts; the setups take turns, in reverse
-order the second time, so that a change in the machine's load falls on all of them
-alike. A setup's runs are then joined into one (``merge_runs``).
-"""
+"""First-audio benchmark: warm latency of the embedded pipelines, measured by the
+``voice-membrane bench`` command's engine (``voice_membrane.bench.runner``). Each
+setup is a ``Target``: a shipped pipeline file with ``OVERRIDES`` and at most one
+change, run in ``SESSIONS`` sessions that take turns with the other setups'
+(``run_targets``); ``report_first_audio`` renders the results."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """Long embedded session: the first token of turns that drop old turns, with the
-KV cache trimmed in place against the old path (the whole prompt read again).
-
-A ``Session`` on the embedded SmolLM2 (n_ctx 2048, its exact token count, the
-shipped trim policy) runs ``TURNS`` turns, enough for the context to fill and be
-trimmed several times; replies are greedy and capped at ``REPLY_TOKENS`` tokens to
-keep the run short (the trim's cost depends on the prompt, not on the reply). Each
-turn's ``first_token`` stamp (ms after the request) is kept, with whether the turn
-dropped turns and how many tokens llama.cpp evaluated for it. The TTS engine is
-silent: only the model is measured.
-
-``python -m benchmarks.bench_long_session`` runs it alone and prints its figures.
-"""
+KV cache trimmed in place against the old path (the whole prompt read again), on
+the embedded SmolLM2 with a silent TTS engine (``sections/long-session.md``).
+``python -m benchmarks.bench_long_session`` runs it alone and prints its section."""
 
 from __future__ import annotations
 
@@ -19,8 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
-import numpy as np
 
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import Column, Table
+from voice_membrane.bench.stats import Spread
 from voice_membrane.membrane.membrane import Membrane
 from voice_membrane.pipeline.history import SourceTokens
 from voice_membrane.pipeline.session import Session
@@ -111,14 +105,37 @@ def run_long_session_bench(
     return LongSessionResults(runs, turns, REPLY_TOKENS, budget)
 
 
+LONG_SESSION_TITLE = title("long-session")
+_MS, _MEDIAN = Spread(("median", "max")), Spread(("median",))
+TABLE: Table[ModeRun] = Table(
+    [
+        Column("Mode", lambda r: "trimmed in place" if r.in_place else "read again (old path)"),
+        Column("untrimmed turns", lambda r: _MS.cell(r.first_token_ms(False))),
+        Column("trimmed turns", lambda r: _MS.cell(r.first_token_ms(True))),
+        Column("trims", lambda r: len(r.first_token_ms(True))),
+        Column("evaluated (trimmed, p50)", lambda r: _MEDIAN.cell(r.evaluated(True))),
+        Column("run", lambda r: f"{r.seconds:.0f} s"),
+    ]
+)
+
+
+def long_session_section(results: LongSessionResults) -> str:
+    return prose(
+        "long-session",
+        reply_tokens=results.reply_tokens,
+        budget=results.budget,
+        turns=results.turns,
+        table=TABLE.render(results.runs),
+    )
+
+
+SCENARIO = Scenario(
+    "long-session",
+    (LONG_SESSION_TITLE,),
+    run_long_session_bench,
+    lambda r: [long_session_section(r)],
+    True,
+)
+
 if __name__ == "__main__":
-    for mode in run_long_session_bench().runs:
-        for trimmed in (False, True):
-            times = mode.first_token_ms(trimmed)
-            print(
-                "in place" if mode.in_place else "re-read",
-                "trimmed" if trimmed else "untrimmed",
-                len(times),
-                f"p50 {np.median(times):.0f} ms max {max(times):.0f} ms" if times else "-",
-                f"evaluated p50 {np.median(mode.evaluated(trimmed)):.0f}" if times else "",
-            )
+    print(long_session_section(run_long_session_bench()))

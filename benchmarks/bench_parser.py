@@ -1,13 +1,7 @@
-"""Parser benchmark: XmlStreamParser throughput on a ~1 MB mixed prefill-mode stream.
-
-Three feeding patterns: 4-character tokens (close to an LLM's stream, and the worst case
-for per-call overhead), one string per block, and 64 KB feeds (a non-streaming reply or
-a replayed log: close to the parser's raw scanning speed). Each is timed ``repeats``
-times on a fresh parser; the medians are reported with min and max. Every run's output
-is checked against what was generated (visible and thinking text, and the count of
-blocks of each type), so a parser that drops or mangles text, merges two words or
-reports a call that was never made cannot post a fast number.
-"""
+"""Parser benchmark: ``XmlStreamParser`` throughput on a ~1 MB mixed prefill-mode
+stream fed in three patterns, each run's output checked against what was generated
+(so a parser that drops or mangles text cannot post a fast number); its section,
+``parser_section``, words the method (``sections/parser.md``)."""
 
 from __future__ import annotations
 
@@ -18,7 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.parser_stream import DEFAULT_TARGET_CHARS, MixedStream, build_stream
-from voice_membrane.bench.stats import median
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import Column, Table, table
+from voice_membrane.bench.stats import span
 from voice_membrane.vocab.events import BlockStart, Chunk, Event
 
 TOKEN_CHARS = 4
@@ -36,16 +33,6 @@ class VariantResult:
     label: str
     feeds: int  # feed() calls per run
     seconds: tuple[float, ...]  # one per repeat, flush() included
-
-    def mb_per_s(self, megabytes: float) -> tuple[float, float, float]:
-        """(median, min, max) throughput."""
-        rates = [megabytes / s for s in self.seconds]
-        return median(rates), min(rates), max(rates)
-
-    def us_per_feed(self) -> tuple[float, float, float]:
-        """(median, min, max) mean microseconds per feed() call."""
-        per_feed = [s * 1e6 / self.feeds for s in self.seconds]
-        return median(per_feed), min(per_feed), max(per_feed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +174,50 @@ def _run_parser_bench(target_chars: int, repeats: int) -> ParserResults:
         variants=[small, blocks, large],
         hostile=VariantResult("`a<` times 200,000, one feed", 1, tuple(hostile_seconds)),
     )
+
+
+PARSER_TITLE = title("parser")
+BLOCK_KINDS = ("text", "thinking", "tool_call", "tool_result")
+
+
+def parser_section(results: ParserResults) -> str:
+    total = sum(results.chars_by_kind.values())
+    shares = ", ".join(
+        f"{kind} {results.chars_by_kind.get(kind, 0) / total:.0%}" for kind in BLOCK_KINDS
+    )
+    timing: Table[VariantResult] = Table(
+        [
+            Column("Feeding", lambda v: v.label),
+            Column("feed() calls", lambda v: f"{v.feeds:,}"),
+            Column(
+                "MB/s, median (min to max)",
+                lambda v: span([results.megabytes / s for s in v.seconds], 1),
+            ),
+            Column(
+                "µs per feed(), median (min to max)",
+                lambda v: span([s * 1e6 / v.feeds for s in v.seconds], 2),
+            ),
+        ]
+    )
+    blocks = table(
+        ["Block type", "generated", "reported by the parser"],
+        [
+            [kind, results.generated_blocks.get(kind, 0), results.seen_blocks.get(kind, 0)]
+            for kind in (*BLOCK_KINDS, BLANK_TEXT)
+        ],
+    )
+    return prose(
+        "parser",
+        megabytes=results.megabytes,
+        shares=shares,
+        token_chars=TOKEN_CHARS,
+        large_kb=LARGE_FEED_CHARS // 1024,
+        timing=timing.render(results.variants),
+        hostile=results.hostile.label,
+        hostile_kb=len(HOSTILE_FEED) / 1e3,
+        hostile_ms=span([s * 1e3 for s in results.hostile.seconds], 1),
+        blocks=blocks,
+    )
+
+
+SCENARIO = Scenario("parser", (PARSER_TITLE,), run_parser_bench, lambda r: [parser_section(r)])

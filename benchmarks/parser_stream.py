@@ -1,23 +1,14 @@
-"""A deterministic ~1 MB prefill-mode stream for the parser benchmark.
+"""A deterministic ~1 MB prefill-mode stream for the parser benchmark, from a seeded
+``random.Random`` (the same on every machine): visible text (paragraphs of the reply
+corpus), ``<thinking>`` blocks, ``<function_calls>`` with one or two invokes and the
+``<function_results>`` answering them, kept beside what each block should yield.
 
-It mixes the four block kinds an assistant turn holds in the XML wire format: visible
-text (paragraphs drawn from the reply corpus), ``<thinking>`` blocks, ``<function_calls>``
-with one or two invokes, and the ``<function_results>`` answering them. A seeded
-``random.Random`` makes the same stream on every machine, so runs compare.
-
-What was generated is kept beside the wire text, so the benchmark can check the parser
-gave back exactly the visible text it was sent.
-
-Two hazards are built in, so that the benchmark's own output check covers them:
-
-- every third text block ends with no whitespace of its own, right before a hidden
-  block; when tool calls and results come next, the next text block starts right
-  after ``</function_results>``, so the only separator between the two words is the
-  whitespace standing alone between hidden blocks (``ok.<function_calls>…
-  </function_calls>\n<function_results>…</function_results>Sure``), which must
-  survive;
-- the stream ends inside the closer of a last ``<function_calls>``
-  (``…</invoke>\n</function_ca``): its invokes are calls, the cut closer is not one.
+Two hazards are built in, so the benchmark's output check covers them: every third
+text block ends with no whitespace right before a hidden block, and when calls and
+results come next, the next text block starts right after ``</function_results>``
+(``ok.<function_calls>…</function_calls>\n<function_results>…</function_results>Sure``:
+only the whitespace between the hidden blocks separates the words, and must survive);
+the stream ends inside the closer of a last ``<function_calls>`` (``…</invoke>\n</function_ca``).
 """
 
 from __future__ import annotations

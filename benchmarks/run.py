@@ -26,15 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    bench_answers,
     bench_bargein,
+    bench_chunker,
+    bench_long_session,
+    bench_parser,
     bench_serve_load,
     bench_stt,
     bench_voice,
     bench_voice_serve,
     report,
-    report_answers,
     report_first_audio,
-    report_long_session,
     report_membrane,
     report_tts,
     report_turns,
@@ -45,11 +47,11 @@ from benchmarks.scenario import Scenario, skipped, unavailable
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 SCENARIOS: tuple[Scenario, ...] = (
-    report.PARSER,
-    report.CHUNKER,
+    bench_parser.SCENARIO,
+    bench_chunker.SCENARIO,
     report_first_audio.SCENARIO,
-    report_long_session.SCENARIO,
-    report_answers.SCENARIO,
+    bench_long_session.SCENARIO,
+    bench_answers.SCENARIO,
     bench_stt.SCENARIO,
     bench_voice.SCENARIO,
     report_turns.SCENARIO,

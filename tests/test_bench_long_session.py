@@ -1,10 +1,15 @@
-"""The long-session benchmark's report section (benchmarks.report_long_session), from
+"""The long-session benchmark's report section (benchmarks.bench_long_session), from
 given figures: the run itself takes minutes (``make bench``)."""
 
 from __future__ import annotations
 
-from benchmarks.bench_long_session import LongSessionResults, ModeRun, TurnFigures
-from benchmarks.report_long_session import LONG_SESSION_TITLE, long_session_section
+from benchmarks.bench_long_session import (
+    LONG_SESSION_TITLE,
+    LongSessionResults,
+    ModeRun,
+    TurnFigures,
+    long_session_section,
+)
 
 
 def mode(in_place: bool, trimmed_ms: float, evaluated: int) -> ModeRun:

@@ -127,11 +127,11 @@ def test_the_answers_report_renders_a_row_per_setting_and_kind() -> None:
         Answer,
         AnswersResults,
         SettingRun,
+        answers_section,
         before_llm,
         questions,
         shipped_llm,
     )
-    from benchmarks.report_answers import answers_section
 
     asked = questions()
     assert {q.kind for q in asked} == {"spoken", "typed", "other language"}
