@@ -1,20 +1,15 @@
 """Barge-in by voice, measured: the user speaks over the reply; how soon does
 its audio stop, and does it come back when it should?
 
-A spoken conversation held in real time through the real loop (``converse``:
-the Silero detector, the endpointer, the pipeline's recognizer), the reply a long recording
-spoken by espeak-ng into the real-time null sink. The user is a live source
-that watches the reply as a person would: a question; then, each round, once
-the reply has played ``echo_warmup_s`` plus a random part of a second, a
-backchannel ("mm-hm": the reply must pause and resume) and, ``GAP_S`` after
-it, "stop" (the reply must pause and be interrupted; "stop" is then the next
-turn, whose reply the next round speaks over).
-
-Per clip, from its speech onset (its first voiced sample, ``voiced.py``,
-dated as a microphone would have captured it): *pause*, when
-the reply's audio was paused; *end*, when it resumed (the backchannel) or the
-reply was interrupted ("stop"). The null sink has no output latency: a
-speaker adds its own (20 to 60 ms through PulseAudio, tests/test_speaker_pulse.py).
+A spoken conversation in real time through the real loop (``converse``: Silero,
+the endpointer, the pipeline's recognizer), the reply a long recording spoken by
+espeak-ng into the real-time null sink (no output latency: a speaker adds 20 to
+60 ms). A live user asks a question; then each round, once the reply has played
+``echo_warmup_s`` plus a random part of a second, says "mm-hm" (the reply must
+pause and resume) and, ``GAP_S`` later, "stop" (it must pause and be
+interrupted; "stop" is the next turn, spoken over in the next round). Per clip,
+from its speech onset (``voiced.py``, dated as a microphone captures it):
+*pause*, when the reply's audio paused; *end*, when it resumed or was interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,27 +105,6 @@ def clip_samples(path: Path) -> tuple[Samples, int]:
         raise ValueError(f"{path}: {exc}") from None
 
 
-def write_reply(folder: Path) -> Path:
-    """The long reply as a recording (``replay:``): 4 characters every 20 ms."""
-    path = folder / "long_reply.jsonl"
-    lines = [json.dumps({"format": "voice-membrane-replay", "version": 1, "mode": "chat"})]
-    for i in range(0, len(REPLY), 4):
-        lines.append(json.dumps({"t_ms": 100 + 5 * i, "text": REPLY[i : i + 4]}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def bargein_config(base: PipelineConfig, recording: Path) -> PipelineConfig:
-    return base.with_overrides(
-        {
-            "llm": {"spec": f"replay:{recording}"},
-            "tts": {"spec": "espeak"},
-            "sink": {"kind": "null", "realtime": True},
-            "endpoint": {"echo": "aec"},  # no echo path here: the null sink is not heard
-        }
-    )
-
-
 class LiveUser:
     """The user's voice, in real time, frame by frame: speaks when the reply
     has been playing long enough, as a person would; notes each clip's onset."""
@@ -159,9 +133,8 @@ class LiveUser:
             yield Frame(piece, RATE, position=self._position, captured_ns=time.perf_counter_ns())
             self._position += n
 
-    async def _silence(self, seconds: float) -> AsyncIterator[Frame]:
-        async for frame in self._emit(np.zeros(round(seconds * RATE), dtype=np.int16)):
-            yield frame
+    def _silence(self, seconds: float) -> AsyncIterator[Frame]:
+        return self._emit(np.zeros(round(seconds * RATE), dtype=np.int16))
 
     async def _say(self, clip: str) -> AsyncIterator[Frame]:
         path, expect = CLIPS[clip]
@@ -176,25 +149,24 @@ class LiveUser:
 
     async def frames(self) -> AsyncIterator[Frame]:
         self._start = anyio.current_time()
-        question, _ = clip_samples(QUESTION)
-        async for frame in self._emit(question):
-            yield frame
+        for part in self._parts():
+            async for frame in part:
+                yield frame
+
+    def _parts(self) -> Iterator[AsyncIterator[Frame]]:
+        """What the user says, part by part: each is decided once the last has played."""
+        yield self._emit(clip_samples(QUESTION)[0])
         for _ in range(self.rounds):
             wait = self.warmup_s + self.random.uniform(0.2, 1.0)
             while (playing := self.playing_s()) is None or playing < wait:
-                async for frame in self._silence(FRAME_S):
-                    yield frame
-            async for frame in self._say("mm_hm"):
-                yield frame
-            async for frame in self._silence(GAP_S):
-                yield frame
+                yield self._silence(FRAME_S)
+            yield self._say("mm_hm")
+            yield self._silence(GAP_S)
             if self.playing_s() is None:
                 self.run.skipped += 1
                 continue
-            async for frame in self._say("stop"):
-                yield frame
-            async for frame in self._silence(1.0):  # "stop" becomes a turn
-                yield frame
+            yield self._say("stop")
+            yield self._silence(1.0)  # "stop" becomes a turn
         self.session.interrupt()  # done: the last reply need not play out
 
     def on_item(self, item: ListenItem) -> None:
@@ -213,7 +185,18 @@ class LiveUser:
 
 async def run_bargein(base: PipelineConfig, folder: Path, rounds: int = 8) -> BargeInRun:
     """``rounds`` of backchannel-then-stop over the reply (see the module)."""
-    config = bargein_config(base, write_reply(folder))
+    recording = folder / "long_reply.jsonl"  # the reply, 4 characters every 20 ms
+    lines = [{"format": "voice-membrane-replay", "version": 1, "mode": "chat"}]
+    lines += [{"t_ms": 100 + 5 * i, "text": REPLY[i : i + 4]} for i in range(0, len(REPLY), 4)]
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = base.with_overrides(
+        {
+            "llm": {"spec": f"replay:{recording}"},
+            "tts": {"spec": "espeak"},
+            "sink": {"kind": "null", "realtime": True},
+            "endpoint": {"echo": "aec"},  # no echo path here: the null sink is not heard
+        }
+    )
     started = time.perf_counter()
     stt = stt_for(config)
     await stt.start()

@@ -135,38 +135,34 @@ class EchoRun:
 
 
 def run_echo(answers_per_path: int, users_per_path: int) -> EchoRun:
+    """Self-interruptions per echo path; a user's pause latency per setup and position."""
     from ..listening.aec_webrtc import webrtc_canceller
     from ..testing.echo_room import user_voice
 
     started = time.perf_counter()
     run = EchoRun()
     cancelled = EndpointSettings(echo="aec", echo_warmup_s=0.0)
-    setups = {"canceller": cancelled, "level": EndpointSettings()}
     pool = answers(max(answers_per_path, len(PATHS) * users_per_path + 1))
+
+    def user_over(k: int, gain: float, delay: int, name: str, settings: EndpointSettings) -> None:
+        """The user over answer ``k`` at each position, with a fresh canceller (or none)."""
+        replies = pool[k : k + 2]
+        voice = user_voice(0.0, replies[0])
+        for at_s in POSITIONS_S:
+            canceller = None if name == "level" else webrtc_canceller(RATE)
+            into = round(at_s * RATE)
+            heard = session(replies, gain, delay, canceller, settings, (voice, 0, into))
+            run.latency.setdefault((name, at_s), []).append(onset_latency_ms(heard, voice, 0, into))
+
     for gain, delay in PATHS:
         heard = session(pool[:answers_per_path], gain, delay, webrtc_canceller(RATE), cancelled)
         pauses = sum(len(heard.paused_in(s, e)) for s, e in heard.answers)
         run.answers[(gain, delay)] = (len(heard.answers), pauses)
         for k in range(users_per_path):
-            replies = pool[k : k + 2]
-            voice = user_voice(0.0, replies[0])
-            for name, settings in setups.items():
-                for at_s in POSITIONS_S:
-                    canceller = webrtc_canceller(RATE) if name == "canceller" else None
-                    user = (voice, 0, round(at_s * RATE))
-                    h = session(replies, gain, delay, canceller, settings, user)
-                    run.latency.setdefault((name, at_s), []).append(_latency(h, voice, at_s))
+            user_over(k, gain, delay, "canceller", cancelled)
+            user_over(k, gain, delay, "level", EndpointSettings())
     # headphones: nothing comes back, so one path; as many trials, each its own answers
     for k in range(len(PATHS) * users_per_path):
-        replies = pool[k : k + 2]
-        voice = user_voice(0.0, replies[0])
-        for at_s in POSITIONS_S:
-            user = (voice, 0, round(at_s * RATE))
-            h = session(replies, NO_ECHO_DB, 0, webrtc_canceller(RATE), cancelled, user)
-            run.latency.setdefault(("headphones", at_s), []).append(_latency(h, voice, at_s))
+        user_over(k, NO_ECHO_DB, 0, "headphones", cancelled)
     run.seconds = time.perf_counter() - started
     return run
-
-
-def _latency(heard: Heard, voice: Samples, at_s: float) -> float | None:
-    return onset_latency_ms(heard, voice, 0, round(at_s * RATE))

@@ -10,34 +10,35 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ..formats import get_formatter
+from ..formats.base import BuiltRequest
 from ..providers.base import Provider
 from ..vocab.events import Block, BlockComplete
 from ..vocab.messages import Message, ModelConfig, Request, ToolDefinition
 from ..vocab.provider_output import ProviderOutput
-from .membrane_reply import TOOL_NAME, MembraneOutputError
+from .membrane_reply import TOOL_INPUT, TOOL_NAME, MembraneOutputError
+from .request_cost import PROVIDERS
 
 # ``membrane_single``: Membrane reading the deltas one at a time, as it reads a
 # stream whose deltas arrive one by one (``membrane/call_stream.py``).
 CONSUMERS = ("sdk", "adapter", "membrane", "membrane_single")
 MODELS = {"anthropic": "claude-bench", "openai": "gpt-bench", "gemini": "gemini-bench"}
+KEY = "fake-key"
+TYPES = {str: "string", int: "integer"}
 TOOLS = [
     ToolDefinition(
         name=TOOL_NAME,
         description="The weather forecast for a city.",
         input_schema={
             "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "units": {"type": "string"},
-                "days": {"type": "integer"},
-                "details": {"type": "string"},
-            },
+            "properties": {name: {"type": TYPES[type(v)]} for name, v in TOOL_INPUT.items()},
         },
     )
 ]
 
-SdkRun = Callable[[], Awaitable[int]]  # one reply through the bare SDK: stream items read
 Closer = Callable[[], Awaitable[None]]
+# One reply's stream through the bare SDK (awaited, then iterated), and the client's closer.
+SdkStream = tuple[Callable[[], Awaitable[Any]], Closer]
 
 
 def request_for(vendor: str) -> Request:
@@ -48,86 +49,70 @@ def request_for(vendor: str) -> Request:
     )
 
 
-def sdk_reader(
-    vendor: str, base_url: str, request: Request, formatter: str
-) -> tuple[SdkRun, Closer]:
-    """The official SDK alone, sending what the adapter would send."""
-    from ..formats import get_formatter
+def _anthropic(base_url: str, built: BuiltRequest, config: ModelConfig) -> SdkStream:
+    import anthropic
 
-    built = get_formatter(formatter).build(request)
-    if vendor == "anthropic":
-        import anthropic
+    from ..providers.anthropic_request import request_params
 
-        from ..providers.anthropic_request import request_params
+    params = request_params(built, config)
+    claude = anthropic.AsyncAnthropic(api_key=KEY, base_url=base_url, max_retries=0)
+    return lambda: claude.messages.create(stream=True, **params), claude.close
 
-        params = request_params(built, request.config)
-        claude = anthropic.AsyncAnthropic(api_key="fake-key", base_url=base_url, max_retries=0)
 
-        async def run_anthropic() -> int:
-            count = 0
-            async for _ in await claude.messages.create(stream=True, **params):
-                count += 1
-            return count
+def _openai(base_url: str, built: BuiltRequest, config: ModelConfig) -> SdkStream:
+    import openai
 
-        return run_anthropic, claude.close
-    if vendor == "openai":
-        import openai
+    from ..providers.openai_request import chat_request, token_field
 
-        from ..providers.openai_request import chat_request, token_field
+    field = token_field(base_url)
+    kwargs = chat_request(built, config, max_tokens_field=field, streaming=True)
+    gpt = openai.AsyncOpenAI(api_key=KEY, base_url=base_url, max_retries=0)
+    return lambda: gpt.chat.completions.create(**kwargs), gpt.close
 
-        field = token_field(base_url)
-        kwargs = chat_request(built, request.config, max_tokens_field=field, streaming=True)
-        gpt = openai.AsyncOpenAI(api_key="fake-key", base_url=base_url, max_retries=0)
 
-        async def run_openai() -> int:
-            count = 0
-            async for _ in await gpt.chat.completions.create(**kwargs):
-                count += 1
-            return count
-
-        return run_openai, gpt.close
+def _gemini(base_url: str, built: BuiltRequest, config: ModelConfig) -> SdkStream:
     from google import genai
     from google.genai import types
 
     from ..providers.gemini_request import call_contents, request_config
 
-    contents, config = call_contents(built), request_config(built, request.config)
-    options = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
-    gemini = genai.Client(api_key="fake-key", http_options=options)
-    model = request.config.model
+    contents, options = call_contents(built), request_config(built, config)
+    http = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
+    gemini = genai.Client(api_key=KEY, http_options=http)
 
-    async def run_gemini() -> int:
-        count = 0
-        stream = await gemini.aio.models.generate_content_stream(
-            model=model, contents=contents, config=config
-        )
-        async for _ in stream:
-            count += 1
-        return count
-
-    async def close_gemini() -> None:
+    async def close() -> None:
         await gemini.aio.aclose()
         gemini.close()
 
-    return run_gemini, close_gemini
+    stream = gemini.aio.models.generate_content_stream
+    return lambda: stream(model=config.model, contents=contents, config=options), close
+
+
+SDKS = {"anthropic": _anthropic, "openai": _openai, "gemini": _gemini}
+
+
+def sdk_reader(
+    vendor: str, base_url: str, request: Request, formatter: str
+) -> tuple[Callable[[], Awaitable[int]], Closer]:
+    """The official SDK alone, sending what the adapter would send: a run reads
+    one reply and returns how many stream items it read."""
+    built = get_formatter(formatter).build(request)
+    open_stream, close = SDKS[vendor](base_url, built, request.config)
+
+    async def run() -> int:
+        count = 0
+        async for _ in await open_stream():
+            count += 1
+        return count
+
+    return run, close
 
 
 def adapter(vendor: str, base_url: str) -> Provider:
-    from ..providers.anthropic import AnthropicProvider
-    from ..providers.gemini import GeminiProvider
-    from ..providers.openai import OpenAIProvider
-
-    kinds: dict[str, Callable[..., Provider]] = {
-        "anthropic": AnthropicProvider,
-        "openai": OpenAIProvider,
-        "gemini": GeminiProvider,
-    }
-    return kinds[vendor](api_key="fake-key", base_url=base_url)
+    return PROVIDERS[vendor](api_key=KEY, base_url=base_url)
 
 
 async def adapter_items(provider: Provider, request: Request, formatter: str) -> list[Any]:
-    from ..formats import get_formatter
-
     built = get_formatter(formatter).build(request)
     items: list[ProviderOutput] = []
     keep = items.append
@@ -187,8 +172,6 @@ def assemble(items: Sequence[ProviderOutput]) -> tuple[float, list[Block]]:
 
 def parse(pieces: Sequence[str], prefill: str) -> tuple[float, list[Block]]:
     """Prefill-mode XML pieces through the ``anthropic-xml`` formatter's parser, timed."""
-    from ..formats import get_formatter
-
     parser = get_formatter("anthropic-xml").create_parser(prefill)
     assert parser is not None
     return _timed_feed(parser.feed, parser.flush, pieces)

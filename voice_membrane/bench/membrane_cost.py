@@ -1,32 +1,17 @@
 """The Membrane-cost measurement: what the adapters and ``Membrane`` add per
 streamed delta over each vendor's SDK, against the fakes.
 
-Each vendor's fake server plays one long scripted reply (``membrane_reply``) cut
-into deltas, no delays, and four consumers (``membrane_consumers``) read it to
-the end: ``sdk``, the official SDK alone iterating its raw stream (the floor);
-``adapter``, our provider adapter's ``stream()``, to its last
-``ProviderOutput``; ``membrane``, ``Membrane(adapter, formatter).stream(request)``,
-to its ``ReplyResult``; ``membrane_single``, the same with no ready deltas
-joined (each delta's whole path, as when deltas arrive one by one). Chat mode
-(formatter ``native``) per vendor, and prefill mode (``anthropic-xml``, the
-same reply written as XML text) for Anthropic. The
-four take turns within a repetition (the order rotates between repetitions),
-so the added costs come from pairs of runs made one after the other
-(``CaseResult.added``).
-
-The fake servers run in a child process (``fakes``), as a real API is
-elsewhere: this process does only the client's work, so the wall time per delta
-is what reading the stream costs the client (the servers, with nothing to wait
-for, keep ahead of it). Garbage collection stays on, but the heap left by
-imports and warm-up is frozen (``gc.freeze``), so a full collection of the SDKs'
-modules cannot land in one run.
-
-Beside it, the pure in-process cost, without HTTP or event loop:
-``NativeBlockAssembler`` fed the items an adapter yielded, and ``XmlStreamParser``
-fed the XML reply in pieces, as Membrane feeds them.
-
-Every run's output is checked (the blocks that come out must be the scripted
-ones), so a consumer that drops text cannot post a fast number.
+Each vendor's fake (in a child process, ``fakes``, so this process does only the
+client's work) plays one long scripted reply (``membrane_reply``) cut into
+deltas, no delays, and each consumer (``membrane_consumers``: ``sdk``, the SDK
+alone, the floor; ``adapter``; ``membrane``; ``membrane_single``, no ready
+deltas joined) reads it to the end, in chat mode per vendor and prefill mode
+(``anthropic-xml``) for Anthropic. The consumers take turns within a repetition
+(the order rotates), so added costs come from pairs of runs made one after the
+other (``CaseResult.added``). The heap left by imports and warm-up is frozen
+(``gc.freeze``): no full collection of the SDKs' modules lands in one run.
+Beside it, the parser or assembler alone, fed what Membrane feeds it. Every
+run's blocks are checked, so a consumer that drops text cannot post a fast number.
 """
 
 from __future__ import annotations
@@ -59,13 +44,9 @@ from .membrane_reply import (
     membrane_fakes,
 )
 from .request_cost import RequestCost
-from .stats import median
+from .stats import median, median_min_max
 
 SDK_DISTRIBUTIONS = ("anthropic", "openai", "google-genai")
-
-
-def _spread(values: Sequence[float]) -> tuple[float, float, float]:
-    return median(values), min(values), max(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +67,7 @@ class CaseResult:
 
     def us_per_delta(self, consumer: str) -> tuple[float, float, float]:
         """(median, min, max) wall-clock microseconds per delta."""
-        return _spread([s * 1e6 / self.deltas for s in self.seconds[consumer]])
+        return median_min_max([s * 1e6 / self.deltas for s in self.seconds[consumer]])
 
     def added(self, upper: str, lower: str) -> tuple[float, float, float]:
         """(median, min, max) µs per delta that ``upper`` adds over ``lower``.
@@ -97,7 +78,7 @@ class CaseResult:
         """
         pairs = zip(self.seconds[upper], self.seconds[lower], strict=True)
         base = self.us_per_delta(lower)[0]
-        return _spread([(high / low - 1.0) * base for high, low in pairs if low > 0])
+        return median_min_max([(high / low - 1.0) * base for high, low in pairs if low > 0])
 
     def slower_in(self, upper: str, lower: str) -> int:
         """In how many repetitions ``upper`` took longer than ``lower``."""
@@ -106,7 +87,7 @@ class CaseResult:
 
     def parse_us_per_delta(self) -> tuple[float, float, float]:
         """What Membrane timed inside its parser or assembler (``parse_ns``), per delta."""
-        return _spread([ns / 1e3 / self.deltas for ns in self.parse_ns])
+        return median_min_max([ns / 1e3 / self.deltas for ns in self.parse_ns])
 
     def busy_share(self) -> float:
         """Median share of the wall time this thread spent on the CPU: near 1, the
@@ -131,7 +112,7 @@ class InProcessResult:
     seconds: tuple[float, ...]
 
     def us_per_delta(self) -> tuple[float, float, float]:
-        return _spread([s * 1e6 / self.deltas for s in self.seconds])
+        return median_min_max([s * 1e6 / self.deltas for s in self.seconds])
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,57 +134,44 @@ class MembraneResults:
         return next((p for p in self.in_process if p.case == case.label), None)
 
 
-# --------------------------------------------------------------------------- one case
-
-
-@dataclass
-class _Timings:
-    seconds: dict[str, list[float]]
-    cpu: dict[str, list[float]]
-    parse_ns: list[int]
-
-
 async def _run_case(
     vendor: str, mode: Mode, base_url: str, reply: LongReply, repeats: int
 ) -> tuple[CaseResult, list[ProviderOutput]]:
+    """Every consumer once to warm up, then ``repeats`` timed rounds."""
     formatter = "native" if mode == "chat" else "anthropic-xml"
-    request = request_for(vendor)
-    where = f"{vendor} ({mode})"
+    request, where = request_for(vendor), f"{vendor} ({mode})"
     provider = adapter(vendor, base_url)
     sdk_run, sdk_close = sdk_reader(vendor, base_url, request, formatter)
-    timings = _Timings({c: [] for c in CONSUMERS}, {c: [] for c in CONSUMERS}, [])
-    deltas = 0
+    seconds: dict[str, list[float]] = {c: [] for c in CONSUMERS}
+    cpu_seconds: dict[str, list[float]] = {c: [] for c in CONSUMERS}
+    parse_ns: list[int] = []
+    counts: set[int] = set()
     items: list[ProviderOutput] = []
 
     async def one(consumer: str, timed: bool) -> None:
-        nonlocal deltas, items
+        nonlocal items
         gc.collect()  # what the previous run left is not this run's to collect
-        cpu = time.thread_time()
-        start = time.perf_counter_ns()
+        cpu, start = time.thread_time(), time.perf_counter_ns()
         if consumer == "sdk":
-            count = await sdk_run()
+            counts.add(await sdk_run())
         elif consumer == "adapter":
             items = await adapter_items(provider, request, formatter)
         else:
             single = consumer == "membrane_single"
             blocks, ns = await membrane_run(provider, request, formatter, one_at_a_time=single)
-        elapsed = (time.perf_counter_ns() - start) / 1e9
-        cpu = time.thread_time() - cpu
+        elapsed, cpu = (time.perf_counter_ns() - start) / 1e9, time.thread_time() - cpu
         # Checked after the clock stops.
-        if consumer == "sdk":
-            if deltas and count != deltas:
-                raise MembraneOutputError(f"{where}: the SDK read {count} items, then {deltas}")
-            deltas = count
-        elif consumer == "adapter":
-            if mode == "chat":
-                check_blocks(assemble(items)[1], reply, f"{where}, adapter")
-        else:
+        if len(counts) > 1:
+            raise MembraneOutputError(f"{where}: the SDK read {sorted(counts)} items")
+        if consumer == "adapter" and mode == "chat":
+            check_blocks(assemble(items)[1], reply, f"{where}, adapter")
+        elif consumer.startswith("membrane"):
             check_blocks(blocks, reply, f"{where}, Membrane")
-            if timed and consumer == "membrane_single":  # (fed as the parts alone are)
-                timings.parse_ns.append(ns)
         if timed:
-            timings.seconds[consumer].append(elapsed)
-            timings.cpu[consumer].append(cpu)
+            seconds[consumer].append(elapsed)
+            cpu_seconds[consumer].append(cpu)
+            if consumer == "membrane_single":  # (fed as the parts alone are)
+                parse_ns.append(ns)
 
     try:
         for consumer in CONSUMERS:  # warm-up: connections, lazy imports, caches
@@ -216,6 +184,7 @@ async def _run_case(
     finally:
         await provider.aclose()
         await sdk_close()
+    (deltas,) = counts
     if deltas == 0:
         raise MembraneOutputError(f"{where}: the SDK read no stream items")
     result = CaseResult(
@@ -223,9 +192,9 @@ async def _run_case(
         mode=mode,
         formatter=formatter,
         deltas=deltas,
-        seconds={c: tuple(v) for c, v in timings.seconds.items()},
-        cpu_seconds={c: tuple(v) for c, v in timings.cpu.items()},
-        parse_ns=tuple(timings.parse_ns),
+        seconds={c: tuple(v) for c, v in seconds.items()},
+        cpu_seconds={c: tuple(v) for c, v in cpu_seconds.items()},
+        parse_ns=tuple(parse_ns),
     )
     return result, items
 
@@ -233,16 +202,16 @@ async def _run_case(
 def _in_process(
     case: CaseResult, items: Sequence[ProviderOutput], reply: LongReply, repeats: int
 ) -> InProcessResult:
+    """The assembler fed the adapter's items (chat), or the parser fed the XML in
+    pieces and the stop sequence written back, as Membrane feeds it (prefill)."""
     if case.mode == "chat":
-        component = "NativeBlockAssembler"
-        feeds = len(items)
+        component, feeds = "NativeBlockAssembler", len(items)
         runs = [assemble(items) for _ in range(repeats)]
     else:
         from ..formats import get_formatter
 
         component = "XmlStreamParser"
         prefill = get_formatter(case.formatter).build(request_for(case.vendor)).prefill or ""
-        # As Membrane feeds it: the pieces the API sent, then the stop sequence written back.
         pieces = [*reply.xml_pieces(), FUNCTION_CALLS_END]
         feeds = len(pieces)
         runs = [parse(pieces, prefill) for _ in range(repeats)]
@@ -251,17 +220,12 @@ def _in_process(
     return InProcessResult(component, case.label, feeds, case.deltas, tuple(s for s, _ in runs))
 
 
-def _cases(vendors: Sequence[str]) -> list[tuple[str, Mode]]:
-    cases: list[tuple[str, Mode]] = [(vendor, "chat") for vendor in vendors]
-    if "anthropic" in vendors:
-        cases.append(("anthropic", "prefill"))
-    return cases
-
-
 async def _run_all(
     reply: LongReply, repeats: int, vendors: Sequence[str]
 ) -> tuple[list[CaseResult], list[InProcessResult]]:
-    cases = _cases(vendors)
+    cases: list[tuple[str, Mode]] = [(vendor, "chat") for vendor in vendors]
+    if "anthropic" in vendors:
+        cases.append(("anthropic", "prefill"))
     results: list[CaseResult] = []
     in_process: list[InProcessResult] = []
     spec = {"cases": cases, "reply": asdict(reply), "replies": len(CONSUMERS) * (repeats + 1)}
@@ -277,8 +241,7 @@ async def _run_all(
         gc.freeze()  # the modules' objects: no collection need walk them again
         try:
             for index, (vendor, mode) in enumerate(cases):
-                url = urls[str(index)]
-                case, items = await _run_case(vendor, mode, url, reply, repeats)
+                case, items = await _run_case(vendor, mode, urls[str(index)], reply, repeats)
                 results.append(case)
                 in_process.append(_in_process(case, items, reply, repeats))
         finally:

@@ -1,7 +1,6 @@
-"""The reply of the Membrane-cost measurement (``membrane_cost``): one long
-scripted reply — a thinking block, text and a tool call — as each vendor's fake
-plays it and as prefill-mode XML, the check that what a consumer read is that
-reply, and the fakes' recipe."""
+"""The Membrane-cost measurement's reply (``membrane_cost``): one long scripted
+reply (thinking, text, a tool call) as the vendors' fakes play it and as
+prefill-mode XML, the check that a consumer read exactly it, and the fakes' recipe."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class MembraneOutputError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class LongReply:
-    """One logical reply: what is scripted, and the same reply as prefill-mode XML,
-    each streamed in ``delta_chars``-character deltas."""
+    """The reply, streamed in ``delta_chars``-character deltas in either mode."""
 
     thinking: str
     text: str
@@ -42,12 +40,12 @@ class LongReply:
 
     def script(self, mode: Mode) -> ScriptedReply:
         if mode == "chat":
-            return ScriptedReply.of(
+            blocks = (
                 thinking(self.thinking),
                 text(self.text),
                 tool_use(TOOL_NAME, self.tool_input),
-                delta_chars=self.delta_chars,
             )
+            return ScriptedReply.of(*blocks, delta_chars=self.delta_chars)
         # The API stops at the stop sequence and does not send it; Membrane writes it back.
         return ScriptedReply.of(
             self.xml,
@@ -74,6 +72,7 @@ class LongReply:
 
 
 def _prose(target: int, texts: Sequence[str]) -> str:
+    """The first of ``texts`` until ``target`` characters are reached."""
     taken: list[str] = []
     size = 0
     for piece in texts:
@@ -121,8 +120,8 @@ def check_blocks(blocks: Sequence[Block], reply: LongReply, where: str) -> None:
 
 
 def membrane_fakes(spec: dict[str, Any]) -> dict[str, FakeServer]:
-    """The fakes' recipe (``fakes``): one fake server per case (vendor, mode), in
-    order, each queued with every reply the measurement will ask for."""
+    """The fakes' recipe (``fakes``): one server per case (vendor, mode), in order,
+    each queued with every reply the measurement will ask for."""
     from ..testing.fake_anthropic import FakeAnthropic
     from ..testing.fake_gemini import FakeGemini
     from ..testing.fake_openai import FakeOpenAI

@@ -70,3 +70,8 @@ def span(samples: Sequence[float], digits: int = 0) -> str:
     """A timing repeated a few times: its median (min to max)."""
     low, mid, high = (f"{v:.{digits}f}" for v in (min(samples), median(samples), max(samples)))
     return f"{mid} ({low} to {high})"
+
+
+def median_min_max(samples: Sequence[float]) -> tuple[float, float, float]:
+    """A few repetitions' figure as (median, min, max): what ``span`` writes."""
+    return median(samples), float(min(samples)), float(max(samples))

@@ -1,25 +1,18 @@
 """The cloud-TTS measurement: what our engine code adds over the raw protocol.
 
-The fake servers (``FakeElevenLabs``, ``FakeOpenAISpeech``) run in a child
-process (``fakes``), as a real service is elsewhere, each answering after a
-fixed time to first byte. For every cloud engine two things are measured on the
-same first piece of text:
+The speech fakes run in a child process (``fakes``), each answering after a
+fixed time to first byte. Per cloud engine, on the same first piece of text:
 
-- **raw**: a bare client speaking the wire protocol — for the ElevenLabs socket,
-  ``websockets`` (compression off, as the engine has it: permessage-deflate of
-  base64 audio cost ~3 ms per frame here) on a socket opened as long before as
-  a turn's (the LLM's first delta): the piece's text (with ``flush``) sent,
-  until the first audio message; for the HTTP engines, ``httpx`` on a
-  kept-alive connection: the request sent, until the first body bytes. This is
-  the floor: the fake's TTFB plus loopback and parsing.
-- **pipeline**: a whole ``Session`` turn — a recorded LLM reply (its first delta
-  as a model's first token), our chunker, the engine, a null sink — whose first
-  audio (the sink's first write) minus the arrival of the delta that completed
-  the first piece is the TTS part of first audio as the pipeline sees it.
+- **raw**: a bare client of the wire protocol, the floor (the fake's TTFB,
+  loopback, parsing). The ElevenLabs socket: ``websockets``, compression off as
+  the engine has it, open as long as a turn's before the piece (with ``flush``)
+  is sent, until the first audio message. HTTP: ``httpx`` on a kept-alive
+  connection, the request sent, until the first body bytes.
+- **pipeline**: a whole ``Session`` turn (a recorded LLM reply, our chunker, the
+  engine, a null sink): first audio minus the arrival of the delta that
+  completed the first piece.
 
-*Added* = pipeline - median(raw), per turn: our engine, stream and sink code on
-the path to the first audio. The setup's turns per engine after its warm-up
-turns (the fake's espeak cache fills, connections are made).
+*Added* = pipeline - median(raw), per turn, after the setup's warm-up turns.
 """
 
 from __future__ import annotations
@@ -103,9 +96,6 @@ def tts_fakes(args: dict[str, Any]) -> dict[str, FakeServer]:
     }
 
 
-# --------------------------------------------------------------------------- raw clients
-
-
 async def _raw_socket(base_url: str, text: str, turns: int, opened_s: float) -> list[float]:
     from websockets.asyncio.client import connect
 
@@ -168,10 +158,8 @@ async def _raw(engine: str, urls: dict[str, str], text: str, setup: TtsSetup) ->
     return await _raw_http(url, {"Authorization": f"Bearer {KEY}"}, body, setup.turns)
 
 
-# --------------------------------------------------------------------------- the pipeline
-
-
 def _recording(path: Path, setup: TtsSetup) -> Path:
+    """The reply word by word: the first after ``llm_first_delta_s``, then one every ``delta_s``."""
     lines: list[dict[str, Any]] = [
         {"format": "voice-membrane-replay", "version": 1, "mode": "chat"}
     ]
@@ -183,10 +171,6 @@ def _recording(path: Path, setup: TtsSetup) -> Path:
     return path
 
 
-def _spec(engine: str) -> str:
-    return f"{engine}:{'alloy' if engine == 'openai' else VOICE}"
-
-
 async def _pipeline(
     engine_name: str, recording: Path, result: EngineResult, setup: TtsSetup
 ) -> None:
@@ -196,7 +180,8 @@ async def _pipeline(
     from ..tts.options import TtsOptions
     from ..tts.registry import create_engine
 
-    engine = create_engine(TtsOptions(spec=_spec(engine_name)), SINK_RATE)
+    voice = "alloy" if engine_name == "openai" else VOICE
+    engine = create_engine(TtsOptions(spec=f"{engine_name}:{voice}"), SINK_RATE)
     pieces: list[str] = []
 
     def log(record: dict[str, Any]) -> None:
@@ -220,9 +205,8 @@ async def _pipeline(
             first_audio, token = report.first_audio_ms, report.first_chunk_token_ms
             if first_audio is not None and token is not None:
                 result.pipeline_ms.append(first_audio - token)
-            first_byte = report.tts_pieces[0]["first_byte_ms"] if report.tts_pieces else None
-            if first_byte is not None:
-                result.engine_first_byte_ms.append(first_byte)
+            if report.tts_pieces and report.tts_pieces[0]["first_byte_ms"] is not None:
+                result.engine_first_byte_ms.append(report.tts_pieces[0]["first_byte_ms"])
 
 
 def run_tts_overhead(
