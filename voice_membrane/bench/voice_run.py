@@ -34,7 +34,7 @@ from ..sources.base import SourceError
 from ..sources.wav_file import WavFileSource
 from ..stt.base import SttError
 from .prompts import WARM_UP_PROMPT
-from .runner import STARTUP_ERRORS, _one_line
+from .runner import STARTUP_ERRORS, one_line
 from .stats import summarize
 from .voice_inputs import VoiceInput
 from .voice_timing import TimedStt
@@ -157,7 +157,7 @@ async def run_voice_target(
         stt = TimedStt(stt_for(config))
         await stt.start()
     except (SttError, *STARTUP_ERRORS) as exc:
-        run.error = _one_line(exc)
+        run.error = one_line(exc)
         return run
     try:
         parts = build_parts(config)
@@ -174,7 +174,7 @@ async def run_voice_target(
                 run.files.append(sample)
                 on_file(run, sample)
     except STARTUP_ERRORS as exc:
-        run.error = _one_line(exc)
+        run.error = one_line(exc)
     finally:
         with anyio.CancelScope(shield=True):  # Ctrl-C: the recognizer still closes
             await stt.aclose()
