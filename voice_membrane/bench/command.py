@@ -22,11 +22,11 @@ from websockets.uri import parse_uri
 
 from ..pipeline.build import output_path_problem
 from ..pipeline.config import DEFAULT_PIPELINE, ConfigError, load_pipeline
-from .page import bench_page, write_html
+from .page import bench_page
 from .plots import require_matplotlib
 from .prompts import DEFAULT_PROMPTS, WARM_UP_PROMPT, load_prompts
 from .remote import run_remote
-from .report import bench_json, target_heading, target_table, write_json
+from .report import bench_json, target_heading, target_table, write_json, write_output
 from .runner import Target, TargetRun, TurnSample, run_target
 from .stats import nearest_rank
 
@@ -116,7 +116,7 @@ def write_outputs(
     if json is not None:
         write_json(json, data(runs, settings))
     if html is not None:
-        write_html(html, page(runs, settings))
+        write_output(html, page(runs, settings))
     if interrupted is not None:
         raise BenchInterrupted(f"interrupted {interrupted}")
 

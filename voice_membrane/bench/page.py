@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from ..infra.redact import redact
-from ..pipeline.event_log import OutputFileError
 from .plots import distribution_svg, first_audios, median_turn, parts_svg, turn_rows, waterfall_svg
 from .report import (
     QUANTILES,
@@ -179,10 +177,3 @@ def _table(
         out.append(f"<tr{figure}>{cells('td', row)}</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
-
-
-def write_html(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc

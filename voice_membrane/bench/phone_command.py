@@ -1,15 +1,8 @@
 """``voice-membrane bench --twilio URL``: a running ``serve``'s phone route
-measured as a phone call sees it, with the fake Twilio caller
-(``testing.fake_twilio``, the calls in this process).
-
-Each of ``calls`` calls (at once, started within a second) says the question
-``turns`` times (3 unless ``--turns`` says; by default the shipped
-``weather.wav``) and, ``barge_after_s``
-into each answer's first audio, says "stop" over it (``stop.wav``; 0: never).
-Per question: *voice to voice*, the answer's first ``media`` after the frame
-holding the question's last voiced sample went out; *barge-in*, the ``clear``
-after the frame holding the interruption's first voiced sample. No engine's
-time is known from outside, so these are the whole waits, engines included.
+measured as a phone call sees it, with the fake Twilio caller (the calls in
+this process): each of ``calls`` calls says the question ``turns`` times and,
+``barge_after_s`` into each answer, "stop" over it. Per question: *voice to
+voice* and *barge-in* (docs/bench.md), whole waits, the engines' included.
 """
 
 from __future__ import annotations

@@ -213,7 +213,12 @@ def voice_json(runs: list[VoiceRun], settings: dict[str, Any]) -> dict[str, Any]
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
+    write_output(path, redact(json.dumps(data, indent=2)) + "\n")
+
+
+def write_output(path: Path, text: str) -> None:
+    """``text`` in ``path``; ``OutputFileError`` (one line) when it cannot be written."""
     try:
-        path.write_text(redact(json.dumps(data, indent=2)) + "\n", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OutputFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
