@@ -273,16 +273,12 @@ async def run_bench(
     of = f"{options.turns * len(targets)} turns"
     show = partial(_print_run, console)
     runs, stopped = await measure_each(
-        targets, measure, show, _turns, of, "any turn finished", progress
+        targets, measure, show, lambda run: len(run.turns), of, "any turn finished", progress
     )
     write_outputs(
         options.json, options.html, bench_json, bench_page, runs, options.settings, stopped
     )
     return runs
-
-
-def _turns(run: TargetRun) -> int:
-    return len(run.turns)
 
 
 def _print_run(console: Console, run: TargetRun) -> None:

@@ -76,15 +76,13 @@ async def run_voice_bench(
 
     of = f"{len(inputs) * len(targets)} files"
     show = partial(_print_run, console)
-    runs, stopped = await measure_each(targets, measure, show, _files, of, "any file was heard")
+    runs, stopped = await measure_each(
+        targets, measure, show, lambda run: len(run.files), of, "any file was heard"
+    )
     write_outputs(
         options.json, options.html, voice_json, voice_page, runs, options.settings, stopped
     )
     return runs
-
-
-def _files(run: VoiceRun) -> int:
-    return len(run.files)
 
 
 def _progress(console: Console, sample: FileSample) -> None:
