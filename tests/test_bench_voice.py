@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 from benchmarks.report_voice import _row as voice_row
+from voice_membrane.bench.report import figure_rows, files_table
 from voice_membrane.bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
-from voice_membrane.bench.voice_report import figure_rows, files_table
 from voice_membrane.bench.voice_run import FileSample, VoiceRun, VoiceTarget
 from voice_membrane.cli.main import main
 from voice_membrane.pipeline.config import ConfigError, PipelineConfig

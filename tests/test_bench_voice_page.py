@@ -18,9 +18,9 @@ import pytest
 from test_bench_page import _Page
 
 from voice_membrane.bench import voice_command
+from voice_membrane.bench.report import SETTLE_ROWS
 from voice_membrane.bench.voice_inputs import SPEECH
-from voice_membrane.bench.voice_report import FIGURES, SETTLE_ROWS
-from voice_membrane.bench.voice_run import MODEL_FIGURE, FileSample
+from voice_membrane.bench.voice_run import FIGURES, MODEL_FIGURE, FileSample
 from voice_membrane.cli.main import main
 
 WHAT_TIME = SPEECH / "questions" / "what_time.wav"

@@ -1,15 +1,8 @@
 """``voice-membrane bench --twilio URL``: a running ``serve``'s phone route
-measured as a phone call sees it, with the fake Twilio caller
-(``testing.fake_twilio``, the calls in this process).
-
-Each of ``calls`` calls (at once, started within a second) says the question
-``turns`` times (3 unless ``--turns`` says; by default the shipped
-``weather.wav``) and, ``barge_after_s``
-into each answer's first audio, says "stop" over it (``stop.wav``; 0: never).
-Per question: *voice to voice*, the answer's first ``media`` after the frame
-holding the question's last voiced sample went out; *barge-in*, the ``clear``
-after the frame holding the interruption's first voiced sample. No engine's
-time is known from outside, so these are the whole waits, engines included.
+measured as a phone call sees it, with the fake Twilio caller (the calls in
+this process): each of ``calls`` calls says the question ``turns`` times and,
+``barge_after_s`` into each answer, "stop" over it. Per question: *voice to
+voice* and *barge-in* (docs/bench.md), whole waits, the engines' included.
 """
 
 from __future__ import annotations
@@ -144,30 +137,15 @@ def question_line(call: int, turn: VoiceTurnRecord, options: PhoneBenchOptions) 
     return f"call {call}, question {turn.number}: {', '.join(figures)}{errors}"
 
 
-def phone_lines(
-    result: CallerResult, options: PhoneBenchOptions, *, questions: bool = True
-) -> list[str]:
-    """Per question (``questions``: not already said as they were done), then
-    the spread: what ``bench --twilio`` prints."""
-    lines = []
-    if questions:
-        lines += [question_line(call, turn, options) for call, turn in _numbered(result.turns)]
-    lines += [f"error: {error}" for error in result.errors]
+def phone_lines(result: CallerResult, options: PhoneBenchOptions) -> list[str]:
+    """The errors and the spreads, after the questions' lines: the end of ``bench --twilio``."""
+    lines = [f"error: {error}" for error in result.errors]
     v2v = [t.voice_to_voice_ms for t in result.turns if t.voice_to_voice_ms is not None]
     barge = [t.barge_in_ms for t in result.turns if t.barge_in_ms is not None]
     lines.append(f"voice to voice, ms: {_spread(v2v)}")
     if options.barge_after_s > 0:
         lines.append(f"barge-in, onset → clear, ms: {_spread(barge)}")
     return lines
-
-
-def _numbered(turns: list[VoiceTurnRecord]) -> list[tuple[int, VoiceTurnRecord]]:
-    """Each question with its call's number (a call's questions are in order)."""
-    out, call = [], 0
-    for turn in turns:
-        call += turn.number == 1
-        out.append((call, turn))
-    return out
 
 
 def _count(n: int, thing: str) -> str:
@@ -205,7 +183,7 @@ def phone_bench_main(args: Any, user_error: Callable[[str, Exception], None]) ->
     except Exception as exc:
         user_error("bench", exc)  # a ConfigError or a refused call: one line, exit 2
         raise
-    for line in phone_lines(result, options, questions=False):
+    for line in phone_lines(result, options):
         say(line)
     if not any(t.voice_to_voice_ms is not None for t in result.turns):
         sys.exit(1)

@@ -1,4 +1,6 @@
-"""The benchmark page's plots, drawn by matplotlib to SVG (an optional extra).
+"""The bench pages' plots, drawn by matplotlib to SVG (an optional extra): the
+first-audio distribution and a turn's waterfall; ``--input``'s voice to voice in
+its parts.
 
 Each figure is a ``matplotlib.figure.Figure`` on an Agg canvas, never pyplot:
 no global figure state and no GUI backend, so it works headless and in threads.
@@ -14,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ..pipeline.config import ConfigError
 from .runner import TargetRun, TurnSample
 from .stats import nearest_rank
+from .voice_run import VoiceRun
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 EXTRA_HINT = "pip install 'voice-membrane[bench]'"
@@ -30,6 +34,13 @@ STAGES = (
     ("first_audio", "last_audio", "first audio → last audio"),
 )
 COLOURS = ("#4c72b0", "#55a868", "#8172b2", "#ccb974", "#c44e52", "#dd8452", "#64b5cd")
+# The parts of voice to voice, end to end: (label, the turn's figure where it
+# ends, the one where it begins: None for the end of speech).
+PARTS: tuple[tuple[str, str, str | None], ...] = (
+    ("end of speech → turn (endpointing)", "endpointing_ms", None),
+    ("turn → request sent", "request_ms", "endpointing_ms"),
+    ("request → first audio", "voice_to_voice_ms", "request_ms"),
+)
 _PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)  # the XML declaration and DOCTYPE
 
 
@@ -63,12 +74,9 @@ def _first_audio(turn: TurnSample) -> float:
 def waterfall_svg(turn: TurnSample, x_max: float, salt: str) -> str:
     """The stages of ``turn`` as horizontal bars on a ms axis (0 to ``x_max``, the
     same for every target so their waterfalls compare)."""
-    from matplotlib.figure import Figure
-
     assert turn.report is not None
     stamps = turn.report.stamps_ms
-    figure = Figure(figsize=(9, 3.2), layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = _axes(3.2)
     labels = []
     for row, (start, end, label) in enumerate(STAGES):
         labels.append(label)
@@ -80,29 +88,19 @@ def waterfall_svg(turn: TurnSample, x_max: float, salt: str) -> str:
         # A stage of a few µs still shows as a sliver at its place on the axis.
         width = max(high - low, x_max * 0.004)
         axes.barh(row, width, left=low, color=COLOURS[row], height=0.6)
-        axes.text(
-            low + width,
-            row,
-            f"  at {finish:.1f} ms (+{finish - begin:.1f})",
-            va="center",
-            fontsize=8,
-        )
+        note = f"  at {finish:.1f} ms (+{finish - begin:.1f})"
+        axes.text(low + width, row, note, va="center", fontsize=8)
     axes.set_yticks(range(len(STAGES)), labels)
     axes.invert_yaxis()  # the request on top, as the turn runs
     axes.set_xlim(0, x_max * 1.2)  # room for the last bar's label
-    axes.set_xlabel("ms since the LLM request was sent")
-    axes.grid(axis="x", alpha=0.3)
-    return figure_svg(figure, salt)
+    return _svg(figure, axes, "ms since the LLM request was sent", salt)
 
 
 def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
     """First audio of every counted turn, a box and the turns as dots per target,
     all targets on one ms axis."""
-    from matplotlib.figure import Figure
-
     shown = [run for run in runs if first_audios(run)]
-    figure = Figure(figsize=(9, 1.2 + 0.7 * len(shown)), layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = _axes(1.2 + 0.7 * len(shown))
     data = [first_audios(run) for run in shown]
     positions = list(range(1, len(shown) + 1))
     axes.boxplot(data, positions=positions, widths=0.5, showfliers=False, **_horizontal())
@@ -113,9 +111,7 @@ def distribution_svg(runs: Sequence[TargetRun], salt: str) -> str:
     axes.set_yticks(positions, [plain_label(run.target.label) for run in shown])
     axes.invert_yaxis()
     axes.set_xlim(left=0)
-    axes.set_xlabel("first audio, ms since the LLM request was sent")
-    axes.grid(axis="x", alpha=0.3)
-    return figure_svg(figure, salt)
+    return _svg(figure, axes, "first audio, ms since the LLM request was sent", salt)
 
 
 def _horizontal() -> dict[str, Any]:
@@ -132,14 +128,69 @@ def plain_label(label: str) -> str:
     return label.replace("$", r"\$")
 
 
-def figure_svg(figure: Figure, salt: str) -> str:
-    """The figure as an ``<svg>`` element to inline: no XML prologue, ids salted so
-    that two figures in one page never share one (a clip path would cross over)."""
+def _axes(height: float) -> tuple[Figure, Axes]:
+    """A figure 9 inches wide and its one plot."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, height), layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def _svg(figure: Figure, axes: Axes, xlabel: str, salt: str) -> str:
+    """The figure as an ``<svg>`` element to inline (the x axis labelled, a grid
+    along it): no XML prologue, ids salted so that two figures in one page never
+    share one (a clip path would cross over)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    axes.set_xlabel(xlabel)
+    axes.grid(axis="x", alpha=0.3)
     FigureCanvasAgg(figure)
     out = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     return _PROLOGUE.sub("", out.getvalue(), count=1).strip()
+
+
+def _part(turn: dict[str, Any], end: str, begin: str | None) -> float:
+    return max(0.0, float(turn[end]) - (0.0 if begin is None else float(turn[begin])))
+
+
+def turn_rows(runs: Sequence[VoiceRun]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, turn) for every turn heard whose voice to voice was measured."""
+    rows = []
+    for run in runs:
+        prefix = f"{run.target.label}: " if len(runs) > 1 else ""
+        for sample in run.files:
+            for n, turn in enumerate(sample.turns, start=1):
+                if turn.get("voice_to_voice_ms") is None:
+                    continue
+                suffix = f" ({n})" if len(sample.turns) > 1 else ""
+                rows.append((f"{prefix}{sample.input.name}{suffix}", turn))
+    return rows
+
+
+def parts_svg(rows: Sequence[tuple[str, dict[str, Any]]], salt: str) -> str:
+    """A horizontal bar per turn, its parts stacked from the end of speech; a
+    tick where the final transcript came (inside the endpointing wait)."""
+    figure, axes = _axes(1.4 + 0.32 * len(rows))
+    positions = list(range(len(rows)))
+    left = [0.0] * len(rows)
+    for (label, end, begin), colour in zip(PARTS, COLOURS, strict=False):
+        widths = [_part(turn, end, begin) for _, turn in rows]
+        axes.barh(positions, widths, left=left, color=colour, height=0.6, label=label)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    finals = [(p, t["transcript_final_ms"]) for p, (_, t) in zip(positions, rows, strict=True)]
+    shown = [(p, ms) for p, ms in finals if ms is not None]
+    if shown:
+        axes.scatter(
+            [ms for _, ms in shown], [p for p, _ in shown], marker="|", s=140,
+            color="#222", zorder=3, label="final transcript",
+        )  # fmt: skip
+    for position, total in zip(positions, left, strict=True):
+        axes.text(total, position, f"  {total:.0f}", va="center", fontsize=8)
+    axes.set_yticks(positions, [plain_label(label) for label, _ in rows])
+    axes.invert_yaxis()  # the first file on top
+    axes.set_xlim(0, max(left, default=1.0) * 1.12)  # room for the totals
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, fontsize=8, frameon=False)
+    return _svg(figure, axes, "ms since the end of the user's speech (voice to voice)", salt)

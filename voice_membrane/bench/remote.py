@@ -1,13 +1,10 @@
-"""Measure a running ``serve`` endpoint as its client sees it (``bench --url``).
-
-Each of ``concurrency`` WebSocket sessions runs the warm-up turns, then, once
-every session is warm, its share of the counted turns. A turn's client first
-audio runs from sending ``user.message`` to receiving the turn's first binary
-audio frame (this process's clock); the server's own stamps come with the
-turn's ``metrics`` event. The session keeps its history: the protocol has no
-way to clear it. Anything that ends a session (a refused connection, close
-4401 or 1013, a lost socket) ends the target with a one-line ``error``.
-"""
+"""Measure a running ``serve`` endpoint as its client sees it (``bench --url``):
+``concurrency`` WebSocket sessions run the turns as ``runner.Schedule`` shares
+them out. A turn's client first audio runs from sending ``user.message`` to the
+turn's first binary audio frame (this process's clock); the server's own stamps
+come with its ``metrics`` event. A session keeps its history (the protocol
+cannot clear it). Anything that ends a session (a refused connection, close
+4401 or 1013, a lost socket) ends the target with a one-line ``error``."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from ..infra.redact import redact
 from ..pipeline.metrics import LatencyReport
 from ..server.protocol import CLOSE_TRY_AGAIN, CLOSE_UNAUTHORIZED, unpack_frame
-from .runner import GAP_S, OnTurn, Target, TargetRun, TurnSample, _Countdown, _one_line, _warm_up
+from .runner import GAP_S, OnTurn, Schedule, Target, TargetRun, TurnSample, one_line
 
 TURN_TIMEOUT_S = 120.0  # against a hung server only; a turn's audio is paced to real time
 CONNECT_TIMEOUT_S = 15.0
@@ -112,15 +109,8 @@ class _Client:
             elif kind == "metrics":
                 report = LatencyReport.from_dict(event["report"])
             elif kind == "turn.end":
-                error = event.get("error")
-                return TurnSample(
-                    prompt,
-                    self.index,
-                    warm_up,
-                    report,
-                    None if error is None else redact(str(error)),
-                    first_audio,
-                )
+                error = None if event.get("error") is None else redact(str(event["error"]))
+                return TurnSample(prompt, self.index, warm_up, report, error, first_audio)
 
 
 async def run_remote(
@@ -134,35 +124,23 @@ async def run_remote(
     warm_up_prompt: str,
     on_turn: OnTurn = lambda run, turn: None,
 ) -> TargetRun:
-    """``turns`` counted turns against ``target.url`` over ``concurrency`` sessions
-    (turn i asks ``prompts[i % len(prompts)]`` on session ``i % concurrency``),
-    after ``warmup`` turns per session."""
+    """``turns`` counted turns against ``target.url`` over ``concurrency`` sessions,
+    after ``warmup`` turns per session (``Schedule``)."""
     assert target.url is not None
     url = target.url
     run = TargetRun(target, sessions=concurrency)
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    warm = _Countdown(concurrency)
+    schedule = Schedule(prompts, turns, warmup, concurrency, warm_up_prompt, on_turn)
 
     async def one_session(index: int, cancel: anyio.CancelScope) -> None:
         try:
             with anyio.fail_after(CONNECT_TIMEOUT_S):
                 ws = await connect(url, additional_headers=headers, open_timeout=None)
             async with ws:
-                client = _Client(ws, index)
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
                     started = await start_session(ws, pipeline=target.server_pipeline)
                 run.llm, run.tts = str(started.get("llm", "")), str(started.get("tts", ""))
-                for k in range(warmup):
-                    prompt = _warm_up(warm_up_prompt, prompts, k)
-                    with anyio.fail_after(TURN_TIMEOUT_S):
-                        run.warm_ups.append(await client.turn(prompt, True))
-                warm.done()
-                await warm.wait()
-                for i in range(index, turns, concurrency):
-                    with anyio.fail_after(TURN_TIMEOUT_S):
-                        sample = await client.turn(prompts[i % len(prompts)], False)
-                    run.turns.append(sample)
-                    on_turn(run, sample)
+                await schedule.play(run, _Client(ws, index), index, TURN_TIMEOUT_S)
                 await ws.send(json.dumps({"type": "session.end"}))
         except Exception as exc:  # every failure is this target's one line
             if run.error is None:
@@ -190,9 +168,9 @@ def _session_error(exc: Exception, token: str | None) -> str:
     elif isinstance(exc, RemoteError | InvalidURI | InvalidHandshake):
         text = str(exc)
     elif isinstance(exc, KeyError | TypeError | ValueError):
-        text = f"not the voice_membrane protocol: {_one_line(exc)}"
+        text = f"not the voice_membrane protocol: {one_line(exc)}"
     else:
-        text = _one_line(exc)
+        text = one_line(exc)
     if token:
         text = text.replace(token, "[token]")
     return redact(" ".join(text.split()))

@@ -1,24 +1,18 @@
-"""Run the turns of one benchmark target and keep what each turn measured.
-
-A target is a pipeline (engines started once per session, as ``run`` and
-``serve`` do). Each of its ``concurrency`` sessions runs the warm-up turns
-(not counted), then, once every session is warm, the first session's engine
-speaks the first piece of its last warm-up turn on its own, nothing else
-running (``ALONE_REPEATS`` times): the TTS first byte *measured alone*. Then
-the counted turns, shared out between the sessions, each a fresh conversation
-(the history is cleared, so every turn sends the same short context).
-Runs of one target made one after another (each its own sessions, as the
-project's ``make bench`` does) are joined into one with ``merge_runs``.
+"""Run the turns of one benchmark target and keep what each turn measured
+(docs/bench.md has the method): its sessions (engines started once per session,
+as ``run`` and ``serve`` do), their warm-up turns, the TTS first byte *measured
+alone* once every session is warm, then the counted turns shared out between
+the sessions, each a fresh conversation (the same short context every turn).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -28,7 +22,6 @@ from ..membrane.tools_mcp import McpServerError
 from ..pipeline.build import build_parts, session_for
 from ..pipeline.config import ConfigError, PipelineConfig
 from ..pipeline.metrics import STAMPS, LatencyReport
-from ..pipeline.session import Session
 from ..pipeline.turn import Turn
 from ..sinks.base import SinkError
 from ..tts.base import TtsEngine, TtsError
@@ -211,25 +204,73 @@ class TargetRun:
 OnTurn = Callable[[TargetRun, TurnSample], None]
 
 
-class _Watch:
-    """Session hooks: the first text each turn hands to the TTS engine."""
-
-    def __init__(self) -> None:
-        self.first_piece: str | None = None
-
-    def on_turn_start(self, turn: Turn) -> None:
-        self.first_piece = None
-
-    def log(self, record: dict[str, Any]) -> None:
-        if self.first_piece is None and record.get("event") == "tts_input":
-            self.first_piece = str(record["text"])
+class Client(Protocol):
+    async def turn(self, prompt: str, warm_up: bool) -> TurnSample: ...
 
 
 @dataclass(slots=True)
+class Schedule:
+    """Which turns a target's sessions run: ``warmup`` each; then, once every
+    session is warm and ``between`` has run (on session 0, nothing else running),
+    ``turns`` counted: turn i asks ``prompts[i % len(prompts)]`` on session
+    ``i % concurrency``."""
+
+    prompts: Sequence[str]
+    turns: int
+    warmup: int
+    concurrency: int
+    warm_up_prompt: str
+    on_turn: OnTurn
+    between: Callable[[], Awaitable[None]] | None = None
+    _cold: int = field(init=False)
+    _warm: anyio.Event = field(init=False, default_factory=anyio.Event)
+    _ready: anyio.Event = field(init=False, default_factory=anyio.Event)
+
+    def __post_init__(self) -> None:
+        self._cold = self.concurrency
+
+    async def play(
+        self, run: TargetRun, client: Client, index: int, timeout_s: float | None = None
+    ) -> None:
+        """Session ``index``'s turns, into ``run``."""
+        for k in range(self.warmup):
+            # The first warm-up turn asks its own prompt, later ones the prompts in order.
+            prompt = self.warm_up_prompt if k == 0 else self.prompts[(k - 1) % len(self.prompts)]
+            with anyio.fail_after(timeout_s):
+                run.warm_ups.append(await client.turn(prompt, True))
+        self._cold -= 1
+        if self._cold <= 0:
+            self._warm.set()
+        if index == 0:
+            await self._warm.wait()
+            if self.between is not None:
+                await self.between()
+            self._ready.set()
+        await self._ready.wait()
+        for i in range(index, self.turns, self.concurrency):
+            with anyio.fail_after(timeout_s):
+                sample = await client.turn(self.prompts[i % len(self.prompts)], False)
+            run.turns.append(sample)
+            self.on_turn(run, sample)
+
+
 class _Live:
-    index: int
-    session: Session
-    watch: _Watch
+    """One session of a target in this process, and the first text each of its
+    turns hands to the TTS engine."""
+
+    def __init__(self, config: PipelineConfig | None, index: int) -> None:
+        assert config is not None, "a --url target runs in remote.py"
+        self.index = index
+        self.first_piece: str | None = None
+        parts = build_parts(config)
+        self.session = session_for(config, parts, log=self._log, on_turn_start=self._started)
+
+    def _started(self, turn: Turn) -> None:
+        self.first_piece = None
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.first_piece is None and record.get("event") == "tts_input":
+            self.first_piece = str(record["text"])
 
     async def turn(self, prompt: str, warm_up: bool) -> TurnSample:
         self.session.history.clear()  # a fresh conversation: short, comparable context
@@ -241,16 +282,8 @@ class _Live:
             return TurnSample(prompt, self.index, warm_up, None, redact(str(exc)))
         error = redact(result.error) if result.error else None
         return TurnSample(
-            prompt, self.index, warm_up, result.report, error, first_piece=self.watch.first_piece
+            prompt, self.index, warm_up, result.report, error, first_piece=self.first_piece
         )
-
-
-def _open_session(config: PipelineConfig | None, index: int) -> _Live:
-    assert config is not None, "a --url target runs in remote.py"
-    parts = build_parts(config)
-    watch = _Watch()
-    session = session_for(config, parts, log=watch.log, on_turn_start=watch.on_turn_start)
-    return _Live(index, session, watch)
 
 
 async def tts_alone_ms(engine: TtsEngine, text: str) -> float | None:
@@ -281,10 +314,9 @@ async def run_target(
     on_turn: OnTurn = lambda run, turn: None,
     alone_each_turn: bool = False,
 ) -> TargetRun:
-    """``turns`` counted turns of ``target`` over ``concurrency`` sessions at once
-    (turn i asks ``prompts[i % len(prompts)]``, on session ``i % concurrency``),
-    after ``warmup`` turns per session. A target that cannot start (a missing
-    key, a model that will not load) is returned with ``error`` set.
+    """``turns`` counted turns of ``target`` over ``concurrency`` sessions at once,
+    after ``warmup`` turns per session (``Schedule``). A target that cannot start
+    (a missing key, a model that will not load) is returned with ``error`` set.
     ``alone_each_turn``: once every turn is done, the first session's engine
     speaks each counted turn's own first piece alone, for that turn's ideal (a
     local engine's time depends on the piece; a cloud one would bill it again)."""
@@ -292,44 +324,34 @@ async def run_target(
     async with AsyncExitStack() as stack:
         started = time.perf_counter()
         try:
-            lives = [_open_session(target.config, i) for i in range(concurrency)]
+            lives = [_Live(target.config, i) for i in range(concurrency)]
             for live in lives:
                 await stack.enter_async_context(live.session)
         except STARTUP_ERRORS as exc:
-            run.error = _one_line(exc)
+            run.error = one_line(exc)
             return run
         run.open_s = time.perf_counter() - started
-        run.llm = lives[0].session.membrane.provider.name
-        run.tts = lives[0].session.engine.name
+        engine = lives[0].session.engine
+        run.llm, run.tts = lives[0].session.membrane.provider.name, engine.name
         settle_heap()  # the engines are loaded: keep them out of every full collection
-        warm = _Countdown(concurrency)
-        measured = anyio.Event()
 
-        async def one_session(live: _Live) -> None:
-            for k in range(warmup):
-                run.warm_ups.append(await live.turn(_warm_up(warm_up_prompt, prompts, k), True))
-            warm.done()
-            if live.index == 0:
-                await warm.wait()
-                piece = live.watch.first_piece
-                for _ in range(ALONE_REPEATS if piece else 0):
-                    await anyio.sleep(ALONE_GAP_S)
-                    assert piece is not None
-                    ms = await tts_alone_ms(live.session.engine, piece)
-                    if ms is not None:
-                        run.tts_alone_ms.append(ms)
-                measured.set()
-            await measured.wait()
-            for i in range(live.index, turns, concurrency):
-                sample = await live.turn(prompts[i % len(prompts)], False)
-                run.turns.append(sample)
-                on_turn(run, sample)
+        async def alone() -> None:
+            """The first piece of session 0's last warm-up turn, spoken by its engine alone."""
+            piece = lives[0].first_piece
+            if not piece:
+                return
+            for _ in range(ALONE_REPEATS):
+                await anyio.sleep(ALONE_GAP_S)
+                ms = await tts_alone_ms(engine, piece)
+                if ms is not None:
+                    run.tts_alone_ms.append(ms)
 
+        schedule = Schedule(prompts, turns, warmup, concurrency, warm_up_prompt, on_turn, alone)
         async with anyio.create_task_group() as tg:
             for live in lives:
-                tg.start_soon(one_session, live)
+                tg.start_soon(schedule.play, run, live, live.index)
         if alone_each_turn:
-            run.turns = [await _alone(lives[0].session.engine, turn) for turn in run.turns]
+            run.turns = [await _alone(engine, turn) for turn in run.turns]
     return run
 
 
@@ -360,28 +382,7 @@ def merge_runs(runs: Sequence[TargetRun]) -> TargetRun:
     return merged
 
 
-def _warm_up(prompt: str, prompts: Sequence[str], k: int) -> str:
-    """The first warm-up turn asks ``prompt``, later ones the prompts in order."""
-    return prompt if k == 0 else prompts[(k - 1) % len(prompts)]
-
-
-class _Countdown:
-    """Set once ``done`` was called ``n`` times (the sessions that finished warming up)."""
-
-    def __init__(self, n: int) -> None:
-        self._left = n
-        self._event = anyio.Event()
-
-    def done(self) -> None:
-        self._left -= 1
-        if self._left <= 0:
-            self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
     else:

@@ -12,6 +12,7 @@ Both use the same fake OpenAI chat model.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,37 +57,36 @@ def llm_after_first_token_ms(config: PipelineConfig) -> float:
 def scripted_targets() -> Iterator[list[Target]]:
     """The fakes' process, started, and a target per engine kind pointed at it;
     the fakes stop (and the key variable is restored) on leaving."""
-    try:
-        from ..testing import fake_elevenlabs, fake_openai, fake_openai_speech  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(
-            f"--scripted needs the testing extra ({exc.name} is missing): "
-            "pip install 'voice-membrane[testing]'"
-        ) from None
+    need_fakes("fake_elevenlabs", "fake_openai", "fake_openai_speech")
     from .fakes import fake_servers
 
     with variables(**{KEY_ENV: KEY}), fake_servers() as urls:
         targets = []
         for label, spec in ENGINES:
-            config = PipelineConfig.model_validate(_pipeline(urls["chat"], spec, urls))
+            config = PipelineConfig.model_validate(fake_pipeline(urls, spec))
             targets.append(Target(label, config, llm_after_first_token_ms(config)))
         yield targets
 
 
-def _pipeline(chat_url: str, tts_spec: str, tts_urls: dict[str, str]) -> dict[str, Any]:
+def need_fakes(*modules: str) -> None:
+    """``ConfigError`` (one line) when ``voice_membrane.testing``'s fakes cannot load."""
+    try:
+        for module in modules:
+            importlib.import_module(f"voice_membrane.testing.{module}")
+    except ImportError as exc:
+        raise ConfigError(
+            f"--scripted needs the testing extra ({exc.name} is missing): "
+            "pip install 'voice-membrane[testing]'"
+        ) from None
+
+
+def fake_pipeline(urls: dict[str, str], tts_spec: str) -> dict[str, Any]:
+    """A pipeline on the fakes at ``urls``: the chat model and the ``tts_spec``
+    engine's fake (by its vendor), with the null sink."""
+    fake = {"api_key_env": KEY_ENV, "max_retries": 0}
+    llm = {"spec": "openai:gpt-bench", "formatter": "native", "base_url": urls["chat"]}
     return {
-        "llm": {
-            "spec": "openai:gpt-bench",
-            "formatter": "native",
-            "base_url": chat_url,
-            "api_key_env": KEY_ENV,
-            "max_retries": 0,
-        },
-        "tts": {
-            "spec": tts_spec,
-            "base_url": tts_urls[tts_spec.partition(":")[0]],
-            "api_key_env": KEY_ENV,
-            "max_retries": 0,
-        },
+        "llm": {**llm, **fake},
+        "tts": {"spec": tts_spec, "base_url": urls[tts_spec.partition(":")[0]], **fake},
         "sink": {"kind": "null", "realtime": False},
     }

@@ -1,16 +1,11 @@
 """``bench --input``: voice-to-voice latency, file by file, through the real loop.
 
 One session per target, as a user's: the STT engine is started once and hears
-every file in turn (a recognizer adapts to the voice as it goes), the LLM and
-TTS too (after one typed warm-up turn, not counted); the history is cleared
-before each file so each reply has the same short context. Each file is played
-by a ``WavFileSource`` in real time (``realtime=True``) into ``converse`` with
-a fresh listener: the wall-clock stamps (end of speech, final transcript, turn
-decided, request, first audio) are then what a user at a microphone would see.
-(Fed faster than real time the decisions would be the same — they count samples
-— but the end of speech would be stamped before it "happened", so the latencies
-would be wrong.) The reply's audio goes to the null sink, not paced: first
-audio is when the sink takes the first sample, as in the first-audio bench.
+every file in turn (a recognizer adapts as it goes), after one typed warm-up
+turn; the history is cleared before each file. Each file is played in real time
+into ``converse``: wall-clock stamps, as a user at a microphone would see them
+(fed faster, the decisions would be the same, but the end of speech would be
+stamped before it "happened"). The reply goes to the null sink, not paced.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ from ..sources.base import SourceError
 from ..sources.wav_file import WavFileSource
 from ..stt.base import SttError
 from .prompts import WARM_UP_PROMPT
-from .runner import STARTUP_ERRORS, _one_line
+from .runner import STARTUP_ERRORS, one_line
 from .stats import summarize
 from .voice_inputs import VoiceInput
 from .voice_timing import TimedStt
@@ -157,7 +152,7 @@ async def run_voice_target(
         stt = TimedStt(stt_for(config))
         await stt.start()
     except (SttError, *STARTUP_ERRORS) as exc:
-        run.error = _one_line(exc)
+        run.error = one_line(exc)
         return run
     try:
         parts = build_parts(config)
@@ -174,7 +169,7 @@ async def run_voice_target(
                 run.files.append(sample)
                 on_file(run, sample)
     except STARTUP_ERRORS as exc:
-        run.error = _one_line(exc)
+        run.error = one_line(exc)
     finally:
         with anyio.CancelScope(shield=True):  # Ctrl-C: the recognizer still closes
             await stt.aclose()

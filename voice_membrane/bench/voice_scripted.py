@@ -17,9 +17,10 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..pipeline.config import ConfigError, PipelineConfig
+from ..pipeline.config import PipelineConfig
 from .environ import variables
 from .fakes import fakes_process
+from .scripted import KEY_ENV, fake_pipeline, need_fakes
 from .scripted_script import KEY, SCRIPTS, reply, speech
 from .voice_inputs import VoiceInput
 from .voice_run import VoiceTarget
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
 
 FINALIZE_S = 0.15  # the fake's own time to answer a Finalize
-KEY_ENV = "VOICE_MEMBRANE_BENCH_FAKE_KEY"
 LABEL = "scripted: fake Deepgram → fake OpenAI chat → fake OpenAI speech"
 
 
@@ -56,28 +56,11 @@ def scripted_voice_target(
 ) -> Iterator[VoiceTarget]:
     """The fakes started and a target on them; ``base`` gives the ``[vad]`` and
     ``[endpoint]`` settings."""
-    try:
-        from ..testing import fake_deepgram, fake_openai  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(
-            f"--scripted needs the testing extra ({exc.name} is missing): "
-            "pip install 'voice-membrane[testing]'"
-        ) from None
+    need_fakes("fake_deepgram", "fake_openai")
     texts = [text for item in inputs for text in (item.said or ("",))]
     with variables(**{KEY_ENV: KEY}), fakes_process(voice_fakes, texts) as fakes:
         urls = fakes.urls()
         data: dict[str, Any] = base.model_dump(exclude_unset=True)
-        data.update(_pipeline(urls))
+        stt = {"spec": "deepgram:nova-3", "base_url": urls["deepgram"], "api_key_env": KEY_ENV}
+        data.update(fake_pipeline(urls, "openai:alloy"), stt={**stt, "retry": False})
         yield VoiceTarget(LABEL, PipelineConfig.model_validate(data), FINALIZE_S)
-
-
-def _pipeline(urls: dict[str, str]) -> dict[str, Any]:
-    fake = {"api_key_env": KEY_ENV, "max_retries": 0}
-    return {
-        "llm": {"spec": "openai:gpt-bench", "formatter": "native",
-                "base_url": urls["chat"], **fake},
-        "tts": {"spec": "openai:alloy", "base_url": urls["openai"], **fake},
-        "stt": {"spec": "deepgram:nova-3", "base_url": urls["deepgram"],
-                "api_key_env": KEY_ENV, "retry": False},
-        "sink": {"kind": "null", "realtime": False},
-    }  # fmt: skip

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -100,8 +102,8 @@ def add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add_otel(bench)
 
 
-def _voice_bench(args: argparse.Namespace) -> None:
-    from ..bench.command import BenchInterrupted, console
+def _voice_bench(args: argparse.Namespace) -> list[Any]:
+    from ..bench.command import console
     from ..bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
     from ..pipeline.config import ConfigError
 
@@ -117,18 +119,26 @@ def _voice_bench(args: argparse.Namespace) -> None:
         html=args.html,
         settings={"input": [str(p) for p in args.input], "scripted": args.scripted},
     )
+    inputs = options.check()
+    with voice_targets(options, inputs) as targets:
+        return anyio.run(partial(run_voice_bench, options, inputs, targets, console()))
+
+
+def _measured(measure: Callable[[], list[Any]]) -> None:
+    """The runs ``measure`` made; Ctrl-C: what was finished is printed and written,
+    then one line and status 130; a user's error: one line; nothing measured: 1."""
+    from ..bench.command import BenchInterrupted
+
     try:
-        inputs = options.check()
-        with voice_targets(options, inputs) as targets:
-            runs = anyio.run(partial(run_voice_bench, options, inputs, targets, console()))
-    except BenchInterrupted as exc:  # Ctrl-C: the files heard are printed and written
+        runs = measure()
+    except BenchInterrupted as exc:
         print(f"voice-membrane bench: {exc}", file=sys.stderr, flush=True)
         sys.exit(130)
     except Exception as exc:
         exit_if_user_error("bench", exc)
         raise
     if all(run.error is not None for run in runs):
-        sys.exit(1)
+        sys.exit(1)  # nothing could be measured: each target's reason is printed
 
 
 def bench(args: argparse.Namespace) -> None:
@@ -138,16 +148,9 @@ def bench(args: argparse.Namespace) -> None:
         phone_bench_main(args, exit_if_user_error)
         return
     if args.input is not None:
-        _voice_bench(args)
+        _measured(partial(_voice_bench, args))
         return
-    from ..bench.command import (
-        BenchInterrupted,
-        BenchOptions,
-        bench_prompts,
-        console,
-        run_bench,
-        targets_for,
-    )
+    from ..bench.command import BenchOptions, bench_prompts, console, run_bench, targets_for
     from ..infra.redact import remember
 
     turns = TURNS if args.turns is None else args.turns
@@ -182,17 +185,13 @@ def bench(args: argparse.Namespace) -> None:
     except Exception as exc:
         exit_if_user_error("bench", exc)
         raise
+
+    def measure() -> list[Any]:
+        with targets_for(options) as targets:
+            return anyio.run(partial(run_bench, options, prompts, targets, console()))
+
     shutdown_tracing = start_tracing("bench", args)
     try:
-        with targets_for(options) as targets:
-            runs = anyio.run(partial(run_bench, options, prompts, targets, console()))
-    except BenchInterrupted as exc:  # Ctrl-C: the turns finished are printed and written
-        print(f"voice-membrane bench: {exc}", file=sys.stderr, flush=True)
-        sys.exit(130)
-    except Exception as exc:
-        exit_if_user_error("bench", exc)
-        raise
+        _measured(measure)
     finally:
         shutdown_tracing()
-    if all(run.error is not None for run in runs):
-        sys.exit(1)  # nothing could be measured: each target's reason is printed
