@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
-    bench_bargein,
     bench_serve_load,
-    bench_stt,
-    bench_voice,
+    bench_turns,
     bench_voice_serve,
     report,
     report_answers,
+    report_bargein,
     report_first_audio,
     report_long_session,
     report_membrane,
+    report_stt,
     report_tts,
-    report_turns,
+    report_voice,
     report_webrtc,
 )
 from benchmarks.scenario import Scenario, skipped, unavailable
@@ -50,10 +50,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     report_first_audio.SCENARIO,
     report_long_session.SCENARIO,
     report_answers.SCENARIO,
-    bench_stt.SCENARIO,
-    bench_voice.SCENARIO,
-    report_turns.SCENARIO,
-    bench_bargein.SCENARIO,
+    report_stt.SCENARIO,
+    report_voice.SCENARIO,
+    bench_turns.SCENARIO,
+    report_bargein.SCENARIO,
     bench_voice_serve.SCENARIO,
     report_membrane.SCENARIO,
     report_tts.SCENARIO,

@@ -98,7 +98,7 @@ def test_whisper_tiny_en_hears_a_few_real_people() -> None:
 
 
 def test_the_bench_hears_a_file_through_the_shipped_listening_path() -> None:
-    from benchmarks.bench_stt import _through_path
+    from benchmarks.report_stt import _through_path
     from voice_membrane.stt.pocketsphinx import PocketsphinxStt
 
     async def heard() -> str:
