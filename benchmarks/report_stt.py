@@ -23,7 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import anyio
-import soundfile
+import soundfile  # type: ignore[import-untyped]
 
 from benchmarks.prose import prose, title
 from benchmarks.scenario import Scenario
@@ -176,7 +176,8 @@ async def _through_path(engine: SttEngine, path: Path) -> str:
     source = WavFileSource(path, rate=engine.sample_rate, realtime=False, tail_silence_s=tail_s)
     async with source, anyio.create_task_group() as tg, receive:
         tg.start_soon(listener.run, source.frames(), send)
-        return " ".join([i.text async for i in receive if isinstance(i, UserTurn) and i.text])
+        words = [i.text async for i in receive if isinstance(i, UserTurn) and i.text]
+    return " ".join(words)
 
 
 async def _real(setup: str) -> RealRun:

@@ -2,7 +2,7 @@
 reference and a line in its group's SOURCES.md, every reference a file, the
 audio 16 kHz mono FLAC of a sane length), and heard by the embedded whisper
 tiny.en within a word error bound on a few short files (a quality test; the
-whole set is measured in benchmarks/bench_stt.py)."""
+whole set is measured in benchmarks/report_stt.py)."""
 
 from __future__ import annotations
 
