@@ -74,16 +74,9 @@ class Entry:
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Entry:
-        return cls(
-            raw["file"],
-            raw["text"],
-            raw["kind"],
-            raw["source"],
-            raw["duration_s"],
-            tuple((a, b, t) for a, b, t in raw["spans"]),
-            raw["end_s"],
-            tuple((a, b) for a, b in raw["pauses"]),
-        )
+        plain = {name: raw[name] for name in ("file", "text", "kind", "source", "duration_s")}
+        spans, pauses = (tuple(map(tuple, raw[name])) for name in ("spans", "pauses"))
+        return cls(**plain, spans=spans, end_s=raw["end_s"], pauses=pauses)
 
     @property
     def longest_pause_s(self) -> float:
@@ -152,13 +145,8 @@ async def hear(
     spans.clock = lambda: listener.vad.samples_fed
     true_end = lead + round(entry.end_s * rate)
     heard = Heard(entry)
-    source = WavFileSource(
-        FIXTURES / entry.file,
-        rate=rate,
-        realtime=realtime,
-        lead_silence_s=LEAD_S,
-        tail_silence_s=TAIL_S,
-    )
+    times = {"lead_silence_s": LEAD_S, "tail_silence_s": TAIL_S}
+    source = WavFileSource(FIXTURES / entry.file, rate=rate, realtime=realtime, **times)
     send, receive = anyio.create_memory_object_stream[ListenItem](0)
     async with source, anyio.create_task_group() as tg:
         tg.start_soon(listener.run, _one_at_a_time(listener, source.frames()), send)
@@ -174,38 +162,34 @@ async def hear(
     return heard
 
 
-def for_whisper(entries: Sequence[Entry]) -> list[Entry]:
-    """The shipped questions and ``WHISPER_PAUSED``."""
-    return [
-        e for e in entries if e.file.startswith("speech/questions/") or e.file in WHISPER_PAUSED
-    ]
+async def _setup_run(
+    label: str, changes: dict[str, Any], entries: Sequence[Entry], stt: SttEngine | None
+) -> SetupRun:
+    """One setup over ``entries``: by their spans' words, or ``stt`` in real time."""
+    run, began = SetupRun(label, "the spans' words"), time.perf_counter()
+    if stt is not None:
+        run.stt = f"{stt.name} (real time)"
+    config = config_for(changes)
+    for entry in entries:
+        run.heard.append(await hear(entry, config, stt, realtime=stt is not None))
+    run.seconds = time.perf_counter() - began
+    return run
 
 
 async def _run(files: Sequence[str] | None, whisper: bool) -> list[SetupRun]:
     entries = [e for e in load_manifest() if files is None or e.file in files]
-    runs: list[SetupRun] = []
-    for label, changes in SETUPS:
-        run, began = SetupRun(label, "the spans' words"), time.perf_counter()
-        config = config_for(changes)
-        for entry in entries:
-            run.heard.append(await hear(entry, config, None))
-        run.seconds = time.perf_counter() - began
-        runs.append(run)
+    runs = [await _setup_run(label, changes, entries, None) for label, changes in SETUPS]
     if not whisper:
         return runs
-    chosen = for_whisper(entries)
+    chosen = [
+        e for e in entries if e.file.startswith("speech/questions/") or e.file in WHISPER_PAUSED
+    ]
     stt = stt_for(load_pipeline(LOCAL_VOICE))
     await stt.start()
     try:
         await hear(chosen[0], config_for({}), stt, realtime=True)  # warm-up, not counted
         for index in WHISPER_SETUPS:
-            label, changes = SETUPS[index]
-            run, began = SetupRun(label, f"{stt.name} (real time)"), time.perf_counter()
-            config = config_for(changes)
-            for entry in chosen:
-                run.heard.append(await hear(entry, config, stt, realtime=True))
-            run.seconds = time.perf_counter() - began
-            runs.append(run)
+            runs.append(await _setup_run(*SETUPS[index], chosen, stt))
     finally:
         await stt.aclose()
     return runs
@@ -218,6 +202,8 @@ def run_turns_bench(files: Sequence[str] | None = None, whisper: bool = True) ->
 
 
 TURNS_TITLE = title("turns")
+
+
 HEADERS = [
     "Setup",
     "recogniser",

@@ -24,6 +24,7 @@ from voice_membrane.bench.membrane_cost import (
 )
 from voice_membrane.bench.membrane_reply import build_reply
 from voice_membrane.bench.request_cost import LENGTHS, MESSAGE, RequestCost, run_request_cost
+from voice_membrane.bench.stats import span
 
 MEMBRANE_TITLE = title("membrane")
 DELTA_CHARS = 4
@@ -53,7 +54,7 @@ def run_membrane_bench(
 
 
 def _us(values: tuple[float, float, float], signed: bool = False) -> str:
-    """A (median, min, max) of µs: "median (min to max)"."""
+    """A (median, min, max) of µs as ``stats.span`` writes samples, signed or not."""
     mid, low, high = values
     sign = "+" if signed else ""
     return f"{mid:{sign}.1f} ({low:{sign}.1f} to {high:{sign}.1f})"
@@ -192,7 +193,7 @@ def _before_send(costs: Sequence[RequestCost]) -> str:
     first, last = lengths[0], lengths[-1]
     rows = []
     for vendor in dict.fromkeys(cost.vendor for cost in costs):
-        cells = [_us(by[vendor, n].spread()) if (vendor, n) in by else "—" for n in lengths]
+        cells = [span(by[vendor, n].us, 1) if (vendor, n) in by else "—" for n in lengths]
         slope = "—"
         if (vendor, first) in by and (vendor, last) in by and last > first:
             per = (by[vendor, last].spread()[0] - by[vendor, first].spread()[0]) / (last - first)
