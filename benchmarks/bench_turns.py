@@ -202,8 +202,6 @@ def run_turns_bench(files: Sequence[str] | None = None, whisper: bool = True) ->
 
 
 TURNS_TITLE = title("turns")
-
-
 HEADERS = [
     "Setup",
     "recogniser",
