@@ -4,7 +4,7 @@ Piper) with ``[endpoint] preemptive`` on and off, over the 8 Piper questions and
 thrown away), played in real time into ``converse`` with a real-time null sink
 (a held reply needs a sink that can hold; first audio is when its clock plays
 the first sample). One session per setting, one typed warm-up turn, the history
-cleared before each file, as ``bench_voice`` does.
+cleared before each file, as ``report_voice`` does.
 
 ``python -m benchmarks.bench_preemptive`` runs it alone and prints its table.
 """
@@ -12,13 +12,15 @@ cleared before each file, as ``bench_voice`` does.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
+from benchmarks.table import Column, Table
 from voice_membrane.bench.prompts import WARM_UP_PROMPT
-from voice_membrane.bench.stats import summarize
+from voice_membrane.bench.stats import Spread
 from voice_membrane.bench.voice_command import LOCAL_VOICE
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs
 from voice_membrane.pipeline.build import build_parts, session_for
@@ -29,7 +31,6 @@ from voice_membrane.sources.wav_file import WavFileSource
 
 REALTIME_NULL = {"kind": "null", "realtime": True}
 MAX_TOKENS = 24  # first audio needs the first piece; the reply plays in real time
-FIGURES = ("endpointing_ms", "request_ms", "voice_to_voice_ms")
 
 
 @dataclass
@@ -39,19 +40,6 @@ class PreemptRun:
     discarded: int = 0  # held replies thrown away, over every file
     discarded_tokens: int = 0
     seconds: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "preemptive": self.preemptive,
-            "turns": len(self.turns),
-            "preemptive_turns": sum(1 for t in self.turns if t["preemptive"]),
-            "discarded": self.discarded,
-            "discarded_tokens": self.discarded_tokens,
-            "figures_ms": {
-                name: summarize([t[name] for t in self.turns if t[name] is not None])
-                for name in FIGURES
-            },
-        }
 
 
 def inputs() -> list[VoiceInput]:
@@ -101,29 +89,37 @@ def run_preemptive_bench() -> dict[bool, PreemptRun]:
     return {on: anyio.run(run_preemptive, on, files) for on in (True, False)}
 
 
-def preemptive_section(runs: dict[bool, PreemptRun]) -> str:
-    def cell(summary: dict[str, Any], name: str) -> str:
-        row = summary["figures_ms"][name]
-        return "—" if row is None else f"{row['p50']:.0f} / {row['p95']:.0f}"
+def _ms(name: str) -> Callable[[PreemptRun], str]:
+    """A figure's p50 / p95 over a run's turns."""
+    return lambda run: Spread().cell([t[name] for t in run.turns if t[name] is not None])
 
-    lines = [
-        "| preemptive | turns (held and kept) | held replies thrown away (LLM deltas) "
-        "| endpointing | request | voice to voice |",
-        "|---|---|---|---|---|---|",
+
+TABLE = Table[PreemptRun](
+    [
+        Column("preemptive", lambda r: "on" if r.preemptive else "off"),
+        Column(
+            "turns (held and kept)",
+            lambda r: f"{len(r.turns)} ({sum(1 for t in r.turns if t['preemptive'])})",
+        ),
+        Column(
+            "held replies thrown away (LLM deltas)",
+            lambda r: f"{r.discarded} ({r.discarded_tokens})",
+        ),
+        Column("endpointing", _ms("endpointing_ms")),
+        Column("request", _ms("request_ms")),
+        Column("voice to voice", _ms("voice_to_voice_ms")),
     ]
-    for on, run in sorted(runs.items(), reverse=True):
-        s = run.summary()
-        lines.append(
-            f"| {'on' if on else 'off'} | {s['turns']} ({s['preemptive_turns']}) "
-            f"| {s['discarded']} ({s['discarded_tokens']}) | {cell(s, 'endpointing_ms')} "
-            f"| {cell(s, 'request_ms')} | {cell(s, 'voice_to_voice_ms')} |"
-        )
-    return "\n".join(lines)
+)
+
+
+def preemptive_table(runs: dict[bool, PreemptRun]) -> str:
+    """On first, then off."""
+    return TABLE.render(run for _, run in sorted(runs.items(), reverse=True))
 
 
 if __name__ == "__main__":
     runs = run_preemptive_bench()
-    print(preemptive_section(runs))
+    print(preemptive_table(runs))
     for run in runs.values():
         print(run.preemptive, f"{run.seconds:.0f} s")
         for turn in run.turns:

@@ -1,27 +1,20 @@
 """Turn-taking on the corpus (``audio_fixtures/turns/manifest.json``): when the
-listener decides the user is done, against when they were.
+listener decides the user is done, against when they were (the method:
+``sections/turns.md``). The listener decides by samples, so with the spans' own
+words as the recogniser a file is fed as fast as the listener takes it, one
+20 ms frame at a time (played in real time, the same turns came up to a frame
+sooner); with whisper, whose final comes when it has decoded, in real time.
 
-Each file is played through the real listening front (``listener_for`` of
-``local-voice``: Silero, the endpointer, and the end-of-turn model when the
-setup names one) by a ``WavFileSource``, with 0.5 s of silence before it and
-3.5 s after (more than ``max_delay_s``). The listener decides by samples (the
-model's answer is dated at the sample it was asked at: pipeline/listening.py,
-pipeline/turn_judge.py), so with the spans' own words as the recogniser
-(``testing/span_stt.py``) the file is fed as fast as the listener takes it,
-one 20 ms frame at a time; with whisper tiny.en, whose final comes when it has
-decoded, in real time, on fewer files. A turn's decision is the listener's
-sample count when its ``UserTurn`` came out (to the 20 ms frame, never early:
-played in real time, the same turns came up to a frame sooner).
-
-``python -m benchmarks.bench_turns [--whisper] [FILE…]`` runs it alone (on
-these files of the manifest; whisper: the real-time run too) and prints the
-section.
+``python -m benchmarks.bench_turns [--whisper] [FILE…]`` runs it alone (on these
+files of the manifest; whisper: the real-time run too) and prints the section.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +22,12 @@ from typing import Any
 
 import anyio
 
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import table
+from voice_membrane.bench.stats import Spread
 from voice_membrane.bench.voice_command import LOCAL_VOICE
-from voice_membrane.pipeline.config import PipelineConfig, load_pipeline
+from voice_membrane.pipeline.config import ConfigError, PipelineConfig, load_pipeline
 from voice_membrane.pipeline.listen_build import listener_for, stt_for
 from voice_membrane.pipeline.listening import Listener, ListenItem, UserTurn
 from voice_membrane.sources.base import Frame
@@ -77,16 +74,9 @@ class Entry:
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Entry:
-        return cls(
-            raw["file"],
-            raw["text"],
-            raw["kind"],
-            raw["source"],
-            raw["duration_s"],
-            tuple((a, b, t) for a, b, t in raw["spans"]),
-            raw["end_s"],
-            tuple((a, b) for a, b in raw["pauses"]),
-        )
+        plain = {name: raw[name] for name in ("file", "text", "kind", "source", "duration_s")}
+        spans, pauses = (tuple(map(tuple, raw[name])) for name in ("spans", "pauses"))
+        return cls(**plain, spans=spans, end_s=raw["end_s"], pauses=pauses)
 
     @property
     def longest_pause_s(self) -> float:
@@ -155,13 +145,8 @@ async def hear(
     spans.clock = lambda: listener.vad.samples_fed
     true_end = lead + round(entry.end_s * rate)
     heard = Heard(entry)
-    source = WavFileSource(
-        FIXTURES / entry.file,
-        rate=rate,
-        realtime=realtime,
-        lead_silence_s=LEAD_S,
-        tail_silence_s=TAIL_S,
-    )
+    times = {"lead_silence_s": LEAD_S, "tail_silence_s": TAIL_S}
+    source = WavFileSource(FIXTURES / entry.file, rate=rate, realtime=realtime, **times)
     send, receive = anyio.create_memory_object_stream[ListenItem](0)
     async with source, anyio.create_task_group() as tg:
         tg.start_soon(listener.run, _one_at_a_time(listener, source.frames()), send)
@@ -177,38 +162,34 @@ async def hear(
     return heard
 
 
-def for_whisper(entries: Sequence[Entry]) -> list[Entry]:
-    """The shipped questions and ``WHISPER_PAUSED``."""
-    return [
-        e for e in entries if e.file.startswith("speech/questions/") or e.file in WHISPER_PAUSED
-    ]
+async def _setup_run(
+    label: str, changes: dict[str, Any], entries: Sequence[Entry], stt: SttEngine | None
+) -> SetupRun:
+    """One setup over ``entries``: by their spans' words, or ``stt`` in real time."""
+    run, began = SetupRun(label, "the spans' words"), time.perf_counter()
+    if stt is not None:
+        run.stt = f"{stt.name} (real time)"
+    config = config_for(changes)
+    for entry in entries:
+        run.heard.append(await hear(entry, config, stt, realtime=stt is not None))
+    run.seconds = time.perf_counter() - began
+    return run
 
 
 async def _run(files: Sequence[str] | None, whisper: bool) -> list[SetupRun]:
     entries = [e for e in load_manifest() if files is None or e.file in files]
-    runs: list[SetupRun] = []
-    for label, changes in SETUPS:
-        run, began = SetupRun(label, "the spans' words"), time.perf_counter()
-        config = config_for(changes)
-        for entry in entries:
-            run.heard.append(await hear(entry, config, None))
-        run.seconds = time.perf_counter() - began
-        runs.append(run)
+    runs = [await _setup_run(label, changes, entries, None) for label, changes in SETUPS]
     if not whisper:
         return runs
-    chosen = for_whisper(entries)
+    chosen = [
+        e for e in entries if e.file.startswith("speech/questions/") or e.file in WHISPER_PAUSED
+    ]
     stt = stt_for(load_pipeline(LOCAL_VOICE))
     await stt.start()
     try:
         await hear(chosen[0], config_for({}), stt, realtime=True)  # warm-up, not counted
         for index in WHISPER_SETUPS:
-            label, changes = SETUPS[index]
-            run, began = SetupRun(label, f"{stt.name} (real time)"), time.perf_counter()
-            config = config_for(changes)
-            for entry in chosen:
-                run.heard.append(await hear(entry, config, stt, realtime=True))
-            run.seconds = time.perf_counter() - began
-            runs.append(run)
+            runs.append(await _setup_run(*SETUPS[index], chosen, stt))
     finally:
         await stt.aclose()
     return runs
@@ -218,3 +199,80 @@ def run_turns_bench(files: Sequence[str] | None = None, whisper: bool = True) ->
     """Every setup over the corpus (``files``: only these, by their manifest
     path); ``whisper``: the real-time run with the default recogniser too."""
     return anyio.run(_run, files, whisper)
+
+
+TURNS_TITLE = title("turns")
+HEADERS = [
+    "Setup",
+    "recogniser",
+    "complete turns",
+    "delay p50 / p95, ms",
+    "cut",
+    "with thinking pauses",
+    "cut",
+    f"cut, pauses ≥ {LONG_PAUSE_S} s",
+    "split",
+    "end unheard",
+    "end reasons",
+    "model ms p50 / max",
+    "run, s",
+]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole}" if whole else "—"
+
+
+def _kind(run: SetupRun, kind: str) -> list[Heard]:
+    return [h for h in run.heard if h.entry.kind == kind]
+
+
+def row(run: SetupRun) -> list[object]:
+    complete, paused = _kind(run, "complete"), _kind(run, "thinking_pause")
+    long = [h for h in paused if h.entry.longest_pause_s >= LONG_PAUSE_S]
+    reasons = Counter(reason for h in run.heard for _, reason, _ in h.turns)
+    model = [ms for h in run.heard for _, _, ms in h.turns if ms is not None]
+    return [
+        run.label,
+        run.stt,
+        len(complete),
+        Spread().cell([d for h in complete if (d := h.delay_ms) is not None]),
+        _share(sum(h.cut for h in complete), len(complete)),
+        len(paused),
+        _share(sum(h.cut for h in paused), len(paused)),
+        _share(sum(h.cut for h in long), len(long)),
+        sum(len(h.turns) > 1 for h in run.heard),
+        sum(not h.end_heard for h in run.heard),
+        ", ".join(f"{r} {n}" for r, n in reasons.most_common()),
+        Spread(("median", "max")).cell(model),
+        f"{run.seconds:.0f}",
+    ]
+
+
+def cut_files(runs: Sequence[SetupRun]) -> str:
+    """Which thinking-pause files each setup cut (the table's counts, named)."""
+    lines = []
+    for run in runs:
+        names = [h.entry.file.rsplit("/", 1)[-1] for h in _kind(run, "thinking_pause") if h.cut]
+        if names:
+            lines.append(f"- {run.label}, {run.stt}: {', '.join(f'`{n}`' for n in names)}")
+    return "\n".join(lines) or "- none"
+
+
+def turns_section(runs: Sequence[SetupRun]) -> str:
+    rows = table(HEADERS, [row(run) for run in runs])
+    return prose("turns", lead_s=LEAD_S, tail_s=TAIL_S, table=rows, cut_files=cut_files(runs))
+
+
+SCENARIO = Scenario(
+    "turns",
+    (TURNS_TITLE,),
+    run_turns_bench,
+    lambda r: [turns_section(r)],
+    True,
+    (ImportError, ConfigError),  # ConfigError: no end-of-turn model
+)
+
+if __name__ == "__main__":
+    files = [a for a in sys.argv[1:] if a != "--whisper"] or None
+    print(turns_section(run_turns_bench(files, "--whisper" in sys.argv)))

@@ -1,54 +1,61 @@
-"""The barge-in section of the benchmark report (``benchmarks.bench_bargein``)."""
+"""Barge-in by voice: a live user speaks over the reply ("mm-hm", then "stop")
+through the real loop, in real time (``voice_membrane/bench/bargein.py``); and
+the same over the reply's own echo, replayed offline through the echo canceller
+(``voice_membrane/bench/echo_bargein.py``). The method: ``sections/bargein.md``.
+
+``python -m benchmarks.report_bargein [ROUNDS]`` runs the live one alone and
+prints it; ``python -m benchmarks.report_bargein echo [ANSWERS USERS]`` the echo one.
+"""
 
 from __future__ import annotations
 
-from benchmarks.table import table
-from voice_membrane.bench.bargein import CLIPS, BargeInRun
-from voice_membrane.bench.echo_bargein import EchoRun
-from voice_membrane.bench.stats import summarize
+import sys
+import tempfile
+from pathlib import Path
 
-BARGEIN_TITLE = "Barge-in by voice: speech over the reply → its audio paused"
+import anyio
+
+from benchmarks.prose import prose, title
+from benchmarks.scenario import Scenario
+from benchmarks.table import Column, Table
+from voice_membrane.bench.bargein import CLIPS, BargeInRun, Trial, run_bargein
+from voice_membrane.bench.echo_bargein import EchoRun, run_echo
+from voice_membrane.bench.stats import Spread
+from voice_membrane.bench.voice_command import LOCAL_VOICE
+from voice_membrane.pipeline.config import load_pipeline
+
+BARGEIN_TITLE, ECHO_TITLE = title("bargein"), title("bargein#echo")
+ROUNDS = 10
+MS = Spread(("p50", "p95", "max"))
 
 
-def _spread(row: dict[str, float] | None) -> str:
-    return "—" if row is None else f"{row['p50']:.0f} / {row['p95']:.0f} / {row['max']:.0f}"
+def run_bargein_bench(rounds: int = ROUNDS) -> BargeInRun:
+    with tempfile.TemporaryDirectory() as folder:
+        return anyio.run(run_bargein, load_pipeline(LOCAL_VOICE), Path(folder), rounds)
+
+
+def run_echo_bench(answers_per_path: int = 50, users_per_path: int = 3) -> EchoRun:
+    return run_echo(answers_per_path, users_per_path)
+
+
+CLIP_TABLE = Table[tuple[str, list[Trial]]](  # a clip, its trials
+    [
+        Column("Said over the reply", lambda r: f"`{r[0]}.wav`"),
+        Column("must", lambda r: CLIPS[r[0]][1]),
+        Column("trials", lambda r: len(r[1])),
+        Column("as it must", lambda r: sum(t.right for t in r[1])),
+        Column("paused", lambda r: MS.cell([t.pause_ms for t in r[1] if t.pause_ms is not None])),
+        Column("ended", lambda r: MS.cell([t.end_ms for t in r[1] if t.end_ms is not None])),
+    ]
+)
 
 
 def bargein_section(run: BargeInRun) -> str:
-    s = run.summary()
-    method = (
-        "A live user (`voice_membrane/bench/bargein.py`) holds a spoken conversation in "
-        "real time through the real loop (`converse`: Silero, the endpointer, pocketsphinx; "
-        "the reply a long recording spoken by espeak-ng into the real-time null sink, "
-        '`echo = "aec"`): a question, then each round, once the reply has played the '
-        'echo warm-up (3 s) plus 0.2 to 1.0 s, "mm-hm" (the reply must pause and resume) and '
-        '1.5 s later "stop" (it must pause and be interrupted; "stop" is then the next '
-        "turn, spoken over in the next round). Milliseconds from the clip's speech onset "
-        "(the start of its first 4 ms block above -50 dBFS, the detector's loudness gate on "
-        "its own blocks, dated as a microphone captures it), p50 / p95 / "
-        "max: *paused* when the reply's audio was paused (target ≤ 150 ms p95), *ended* when "
-        "it resumed or was interrupted. The null sink has no output latency; a speaker adds "
-        f"its own (20 to 60 ms through PulseAudio). The run took {s['seconds']:.0f} s; "
-        f"rounds that found the reply over (skipped): {s['skipped']}."
+    clips = [(clip, [t for t in run.trials if t.clip == clip]) for clip in CLIPS]
+    s = run.summary()  # (its seconds rounded as the run reports them)
+    return prose(
+        "bargein", seconds=s["seconds"], skipped=s["skipped"], table=CLIP_TABLE.render(clips)
     )
-    headers = ["Said over the reply", "must", "trials", "as it must", "paused", "ended"]
-    rows = []
-    for clip in CLIPS:
-        c = s[clip]
-        rows.append(
-            [
-                f"`{clip}.wav`",
-                c["expect"],
-                c["trials"],
-                c["right"],
-                _spread(c["pause_ms"]),
-                _spread(c["end_ms"]),
-            ]
-        )
-    return f"## {BARGEIN_TITLE}\n\n{method}\n\n{table(headers, rows)}"
-
-
-ECHO_TITLE = "Barge-in over the reply's own echo: the echo canceller"
 
 
 _SETUPS = {
@@ -56,45 +63,47 @@ _SETUPS = {
     "headphones": "WebRTC canceller, no echo (headphones)",
     "level": "level judge, no canceller",
 }
+ANSWERS = Table[tuple[tuple[float, int], tuple[int, int]]](  # (gain, delay), (answers, pauses)
+    [
+        Column("echo", lambda r: f"{r[0][0]:+.0f} dB"),
+        Column("delay", lambda r: f"{r[0][1]} ms"),
+        Column("answers", lambda r: r[1][0]),
+        Column("self-interruptions", lambda r: r[1][1]),
+    ]
+)
+LATENCY = Table[tuple[tuple[str, float], list[float | None]]](  # (setup, at s), latencies
+    [
+        Column("setup", lambda r: _SETUPS[r[0][0]]),
+        Column("user speaks at", lambda r: f"{r[0][1]:g} s"),
+        Column("paused", lambda r: f"{sum(v is not None for v in r[1])} of {len(r[1])}"),
+        Column(
+            "onset → paused ms p50 / p95 / max",
+            lambda r: MS.cell([v for v in r[1] if v is not None]),
+        ),
+    ]
+)
 
 
 def echo_section(run: EchoRun) -> str:
-    method = (
-        "The reply's own audio heard back by the microphone, offline "
-        "(`voice_membrane/bench/echo_bargein.py`): answers of three Piper sentences (the "
-        "spoken question fixtures), played one after another into a room "
-        "(`testing/echo_room.py`: the echo -20 or -10 dB under the reply, 20 to 200 ms "
-        "late, with a small room's reverb, RT60 0.25 s) and heard through WebRTC's echo "
-        "canceller (`listening/echo_canceller.py`, livekit's AEC3), Silero and the "
-        'endpointer as `run --listen` chains them (`echo = "aec"`, no warm-up). '
-        "*Self-interruptions*: pauses the echo alone made. *Pause latency*: a real "
-        "person's recording (`real/read/go_forward.flac`) at 0 dB (the reply's level) "
-        "spoken 0.5, 1.5 and 4 s into an answer, from the onset of its words (the first "
-        "10 ms within 25 dB of its loudest) to the `PausePlayout`, dated by samples: the "
-        "listening stages' own latency, without the device's (a speaker's 20-60 ms) or "
-        "the processing time (the canceller costs 12 ms of CPU per second of audio). "
-        "The same with no echo coming back (headphones: the canceller hands on the "
-        "microphone's own audio once it hears none, `listening/echo_presence.py`), and "
-        'the level judge without a canceller (`echo = "level"`, its 3 s warm-up). '
-        f"The run took {run.seconds:.0f} s."
+    return prose(
+        "bargein#echo",
+        seconds=run.seconds,
+        answers=ANSWERS.render(run.answers.items()),
+        latency=LATENCY.render(run.latency.items()),
     )
-    rows = [
-        [f"{gain:+.0f} dB", f"{delay} ms", answers, pauses]
-        for (gain, delay), (answers, pauses) in run.answers.items()
-    ]
-    own = table(["echo", "delay", "answers", "self-interruptions"], rows)
-    rows = []
-    for (name, at_s), values in run.latency.items():
-        paused = [v for v in values if v is not None]
-        rows.append(
-            [
-                _SETUPS[name],
-                f"{at_s:g} s",
-                f"{len(paused)} of {len(values)}",
-                _spread(summarize(paused)),
-            ]
-        )
-    latency = table(
-        ["setup", "user speaks at", "paused", "onset → paused ms p50 / p95 / max"], rows
-    )
-    return f"## {ECHO_TITLE}\n\n{method}\n\n{own}\n\n{latency}"
+
+
+SCENARIO = Scenario(
+    "bargein",
+    (BARGEIN_TITLE, ECHO_TITLE),
+    lambda: (run_bargein_bench(), run_echo_bench()),
+    lambda r: [bargein_section(r[0]), echo_section(r[1])],
+    True,
+)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["echo"]:
+        print(echo_section(run_echo_bench(*(int(a) for a in sys.argv[2:4]))))
+    else:
+        print(bargein_section(run_bargein_bench(int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS)))

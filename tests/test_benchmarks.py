@@ -26,12 +26,17 @@ from benchmarks.bench_first_audio import (
     FirstAudioResults,
     Setup,
 )
-from benchmarks.bench_membrane import VENDORS, run_membrane_bench
 from benchmarks.bench_parser import run_parser_bench
 from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
 from benchmarks.replies import REPLIES
 from benchmarks.report_first_audio import FIRST_AUDIO_TITLE, first_audio_section
-from benchmarks.report_membrane import MEMBRANE_TITLE, membrane_section, method_paragraph
+from benchmarks.report_membrane import (
+    MEMBRANE_TITLE,
+    VENDORS,
+    membrane_section,
+    method_paragraph,
+    run_membrane_bench,
+)
 from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
 from voice_membrane.bench.membrane_consumers import CONSUMERS

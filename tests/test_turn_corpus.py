@@ -13,6 +13,7 @@ import pytest
 import soundfile
 
 from benchmarks.bench_turns import (
+    HEADERS,
     LONG_PAUSE_S,
     MANIFEST,
     SETUPS,
@@ -21,8 +22,8 @@ from benchmarks.bench_turns import (
     hear,
     load_manifest,
     run_turns_bench,
+    turns_section,
 )
-from benchmarks.report_turns import HEADERS, turns_section
 
 FIXTURES = MANIFEST.parent.parent
 ENTRIES = load_manifest()
