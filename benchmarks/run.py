@@ -36,9 +36,9 @@ from benchmarks import (
     report_first_audio,
     report_long_session,
     report_membrane,
-    report_tts,
     report_turns,
     report_webrtc,
+    tts,
 )
 from benchmarks.scenario import Scenario, skipped, unavailable
 
@@ -56,7 +56,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     bench_bargein.SCENARIO,
     bench_voice_serve.SCENARIO,
     report_membrane.SCENARIO,
-    report_tts.SCENARIO,
+    tts.SCENARIO,
     bench_serve_load.SCENARIO,
     report_webrtc.SCENARIO,
 )
