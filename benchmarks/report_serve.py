@@ -1,11 +1,9 @@
 """The ``voice-membrane serve`` load section of the benchmark report
-(``benchmarks.bench_serve_load``), from its results: the figures and the setup
-they were measured with; its words are ``sections/serve.md``."""
+(``benchmarks.bench_serve_load``); its words are ``sections/serve.md``."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
 from benchmarks.prose import prose, title
 from benchmarks.table import Column, Table, quoted
@@ -20,40 +18,13 @@ TARGET_CPU_MS_PER_AUDIO_S = 2.0  # issue 27: a third of what serve used
 # Issue 45: against the bare protocol client's CPU at the same size, where it ran
 # (2 ms proved below what the vendors' protocols cost from Python).
 TARGET_CPU_TIMES_BARE = 1.5
-# Headed "p50" though the median (which interpolates an even count) is shown.
+# Headed "p50", though the median (which interpolates an even count) is shown.
 SPREAD = Spread(("median", "p95", "p99"))
 SIGNED = Spread(("median", "p95", "p99"), signed=True)
 
 
 def _first_audio(level: LevelResult) -> list[float]:
     return [t.first_audio_ms for t in level.turns if t.first_audio_ms is not None]
-
-
-def _excess(ideal_ms: float, first_turn: bool | None = None) -> Callable[[LevelResult], str]:
-    """First audio - ideal, of every turn (or only of each session's first, or later ones)."""
-    return lambda level: SIGNED.cell(
-        [
-            t.first_audio_ms - ideal_ms
-            for t in level.turns
-            if t.first_audio_ms is not None
-            and (first_turn is None or (t.number == 1) == first_turn)
-        ]
-    )
-
-
-def _server_gap(name: str, minus: str | None, floor_ms: float) -> Callable[[LevelResult], str]:
-    """A server stamp less an earlier one (or the request) less the stage's floor."""
-
-    def cell(level: LevelResult) -> str:
-        values = []
-        for turn in level.turns:
-            stamp = turn.server.get(name)
-            base = turn.server.get(minus) if minus else 0.0
-            if stamp is not None and base is not None:
-                values.append(stamp - base - floor_ms)
-        return SIGNED.cell(values)
-
-    return cell
 
 
 def _underruns(level: LevelResult) -> str:
@@ -63,13 +34,17 @@ def _underruns(level: LevelResult) -> str:
     if not count:
         return "0"
     turns = sum(1 for t in level.turns if t.underruns)
-    worst = max(t.late_ms for t in level.turns)
-    return f"{count} in {turns} turns (longest gap {worst:.0f} ms)"
+    return f"{count} in {turns} turns (longest gap {max(t.late_ms for t in level.turns):.0f} ms)"
 
 
 def _cpu_per_audio(level: LevelResult) -> str:
     cpu = level.cpu_ms_per_audio_s
     return "—" if cpu is None else f"{cpu:.1f} ms"
+
+
+def _cpu_cores(level: LevelResult) -> str:
+    per_session = level.server_cpu_cores / level.sessions * 100  # % of a core
+    return f"{level.server_cpu_cores:.2f} ({per_session:.2f}%)"
 
 
 def _client_lag(level: LevelResult) -> str:
@@ -82,9 +57,31 @@ def _clients_cpu(level: LevelResult) -> str:
     return f"{clients} / {level.fakes_cpu_cores:.2f}"
 
 
+def _excess(level: LevelResult, ideal_ms: float, first_turn: bool | None = None) -> str:
+    """First audio - ideal, of every turn (or only of each session's first, or later ones)."""
+    return SIGNED.cell(
+        [
+            t.first_audio_ms - ideal_ms
+            for t in level.turns
+            if t.first_audio_ms is not None
+            and (first_turn is None or (t.number == 1) == first_turn)
+        ]
+    )
+
+
+def _gap(level: LevelResult, name: str, minus: str | None, floor_ms: float) -> str:
+    """A server stamp less an earlier one (or the request's) less the stage's floor."""
+    pairs = ((t.server.get(name), t.server.get(minus) if minus else 0.0) for t in level.turns)
+    return SIGNED.cell([a - b - floor_ms for a, b in pairs if a is not None and b is not None])
+
+
 def _tables(results: ServeLoadResults) -> tuple[Table[LevelResult], Table[LevelResult]]:
-    """The sizes' table and the stages' (served sizes only)."""
-    ideal, script = results.ideal.first_audio_ms, results.setup.script
+    """The sizes' table and the stages' (of the served sizes)."""
+    ideal, ttft, ttfb = (
+        results.ideal.first_audio_ms,
+        results.setup.script.llm_ttft_s * 1000,
+        results.setup.script.tts_ttfb_s * 1000,
+    )
     size: list[Column[LevelResult]] = [
         Column("Sessions", lambda lv: lv.label),
         Column("workers", lambda lv: lv.workers),
@@ -93,15 +90,10 @@ def _tables(results: ServeLoadResults) -> tuple[Table[LevelResult], Table[LevelR
         *size,
         Column("turns", lambda lv: len(lv.turns)),
         Column("first audio p50 / p95 / p99", lambda lv: SPREAD.cell(_first_audio(lv))),
-        Column("excess", _excess(ideal)),
+        Column("excess", lambda lv: _excess(lv, ideal)),
         Column("underruns", _underruns),
         Column("errors", lambda lv: lv.error_count()),
-        Column(
-            "server CPU, cores (per session)",  # per session: % of a core
-            lambda lv: (
-                f"{lv.server_cpu_cores:.2f} ({lv.server_cpu_cores / lv.sessions * 100:.2f}%)"
-            ),
-        ),
+        Column("server CPU, cores (per session)", _cpu_cores),
         Column("server CPU per second of audio", _cpu_per_audio),
         Column(
             "RSS per session",
@@ -112,15 +104,12 @@ def _tables(results: ServeLoadResults) -> tuple[Table[LevelResult], Table[LevelR
     ]
     stages = [
         *size,
-        Column("LLM first token", _server_gap("first_token", None, script.llm_ttft_s * 1000)),
-        Column("piece → TTS", _server_gap("tts_request", "first_chunk", 0.0)),
-        Column(
-            "TTS first byte",
-            _server_gap("tts_first_byte", "tts_request", script.tts_ttfb_s * 1000),
-        ),
-        Column("server first audio", _server_gap("first_audio", None, ideal)),
-        Column("excess: first turns", _excess(ideal, first_turn=True)),
-        Column("later turns", _excess(ideal, first_turn=False)),
+        Column("LLM first token", lambda lv: _gap(lv, "first_token", None, ttft)),
+        Column("piece → TTS", lambda lv: _gap(lv, "tts_request", "first_chunk", 0.0)),
+        Column("TTS first byte", lambda lv: _gap(lv, "tts_first_byte", "tts_request", ttfb)),
+        Column("server first audio", lambda lv: _gap(lv, "first_audio", None, ideal)),
+        Column("excess: first turns", lambda lv: _excess(lv, ideal, first_turn=True)),
+        Column("later turns", lambda lv: _excess(lv, ideal, first_turn=False)),
         Column(
             "underruns in later turns",
             lambda lv: sum(t.underruns for t in lv.turns if t.number > 1),
@@ -132,14 +121,8 @@ def _tables(results: ServeLoadResults) -> tuple[Table[LevelResult], Table[LevelR
 
 def _run(results: ServeLoadResults, sessions: int) -> LevelResult | None:
     """The staggered run of ``sessions`` on one process, if it was run."""
-    return next(
-        (
-            lv
-            for lv in results.levels
-            if lv.sessions == sessions and lv.workers == 1 and not lv.burst and not lv.bare
-        ),
-        None,
-    )
+    served = (lv for lv in results.levels if not lv.bare and not lv.burst and lv.workers == 1)
+    return next((lv for lv in served if lv.sessions == sessions), None)
 
 
 def _side_line(bare: LevelResult, served: LevelResult) -> str:
@@ -186,11 +169,8 @@ def _side_by_side(results: ServeLoadResults) -> str:
 
 def _verdict(results: ServeLoadResults) -> str:
     level, single = _run(results, TARGET_SESSIONS), _run(results, 1)
-    floor_latency = _floor_latency(results)
     if level is None or single is None or not _first_audio(single):
-        return " ".join(
-            filter(None, [prose("serve#not-run", sessions=TARGET_SESSIONS), floor_latency])
-        )
+        return _with_floor(results, prose("serve#not-run", sessions=TARGET_SESSIONS))
     p95, bound = _against_one(level, single)
     missed = []
     if p95 > bound:
@@ -219,7 +199,7 @@ def _verdict(results: ServeLoadResults) -> str:
         verdict="missed" if missed else "met",
         missed=f" — {'; '.join(missed)}" if missed else "",
     )
-    return " ".join(filter(None, [target, floor_latency]))
+    return _with_floor(results, target)
 
 
 def _against_one(level: LevelResult, single: LevelResult) -> tuple[float, float]:
@@ -230,15 +210,15 @@ def _against_one(level: LevelResult, single: LevelResult) -> tuple[float, float]
     return p95, median(_first_audio(single)) + TARGET_OVER_ONE_MS
 
 
-def _floor_latency(results: ServeLoadResults) -> str:
-    """The latency target put to the bare client at the target's size (against
-    its own one session): whether the protocols alone meet it on this machine."""
+def _with_floor(results: ServeLoadResults, verdict: str) -> str:
+    """The verdict, and the latency target put to the bare client at the target's
+    size (against its own one session): whether the protocols alone meet it here."""
     bares = {lv.sessions: lv for lv in results.levels if lv.bare}
     floor, single = bares.get(TARGET_SESSIONS), bares.get(1)
     if floor is None or single is None or not _first_audio(floor) or not _first_audio(single):
-        return ""
+        return verdict
     p95, bound = _against_one(floor, single)
-    return prose(
+    return f"{verdict} " + prose(
         "serve#floor",
         sessions=TARGET_SESSIONS,
         verdict="meets it" if p95 <= bound else "misses it too",
@@ -259,31 +239,22 @@ def _errors(results: ServeLoadResults) -> str:
 
 
 def serve_section(results: ServeLoadResults) -> str:
-    script, client = results.setup.script, results.setup.client
-    sizes, stages = _tables(results)
+    script, sizes, stages = results.setup.script, *_tables(results)
     return prose(
         "serve",
+        results=results,
+        setup=results.setup,
+        script=script,
+        client=results.setup.client,
+        ideal=results.ideal,
         ttft_ms=script.llm_ttft_s * 1000,
-        delta_chars=script.delta_chars,
         token_ms=script.token_s * 1000,
         ttfb_ms=script.tts_ttfb_s * 1000,
-        pace=script.pace,
-        sessions_per_client=results.setup.sessions_per_client,
-        sample_rate=client.sample_rate,
-        frame_ms=client.frame_ms,
-        ramp_s=client.ramp_s,
-        turns=client.turns,
-        think_s=client.think_s,
         more_deltas=results.ideal.deltas - 1,
         first_piece=quoted(results.ideal.first_piece),
-        ideal_ms=results.ideal.first_audio_ms,
-        turn_timeout_s=client.turn_timeout_s,
         table=sizes.render(results.levels),
         verdict=_verdict(results),
         side_by_side=_side_by_side(results),
         stages=stages.render(lv for lv in results.levels if not lv.bare),
         errors=_errors(results),
-        load_before=results.load_before,
-        load_after=results.load_after,
-        seconds=results.seconds,
     )

@@ -1,11 +1,9 @@
 """The voice-over-the-endpoint section of the benchmark report
-(``benchmarks.bench_voice_serve``): the figures and the setup they were
-measured with; its words are ``sections/voice-serve.md``."""
+(``benchmarks.bench_voice_serve``); its words are ``sections/voice-serve.md``."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
 from benchmarks.prose import prose, title
 from benchmarks.table import Column, Table, quoted
@@ -19,20 +17,21 @@ TARGET_CALLERS = (1, 50)
 TARGET_BARGE_P95_MS = 150.0
 SPREAD = Spread(("p50", "p95", "max"))
 SIGNED = Spread(("p50", "p95", "max"), signed=True)
-# The stage table's columns: header, figure, signed (a figure over its floor).
-STAGES = (
-    ("detector", "detector_dating", True),
-    ("endpointing", "server_endpointing", True),
-    ("STT final", "server_final", False),
-    ("decided → request", "server_request", True),
-    ("request → first audio", "server_first_audio", True),
-    ("of it: LLM first token", "llm_first_token", True),
-    ("first piece", "first_piece", True),
-    ("TTS first byte", "tts_first_byte", True),
-    ("TTS → sink", "to_the_sink", False),
-    ("server added", "server_added", True),
-    ("client - server", "client_minus_server", True),
-)
+# The stage table's columns (header: figure); all but two are over a floor, signed.
+STAGES = {
+    "detector": "detector_dating",
+    "endpointing": "server_endpointing",
+    "STT final": "server_final",
+    "decided → request": "server_request",
+    "request → first audio": "server_first_audio",
+    "of it: LLM first token": "llm_first_token",
+    "first piece": "first_piece",
+    "TTS first byte": "tts_first_byte",
+    "TTS → sink": "to_the_sink",
+    "server added": "server_added",
+    "client - server": "client_minus_server",
+}
+UNSIGNED = {"server_final", "to_the_sink"}
 
 
 def _who(level: CallLevel) -> str:
@@ -42,24 +41,13 @@ def _who(level: CallLevel) -> str:
 
 def _errors(level: CallLevel) -> str:
     kinds = error_kinds(level)
-    if not kinds:
-        return "0"
     listed = ", ".join(f"{quoted(k)} {n}" for k, n in kinds.most_common(4))
-    return f"{sum(kinds.values())} ({listed})"
+    return f"{sum(kinds.values())} ({listed})" if kinds else "0"
 
 
-def _cpu(level: CallLevel) -> str:
-    return f"{level.server_cpu_cores:.2f} ({level.cpu_ms_per_call_s:.1f} ms)"
-
-
-def _client(level: CallLevel) -> str:
-    lag_p99 = nearest_rank(level.client_lag_ms, 0.99) if level.client_lag_ms else 0.0
-    return f"{lag_p99:.0f} / {max(level.send_late_ms, default=0.0):.0f}"
-
-
-def _rss_kib(level: CallLevel) -> str:
-    kib = max(0.0, level.server_rss_peak_mb - level.server_rss_base_mb) * 1024 / level.callers
-    return f"{kib:.0f} KiB"
+def _client_lag(level: CallLevel) -> str:
+    lag = nearest_rank(level.client_lag_ms, 0.99) if level.client_lag_ms else 0.0
+    return f"{lag:.0f} / {max(level.send_late_ms, default=0.0):.0f}"
 
 
 def _actions(level: CallLevel) -> str:
@@ -67,45 +55,53 @@ def _actions(level: CallLevel) -> str:
     return ", ".join(f"{quoted(k)} {n}" for k, n in actions.most_common(3)) or "—"
 
 
-def _tables(
-    results: VoiceServeResults,
-) -> tuple[Table[CallLevel], Table[CallLevel], Table[CallLevel]]:
+def _tables(results: VoiceServeResults) -> tuple[Table[CallLevel], ...]:
     """The calls', the stages' and the barge-ins' tables."""
 
-    def samples(name: str) -> Callable[[CallLevel], list[float]]:
-        # To 0.1 ms, as the results' summary (``spread``) has them.
-        return lambda lv: [round(v, 1) for v in figure(lv, results.engines, name)]
+    def samples(level: CallLevel, name: str) -> list[float]:
+        # To 0.1 ms first, as the results' summary (``spread``) has them.
+        return [round(v, 1) for v in figure(level, results.engines, name)]
 
-    def fig(name: str, spread: Spread = SPREAD) -> Callable[[CallLevel], str]:
-        return lambda lv: spread.cell(samples(name)(lv))
+    def fig(header: str, name: str, spread: Spread = SIGNED) -> Column[CallLevel]:
+        return Column(header, lambda lv: spread.cell(samples(lv, name)))
 
-    who = Column("Callers, route", _who)
+    def rss(lv: CallLevel) -> float:
+        return max(0.0, lv.server_rss_peak_mb - lv.server_rss_base_mb) * 1024 / lv.callers
+
+    who: Column[CallLevel] = Column("Callers, route", _who)
+    cpu: Column[CallLevel] = Column(
+        "server CPU, cores (per call-second)",
+        lambda lv: f"{lv.server_cpu_cores:.2f} ({lv.cpu_ms_per_call_s:.1f} ms)",
+    )
     calls = [
         who,
         Column("answered / asked", lambda lv: f"{len(lv.answered())} / {len(lv.turns)}"),
-        Column("voice to voice", samples("voice_to_voice"), SPREAD),
-        Column("added", fig("added", SIGNED)),
+        Column("voice to voice", lambda lv: samples(lv, "voice_to_voice"), SPREAD),
+        fig("added", "added"),
         Column("errors", _errors),
-        Column("server CPU, cores (per call-second)", _cpu),
-        Column("RSS per caller", _rss_kib),
-        Column("client lag / send late", _client),
+        cpu,
+        Column("RSS per caller", lambda lv: f"{rss(lv):.0f} KiB"),
+        Column("client lag / send late", _client_lag),
         Column(
             "client / fakes CPU",
             lambda lv: f"{lv.client_cpu_cores:.2f} ({lv.clients}) / {lv.fakes_cpu_cores:.2f}",
         ),
     ]
-    wall: Column[CallLevel] = Column("calls' wall time", lambda lv: f"{lv.seconds:.0f} s")
-    stages = [who, *(Column(h, fig(n, SIGNED if s else SPREAD)) for h, n, s in STAGES), wall]
+    stages = [
+        who,
+        *(fig(h, n, SPREAD if n in UNSIGNED else SIGNED) for h, n in STAGES.items()),
+        Column("calls' wall time", lambda lv: f"{lv.seconds:.0f} s"),
+    ]
     barge = [
         who,
         Column(
             "barged / asked",
             lambda lv: f"{len(figure(lv, results.engines, 'barge_in'))} / {len(lv.turns)}",
         ),
-        Column("onset → barge_in", samples("barge_in"), SPREAD),
+        Column("onset → barge_in", lambda lv: samples(lv, "barge_in"), SPREAD),
         Column("actions", _actions),
         Column("errors", _errors),
-        Column("server CPU, cores (per call-second)", _cpu),
+        cpu,
     ]
     return Table(calls), Table(stages), Table(barge)
 
@@ -150,12 +146,10 @@ def _barge_part(results: VoiceServeResults, barge: Table[CallLevel]) -> str:
         missed |= p95 > TARGET_BARGE_P95_MS or failed > 0
         note = f", {failed} questions with errors" if failed else ""
         parts.append(f"{_who(level)}: p95 {p95:.0f} ms{note}")
-    setup = results.setup
     return prose(
         "voice-serve#barge",
-        interruption=(setup.interrupt or "").rsplit("/", 1)[-1],
-        after_s=setup.plan.interrupt_after_s,
-        turns=setup.barge_turns,
+        setup=results.setup,
+        interruption=(results.setup.interrupt or "").rsplit("/", 1)[-1],
         table=barge.render(results.barge),
         target_ms=TARGET_BARGE_P95_MS,
         verdict="missed" if missed else "met",
@@ -164,43 +158,30 @@ def _barge_part(results: VoiceServeResults, barge: Table[CallLevel]) -> str:
 
 
 def voice_serve_section(results: VoiceServeResults) -> str:
-    setup, engines = results.setup, results.engines
-    plan, reply = setup.plan, setup.reply
+    setup, engines, reply = results.setup, results.engines, results.setup.reply
     calls, stages, barge = _tables(results)
     left = [f"{n} of {_who(lv)}" for lv in results.levels if (n := lv.unmatched)]
     return prose(
         "voice-serve",
+        results=results,
+        setup=setup,
+        plan=setup.plan,
+        reply=reply,
+        engines=engines,
         finalize_ms=setup.finalize_s * 1000,
         ttft_ms=reply.llm_ttft_s * 1000,
-        delta_chars=reply.delta_chars,
         token_ms=reply.token_s * 1000,
         ttfb_ms=reply.tts_ttfb_s * 1000,
-        end_silence_s=setup.end_silence_s,
         end_silence_ms=setup.end_silence_s * 1000,
-        callers_per_client=setup.callers_per_client,
-        sample_rate=plan.sample_rate,
-        frame_ms=plan.frame_ms,
         question=quoted(setup.question_text),
         question_file=setup.question.rsplit("/", 1)[-1],
-        ramp_s=plan.ramp_s,
-        more_turns=plan.turns - 1,
-        think_s=plan.think_s,
-        output_frame_ms=plan.output_frame_ms,
-        final_ms=engines.final_ms,
+        more_turns=setup.plan.turns - 1,
         min_silence_ms=engines.final_ms - setup.finalize_s * 1000,
         more_deltas=engines.deltas - 1,
         first_piece=quoted(engines.first_piece),
-        total_ms=engines.total_ms,
-        reply_ms=engines.reply_ms,
-        llm_ttft_ms=engines.llm_ttft_ms,
-        deltas_ms=engines.deltas_ms,
-        tts_ttfb_ms=engines.tts_ttfb_ms,
         table=calls.render(results.levels),
         verdict=_verdict(results),
         unmatched=" " + prose("voice-serve#unmatched", left=", ".join(left)) if left else "",
         stages=stages.render(results.levels),
         barge=_barge_part(results, barge),
-        load_before=results.load_before,
-        load_after=results.load_after,
-        seconds=results.seconds,
     )

@@ -5,7 +5,7 @@ bandwidth and the server's CPU per session, each run's figure; its words are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.prose import prose, title
@@ -21,23 +21,21 @@ RUNS, TURNS = 2, 2
 Group = tuple[str, int, list[dict[str, Any]]]  # transport, sessions, its runs' results
 
 
-def _runs(key: str, fmt: str) -> Callable[[Group], str]:
-    """Each run's figure, "a / b" (not a spread: a run or two of a median each)."""
-
-    def cell(group: Group) -> str:
-        values = [r[key] for r in group[2] if r[key] is not None]
-        return " / ".join(format(v, fmt) for v in values) if values else "—"
-
-    return cell
+def _runs(group: Group, key: str, fmt: str) -> str:
+    """Each run's figure, "a / b" (not a spread: a run or two, each a median)."""
+    values = [r[key] for r in group[2] if r[key] is not None]
+    return " / ".join(format(v, fmt) for v in values) if values else "—"
 
 
 TABLE: Table[Group] = Table(
     [
         Column("route", lambda g: "WebRTC" if g[0] == "webrtc" else "WebSocket"),
         Column("sessions", lambda g: g[1]),
-        Column("voice to voice, median (ms)", _runs("v2v_ms_median", ".0f")),
-        Column("both ways per session (kbit/s)", _runs("kbit_s", ".0f")),
-        Column("server CPU (ms per session-second)", _runs("cpu_ms_per_session_s", ".1f")),
+        Column("voice to voice, median (ms)", lambda g: _runs(g, "v2v_ms_median", ".0f")),
+        Column("both ways per session (kbit/s)", lambda g: _runs(g, "kbit_s", ".0f")),
+        Column(
+            "server CPU (ms per session-second)", lambda g: _runs(g, "cpu_ms_per_session_s", ".1f")
+        ),
         Column("turns failed", lambda g: sum(r["failed_turns"] for r in g[2])),
     ]
 )

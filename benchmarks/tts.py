@@ -70,20 +70,16 @@ TABLE: Table[EngineResult] = Table(
 
 
 def tts_section(results: TtsOverheadResults) -> str:
-    setup = results.setup
-    pieces = ", ".join(
-        f"{r.engine} {quoted(r.first_piece)}" for r in results.results if r.first_piece
-    )
+    setup, engines = results.setup, results.results
     return prose(
         "tts",
+        results=results,
+        setup=setup,
         ttfb_ms=setup.ttfb_s * 1000,
-        turns=setup.turns,
-        warmup=setup.warmup,
         first_delta_ms=setup.llm_first_delta_s * 1000,
         target_ms=TARGET_ADDED_MS,
-        table=TABLE.render(results.results),
-        pieces=pieces,
-        seconds=results.seconds,
+        table=TABLE.render(engines),
+        pieces=", ".join(f"{r.engine} {quoted(r.first_piece)}" for r in engines if r.first_piece),
     )
 
 
