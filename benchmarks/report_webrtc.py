@@ -1,25 +1,44 @@
 """The WebRTC-beside-WebSocket section of the benchmark report
 (``benchmarks.bench_webrtc``): per transport and size, voice to voice, the
-bandwidth and the server's CPU per session, each run's figure."""
+bandwidth and the server's CPU per session, each run's figure; its words are
+``sections/webrtc.md``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.prose import prose, title
 from benchmarks.scenario import Scenario
-from benchmarks.table import table
+from benchmarks.table import Column, Table
 
-WEBRTC_TITLE = "WebRTC beside the WebSocket (`serve`)"
+WEBRTC_TITLE = title("webrtc")
 # What this 2-core machine can drive: an aiortc caller costs about what the
 # server's peer does, so 50 WebRTC callers in one process time out in the callers.
 LEVELS = {"websocket": (1, 10, 50), "webrtc": (1, 10)}
 RUNS, TURNS = 2, 2
 
+Group = tuple[str, int, list[dict[str, Any]]]  # transport, sessions, its runs' results
 
-def _runs(results: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
-    values = [r[key] for r in results if r[key] is not None]
+
+def _runs(group: Group, key: str, fmt: str) -> str:
+    """Each run's figure, "a / b" (not a spread: a run or two, each a median)."""
+    values = [r[key] for r in group[2] if r[key] is not None]
     return " / ".join(format(v, fmt) for v in values) if values else "—"
+
+
+TABLE: Table[Group] = Table(
+    [
+        Column("route", lambda g: "WebRTC" if g[0] == "webrtc" else "WebSocket"),
+        Column("sessions", lambda g: g[1]),
+        Column("voice to voice, median (ms)", lambda g: _runs(g, "v2v_ms_median", ".0f")),
+        Column("both ways per session (kbit/s)", lambda g: _runs(g, "kbit_s", ".0f")),
+        Column(
+            "server CPU (ms per session-second)", lambda g: _runs(g, "cpu_ms_per_session_s", ".1f")
+        ),
+        Column("turns failed", lambda g: sum(r["failed_turns"] for r in g[2])),
+    ]
+)
 
 
 def webrtc_section(results: Sequence[dict[str, Any]]) -> str:
@@ -27,46 +46,9 @@ def webrtc_section(results: Sequence[dict[str, Any]]) -> str:
     for result in results:
         groups.setdefault((result["transport"], result["sessions"]), []).append(result)
     rows = [
-        (
-            "WebRTC" if transport == "webrtc" else "WebSocket",
-            sessions,
-            _runs(runs, "v2v_ms_median", ".0f"),
-            _runs(runs, "kbit_s", ".0f"),
-            _runs(runs, "cpu_ms_per_session_s", ".1f"),
-            sum(r["failed_turns"] for r in runs),
-        )
-        for (transport, sessions), runs in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0]))
+        (t, n, runs) for (t, n), runs in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0]))
     ]
-    figures = table(
-        [
-            "route",
-            "sessions",
-            "voice to voice, median (ms)",
-            "both ways per session (kbit/s)",
-            "server CPU (ms per session-second)",
-            "turns failed",
-        ],
-        rows,
-    )
-    return "\n\n".join(
-        [
-            f"## {WEBRTC_TITLE}",
-            "The voice serve benchmark's cloud fakes (fixed service times) and one "
-            "`voice-membrane serve` process; each caller says the recorded question "
-            "in real time and again after each answer, over `/v1/session` (16 kHz "
-            "pcm16 in, 24 kHz out) or over WebRTC (`POST /v1/webrtc/offer`, Opus both "
-            f"ways). {TURNS} turns a session, {RUNS} runs a size, each run's figure "
-            "(`a / b`). Voice to voice: the question's last voiced sample leaving the "
-            "caller to the answer's first sound arriving (over WebRTC after the jitter "
-            "buffer and the decoder). Bandwidth: bytes both ways per session-second, "
-            "without IP, UDP or TCP headers. CPU: the serve process's.",
-            figures,
-            "WebRTC at 50 sessions is not measured here: the aiortc callers run in "
-            "the benchmark's own process and cost about what the server's peers do "
-            "(Opus and SRTP in Python), so on this 2-core machine their turns time "
-            "out in the callers ([webrtc.md](webrtc.md)).",
-        ]
-    )
+    return prose("webrtc", turns=TURNS, runs=RUNS, table=TABLE.render(rows))
 
 
 def run_webrtc_bench() -> list[dict[str, Any]]:

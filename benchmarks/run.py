@@ -38,9 +38,9 @@ from benchmarks import (
     report_first_audio,
     report_membrane,
     report_stt,
-    report_tts,
     report_voice,
     report_webrtc,
+    tts,
 )
 from benchmarks.scenario import Scenario, skipped, unavailable
 
@@ -58,7 +58,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     report_bargein.SCENARIO,
     bench_voice_serve.SCENARIO,
     report_membrane.SCENARIO,
-    report_tts.SCENARIO,
+    tts.SCENARIO,
     bench_serve_load.SCENARIO,
     report_webrtc.SCENARIO,
 )

@@ -27,7 +27,6 @@ from benchmarks.bench_first_audio import (
     Setup,
 )
 from benchmarks.bench_parser import run_parser_bench
-from benchmarks.bench_tts_engines import ENGINES, run_tts_engines_bench
 from benchmarks.replies import REPLIES
 from benchmarks.report_first_audio import FIRST_AUDIO_TITLE, first_audio_section
 from benchmarks.report_membrane import (
@@ -37,8 +36,8 @@ from benchmarks.report_membrane import (
     method_paragraph,
     run_membrane_bench,
 )
-from benchmarks.report_tts import TTS_TITLE, tts_section
 from benchmarks.tokens import tokenize
+from benchmarks.tts import ENGINES, TTS_TITLE, run_tts_engines_bench, tts_section
 from voice_membrane.bench.membrane_consumers import CONSUMERS
 from voice_membrane.bench.request_cost import LENGTHS, conversation, one_call
 from voice_membrane.bench.runner import Target, TargetRun, TurnSample
