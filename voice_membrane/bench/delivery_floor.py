@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import struct
 import sys
 import time
@@ -33,7 +32,8 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from ..server.pacing import BatchPacer
-from .load_client import ClientPlan, ClientResult, TurnRecord, run_turns
+from .clients import ClientResult, own_cpu_s
+from .load_client import ClientPlan, TurnRecord, run_turns
 
 HEADER = struct.Struct("<II")  # turn, sequence: as the session protocol's frames
 CONNECT_TIMEOUT_S = 60.0
@@ -45,7 +45,7 @@ class DeliveryServer:
         self.rng = random.Random(seed)
         self.connected = 0
         self.all_connected = anyio.Event()
-        self.result = ClientResult()
+        self.result: ClientResult[TurnRecord] = ClientResult()
         samples = plan.sample_rate * plan.frame_ms // 1000
         self.frame_s = samples / plan.sample_rate
         self.silence = bytes(2 * samples)
@@ -93,11 +93,10 @@ async def deliver(plan: ClientPlan, sessions: int, audio_s: float, seed: int) ->
         async with await anyio.open_process([*command, str(sessions)]) as readers:
             with anyio.fail_after(CONNECT_TIMEOUT_S):  # (a reader that died: an error, no hang)
                 await server.all_connected.wait()
-            usage = resource.getrusage(resource.RUSAGE_SELF)
+            cpu_s = own_cpu_s()
             await server.all_done.wait()
-            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu_s = own_cpu_s() - cpu_s
             await readers.wait()
-    cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
     audio = sum(turn.audio_s for turn in server.result.turns)
     errors = len(server.result.errors) + sum(len(turn.errors) for turn in server.result.turns)
     return {"cpu_s": cpu_s, "audio_s": audio, "errors": errors}
