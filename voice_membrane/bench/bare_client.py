@@ -1,23 +1,15 @@
 """The floor of the serve load benchmark: a bare client of the two wire
 protocols doing a served session's work in the server's place, with none of our
-code on its path.
+code on its path: N sessions in one client process (``clients``' protocol, a
+``BareTarget``'s JSON in the URL's place), each running the load client's turns.
 
-N sessions in one process (one event loop, as one ``serve`` process), each
-running the load client's turns (``load_client.ClientPlan``: its ramp, turns
-and think time). A turn posts the chat request to the fake OpenAI with
-``httpx`` (one client for the process, connections kept alive) and reads its
-SSE body line by line; meanwhile (as the pipeline does) it opens the fake
-ElevenLabs stream-input socket (``websockets``, compression off as our engine has it). It cuts the
-reply where the pipeline's chunker cuts its first piece (the delta that
-completes it, as the benchmark's ideal counts it), sends that text with
-``flush``, the rest when the reply ends, and reads the audio (base64 decoded,
-as any client must) until ``isFinal``. *First audio*: the first audio message
-after the request was sent. It then waits, as the load client does, until the
-audio would have played, and its think time.
-
-A turn's record is the load client's ``TurnRecord`` (first audio, audio
-seconds), and the process's CPU over the turns is in the result, so the
-benchmark can set it beside the served sessions' at the same size.
+A turn posts the chat request to the fake OpenAI with ``httpx`` (one client for
+the process, connections kept alive) and reads its SSE body line by line;
+meanwhile (as the pipeline does) it opens the fake ElevenLabs stream-input
+socket. It cuts the reply where the pipeline's chunker cuts its first piece (as
+the benchmark's ideal counts it), sends that text with ``flush``, the rest when
+the reply ends, and reads the audio (base64 decoded) until ``isFinal``. *First
+audio*: the first audio message after the request was sent.
 """
 
 from __future__ import annotations

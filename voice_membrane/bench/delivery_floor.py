@@ -1,22 +1,13 @@
-"""The other half of a served session's floor: its audio handed to a listening
-client at real time, with none of our code on the path but the pacing's
-arithmetic (``pacing.BatchPacer``, the socket sink's own).
+"""The other half of a served session's floor: its audio paced out to a
+listening client at real time, with none of our code on the path but the
+pacing's arithmetic (``pacing.BatchPacer``, the socket sink's own).
 
-The bare client (``bare_client``) does the vendor protocols' work and sends its
-audio nowhere. A served session must also send every frame to its client, paced
-at real time: that costs wake-ups and socket writes the bare client never makes.
-This measures that part alone: a ``websockets`` server (compression off, as
-``serve``) sending each of N sessions the load plan's turns (``ClientPlan``: the
-first at a random moment within the ramp, each after the think time) as pcm16
-frames of the plan's size with the protocol's 8-byte header, paced as the socket
-sink paces them (never more than ``LEAD_S`` ahead of the client's playback; a
-frame past that waits until the client holds ``LEAD_S - REFILL_S``, on the
-``GRID_NS`` grid: ``BatchPacer.wait_s``), to N clients in a child process that
-read them.
-
-``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS AUDIO_S SEED``
-prints ``{"cpu_s": …, "audio_s": …}``: this process's CPU over the sessions and
-the seconds of audio sent (``AUDIO_S`` a turn).
+A ``websockets`` server (compression off, as ``serve``) sends each of N
+sessions the load plan's turns as pcm16 frames with the protocol's 8-byte
+header, paced as the socket sink paces them, to N clients in a child process
+that read them. ``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS
+AUDIO_S SEED`` prints this process's CPU over the sessions and the seconds of
+audio sent (``AUDIO_S`` a turn).
 """
 
 from __future__ import annotations

@@ -1,24 +1,18 @@
-"""The ``serve`` load measurement: N concurrent sessions on one ``voice-membrane
-serve`` process, against the fakes.
+"""The ``serve`` load scenario: N concurrent sessions on one ``voice-membrane
+serve`` process (the runner: ``served``), against the fakes.
 
-For each N a fresh ``serve`` process (one, on loopback: ``serve_process``) runs a
-pipeline file written here: the LLM is ``FakeOpenAI`` playing the setup's reply
-(first delta after its TTFT, one ``delta_chars``-character delta — about a token
-— every ``token_s``), the TTS ``FakeElevenLabs`` (the stream-input socket)
-answering each piece after its TTFB and releasing its audio paced by characters
-(``SpeechScript.char_s``, the reply's spoken length x ``pace``). Each fake runs
-in a child process of its own (``fakes``), so the server's CPU is its own (the
-machine's cores are not: the results say what the fakes and clients used).
-
-Clients: N sessions over ``ceil(N / sessions_per_client)`` client processes
-(``load_client``: what each turn records). All sessions connect first; then each
-runs its turns. Server side: CPU (user + system) over the turns, and resident
-memory (sampled) above the process's own before the sessions connected, after
-one warm-up turn (the runner: ``served``).
+The pipeline written here has the LLM ``FakeOpenAI`` playing the setup's reply
+(first delta after its TTFT, one ``delta_chars``-character delta — about a
+token — every ``token_s``) and the TTS ``FakeElevenLabs`` (the stream-input
+socket) answering each piece after its TTFB, its audio paced by characters
+(the reply's spoken length x ``pace``). The sessions run from client processes
+(``load_client``: what each turn records); the server's CPU is over the turns,
+its memory above its own after a warm-up turn, before the sessions connected.
 
 *Ideal* first audio = TTFT + the deltas up to the one that completes the first
-piece (the pipeline's own chunker options, fed the scripted deltas) x
-``token_s`` + the TTS TTFB; *excess* = measured - ideal.
+piece (the pipeline's own chunker, fed the scripted deltas) x ``token_s`` + the
+TTS TTFB. The floor beside it: the bare protocol client in the server's place
+(``bare_client``) and the CPU of pacing its audio out (``delivery_floor``).
 """
 
 from __future__ import annotations
@@ -208,19 +202,8 @@ class ServeLoadResults:
 
 
 def _level(sessions: int, run: LevelRun[TurnRecord], **kind: Any) -> LevelResult:
-    figures: dict[str, Any] = {
-        "turns": run.turns,
-        "errors": run.errors,
-        "clients": run.clients,
-        "client_lag_ms": run.lag_ms,
-        "client_cpu_cores": run.client_cpu_cores,
-        "fakes_cpu_cores": run.fakes_cpu_cores,
-        "server_cpu_cores": run.server_cpu_cores,
-        "server_rss_base_mb": run.rss_base_mb,
-        "server_rss_peak_mb": run.rss_peak_mb,
-        "seconds": run.seconds,
-    }
-    return LevelResult(sessions, **(figures | kind))
+    cpu = run.server_cpu_s / run.seconds
+    return LevelResult(sessions, **(run.figures() | {"server_cpu_cores": cpu} | kind))
 
 
 def _run_served(

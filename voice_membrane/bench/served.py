@@ -104,38 +104,26 @@ class LevelRun(Generic[R]):
     rss_peak_mb: float
     log: Path | None = None  # the serve log
 
-    @property
-    def clients(self) -> int:
-        return len(self.results)
-
-    @property
-    def turns(self) -> list[R]:
-        return [turn for result in self.results if result for turn in result.turns]
-
-    @property
-    def errors(self) -> list[str]:
-        """Outside turns; a client process that died is one."""
-        said = (r.errors if r else ["a client process died"] for r in self.results)
-        return [error for errors in said for error in errors]
-
-    @property
-    def lag_ms(self) -> list[float]:
-        return [lag for result in self.results if result for lag in result.lag_ms]
-
-    @property
-    def client_cpu_cores(self) -> float:
-        """The client processes' CPU together, over the longest one's run."""
+    def figures(self) -> dict[str, Any]:
+        """The fields a level's record (``LevelResult``, ``CallLevel``) has in
+        common: the turns, the errors outside them (a client process that died
+        is one), the clients' lag and CPU (together, over the longest one's run),
+        the fakes' CPU and the server's memory."""
         done = [result for result in self.results if result]
         wall = max((result.wall_s for result in done), default=0.0)
-        return sum(result.cpu_s for result in done) / wall if wall else 0.0
-
-    @property
-    def fakes_cpu_cores(self) -> float:
-        return self.fakes_cpu_s / self.seconds
-
-    @property
-    def server_cpu_cores(self) -> float:
-        return self.server_cpu_s / self.seconds
+        return {
+            "turns": [turn for result in done for turn in result.turns],
+            "errors": [
+                e for r in self.results for e in (r.errors if r else ["a client process died"])
+            ],
+            "clients": len(self.results),
+            "client_lag_ms": [lag for result in done for lag in result.lag_ms],
+            "client_cpu_cores": sum(r.cpu_s for r in done) / wall if wall else 0.0,
+            "fakes_cpu_cores": self.fakes_cpu_s / self.seconds,
+            "server_rss_base_mb": self.rss_base_mb,
+            "server_rss_peak_mb": self.rss_peak_mb,
+            "seconds": self.seconds,
+        }
 
 
 def shares(sessions: int, per_client: int) -> list[int]:

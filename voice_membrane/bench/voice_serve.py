@@ -1,28 +1,20 @@
-"""Voice to voice over the served endpoint: N concurrent callers speaking to one
-``voice-membrane serve`` process (protocol 1.1), against cloud fakes of fixed
-service times.
+"""Voice to voice over the served endpoint: N callers speaking to one
+``voice-membrane serve`` process (the runner: ``served``), against cloud fakes
+of fixed service times.
 
-For each N a fresh ``serve`` process (the runner: ``served``) runs a pipeline file
-written here: ``[stt]`` the ``deepgram`` engine against ``FakeDeepgram``
-(every word of the question heard in the first 50 ms of each utterance's
-stream, a ``Finalize`` answered after ``finalize_s``), ``[llm]`` ``FakeOpenAI``
-and ``[tts]`` ``FakeElevenLabs``' stream-input socket as in ``serve_load`` (the
-same ``LoadScript``), ``[endpoint] preemptive = false`` (the reply starts at
-the decided end of the turn, so the arithmetic below holds) and the given
-``end_silence_s``. Each fake runs in a child process of its own.
-
-Callers (``voice_caller``: what each question records): N sessions over
-``ceil(N / callers_per_client)`` client processes, each sending pcm16 16 kHz
-frames in real time from the moment it is told to go (silence, and its
-question at a random moment within the ramp, then again after each answer).
+The pipeline written here: ``[stt]`` the ``deepgram`` engine against
+``FakeDeepgram`` (every word of the question heard in the first 50 ms of each
+utterance's stream, a ``Finalize`` answered after ``finalize_s``), ``[llm]``
+and ``[tts]`` the serve load's fakes and reply (``LoadScript``), ``[endpoint]
+preemptive = false`` (the reply starts at the decided end of the turn, so the
+sum below holds) and the given ``end_silence_s``. The callers (``voice_caller``,
+``voice_phone_caller``: what each question records) run from client processes.
 
 *Engines' own* time, from the question's last voiced sample to the answer's
-first audio: the endpointer's ``end_silence_s`` (the STT's final comes
-``vad.min_silence_s`` + ``finalize_s`` after the speech end, within that
-silence: the longer of the two counts), then the LLM's TTFT + the deltas up to
-the first piece x ``token_s`` + the TTS's TTFB (``serve_load.ideal_first_audio``).
-*Added by our code* = voice to voice at the client - engines' own: the
-detector's dating of the speech end, the server's work, the loopback both ways.
+first audio: the end silence (the STT's final, ``vad.min_silence_s`` +
+``finalize_s`` after the speech end, comes within it: the longer counts), then
+the reply's ideal first audio (``serve_load.ideal_first_audio``). *Added by our
+code* = voice to voice at the client - engines' own.
 """
 
 from __future__ import annotations
@@ -178,20 +170,12 @@ def _run_level(setup: VoiceServeSetup, level: Level, fakes: Fakes) -> CallLevel:
     )  # fmt: skip
     call = CallLevel(
         callers=level.callers,
-        turns=run.turns,
-        errors=run.errors,
-        clients=run.clients,
-        client_lag_ms=run.lag_ms,
         send_late_ms=[p99 for r in run.results if r for p99 in r.send_late_ms[1:2]],
-        client_cpu_cores=run.client_cpu_cores,
-        fakes_cpu_cores=run.fakes_cpu_cores,
         server_cpu_s=run.server_cpu_s,
-        server_rss_base_mb=run.rss_base_mb,
-        server_rss_peak_mb=run.rss_peak_mb,
-        seconds=run.seconds,
         barge=level.barge,
         route=level.route,
         workers=level.workers,
+        **run.figures(),
     )
     if level.route == "twilio" and not level.barge and run.log:  # (no metrics event: logged)
         logged = run.log.read_text("utf-8", errors="replace").splitlines()
