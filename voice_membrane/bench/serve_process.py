@@ -70,29 +70,12 @@ def serve_process(
     """``voice-membrane serve --workers N`` (and ``options``) on a free loopback
     port, its output in ``log``: (its ws:// URL, its pid; ``group_pids`` adds the
     workers')."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voice_membrane.cli",
-            "serve",
-            "--pipeline",
-            str(pipeline),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--max-sessions",
-            "0",  # the benchmark measures past the default limit
-            "--workers",
-            str(workers),  # never "auto": a run says how many it measured
-            *options,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        env=env,
-    )
+    # --max-sessions 0: the benchmark measures past the default limit; --workers
+    # never "auto": a run says how many it measured.
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    command += ["--host", "127.0.0.1", "--port", "0", "--max-sessions", "0"]
+    command += ["--workers", str(workers), *options]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
         url = _wait_ready(process, Path(log.name))
         yield url, process.pid
