@@ -37,8 +37,6 @@ RAMP_S = 4.0  # turns start within it: a steady load rather than a thundering he
 THINK_S = 0.5
 TURN_TIMEOUT_S = 15.0  # keeps an overloaded run short; a turn that long has failed
 SESSIONS_PER_CLIENT = 100  # a client process reads ~10k frames/s at most: keep it far below
-
-
 WORKERS = (1, 2)  # serve --workers: one process, and one per core of this machine
 
 
@@ -68,8 +66,6 @@ SCENARIO = Scenario(
 
 if __name__ == "__main__":
     import argparse
-
-    from benchmarks.report_serve import serve_section
 
     parser = argparse.ArgumentParser(description="the serve load section alone")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="sessions, e.g. 20")

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.bench_serve_load import DELTA_CHARS, LLM_TTFT_S, PACE, TOKEN_S, TTS_TTFB_S
 from benchmarks.report_voice_serve import VOICE_SERVE_TITLE, voice_serve_section
 from benchmarks.scenario import Scenario
 from voice_membrane.bench.serve_load import LoadScript
@@ -48,13 +49,8 @@ BARGE_TURNS = 2
 QUESTION_TEXT = "What is the weather like in Paris today?"
 FINALIZE_S = 0.15  # the fake Deepgram's answer to Finalize (as voice_scripted's)
 END_SILENCE_S = 0.6  # the shipped [endpoint] end_silence_s
-# The reply and the fakes' service times: serve_load's.
-LLM_TTFT_S = 0.3
-TOKEN_S = 0.025
-DELTA_CHARS = 4
-TTS_TTFB_S = 0.1
-PACE = 0.8
-# ~6 s of speech: long enough to be interrupted after the echo warm-up.
+# The fakes' service times are the serve load's; the reply ~6 s of speech, long
+# enough to be interrupted after the echo warm-up.
 REPLY = (
     "The weather stays mild and dry today, with a light breeze from the west "
     "and sunny spells in the afternoon."
@@ -144,8 +140,6 @@ SCENARIO = Scenario(
 
 if __name__ == "__main__":
     import json
-
-    from benchmarks.report_voice_serve import voice_serve_section
 
     # [CALLERS…] [--phone CALLERS…] [--phone-barge CALLERS…] [--barge CALLERS…] [--workers N]
     groups: dict[str, list[int]] = {}

@@ -44,7 +44,8 @@ import numpy as np
 from websockets.asyncio.client import connect
 
 from benchmarks.bench_voice_serve import voice_serve_setup
-from voice_membrane.bench.serve_process import cpu_s, serve_process
+from voice_membrane.bench.serve_process import cpu_s
+from voice_membrane.bench.served import serving
 from voice_membrane.bench.voice_caller import read_question
 from voice_membrane.bench.voice_serve import voice_fakes, voiced_span
 from voice_membrane.testing.webrtc_client import WebRtcClient
@@ -183,17 +184,17 @@ async def _webrtc_caller(
     return caller
 
 
-async def _level(url: str, pid: int, transport: str, sessions: int, turns: int) -> dict[str, Any]:
-    setup = voice_serve_setup()
-    question = read_question(setup.question, RATE)
-    _, end = voiced_span(setup.question, RATE)
+async def _level(
+    url: str, pid: int, question: str, transport: str, sessions: int, turns: int
+) -> dict[str, Any]:
+    said, (_, end) = read_question(question, RATE), voiced_span(question, RATE)
     rng = random.Random(sessions)
     callers: list[Caller] = []
     run = _webrtc_caller if transport == "webrtc" else _websocket_caller
 
     async def one(delay: float) -> None:
         try:
-            callers.append(await run(url, question, end, turns, delay))
+            callers.append(await run(url, said, end, turns, delay))
         except Exception as exc:  # a session lost under load: counted, the others go on
             print(f"a {transport} session failed: {str(exc)[:200]}", file=sys.stderr)
             callers.append(Caller(failed=turns))
@@ -224,16 +225,14 @@ def run(
     setup = voice_serve_setup()
     results = []
     with voice_fakes(setup) as fakes:
-        folder = tempfile.mkdtemp(prefix="bench-webrtc-")  # (its serve logs stay for reading)
+        folder = Path(tempfile.mkdtemp(prefix="bench-webrtc-"))  # (its serve logs stay)
         for n in levels:
             for transport in transports:
                 for i in range(runs):
-                    with (
-                        open(Path(folder) / f"serve-{transport}-{n}-{i}.log", "w") as log,
-                        serve_process(fakes.pipeline, fakes.env, log) as (url, pid),
-                    ):
-                        http = url.replace("ws", "http", 1).removesuffix("/v1/session")
-                        result = anyio.run(_level, http, pid, transport, n, turns)
+                    with serving(fakes, f"{transport}-{n}-{i}", folder=folder) as server:
+                        http = server.url.replace("ws", "http", 1)
+                        args = (http, server.pid, setup.question, transport, n, turns)
+                        result = anyio.run(_level, *args)
                     result["run"] = i + 1
                     print(json.dumps(result), flush=True)
                     results.append(result)

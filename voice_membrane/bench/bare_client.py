@@ -1,42 +1,32 @@
 """The floor of the serve load benchmark: a bare client of the two wire
 protocols doing a served session's work in the server's place, with none of our
-code on its path.
+code on its path: N sessions in one client process (``clients``' protocol, a
+``BareTarget``'s JSON in the URL's place), each running the load client's turns.
 
-N sessions in one process (one event loop, as one ``serve`` process), each
-running the load client's turns (``load_client.ClientPlan``: its ramp, turns
-and think time). A turn posts the chat request to the fake OpenAI with
-``httpx`` (one client for the process, connections kept alive) and reads its
-SSE body line by line; meanwhile (as the pipeline does) it opens the fake
-ElevenLabs stream-input socket (``websockets``, compression off as our engine has it). It cuts the
-reply where the pipeline's chunker cuts its first piece (the delta that
-completes it, as the benchmark's ideal counts it), sends that text with
-``flush``, the rest when the reply ends, and reads the audio (base64 decoded,
-as any client must) until ``isFinal``. *First audio*: the first audio message
-after the request was sent. It then waits, as the load client does, until the
-audio would have played, and its think time.
-
-A turn's record is the load client's ``TurnRecord`` (first audio, audio
-seconds), and the process's CPU over the turns is in the result, so the
-benchmark can set it beside the served sessions' at the same size.
+A turn posts the chat request to the fake OpenAI with ``httpx`` (one client for
+the process, connections kept alive) and reads its SSE body line by line;
+meanwhile (as the pipeline does) it opens the fake ElevenLabs stream-input
+socket. It cuts the reply where the pipeline's chunker cuts its first piece (as
+the benchmark's ideal counts it), sends that text with ``flush``, the rest when
+the reply ends, and reads the audio (base64 decoded) until ``isFinal``. *First
+audio*: the first audio message after the request was sent.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
-import random
-import resource
-import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
-from .load_client import ClientPlan, ClientResult, TurnRecord, go_when_told, run_turns
+from .clients import ClientResult, Go, client_main, run_sessions
+from .load_client import ClientPlan, TurnRecord, run_turns
 
 KEY = "bench-key"
 
@@ -53,10 +43,17 @@ class BareTarget:
 
 class BareSession:
     def __init__(
-        self, target: BareTarget, plan: ClientPlan, http: httpx.AsyncClient, result: ClientResult
+        self,
+        target: BareTarget,
+        plan: ClientPlan,
+        http: httpx.AsyncClient,
+        result: ClientResult[TurnRecord],
     ) -> None:
         self.target, self.plan, self.http, self.result = target, plan, http, result
         self.history: list[dict[str, str]] = []
+
+    def connected(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()  # (its sockets open with each turn)
 
     async def run(self, delay: float) -> None:
         await run_turns(self.plan, self.result, self._turn, delay)
@@ -127,46 +124,21 @@ class BareSession:
 
 
 async def run_bare(
-    target: BareTarget,
-    plan: ClientPlan,
-    sessions: int,
-    seed: int,
-    go: Callable[[], Awaitable[None]],
-) -> ClientResult:
-    """``sessions`` bare sessions' turns, after ``go``; the process's CPU over them."""
-    result = ClientResult()
+    target: str, plan: ClientPlan, sessions: int, seed: int, go: Go
+) -> ClientResult[TurnRecord]:
+    """``sessions`` bare sessions' turns (``target``: a ``BareTarget``'s JSON),
+    after ``go``; the process's CPU over them."""
+    aim = BareTarget(**json.loads(target))
+    result: ClientResult[TurnRecord] = ClientResult()
     headers = {"Authorization": f"Bearer {KEY}"}
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(
-        base_url=target.llm_url, headers=headers, timeout=30, limits=limits
+        base_url=aim.llm_url, headers=headers, timeout=30, limits=limits
     ) as http:
-        await go()
-        rng = random.Random(seed)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        began = time.perf_counter()
-        # (No lag ticker here, unlike the load client: its wake-ups would be CPU
-        # the server does not spend.)
-        async with anyio.create_task_group() as turns:
-            for _ in range(sessions):
-                session = BareSession(target, plan, http, result)
-                turns.start_soon(session.run, rng.uniform(0, plan.ramp_s))
-        result.wall_s = time.perf_counter() - began
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        result.cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+        bare = [BareSession(aim, plan, http, result) for _ in range(sessions)]
+        await run_sessions(bare, plan.ramp_s, seed, result, go, lag=False)
     return result
 
 
-def main(target: str, plan: str, sessions: str, seed: str) -> None:
-    result = anyio.run(
-        run_bare,
-        BareTarget(**json.loads(target)),
-        ClientPlan(**json.loads(plan)),
-        int(sessions),
-        int(seed),
-        go_when_told,
-    )
-    print(json.dumps(asdict(result)), flush=True)
-
-
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    client_main(ClientPlan, run_bare)

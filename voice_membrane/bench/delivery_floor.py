@@ -1,29 +1,19 @@
-"""The other half of a served session's floor: its audio handed to a listening
-client at real time, with none of our code on the path but the pacing's
-arithmetic (``pacing.BatchPacer``, the socket sink's own).
+"""The other half of a served session's floor: its audio paced out to a
+listening client at real time, with none of our code on the path but the
+pacing's arithmetic (``pacing.BatchPacer``, the socket sink's own).
 
-The bare client (``bare_client``) does the vendor protocols' work and sends its
-audio nowhere. A served session must also send every frame to its client, paced
-at real time: that costs wake-ups and socket writes the bare client never makes.
-This measures that part alone: a ``websockets`` server (compression off, as
-``serve``) sending each of N sessions the load plan's turns (``ClientPlan``: the
-first at a random moment within the ramp, each after the think time) as pcm16
-frames of the plan's size with the protocol's 8-byte header, paced as the socket
-sink paces them (never more than ``LEAD_S`` ahead of the client's playback; a
-frame past that waits until the client holds ``LEAD_S - REFILL_S``, on the
-``GRID_NS`` grid: ``BatchPacer.wait_s``), to N clients in a child process that
-read them.
-
-``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS AUDIO_S SEED``
-prints ``{"cpu_s": …, "audio_s": …}``: this process's CPU over the sessions and
-the seconds of audio sent (``AUDIO_S`` a turn).
+A ``websockets`` server (compression off, as ``serve``) sends each of N
+sessions the load plan's turns as pcm16 frames with the protocol's 8-byte
+header, paced as the socket sink paces them, to N clients in a child process
+that read them. ``python -m voice_membrane.bench.delivery_floor PLAN SESSIONS
+AUDIO_S SEED`` prints this process's CPU over the sessions and the seconds of
+audio sent (``AUDIO_S`` a turn).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import resource
 import struct
 import sys
 import time
@@ -33,7 +23,8 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from ..server.pacing import BatchPacer
-from .load_client import ClientPlan, ClientResult, TurnRecord, run_turns
+from .clients import ClientResult, own_cpu_s
+from .load_client import ClientPlan, TurnRecord, run_turns
 
 HEADER = struct.Struct("<II")  # turn, sequence: as the session protocol's frames
 CONNECT_TIMEOUT_S = 60.0
@@ -45,7 +36,7 @@ class DeliveryServer:
         self.rng = random.Random(seed)
         self.connected = 0
         self.all_connected = anyio.Event()
-        self.result = ClientResult()
+        self.result: ClientResult[TurnRecord] = ClientResult()
         samples = plan.sample_rate * plan.frame_ms // 1000
         self.frame_s = samples / plan.sample_rate
         self.silence = bytes(2 * samples)
@@ -93,11 +84,10 @@ async def deliver(plan: ClientPlan, sessions: int, audio_s: float, seed: int) ->
         async with await anyio.open_process([*command, str(sessions)]) as readers:
             with anyio.fail_after(CONNECT_TIMEOUT_S):  # (a reader that died: an error, no hang)
                 await server.all_connected.wait()
-            usage = resource.getrusage(resource.RUSAGE_SELF)
+            cpu_s = own_cpu_s()
             await server.all_done.wait()
-            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu_s = own_cpu_s() - cpu_s
             await readers.wait()
-    cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
     audio = sum(turn.audio_s for turn in server.result.turns)
     errors = len(server.result.errors) + sum(len(turn.errors) for turn in server.result.turns)
     return {"cpu_s": cpu_s, "audio_s": audio, "errors": errors}

@@ -1,11 +1,8 @@
-"""The client side of the ``serve`` load measurement (``serve_load``): a process
-holding some of the sessions, each playing its turns' audio as a player would.
+"""The client process of the ``serve`` load measurement (``serve_load``):
+sessions each playing their turns' audio as a player would (the process
+protocol: ``clients``).
 
-``python -m voice_membrane.bench.load_client PLAN URL SESSIONS SEED`` opens
-``SESSIONS`` sessions (``session.start``), says "connected", waits for a line on
-stdin, then runs each session's turns (``ClientPlan``) starting at a random
-moment within the ramp (``SEED``), and prints its ``ClientResult`` as one JSON
-line. Per turn, client side:
+Per turn, client side (``TurnRecord``):
 
 - *first audio*: the first binary frame of the turn after ``user.message`` was
   sent;
@@ -16,31 +13,31 @@ line. Per turn, client side:
 - *errors*: ``error`` events, a ``turn.end`` with an error, a close other than
   the session's own ``session.end``, lost frames (a gap in sequence numbers),
   a turn with no audio or that did not end within the plan's turn timeout.
-
-The process also measures its own event-loop lag (a ``LAG_TICK_S`` ticker's
-overshoot) and CPU, so a client that could not keep up is seen, not mistaken
-for the server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import random
-import resource
-import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
 import anyio
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.client import ClientConnection
 
 from ..server.protocol import unpack_frame
-from .remote import start_session
+from .clients import (
+    ClientResult,
+    Go,
+    client_main,
+    describe,
+    end_session,
+    open_session,
+    parse_result,
+    run_sessions,
+)
 
-LAG_TICK_S = 0.01
 SERVER_STAMPS = ("first_token", "first_chunk", "tts_request", "tts_first_byte", "first_audio")
 
 
@@ -71,39 +68,28 @@ class TurnRecord:
     server: dict[str, float | None] = field(default_factory=dict)  # from the metrics event
 
 
-@dataclass
-class ClientResult:
-    turns: list[TurnRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # not in a turn (connect, close)
-    lag_ms: list[float] = field(default_factory=list)
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-
-
-def _server_figures(report: dict[str, Any]) -> dict[str, float | None]:
-    stamps = report.get("stamps_ms") or {}
-    return {name: stamps.get(name) for name in SERVER_STAMPS}
-
-
 class LoadSession:
     """One session of the load, recording into ``result``."""
 
-    def __init__(self, url: str, plan: ClientPlan, result: ClientResult) -> None:
-        self.url = url
-        self.plan = plan
-        self.result = result
+    def __init__(self, url: str, plan: ClientPlan, result: ClientResult[TurnRecord]) -> None:
+        self.url, self.plan, self.result = url, plan, result
         self.ws: ClientConnection | None = None
         self.last_seq: int | None = None
         self.play_end = 0.0  # when the audio received so far has finished playing
 
     async def open(self) -> ClientConnection:
-        ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
-        self.ws = ws
         plan = self.plan
         audio = {"encoding": "pcm16", "sample_rate": plan.sample_rate, "frame_ms": plan.frame_ms}
-        with anyio.fail_after(60):
-            await start_session(ws, audio=audio)
-        return ws
+        self.ws, _ = await open_session(self.url, audio=audio)
+        return self.ws
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        ws = await self.open()
+        try:
+            yield
+        finally:
+            await end_session(ws, self.result.errors)
 
     async def run(self, delay: float) -> None:
         await run_turns(self.plan, self.result, self._turn, delay)
@@ -142,7 +128,8 @@ class LoadSession:
             if kind == "error":
                 record.errors.append(f"error {event.get('code')}")
             elif kind == "metrics" and event.get("turn") == number:
-                record.server = _server_figures(event.get("report") or {})
+                stamps = (event.get("report") or {}).get("stamps_ms") or {}
+                record.server = {name: stamps.get(name) for name in SERVER_STAMPS}
             elif kind == "turn.end" and event.get("turn") == number:
                 if event.get("error"):
                     record.errors.append(f"turn.end error: {event['error']}")
@@ -150,27 +137,10 @@ class LoadSession:
                     record.errors.append("no audio")
                 return self.play_end
 
-    async def close(self) -> None:
-        if self.ws is None:
-            return
-        try:
-            await self.ws.send(json.dumps({"type": "session.end"}))
-            with anyio.fail_after(10):
-                async for _ in self.ws:
-                    pass  # a metrics event of the last turn, perhaps
-        except ConnectionClosed:
-            pass
-        except TimeoutError:
-            self.result.errors.append("no close after session.end")
-        code = self.ws.close_code
-        if code not in (1000, None):
-            self.result.errors.append(f"closed {code}")
-        await self.ws.close()
-
 
 async def run_turns(
     plan: ClientPlan,
-    result: ClientResult,
+    result: ClientResult[TurnRecord],
     turn: Callable[[int, TurnRecord], Awaitable[float]],
     delay: float,
 ) -> None:
@@ -194,96 +164,36 @@ async def run_turns(
         await anyio.sleep(max(0.0, play_end - time.perf_counter()) + plan.think_s)
 
 
-async def go_when_told() -> None:
-    """A client process's start signal: say "connected", then wait for the
-    parent's line on stdin (``serve_process.run_clients``)."""
-    print("connected", flush=True)
-    await anyio.to_thread.run_sync(sys.stdin.readline)
-
-
-def describe(error: BaseException) -> str:
-    """An error as its kind, for the report's count of errors by kind."""
-    if isinstance(error, ConnectionClosed):
-        received = error.rcvd
-        return f"closed {received.code if received else 'without a close frame'}"
-    return type(error).__name__
-
-
-async def _lag(samples: list[float]) -> None:
-    while True:
-        start = time.perf_counter()
-        await anyio.sleep(LAG_TICK_S)
-        samples.append((time.perf_counter() - start - LAG_TICK_S) * 1000)
-
-
 async def run_client(
-    url: str, plan: ClientPlan, sessions: int, seed: int, go: Callable[[], Awaitable[None]]
-) -> ClientResult:
-    """Open ``sessions`` sessions, wait for ``go``, run their turns, close them."""
-    result = ClientResult()
-    opened: list[LoadSession] = []
-    async with anyio.create_task_group() as group:
-
-        async def open_one() -> None:
-            session = LoadSession(url, plan, result)
-            try:
-                await session.open()
-            except Exception as error:  # counted: the session runs no turn
-                result.errors.append(f"connect: {describe(error)}")
-                return
-            opened.append(session)
-
-        for _ in range(sessions):
-            group.start_soon(open_one)
-    await go()
-    rng = random.Random(seed)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        group.start_soon(_lag, result.lag_ms)
-        async with anyio.create_task_group() as turns_group:
-            for session in opened:
-                turns_group.start_soon(session.run, rng.uniform(0, plan.ramp_s))
-        result.wall_s = time.perf_counter() - began
-        group.cancel_scope.cancel()
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    result.cpu_s = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
-    async with anyio.create_task_group() as group:
-        for session in opened:
-            group.start_soon(session.close)
+    url: str, plan: ClientPlan, sessions: int, seed: int, go: Go
+) -> ClientResult[TurnRecord]:
+    result: ClientResult[TurnRecord] = ClientResult()
+    load = [LoadSession(url, plan, result) for _ in range(sessions)]
+    await run_sessions(load, plan.ramp_s, seed, result, go)
     return result
 
 
-def read_result(line: str) -> ClientResult:
-    """A client process's result line, as its ``ClientResult``."""
-    data = json.loads(line)
-    turns = [TurnRecord(**turn) for turn in data.pop("turns")]
-    return ClientResult(turns=turns, **data)
+def read_result(line: str) -> ClientResult[TurnRecord]:
+    return parse_result(line, TurnRecord)
 
 
 async def warm_up(url: str, plan: ClientPlan) -> None:
     """One turn, interrupted at its first audio: the server's lazy imports and
     connection pools, and the fake's speech cache, are then warm."""
     session = LoadSession(url, plan, ClientResult())
-    ws = await session.open()
-    await ws.send(json.dumps({"type": "user.message", "text": plan.prompt}))
-    with anyio.fail_after(plan.turn_timeout_s):
-        while not isinstance(await ws.recv(), bytes):
-            pass
-        await ws.send(json.dumps({"type": "interrupt"}))
-        while True:
-            message = await ws.recv()
-            if isinstance(message, str) and json.loads(message).get("type") == "turn.end":
-                break
-    await session.close()
-
-
-def main(plan: str, url: str, sessions: str, seed: str) -> None:
-    result = anyio.run(
-        run_client, url, ClientPlan(**json.loads(plan)), int(sessions), int(seed), go_when_told
-    )
-    print(json.dumps(asdict(result)), flush=True)
+    async with session.connected():
+        ws = session.ws
+        assert ws is not None
+        await ws.send(json.dumps({"type": "user.message", "text": plan.prompt}))
+        with anyio.fail_after(plan.turn_timeout_s):
+            while not isinstance(await ws.recv(), bytes):
+                pass
+            await ws.send(json.dumps({"type": "interrupt"}))
+            while True:
+                message = await ws.recv()
+                if isinstance(message, str) and json.loads(message).get("type") == "turn.end":
+                    break
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    client_main(ClientPlan, run_client)

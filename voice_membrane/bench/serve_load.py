@@ -1,37 +1,28 @@
-"""The ``serve`` load measurement: N concurrent sessions on one ``voice-membrane
-serve`` process, against the fakes.
+"""The ``serve`` load scenario: N concurrent sessions on one ``voice-membrane
+serve`` process (the runner: ``served``), against the fakes.
 
-For each N a fresh ``serve`` process (one, on loopback: ``serve_process``) runs a
-pipeline file written here: the LLM is ``FakeOpenAI`` playing the setup's reply
-(first delta after its TTFT, one ``delta_chars``-character delta — about a token
-— every ``token_s``), the TTS ``FakeElevenLabs`` (the stream-input socket)
-answering each piece after its TTFB and releasing its audio paced by characters
-(``SpeechScript.char_s``, the reply's spoken length x ``pace``). Each fake runs
-in a child process of its own (``fakes``), so the server's CPU is its own (the
-machine's cores are not: the results say what the fakes and clients used).
-
-Clients: N sessions over ``ceil(N / sessions_per_client)`` client processes
-(``load_client``: what each turn records). All sessions connect first; then each
-runs its turns. Server side: CPU (user + system) over the turns, and resident
-memory (sampled) above the process's own before the sessions connected, after
-one warm-up turn.
+The pipeline written here has the LLM ``FakeOpenAI`` playing the setup's reply
+(first delta after its TTFT, one ``delta_chars``-character delta — about a
+token — every ``token_s``) and the TTS ``FakeElevenLabs`` (the stream-input
+socket) answering each piece after its TTFB, its audio paced by characters
+(the reply's spoken length x ``pace``). The sessions run from client processes
+(``load_client``: what each turn records); the server's CPU is over the turns,
+its memory above its own after a warm-up turn, before the sessions connected.
 
 *Ideal* first audio = TTFT + the deltas up to the one that completes the first
-piece (the pipeline's own chunker options, fed the scripted deltas) x
-``token_s`` + the TTS TTFB; *excess* = measured - ideal.
+piece (the pipeline's own chunker, fed the scripted deltas) x ``token_s`` + the
+TTS TTFB. The floor beside it: the bare protocol client in the server's place
+(``bare_client``) and the CPU of pacing its audio out (``delivery_floor``).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,17 +31,9 @@ import anyio
 from ..pipeline.config import load_pipeline
 from .bare_client import BareTarget
 from .child import library_env
-from .fakes import fakes_process
-from .load_client import ClientPlan, TurnRecord, read_result, warm_up
+from .load_client import ClientPlan, TurnRecord, warm_up
 from .scripted import first_piece_delta
-from .serve_process import (
-    cpu_s,
-    group_pids,
-    group_rss_mb,
-    run_clients,
-    serve_process,
-    warm_every_worker,
-)
+from .served import Clock, Fakes, LevelRun, fakes_for_serve, run_clients, run_level
 
 if TYPE_CHECKING:
     from ..testing.fake_server import FakeServer
@@ -97,6 +80,14 @@ class LoadScript:
         samples = anyio.run(speak, self.reply)
         return self.pace * len(samples) / ESPEAK_RATE / len(self.reply)
 
+    def fakes(self, char_s: float) -> list[dict[str, Any]]:
+        """The arguments of ``load_fakes``' two processes: the LLM's, the TTS's."""
+        script = asdict(self)
+        return [
+            {"kind": "llm", "script": script},
+            {"kind": "tts", "script": script, "char_s": char_s},
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class LoadSetup:
@@ -134,6 +125,16 @@ def pipeline_toml() -> str:
         "[sink]\n"
         'kind = "null"\n'
     )
+
+
+def fakes_env(urls: dict[str, str]) -> dict[str, str]:
+    """Where the served pipeline's LLM and TTS find their fakes."""
+    return {
+        "OPENAI_BASE_URL": urls["llm"],
+        "OPENAI_API_KEY": KEY,
+        "ELEVENLABS_BASE_URL": urls["tts"],
+        "ELEVENLABS_API_KEY": KEY,
+    }
 
 
 def load_fakes(args: dict[str, Any]) -> dict[str, FakeServer]:
@@ -189,58 +190,6 @@ class LevelResult:
         return self.server_cpu_cores * self.seconds * 1000 / audio_s if audio_s else None
 
 
-def _run_level(
-    setup: LoadSetup,
-    sessions: int,
-    pipeline: Path,
-    env: dict[str, str],
-    fake_pids: list[int],
-    folder: Path,
-    workers: int = 1,
-) -> LevelResult:
-    plan = json.dumps(asdict(setup.client))
-    with (
-        open(folder / f"serve-{sessions}-{workers}.log", "w+", encoding="utf-8") as log,
-        serve_process(pipeline, env, log, workers) as (url, pid),
-    ):
-        warm_every_worker(lambda: anyio.run(warm_up, url, setup.client), workers, Path(log.name))
-        rss_base = group_rss_mb(group_pids(pid))
-        count = max(1, math.ceil(sessions / setup.sessions_per_client))
-        shares = [sessions // count + (i < sessions % count) for i in range(count)]
-        run = run_clients("voice_membrane.bench.load_client", plan, url, shares, pid, fake_pids)
-    lines, seconds, rss_peak = run.lines, run.seconds, run.rss_peak_mb
-    server_cpu, fakes_cpu = run.server_cpu_s, run.fakes_cpu_s
-    records: list[TurnRecord] = []
-    errors: list[str] = []
-    lag: list[float] = []
-    client_cpu = 0.0
-    client_wall = 0.0
-    for line in lines:
-        if not line:
-            errors.append("a client process died")
-            continue
-        result = read_result(line)
-        records += result.turns
-        errors += result.errors
-        lag += result.lag_ms
-        client_cpu += result.cpu_s
-        client_wall = max(client_wall, result.wall_s)
-    return LevelResult(
-        sessions=sessions,
-        turns=records,
-        errors=errors,
-        clients=len(shares),
-        client_lag_ms=lag,
-        client_cpu_cores=client_cpu / client_wall if client_wall else 0.0,
-        fakes_cpu_cores=fakes_cpu / seconds,
-        server_cpu_cores=server_cpu / seconds,
-        server_rss_base_mb=rss_base,
-        server_rss_peak_mb=rss_peak,
-        seconds=seconds,
-        workers=workers,
-    )
-
-
 @dataclass
 class ServeLoadResults:
     setup: LoadSetup
@@ -252,42 +201,35 @@ class ServeLoadResults:
     seconds: float
 
 
-def _run_bare(
-    setup: LoadSetup, sessions: int, target: BareTarget, fake_pids: list[int]
+def _level(sessions: int, run: LevelRun[TurnRecord], **kind: Any) -> LevelResult:
+    cpu = run.server_cpu_s / run.seconds
+    return LevelResult(sessions, **(run.figures() | {"server_cpu_cores": cpu} | kind))
+
+
+def _run_served(
+    setup: LoadSetup, sessions: int, fakes: Fakes, workers: int = 1, burst: bool = False
 ) -> LevelResult:
+    plan, module = setup.client, "voice_membrane.bench.load_client"
+    name = f"{sessions}-{workers}{'-burst' if burst else ''}"
+    warm = partial(warm_up, plan=plan)
+    per_client = setup.sessions_per_client
+    run = run_level(fakes, name, workers, warm, module, plan, sessions, per_client, TurnRecord)
+    return _level(sessions, run, workers=workers, burst=burst)
+
+
+def _run_bare(setup: LoadSetup, sessions: int, target: BareTarget, fakes: Fakes) -> LevelResult:
     """``sessions`` of the bare protocol client (``bare_client``) in one process,
     in the server's place: its CPU is the process's own over the turns."""
-    from .child import bench_child
-
-    args = [json.dumps(asdict(target)), json.dumps(asdict(setup.client)), str(sessions), "0"]
-    with bench_child("voice_membrane.bench.bare_client", args) as child:
-        if child.line != "connected":
-            raise RuntimeError(f"the bare client said {child.line!r}")
-        fakes_before = sum(cpu_s(pid) for pid in fake_pids)
-        assert child.process.stdin is not None and child.process.stdout is not None
-        child.process.stdin.write("go\n")
-        child.process.stdin.flush()
-        line = child.process.stdout.readline().strip()
-        fakes_cpu = sum(cpu_s(pid) for pid in fake_pids) - fakes_before
-    result = read_result(line)
-    seconds = result.wall_s or 1.0
+    module, where = "voice_membrane.bench.bare_client", json.dumps(asdict(target))
+    run = run_clients(module, setup.client, where, [sessions], TurnRecord, fakes.pids)
+    (result,) = run.results
+    if result is None:
+        raise RuntimeError("the bare client died")
+    # Over its own turns' wall time: the server's figures are over theirs.
+    run = replace(run, seconds=result.wall_s or 1.0, server_cpu_s=result.cpu_s)
     audio = [turn.audio_s for turn in result.turns if turn.audio_s]
     delivery = _run_delivery(setup, sessions, sum(audio) / len(audio)) if audio else None
-    return LevelResult(
-        sessions=sessions,
-        turns=result.turns,
-        errors=result.errors,
-        clients=1,
-        client_lag_ms=result.lag_ms,
-        client_cpu_cores=0.0,
-        fakes_cpu_cores=fakes_cpu / seconds,
-        server_cpu_cores=result.cpu_s / seconds,
-        server_rss_base_mb=0.0,
-        server_rss_peak_mb=0.0,
-        seconds=seconds,
-        bare=True,
-        delivery_ms_per_audio_s=delivery,
-    )
+    return _level(sessions, run, client_cpu_cores=0.0, bare=True, delivery_ms_per_audio_s=delivery)
 
 
 def _run_delivery(setup: LoadSetup, sessions: int, audio_s: float) -> float | None:
@@ -317,60 +259,23 @@ def run_serve_load(
     each of ``burst_levels`` on one process with every session's first turn sent
     at the same moment (no ramp: the turns stay bunched); then each of
     ``bare_levels`` as bare protocol clients in the server's place (the floor)."""
-    started = time.perf_counter()
-    load_before = os.getloadavg()[0]
+    clock = Clock()
     char_s = setup.script.char_s()
     results: list[LevelResult] = []
-    with tempfile.TemporaryDirectory() as name:
-        folder = Path(name)
-        pipeline = folder / "load.toml"
-        pipeline.write_text(pipeline_toml(), encoding="utf-8")
-        ideal = ideal_first_audio(setup.script, pipeline)
-        script = asdict(setup.script)
-        with (
-            fakes_process(load_fakes, {"kind": "llm", "script": script}) as llm,
-            fakes_process(load_fakes, {"kind": "tts", "script": script, "char_s": char_s}) as tts,
-        ):
-            env = library_env(
-                {
-                    **os.environ,
-                    "OPENAI_BASE_URL": llm.urls()["llm"],
-                    "OPENAI_API_KEY": KEY,
-                    "ELEVENLABS_BASE_URL": tts.urls()["tts"],
-                    "ELEVENLABS_API_KEY": KEY,
-                }
-            )
-            for workers in setup.workers:
-                for sessions in levels:
-                    log(f"serve load bench: {sessions} sessions, {workers} worker(s) …")
-                    results.append(
-                        _run_level(
-                            setup, sessions, pipeline, env, [llm.pid, tts.pid], folder, workers
-                        )
-                    )
-            bunched = replace(setup, client=replace(setup.client, ramp_s=0.0))
-            for sessions in burst_levels:
-                log(f"serve load bench: {sessions} sessions, all at once …")
-                level = _run_level(bunched, sessions, pipeline, env, [llm.pid, tts.pid], folder)
-                level.burst = True
-                results.append(level)
-            target = BareTarget(
-                llm.urls()["llm"],
-                tts.urls()["tts"],
-                MODEL,
-                VOICE,
-                ideal.deltas,
-                setup.client.sample_rate,
-            )
-            for sessions in bare_levels:
-                log(f"serve load bench: {sessions} bare protocol clients …")
-                results.append(_run_bare(setup, sessions, target, [llm.pid, tts.pid]))
-    return ServeLoadResults(
-        setup,
-        results,
-        ideal,
-        char_s,
-        load_before,
-        os.getloadavg()[0],
-        time.perf_counter() - started,
-    )
+    processes = setup.script.fakes(char_s)
+    with fakes_for_serve(load_fakes, processes, lambda _: pipeline_toml(), fakes_env) as fakes:
+        ideal = ideal_first_audio(setup.script, fakes.pipeline)
+        for workers in setup.workers:
+            for sessions in levels:
+                log(f"serve load bench: {sessions} sessions, {workers} worker(s) …")
+                results.append(_run_served(setup, sessions, fakes, workers))
+        bunched = replace(setup, client=replace(setup.client, ramp_s=0.0))
+        for sessions in burst_levels:
+            log(f"serve load bench: {sessions} sessions, all at once …")
+            results.append(_run_served(bunched, sessions, fakes, burst=True))
+        llm, tts, rate = fakes.urls["llm"], fakes.urls["tts"], setup.client.sample_rate
+        target = BareTarget(llm, tts, MODEL, VOICE, ideal.deltas, rate)
+        for sessions in bare_levels:
+            log(f"serve load bench: {sessions} bare protocol clients …")
+            results.append(_run_bare(setup, sessions, target, fakes))
+    return ServeLoadResults(setup, results, ideal, char_s, *clock.stop())

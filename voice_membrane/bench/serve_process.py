@@ -8,12 +8,10 @@ import contextlib
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -72,29 +70,12 @@ def serve_process(
     """``voice-membrane serve --workers N`` (and ``options``) on a free loopback
     port, its output in ``log``: (its ws:// URL, its pid; ``group_pids`` adds the
     workers')."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voice_membrane.cli",
-            "serve",
-            "--pipeline",
-            str(pipeline),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--max-sessions",
-            "0",  # the benchmark measures past the default limit
-            "--workers",
-            str(workers),  # never "auto": a run says how many it measured
-            *options,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        env=env,
-    )
+    # --max-sessions 0: the benchmark measures past the default limit; --workers
+    # never "auto": a run says how many it measured.
+    command = [sys.executable, "-m", "voice_membrane.cli", "serve", "--pipeline", str(pipeline)]
+    command += ["--host", "127.0.0.1", "--port", "0", "--max-sessions", "0"]
+    command += ["--workers", str(workers), *options]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
         url = _wait_ready(process, Path(log.name))
         yield url, process.pid
@@ -110,7 +91,7 @@ def serve_process(
 WARM_UP_TRIES = 12  # per worker: the kernel picks each session's worker
 
 
-def warm_every_worker(warm: Callable[[], None], workers: int, log: Path) -> None:
+def warm_every_worker(warm: Callable[[], object], workers: int, log: Path) -> None:
     """``warm()`` (one warm-up turn) until each worker has ended a turn (the
     serve log's ``turn_end`` lines name their worker)."""
     for _ in range(WARM_UP_TRIES * workers):
@@ -141,63 +122,3 @@ def _wait_ready(process: subprocess.Popen[bytes], log: Path, timeout: float = 60
             raise RuntimeError(f"voice-membrane serve exited ({process.returncode}): {tail}")
         time.sleep(0.05)
     raise RuntimeError("voice-membrane serve printed no URL in time")
-
-
-@dataclass(frozen=True, slots=True)
-class ClientsRun:
-    """What the client processes said (a line each; "" for one that died) and
-    what the server and the fakes spent meanwhile."""
-
-    lines: list[str]
-    seconds: float
-    server_cpu_s: float
-    fakes_cpu_s: float
-    rss_peak_mb: float
-
-
-def run_clients(
-    module: str, plan: str, url: str, shares: Sequence[int], pid: int, fake_pids: Sequence[int]
-) -> ClientsRun:
-    """Start one ``module`` process per share (``plan url n i``), wait until each
-    says "connected", say "go" to all, and read each one's result line, sampling
-    the server's memory meanwhile (``pid``'s and its workers', summed)."""
-    from .child import bench_child
-
-    with contextlib.ExitStack() as stack:
-        clients = [
-            stack.enter_context(bench_child(module, [plan, url, str(n), str(i)]))
-            for i, n in enumerate(shares)
-        ]
-        for client in clients:
-            if client.line != "connected":
-                raise RuntimeError(f"a {module.rpartition('.')[2]} process said {client.line!r}")
-        server = group_pids(pid)  # with --workers N: the parent and every worker
-        rss_peak = group_rss_mb(server)
-        server_cpu, fakes_cpu = group_cpu_s(server), sum(cpu_s(p) for p in fake_pids)
-        began = time.perf_counter()
-        for client in clients:
-            assert client.process.stdin is not None
-            client.process.stdin.write("go\n")
-            client.process.stdin.flush()
-        lines: list[str] = []
-        for client in clients:
-            assert client.process.stdout is not None
-            while (line := _readline_sampling(client.process.stdout)) is None:
-                rss_peak = max(rss_peak, group_rss_mb(server))
-            lines.append(line)
-            rss_peak = max(rss_peak, group_rss_mb(server))
-        return ClientsRun(
-            lines,
-            time.perf_counter() - began,
-            group_cpu_s(server) - server_cpu,
-            sum(cpu_s(p) for p in fake_pids) - fakes_cpu,
-            rss_peak,
-        )
-
-
-def _readline_sampling(stream: IO[str]) -> str | None:
-    """A line from ``stream``, or None after 0.2 s without one (time to sample)."""
-    ready, _, _ = select.select([stream], [], [], 0.2)
-    if not ready:
-        return None
-    return stream.readline().strip()

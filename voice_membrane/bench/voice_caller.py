@@ -35,13 +35,12 @@ from typing import Any
 import anyio
 import numpy as np
 import soundfile as sf  # type: ignore[import-untyped]
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..server.protocol import unpack_frame
 from ..vocab.audio import Samples
-from .load_client import describe
-from .remote import start_session
+from .clients import ClientResult, describe, end_session, open_session
 from .voiced import captured_at
 
 SERVER_FIGURES = ("endpointing_ms", "transcript_final_ms", "request_ms", "voice_to_voice_ms")
@@ -113,16 +112,8 @@ class VoiceTurnRecord:
     call: str | None = None  # a phone call's callSid (its server figures are in the log)
 
 
-@dataclass
-class CallerResult:
-    turns: list[VoiceTurnRecord] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # not in a turn (connect, close)
-    lag_ms: list[float] = field(default_factory=list)
-    # Every frame's send after its schedule, during the run; in the result line
-    # their p50, p99 and max.
-    send_late_ms: list[float] = field(default_factory=list)
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
+class CallerResult(ClientResult[VoiceTurnRecord]):
+    """A caller process's result (``clients.ClientResult``, its turns questions)."""
 
 
 def read_question(path: str, rate: int) -> Samples:
@@ -166,16 +157,13 @@ class VoiceCaller:
             await self.close()
 
     async def open(self) -> None:
-        ws = await connect(self.url + "/v1/session", compression=None, open_timeout=60)
-        self.ws = ws
         plan = self.plan
         audio = {
             "encoding": "pcm16",
             "sample_rate": plan.output_rate,
             "frame_ms": plan.output_frame_ms,
         }
-        with anyio.fail_after(60):
-            started = await start_session(ws, audio=audio, input_audio=plan.input_audio())
+        self.ws, started = await open_session(self.url, audio=audio, input_audio=plan.input_audio())
         if started.get("input_audio") is None:
             raise RuntimeError("the served pipeline does not listen (no [stt])")
 
@@ -347,23 +335,5 @@ class VoiceCaller:
             self._answered.set()  # (its metrics event came before it)
 
     async def close(self) -> None:
-        if self.ws is None:
-            return
-        try:
-            await self.ws.send(json.dumps({"type": "session.end"}))
-            with anyio.fail_after(10):
-                async for _ in self.ws:
-                    pass
-        except ConnectionClosed:
-            pass
-        except TimeoutError:
-            self.result.errors.append("no close after session.end")
-        if self.ws.close_code not in (1000, None):
-            self.result.errors.append(f"closed {self.ws.close_code}")
-        await self.ws.close()
-
-
-def read_caller_result(line: str) -> CallerResult:
-    data = json.loads(line)
-    turns = [VoiceTurnRecord(**turn) for turn in data.pop("turns")]
-    return CallerResult(turns=turns, **data)
+        if self.ws is not None:
+            await end_session(self.ws, self.result.errors)

@@ -1,65 +1,37 @@
-"""Voice to voice over the served endpoint: N concurrent callers speaking to one
-``voice-membrane serve`` process (protocol 1.1), against cloud fakes of fixed
-service times.
+"""Voice to voice over the served endpoint: N callers speaking to one
+``voice-membrane serve`` process (the runner: ``served``), against cloud fakes
+of fixed service times.
 
-For each N a fresh ``serve`` process (``serve_process``) runs a pipeline file
-written here: ``[stt]`` the ``deepgram`` engine against ``FakeDeepgram``
-(every word of the question heard in the first 50 ms of each utterance's
-stream, a ``Finalize`` answered after ``finalize_s``), ``[llm]`` ``FakeOpenAI``
-and ``[tts]`` ``FakeElevenLabs``' stream-input socket as in ``serve_load`` (the
-same ``LoadScript``), ``[endpoint] preemptive = false`` (the reply starts at
-the decided end of the turn, so the arithmetic below holds) and the given
-``end_silence_s``. Each fake runs in a child process of its own.
-
-Callers (``voice_caller``: what each question records): N sessions over
-``ceil(N / callers_per_client)`` client processes, each sending pcm16 16 kHz
-frames in real time from the moment it is told to go (silence, and its
-question at a random moment within the ramp, then again after each answer).
+The pipeline written here: ``[stt]`` the ``deepgram`` engine against
+``FakeDeepgram`` (every word of the question heard in the first 50 ms of each
+utterance's stream, a ``Finalize`` answered after ``finalize_s``), ``[llm]``
+and ``[tts]`` the serve load's fakes and reply (``LoadScript``), ``[endpoint]
+preemptive = false`` (the reply starts at the decided end of the turn, so the
+sum below holds) and the given ``end_silence_s``. The callers (``voice_caller``,
+``voice_phone_caller``: what each question records) run from client processes.
 
 *Engines' own* time, from the question's last voiced sample to the answer's
-first audio: the endpointer's ``end_silence_s`` (the STT's final comes
-``vad.min_silence_s`` + ``finalize_s`` after the speech end, within that
-silence: the longer of the two counts), then the LLM's TTFT + the deltas up to
-the first piece x ``token_s`` + the TTS's TTFB (``serve_load.ideal_first_audio``).
-*Added by our code* = voice to voice at the client - engines' own: the
-detector's dating of the speech end, the server's work, the loopback both ways.
+first audio: the end silence (the STT's final, ``vad.min_silence_s`` +
+``finalize_s`` after the speech end, comes within it: the longer counts), then
+the reply's ideal first audio (``serve_load.ideal_first_audio``). *Added by our
+code* = voice to voice at the client - engines' own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
-import os
-import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from ..listening.settings import VadSettings
 from .call_log import fill_from_log
-from .child import library_env
-from .fakes import fakes_process
-from .serve_load import KEY, LoadScript, ideal_first_audio, load_fakes
+from .serve_load import KEY, LoadScript, fakes_env, ideal_first_audio, load_fakes
 from .serve_load import pipeline_toml as reply_toml
-from .serve_process import (
-    group_pids,
-    group_rss_mb,
-    run_clients,
-    serve_process,
-    warm_every_worker,
-)
-from .voice_caller import (
-    CallerPlan,
-    CallerResult,
-    VoiceTurnRecord,
-    read_caller_result,
-    read_question,
-)
+from .served import Clock, Fakes, fakes_for_serve, run_level
+from .voice_caller import CallerPlan, VoiceTurnRecord, read_question
 from .voice_callers import warm_up_call
 from .voice_serve_figures import CallLevel, EnginesOwn, level_summary
 from .voiced import voiced_bounds
@@ -101,7 +73,7 @@ class VoiceServeSetup:
                 "interrupt_onset": onset,
                 "turns": level.turns or self.barge_turns,
             }
-        return CallerPlan(**{**asdict(self.plan), **changes})
+        return replace(self.plan, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,89 +150,37 @@ def engines_own(setup: VoiceServeSetup, pipeline: Path) -> EnginesOwn:
     )
 
 
-def _run_level(
-    setup: VoiceServeSetup,
-    plan: CallerPlan,
-    callers: int,
-    pipeline: Path,
-    env: dict[str, str],
-    fake_pids: list[int],
-    folder: Path,
-    workers: int = 1,
-) -> CallLevel:
-    plan_json = json.dumps(asdict(plan))
-    name = f"serve-{plan.route}-{callers}-{workers}{'-barge' if plan.interrupt else ''}.log"
-    with (
-        open(folder / name, "w+", encoding="utf-8") as log,
-        serve_process(pipeline, env, log, workers) as (url, pid),
-    ):
-        warm_every_worker(lambda: _warm_up(url, setup.plan), workers, Path(log.name))
-        rss_base = group_rss_mb(group_pids(pid))
-        count = max(1, math.ceil(callers / setup.callers_per_client))
-        shares = [callers // count + (i < callers % count) for i in range(count)]
-        run = run_clients(
-            "voice_membrane.bench.voice_callers", plan_json, url, shares, pid, fake_pids
-        )
-    lines, seconds, rss_peak = run.lines, run.seconds, run.rss_peak_mb
-    server_cpu, fakes_cpu = run.server_cpu_s, run.fakes_cpu_s
-    results = [read_caller_result(line) if line else None for line in lines]
-    level = _level(callers, results, seconds, server_cpu, fakes_cpu, rss_base, rss_peak)
-    if plan.route == "twilio" and plan.interrupt is None:  # (no metrics event: logged)
-        logged = (folder / name).read_text("utf-8", errors="replace").splitlines()
-        level.unmatched = fill_from_log(level.turns, logged)
-    level.barge = plan.interrupt is not None
-    level.route = plan.route
-    level.workers = workers
-    return level
-
-
-def _warm_up(url: str, plan: CallerPlan) -> None:
+async def _warm_up(url: str, plan: CallerPlan) -> None:
     """One spoken question: the server's lazy imports (the detector's model, the
     STT SDK) and its connection pools are then warm."""
-    warm = anyio.run(warm_up_call, url, plan)
+    warm = await warm_up_call(url, plan)
     if warm.errors or any(t.errors for t in warm.turns):
         problems = warm.errors + [e for t in warm.turns for e in t.errors]
         raise RuntimeError(f"the warm-up call failed: {'; '.join(problems)}")
 
 
-def _level(
-    callers: int,
-    results: list[CallerResult | None],
-    seconds: float,
-    server_cpu: float,
-    fakes_cpu: float,
-    rss_base: float,
-    rss_peak: float,
-) -> CallLevel:
-    turns: list[VoiceTurnRecord] = []
-    errors: list[str] = []
-    lag: list[float] = []
-    late: list[float] = []
-    client_cpu = client_wall = 0.0
-    for result in results:
-        if result is None:
-            errors.append("a caller process died")
-            continue
-        turns += result.turns
-        errors += result.errors
-        lag += result.lag_ms
-        late += result.send_late_ms[1:2]  # its p99
-        client_cpu += result.cpu_s
-        client_wall = max(client_wall, result.wall_s)
-    return CallLevel(
-        callers=callers,
-        turns=turns,
-        errors=errors,
-        clients=len(results),
-        client_lag_ms=lag,
-        send_late_ms=late,
-        client_cpu_cores=client_cpu / client_wall if client_wall else 0.0,
-        fakes_cpu_cores=fakes_cpu / seconds,
-        server_cpu_s=server_cpu,
-        server_rss_base_mb=rss_base,
-        server_rss_peak_mb=rss_peak,
-        seconds=seconds,
+def _run_level(setup: VoiceServeSetup, level: Level, fakes: Fakes) -> CallLevel:
+    plan = setup.plan_for(level)
+    name = f"{level.route}-{level.callers}-{level.workers}{'-barge' if level.barge else ''}"
+    warm = partial(_warm_up, plan=setup.plan)
+    module = "voice_membrane.bench.voice_callers"
+    run = run_level(
+        fakes, name, level.workers, warm, module, plan, level.callers,
+        setup.callers_per_client, VoiceTurnRecord,
+    )  # fmt: skip
+    call = CallLevel(
+        callers=level.callers,
+        send_late_ms=[p99 for r in run.results if r for p99 in r.send_late_ms[1:2]],
+        server_cpu_s=run.server_cpu_s,
+        barge=level.barge,
+        route=level.route,
+        workers=level.workers,
+        **run.figures(),
     )
+    if level.route == "twilio" and not level.barge and run.log:  # (no metrics event: logged)
+        logged = run.log.read_text("utf-8", errors="replace").splitlines()
+        call.unmatched = fill_from_log(call.turns, logged)
+    return call
 
 
 @dataclass
@@ -284,86 +204,32 @@ class VoiceServeResults:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class VoiceFakes:
-    """The fakes running, and what a ``serve`` on them needs: its pipeline file
-    (in ``folder``), its environment; the fakes' pids, the engines' own times."""
-
-    pipeline: Path
-    env: dict[str, str]
-    pids: list[int]
-    engines: EnginesOwn
-    folder: Path
-
-
 @contextlib.contextmanager
-def voice_fakes(setup: VoiceServeSetup) -> Iterator[VoiceFakes]:
+def voice_fakes(setup: VoiceServeSetup) -> Iterator[Fakes]:
     """The three fakes (STT, LLM, TTS), each in a process of its own, and the
     pipeline file on them."""
-    char_s = setup.reply.char_s()
-    script = asdict(setup.reply)
-    stt_args = {"kind": "stt", "text": setup.question_text, "finalize_s": setup.finalize_s}
-    with (
-        tempfile.TemporaryDirectory() as name,
-        fakes_process(stt_fakes, {"kind": "llm", "script": script}) as llm,
-        fakes_process(stt_fakes, {"kind": "tts", "script": script, "char_s": char_s}) as tts,
-        fakes_process(stt_fakes, stt_args) as stt,
-    ):
-        folder = Path(name)
-        pipeline = folder / "voice.toml"
-        pipeline.write_text(pipeline_toml(stt.urls()["stt"], setup.end_silence_s), "utf-8")
-        env = library_env(
-            {
-                **os.environ,
-                "OPENAI_BASE_URL": llm.urls()["llm"],
-                "OPENAI_API_KEY": KEY,
-                "ELEVENLABS_BASE_URL": tts.urls()["tts"],
-                "ELEVENLABS_API_KEY": KEY,
-                KEY_ENV: KEY,
-            }
-        )
-        pids = [llm.pid, tts.pid, stt.pid]
-        yield VoiceFakes(pipeline, env, pids, engines_own(setup, pipeline), folder)
+    stt = {"kind": "stt", "text": setup.question_text, "finalize_s": setup.finalize_s}
+    with fakes_for_serve(
+        stt_fakes,
+        [*setup.reply.fakes(setup.reply.char_s()), stt],
+        lambda urls: pipeline_toml(urls["stt"], setup.end_silence_s),
+        lambda urls: fakes_env(urls) | {KEY_ENV: KEY},
+    ) as fakes:
+        yield fakes
 
 
 def run_voice_serve(
     setup: VoiceServeSetup, levels: Sequence[Level], log: Callable[[str], None] = print
 ) -> VoiceServeResults:
     """Each of ``levels`` in turn, each on a fresh server."""
-    started = time.perf_counter()
-    load_before = os.getloadavg()[0]
+    clock = Clock()
     _, last = voiced_span(setup.question, setup.plan.sample_rate)
-    setup = VoiceServeSetup(
-        **{**_fields(setup), "plan": CallerPlan(**{**asdict(setup.plan), "voiced_end": last})}
-    )
+    setup = replace(setup, plan=replace(setup.plan, voiced_end=last))
     results: list[CallLevel] = []
     barge: list[CallLevel] = []
     with voice_fakes(setup) as fakes:
         for level in levels:
             log(f"{'barge-in' if level.barge else 'voice'} over {level.label} callers …")
-            plan = setup.plan_for(level)
-            done = _run_level(
-                setup,
-                plan,
-                level.callers,
-                fakes.pipeline,
-                fakes.env,
-                fakes.pids,
-                fakes.folder,
-                level.workers,
-            )
-            (barge if level.barge else results).append(done)
-        engines = fakes.engines
-    return VoiceServeResults(
-        setup,
-        results,
-        barge,
-        engines,
-        load_before,
-        os.getloadavg()[0],
-        time.perf_counter() - started,
-    )
-
-
-def _fields(setup: VoiceServeSetup) -> dict[str, Any]:
-    return {name: getattr(setup, name) for name in VoiceServeSetup.__dataclass_fields__}
+            (barge if level.barge else results).append(_run_level(setup, level, fakes))
+        engines = engines_own(setup, fakes.pipeline)
+    return VoiceServeResults(setup, results, barge, engines, *clock.stop())
