@@ -7,8 +7,8 @@ import os
 import platform
 from datetime import UTC, datetime
 
-from benchmarks.bench_first_audio import PROMPTS
-from benchmarks.bench_parser import REPEATS
+from benchmarks.first_audio import PROMPTS
+from benchmarks.parser import REPEATS
 from benchmarks.prose import prose
 
 

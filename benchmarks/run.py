@@ -26,41 +26,41 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
-    bench_answers,
-    bench_chunker,
-    bench_long_session,
-    bench_parser,
-    bench_serve_load,
-    bench_turns,
-    bench_voice_serve,
+    answers,
+    bargein,
+    chunker,
+    first_audio_report,
+    long_session,
+    membrane,
+    parser,
     report,
-    report_bargein,
-    report_first_audio,
-    report_membrane,
-    report_stt,
-    report_voice,
-    report_webrtc,
+    serve_load,
+    stt,
     tts,
+    turns,
+    voice,
+    voice_serve,
+    webrtc_report,
 )
 from benchmarks.scenario import Scenario, skipped, unavailable
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
 SCENARIOS: tuple[Scenario, ...] = (
-    bench_parser.SCENARIO,
-    bench_chunker.SCENARIO,
-    report_first_audio.SCENARIO,
-    bench_long_session.SCENARIO,
-    bench_answers.SCENARIO,
-    report_stt.SCENARIO,
-    report_voice.SCENARIO,
-    bench_turns.SCENARIO,
-    report_bargein.SCENARIO,
-    bench_voice_serve.SCENARIO,
-    report_membrane.SCENARIO,
+    parser.SCENARIO,
+    chunker.SCENARIO,
+    first_audio_report.SCENARIO,
+    long_session.SCENARIO,
+    answers.SCENARIO,
+    stt.SCENARIO,
+    voice.SCENARIO,
+    turns.SCENARIO,
+    bargein.SCENARIO,
+    voice_serve.SCENARIO,
+    membrane.SCENARIO,
     tts.SCENARIO,
-    bench_serve_load.SCENARIO,
-    report_webrtc.SCENARIO,
+    serve_load.SCENARIO,
+    webrtc_report.SCENARIO,
 )
 
 
@@ -98,7 +98,7 @@ def build_report(
     if only is None:
         method = report.method_section()
         if "membrane" in measured:
-            method += "\n\n" + report_membrane.method_paragraph(measured["membrane"])
+            method += "\n\n" + membrane.method_paragraph(measured["membrane"])
         sections.append(method)
     return "\n\n".join(sections) + "\n"
 

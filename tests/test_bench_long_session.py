@@ -1,9 +1,9 @@
-"""The long-session benchmark's report section (benchmarks.bench_long_session), from
+"""The long-session benchmark's report section (benchmarks.long_session), from
 given figures: the run itself takes minutes (``make bench``)."""
 
 from __future__ import annotations
 
-from benchmarks.bench_long_session import (
+from benchmarks.long_session import (
     LONG_SESSION_TITLE,
     LongSessionResults,
     ModeRun,

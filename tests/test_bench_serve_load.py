@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from benchmarks.bench_serve_load import run_serve_load_bench
-from benchmarks.report_serve import SERVE_TITLE, serve_section
+from benchmarks.serve_load import run_serve_load_bench
+from benchmarks.serve_load_report import SERVE_TITLE, serve_section
 from voice_membrane.bench.delivery_floor import DeliveryServer, deliver
 from voice_membrane.bench.load_client import ClientPlan, TurnRecord
 from voice_membrane.bench.serve_load import (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_voice_serve import voice_serve_setup
+from benchmarks.voice_serve import voice_serve_setup
 from voice_membrane.bench import phone_command
 from voice_membrane.bench.child import library_env
 from voice_membrane.bench.phone_command import PhoneBenchOptions, Progress, question_line

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from benchmarks.report_voice import _row as voice_row
+from benchmarks.voice import _row as voice_row
 from voice_membrane.bench.report import figure_rows, files_table
 from voice_membrane.bench.voice_command import VoiceBenchOptions, run_voice_bench, voice_targets
 from voice_membrane.bench.voice_inputs import SPEECH, VoiceInput, default_inputs, voice_inputs

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from benchmarks.bench_voice_serve import QUESTION_TEXT, run_voice_serve_bench
-from benchmarks.report_voice_serve import VOICE_SERVE_TITLE, voice_serve_section
+from benchmarks.voice_serve import QUESTION_TEXT, run_voice_serve_bench
+from benchmarks.voice_serve_report import VOICE_SERVE_TITLE, voice_serve_section
 from voice_membrane.bench.voice_caller import REPLY_STAMPS, SERVER_FIGURES
 from voice_membrane.bench.voice_serve import voiced_span
 from voice_membrane.bench.voice_serve_figures import FIGURES

@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from benchmarks import bench_first_audio
-from benchmarks.bench_chunker import run_corpus
-from benchmarks.bench_first_audio import (
+from benchmarks import first_audio
+from benchmarks.chunker import run_corpus
+from benchmarks.first_audio import (
     DEFAULT_SETUP,
     ESPEAK_SETUP,
     MAX_TOKENS,
@@ -26,16 +26,16 @@ from benchmarks.bench_first_audio import (
     FirstAudioResults,
     Setup,
 )
-from benchmarks.bench_parser import run_parser_bench
-from benchmarks.replies import REPLIES
-from benchmarks.report_first_audio import FIRST_AUDIO_TITLE, first_audio_section
-from benchmarks.report_membrane import (
+from benchmarks.first_audio_report import FIRST_AUDIO_TITLE, first_audio_section
+from benchmarks.membrane import (
     MEMBRANE_TITLE,
     VENDORS,
     membrane_section,
     method_paragraph,
     run_membrane_bench,
 )
+from benchmarks.parser import run_parser_bench
+from benchmarks.replies import REPLIES
 from benchmarks.tokens import tokenize
 from benchmarks.tts import ENGINES, TTS_TITLE, run_tts_engines_bench, tts_section
 from voice_membrane.bench.membrane_consumers import CONSUMERS
@@ -255,9 +255,9 @@ def test_first_audio_setups_take_turns_in_sessions_and_merge(
         run.turns = [TurnSample(p, 0, False, None, None) for p in prompts]
         return run
 
-    monkeypatch.setattr(bench_first_audio, "_session", session)
+    monkeypatch.setattr(first_audio, "_session", session)
     targets = [Target(label, None) for label in ("a", "b", "c")]
-    runs = bench_first_audio.run_targets(targets, ["p0", "p1", "p2", "p3", "p4"], sessions=2)
+    runs = first_audio.run_targets(targets, ["p0", "p1", "p2", "p3", "p4"], sessions=2)
     assert calls == [
         ("a", ["p0", "p2", "p4"]),
         ("b", ["p0", "p2", "p4"]),

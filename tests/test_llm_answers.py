@@ -123,7 +123,7 @@ def test_the_embedded_voice_pipelines_answer_alike_and_tools_are_not_limited() -
 
 
 def test_the_answers_report_renders_a_row_per_setting_and_kind() -> None:
-    from benchmarks.bench_answers import (
+    from benchmarks.answers import (
         Answer,
         AnswersResults,
         SettingRun,
@@ -170,7 +170,7 @@ def test_the_embedded_model_answers_in_short_english_sentences_without_loops() -
     CPU's arithmetic (seed 1 says "playing music" on an AVX-512 machine), so the
     test asks for the share the benchmark shows, not one fixed text."""
     pytest.importorskip("llama_cpp", reason="the local extra is not installed")
-    from benchmarks.bench_answers import answer, local_source, shipped_llm
+    from benchmarks.answers import answer, local_source, shipped_llm
 
     llm = shipped_llm()
     source = local_source(llm)

@@ -17,7 +17,7 @@ from dataclasses import astuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_chunker import run_corpus
+from benchmarks.chunker import run_corpus
 from benchmarks.replies import REPLIES
 from voice_membrane.chunking import PhraseGuard, SpeechChunk, SpeechChunker
 

@@ -2,7 +2,7 @@
 reference and a line in its group's SOURCES.md, every reference a file, the
 audio 16 kHz mono FLAC of a sane length), and heard by the embedded whisper
 tiny.en within a word error bound on a few short files (a quality test; the
-whole set is measured in benchmarks/report_stt.py)."""
+whole set is measured in benchmarks/stt.py)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_whisper_tiny_en_hears_a_few_real_people() -> None:
 
 
 def test_the_bench_hears_a_file_through_the_shipped_listening_path() -> None:
-    from benchmarks.report_stt import _through_path
+    from benchmarks.stt import _through_path
     from voice_membrane.stt.pocketsphinx import PocketsphinxStt
 
     async def heard() -> str:
@@ -115,7 +115,7 @@ def test_the_bench_hears_a_file_through_the_shipped_listening_path() -> None:
 
 
 def test_the_real_rows_weigh_files_by_their_words_all_first_then_the_groups() -> None:
-    from benchmarks.report_stt import RealFile, RealRun, _real_rows
+    from benchmarks.stt import RealFile, RealRun, _real_rows
 
     def file(group: str, whole: tuple[int, int], path: tuple[int, int]) -> RealFile:
         errors = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report_webrtc import WEBRTC_TITLE, webrtc_section
+from benchmarks.webrtc_report import WEBRTC_TITLE, webrtc_section
 
 
 def result(transport: str, sessions: int, v2v: float | None, run: int) -> dict[str, Any]:

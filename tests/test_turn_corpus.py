@@ -1,5 +1,5 @@
 """The turn-taking corpus (audio_fixtures/turns) is what its manifest says, and
-its benchmark (benchmarks/bench_turns.py) runs: a few files through the real
+its benchmark (benchmarks/turns.py) runs: a few files through the real
 listener make a table with sane rows; with the end-of-turn model a complete
 question is decided before the 0.6 s rule decides it, and the model (with the
 transcript's shape) cuts no more of the long thinking pauses than the rule does
@@ -12,7 +12,7 @@ import anyio
 import pytest
 import soundfile
 
-from benchmarks.bench_turns import (
+from benchmarks.turns import (
     HEADERS,
     LONG_PAUSE_S,
     MANIFEST,

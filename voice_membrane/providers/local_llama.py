@@ -17,7 +17,7 @@ Sharing and threads
     thread pool per calling thread: stepping it from whichever anyio worker thread
     was free (as an earlier version did) made each token ~1.5x slower beside a TTS
     engine that also uses worker threads (measured with an earlier version of
-    ``benchmarks/bench_first_audio.py``).
+    ``benchmarks/first_audio.py``).
 
 Cancellation
     llama.cpp's generator is advanced one token per call on the model's thread. A

@@ -1,5 +1,5 @@
 """The voice-over-the-endpoint section of the benchmark report
-(``benchmarks.bench_voice_serve``); its words are ``sections/voice-serve.md``."""
+(``benchmarks.voice_serve``); its words are ``sections/voice-serve.md``."""
 
 from __future__ import annotations
 

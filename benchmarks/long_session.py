@@ -1,7 +1,7 @@
 """Long embedded session: the first token of turns that drop old turns, with the
 KV cache trimmed in place against the old path (the whole prompt read again), on
 the embedded SmolLM2 with a silent TTS engine (``sections/long-session.md``).
-``python -m benchmarks.bench_long_session`` runs it alone and prints its section."""
+``python -m benchmarks.long_session`` runs it alone and prints its section."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ through the real loop, in real time (``voice_membrane/bench/bargein.py``); and
 the same over the reply's own echo, replayed offline through the echo canceller
 (``voice_membrane/bench/echo_bargein.py``). The method: ``sections/bargein.md``.
 
-``python -m benchmarks.report_bargein [ROUNDS]`` runs the live one alone and
-prints it; ``python -m benchmarks.report_bargein echo [ANSWERS USERS]`` the echo one.
+``python -m benchmarks.bargein [ROUNDS]`` runs the live one alone and
+prints it; ``python -m benchmarks.bargein echo [ANSWERS USERS]`` the echo one.
 """
 
 from __future__ import annotations

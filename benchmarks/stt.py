@@ -7,7 +7,7 @@ the voice's normalisation as it goes, as in a session). Fed this fast, whisper's
 the final decode alone; paced in real time it is measured in docs/stt.md. The
 real recordings' setups run each in a process of its own (its peak RSS).
 
-``python -m benchmarks.report_stt`` runs it alone and prints its section. The
+``python -m benchmarks.stt`` runs it alone and prints its section. The
 records stay in this module: saved results (``run --save``) name it.
 """
 

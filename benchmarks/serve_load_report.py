@@ -1,5 +1,5 @@
 """The ``voice-membrane serve`` load section of the benchmark report
-(``benchmarks.bench_serve_load``); its words are ``sections/serve.md``."""
+(``benchmarks.serve_load``); its words are ``sections/serve.md``."""
 
 from __future__ import annotations
 

@@ -2,15 +2,15 @@
 measured by ``voice_membrane.bench.serve_load`` (its docstring has the method):
 the sizes, the scripted reply and its pace, and what each client session does.
 
-``python -m benchmarks.bench_serve_load`` runs it alone and prints its section.
+``python -m benchmarks.serve_load`` runs it alone and prints its section.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from benchmarks.report_serve import SERVE_TITLE, serve_section
 from benchmarks.scenario import Scenario
+from benchmarks.serve_load_report import SERVE_TITLE, serve_section
 from voice_membrane.bench.load_client import ClientPlan
 from voice_membrane.bench.serve_load import LoadScript, LoadSetup, ServeLoadResults, run_serve_load
 

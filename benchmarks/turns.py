@@ -5,7 +5,7 @@ words as the recogniser a file is fed as fast as the listener takes it, one
 20 ms frame at a time (played in real time, the same turns came up to a frame
 sooner); with whisper, whose final comes when it has decoded, in real time.
 
-``python -m benchmarks.bench_turns [--whisper] [FILE…]`` runs it alone (on these
+``python -m benchmarks.turns [--whisper] [FILE…]`` runs it alone (on these
 files of the manifest; whisper: the real-time run too) and prints the section.
 """
 

@@ -3,9 +3,9 @@ real listening loop (``voice_membrane/bench/voice_run.py``); the method is
 ``sections/voice.md``. *Scripted*, at each ``[endpoint] end_silence_s`` tried:
 the fakes, with the real detector and endpointer on the real audio; unless
 ``local=False``, *local-voice* at the shipped settings, and its preemptive
-replies (``bench_preemptive``).
+replies (``preemptive``).
 
-``python -m benchmarks.report_voice [--no-local]`` runs it alone and prints it.
+``python -m benchmarks.voice [--no-local]`` runs it alone and prints it.
 ``VoiceResults`` stays in this module: saved results (``run --save``) name it.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from benchmarks.bench_preemptive import PreemptRun, preemptive_table, run_preemptive_bench
+from benchmarks.preemptive import PreemptRun, preemptive_table, run_preemptive_bench
 from benchmarks.prose import prose, title
 from benchmarks.scenario import Scenario
 from benchmarks.table import table

@@ -4,9 +4,9 @@ Piper) with ``[endpoint] preemptive`` on and off, over the 8 Piper questions and
 thrown away), played in real time into ``converse`` with a real-time null sink
 (a held reply needs a sink that can hold; first audio is when its clock plays
 the first sample). One session per setting, one typed warm-up turn, the history
-cleared before each file, as ``report_voice`` does.
+cleared before each file, as ``voice`` does.
 
-``python -m benchmarks.bench_preemptive`` runs it alone and prints its table.
+``python -m benchmarks.preemptive`` runs it alone and prints its table.
 """
 
 from __future__ import annotations

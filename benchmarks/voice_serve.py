@@ -3,7 +3,7 @@ in real time to one ``voice-membrane serve`` process (protocol 1.1), at 1 and
 at 50 at once, against cloud fakes of fixed service times; measured by
 ``voice_membrane.bench.voice_serve`` (its docstring has the method).
 
-``python -m benchmarks.bench_voice_serve [CALLERS…] [--phone CALLERS…]
+``python -m benchmarks.voice_serve [CALLERS…] [--phone CALLERS…]
 [--phone-barge CALLERS…] [--barge CALLERS…] [--workers N] [--json]`` runs it
 alone (only the sizes given, each with ``serve --workers N``, else the default
 ones) and prints its section (and its figures as JSON).
@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.bench_serve_load import DELTA_CHARS, LLM_TTFT_S, PACE, TOKEN_S, TTS_TTFB_S
-from benchmarks.report_voice_serve import VOICE_SERVE_TITLE, voice_serve_section
 from benchmarks.scenario import Scenario
+from benchmarks.serve_load import DELTA_CHARS, LLM_TTFT_S, PACE, TOKEN_S, TTS_TTFB_S
+from benchmarks.voice_serve_report import VOICE_SERVE_TITLE, voice_serve_section
 from voice_membrane.bench.serve_load import LoadScript
 from voice_membrane.bench.voice_caller import CallerPlan
 from voice_membrane.bench.voice_serve import (

@@ -1,4 +1,4 @@
-"""The first-audio section of the benchmark report (``benchmarks.bench_first_audio``),
+"""The first-audio section of the benchmark report (``benchmarks.first_audio``),
 from the ``TargetRun`` of each setup (``voice_membrane.bench.runner``): each counted
 turn's figures (the runner's own and those derived here), their nearest-rank
 percentiles and the tables and findings they make."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from benchmarks.bench_first_audio import (
+from benchmarks.first_audio import (
     DEFAULT_SETUP,
     ESPEAK_SETUP,
     MAX_TOKENS,

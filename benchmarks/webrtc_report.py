@@ -1,5 +1,5 @@
 """The WebRTC-beside-WebSocket section of the benchmark report
-(``benchmarks.bench_webrtc``): per transport and size, voice to voice, the
+(``benchmarks.webrtc``): per transport and size, voice to voice, the
 bandwidth and the server's CPU per session, each run's figure; its words are
 ``sections/webrtc.md``."""
 
@@ -52,7 +52,7 @@ def webrtc_section(results: Sequence[dict[str, Any]]) -> str:
 
 
 def run_webrtc_bench() -> list[dict[str, Any]]:
-    from benchmarks.bench_webrtc import run
+    from benchmarks.webrtc import run
 
     results: list[dict[str, Any]] = []
     for transport, levels in LEVELS.items():

@@ -3,7 +3,7 @@ languages), each in a fresh conversation with the pipeline's ``[llm]`` settings,
 under fixed seeds, the settings shipped before issue 43 beside the shipped ones;
 each reply measured by ``answer_shape`` (``sections/answers.md``). One llama.cpp
 thread: the replies, not the speed, are measured. ``python -m
-benchmarks.bench_answers [--seeds N]`` runs it alone and prints its section."""
+benchmarks.answers [--seeds N]`` runs it alone and prints its section."""
 
 from __future__ import annotations
 

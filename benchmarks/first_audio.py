@@ -2,7 +2,7 @@
 ``voice-membrane bench`` command's engine (``voice_membrane.bench.runner``). Each
 setup is a ``Target``: a shipped pipeline file with ``OVERRIDES`` and at most one
 change, run in ``SESSIONS`` sessions that take turns with the other setups'
-(``run_targets``); ``report_first_audio`` renders the results."""
+(``run_targets``); ``first_audio_report`` renders the results."""
 
 from __future__ import annotations
 

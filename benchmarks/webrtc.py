@@ -1,7 +1,7 @@
 """The WebRTC transport beside the WebSocket one: per session, the bandwidth,
 voice to voice and the server's CPU, at 1 and at 50 sessions at once.
 
-The voice serve benchmark's setup (``bench_voice_serve.voice_serve_setup``):
+The voice serve benchmark's setup (``voice_serve.voice_serve_setup``):
 cloud fakes of fixed service times (STT, LLM, TTS, each in a process of its
 own) and one ``voice-membrane serve`` process; the callers here, in this
 process, say the recorded question in real time (16 kHz, 20 ms frames; over
@@ -23,7 +23,7 @@ this process cannot drive 50 WebRTC callers (their turns time out in the
 callers, not the server: docs/webrtc.md). A serve process's cost at 50 is then
 read from its per-session cost at the sizes that could be driven.
 
-``python -m benchmarks.bench_webrtc [SESSIONS…] [websocket|webrtc] [--runs N]
+``python -m benchmarks.webrtc [SESSIONS…] [websocket|webrtc] [--runs N]
 [--turns N]`` prints one JSON line per run (docs/webrtc.md has the figures).
 """
 
@@ -43,7 +43,7 @@ import anyio
 import numpy as np
 from websockets.asyncio.client import connect
 
-from benchmarks.bench_voice_serve import voice_serve_setup
+from benchmarks.voice_serve import voice_serve_setup
 from voice_membrane.bench.serve_process import cpu_s
 from voice_membrane.bench.served import serving
 from voice_membrane.bench.voice_caller import read_question
