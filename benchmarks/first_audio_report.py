@@ -320,7 +320,7 @@ def first_audio_section(results: FirstAudioResults) -> str:
     main = [run for run in (default, espeak) if run is not None]
     if not _measured(main):
         errors = [run.error for run in main if run.error] or ["no setup was run"]
-        return unavailable(FIRST_AUDIO_TITLE, RuntimeError(errors[0]))
+        return unavailable(FIRST_AUDIO_TITLE, f"RuntimeError: {errors[0]}")
     warm_up = details = ""
     if default is not None and default.error is None:
         warm_up = _warm_up(default)

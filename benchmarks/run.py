@@ -42,7 +42,7 @@ from benchmarks import (
     voice_serve,
     webrtc_report,
 )
-from benchmarks.scenario import Scenario, skipped, unavailable
+from benchmarks.scenario import NotRun, Scenario, skipped, unavailable
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "build" / "benchmarks.md"
 
@@ -65,12 +65,18 @@ SCENARIOS: tuple[Scenario, ...] = (
 
 
 def _results(scenario: Scenario, save: Path | None, load: Path | None) -> Any:
-    if load is not None:
-        return pickle.loads((load / f"{scenario.name}.pickle").read_bytes())
-    results = scenario.measure()
+    path = (load or save or Path()) / f"{scenario.name}.pickle"
+    if load is not None:  # (a pickle: only results this command saved)
+        if not path.is_file():
+            return NotRun(f"NotSaved: no results of it saved in {load}")
+        return pickle.loads(path.read_bytes())
+    try:
+        results = scenario.measure()
+    except scenario.errors as error:
+        results = NotRun(f"{type(error).__name__}: {error}")
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        (save / f"{scenario.name}.pickle").write_bytes(pickle.dumps(results))
+        path.write_bytes(pickle.dumps(results))
     return results
 
 
@@ -90,14 +96,14 @@ def build_report(
         if scenario.name in skipped_names:
             sections += [skipped(t, f"--skip-{scenario.name}") for t in scenario.titles]
             continue
-        try:
-            measured[scenario.name] = _results(scenario, save, load)
-            sections += scenario.report(measured[scenario.name])
-        except scenario.errors as error:
-            sections.append(unavailable(scenario.titles[0], error))
+        results = measured[scenario.name] = _results(scenario, save, load)
+        if isinstance(results, NotRun):
+            sections.append(unavailable(scenario.titles[0], results.why))
+        else:
+            sections += scenario.report(results)
     if only is None:
         method = report.method_section()
-        if "membrane" in measured:
+        if not isinstance(measured.get("membrane", NotRun("")), NotRun):
             method += "\n\n" + membrane.method_paragraph(measured["membrane"])
         sections.append(method)
     return "\n\n".join(sections) + "\n"

@@ -24,9 +24,17 @@ class Scenario:
     errors: tuple[type[Exception], ...] = (ImportError,)
 
 
-def unavailable(title: str, error: Exception) -> str:
+@dataclass(frozen=True)
+class NotRun:
+    """Why a scenario did not run: kept by ``--save`` (as results are) so that
+    ``--load`` says it again."""
+
+    why: str
+
+
+def unavailable(title: str, why: str) -> str:
     """A section for a benchmark that could not run: say why instead of inventing numbers."""
-    return f"## {title}\n\nNot run: {type(error).__name__}: {error}"
+    return f"## {title}\n\nNot run: {why}"
 
 
 def skipped(title: str, flag: str) -> str:
