@@ -18,7 +18,7 @@ TARGET_CPU_MS_PER_AUDIO_S = 2.0  # issue 27: a third of what serve used
 # Issue 45: against the bare protocol client's CPU at the same size, where it ran
 # (2 ms proved below what the vendors' protocols cost from Python).
 TARGET_CPU_TIMES_BARE = 1.5
-# Headed "p50", though the median (which interpolates an even count) is shown.
+# Its p50 is the median (an even count interpolated), as the targets take it.
 SPREAD = Spread(("median", "p95", "p99"))
 SIGNED = Spread(("median", "p95", "p99"), signed=True)
 

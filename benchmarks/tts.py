@@ -34,7 +34,7 @@ REPLY = (
 )
 ENGINES = ("elevenlabs", "elevenlabs-http", "openai")
 TARGET_ADDED_MS = 5.0
-SPREAD = Spread(("median", "p95"), digits=1)  # headed p50 / p95 in the words
+SPREAD = Spread(("median", "p95"), digits=1)  # p50: the median, as the target takes it
 SIGNED = Spread(("median", "p95"), digits=1, signed=True)
 
 
