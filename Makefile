@@ -15,7 +15,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy voice_membrane
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15  # a file's tests share one worker, the longest files first (tests/conftest.py); the slowest named
 

@@ -35,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,10 @@ async def _send_mic(ws: Any, mic: _Mic, caller: Caller) -> None:
         await anyio.sleep(max(0.0, t0 + n * 0.02 - time.monotonic()))
 
 
+def _turn_end(turn: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda event: event["type"] == "turn.end" and event["turn"] == turn
+
+
 async def _webrtc_caller(
     url: str, question: np.ndarray, end: int, turns: int, delay: float
 ) -> Caller:
@@ -169,9 +174,7 @@ async def _webrtc_caller(
                             break
                     since = max(since, len(client.received.frames) - 1)
                     await anyio.sleep(0.05)  # (arrivals carry their own times)
-                await client.wait_for(
-                    lambda e, t=turn: e["type"] == "turn.end" and e["turn"] == t, 30
-                )
+                await client.wait_for(_turn_end(turn), 30)
             if heard is None or scope.cancelled_caught:
                 caller.failed += 1
             else:
