@@ -5,15 +5,19 @@ load client's result line, environment variables set for a while, a process's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from voice_membrane.bench.child import library_env
+from voice_membrane.bench.clients import run_sessions
 from voice_membrane.bench.environ import variables
 from voice_membrane.bench.fakes import fakes_process
 from voice_membrane.bench.load_client import ClientResult, TurnRecord, read_result
@@ -103,3 +107,36 @@ def test_a_recipe_the_child_cannot_import_is_refused() -> None:
 def test_proc_figures_of_a_running_process() -> None:
     assert cpu_s(os.getpid()) > 0
     assert rss_mb(os.getpid()) > 10
+
+
+class _Timed:
+    """A session whose turns take ``run_s``; when it closed, on the shared log."""
+
+    def __init__(self, name: str, run_s: float, log: list[str]) -> None:
+        self.name, self.run_s, self.log = name, run_s, log
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        yield
+        self.log.append(f"{self.name} closed")
+
+    async def run(self, delay: float) -> None:
+        await anyio.sleep(self.run_s)
+        self.log.append(f"{self.name} ran")
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_held_sessions_close_only_once_every_sessions_turns_are_done(hold: bool) -> None:
+    log: list[str] = []
+    result: ClientResult[object] = ClientResult()
+
+    async def go() -> None:
+        pass
+
+    sessions = [_Timed("short", 0.0, log), _Timed("long", 0.2, log)]
+    anyio.run(lambda: run_sessions(sessions, 0.0, 1, result, go, lag=False, hold=hold))
+    if hold:  # the load: N sessions open to the end, the closes outside the figures
+        assert log == ["short ran", "long ran", "short closed", "long closed"]
+    else:  # the voice callers: a call hangs up when its questions are done
+        assert log == ["short ran", "short closed", "long ran", "long closed"]
+    assert result.wall_s >= 0.2 and result.cpu_s >= 0

@@ -79,15 +79,25 @@ async def run_sessions(
     result: ClientResult[Any],
     go: Go,
     lag: bool = True,
+    hold: bool = False,
 ) -> None:
     """Open every session, wait for ``go``, run them, close them; the process's
     CPU and wall time (and with ``lag`` its event-loop lag) over the runs into
     ``result``. Each session lives in one task from its opening to its close (a
-    phone call's client holds a task group of its own)."""
+    phone call's client holds a task group of its own); with ``hold`` it stays
+    open until every session's turns are done (the load's N sessions at once to
+    the end; the closes then outside the CPU and wall time)."""
     rng = random.Random(seed)
     delays = [rng.uniform(0, ramp_s) for _ in sessions]
-    waiting = [len(sessions)]
-    all_open, started = anyio.Event(), anyio.Event()
+    waiting, running = [len(sessions)], [len(sessions)]
+    all_open, started, all_ran = anyio.Event(), anyio.Event(), anyio.Event()
+    began = cpu = 0.0
+
+    def ran() -> None:  # a session's turns are over (or it never opened)
+        running[0] -= 1
+        if running[0] <= 0 and not all_ran.is_set():
+            result.wall_s, result.cpu_s = time.perf_counter() - began, own_cpu_s() - cpu
+            all_ran.set()
 
     def opened() -> None:
         waiting[0] -= 1
@@ -102,6 +112,9 @@ async def run_sessions(
                 opened()
                 await started.wait()
                 await session.run(delay)
+                ran()
+                if hold:
+                    await all_ran.wait()
         except Exception as error:  # counted: this session runs no turn
             if connected:
                 raise
@@ -109,6 +122,8 @@ async def run_sessions(
             refused = type(error).__name__ == "CallRefused"
             result.errors.append(f"connect: {error if refused else describe(error)}")
             opened()
+            await started.wait()
+            ran()
 
     if not sessions:
         all_open.set()
@@ -122,8 +137,8 @@ async def run_sessions(
             if lag:  # (not for a process in the server's place: its wake-ups would count)
                 group.start_soon(_lag, result.lag_ms)
             started.set()
-        result.wall_s = time.perf_counter() - began
-        result.cpu_s = own_cpu_s() - cpu
+        if not hold or not all_ran.is_set():  # (without hold: the closes counted too)
+            result.wall_s, result.cpu_s = time.perf_counter() - began, own_cpu_s() - cpu
         group.cancel_scope.cancel()
 
 

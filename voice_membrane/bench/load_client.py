@@ -169,7 +169,7 @@ async def run_client(
 ) -> ClientResult[TurnRecord]:
     result: ClientResult[TurnRecord] = ClientResult()
     load = [LoadSession(url, plan, result) for _ in range(sessions)]
-    await run_sessions(load, plan.ramp_s, seed, result, go)
+    await run_sessions(load, plan.ramp_s, seed, result, go, hold=True)
     return result
 
 
