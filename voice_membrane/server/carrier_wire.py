@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Protocol, TypeVar
 
@@ -137,12 +137,18 @@ M = TypeVar("M")
 
 
 def parse_json_event(
-    data: str | bytes, adapter: TypeAdapter[M], events: tuple[str, ...], carrier: str
+    data: str | bytes,
+    adapter: TypeAdapter[M],
+    events: tuple[str, ...],
+    carrier: str,
+    bad: type[BadCarrierMessage] = BadCarrierMessage,
+    invalid: Callable[[str, ValidationError | RecursionError], BadCarrierMessage] | None = None,
 ) -> M:
     """One JSON frame of ``carrier``'s as one of ``adapter``'s messages (tagged
-    by their ``event``), or ``BadCarrierMessage`` saying in one line why not."""
+    by their ``event``), or ``bad`` saying in one line why not (``invalid``: the
+    carrier's own word on a message of a known event its model refused)."""
     if isinstance(data, bytes):
-        raise BadCarrierMessage(f"binary frame: {carrier} sends JSON text")
+        raise bad(f"binary frame: {carrier} sends JSON text")
     try:  # pydantic's own parser, the fast path of a call's 50 messages a second
         return adapter.validate_json(data)
     except (ValidationError, RecursionError):
@@ -150,17 +156,21 @@ def parse_json_event(
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError):  # (ValueError: also digits past int's limit)
-        raise BadCarrierMessage("not JSON") from None
+        raise bad("not JSON") from None
     if not isinstance(raw, dict):
-        raise BadCarrierMessage("a message is a JSON object with an event")
+        raise bad("a message is a JSON object with an event")
     event = raw.get("event")
     if event not in events:
         shown = quote(str(event)[:40]) if isinstance(event, str) else "none"
-        raise BadCarrierMessage(f"unknown event {shown}: expected one of {', '.join(events)}")
+        raise bad(f"unknown event {shown}: expected one of {', '.join(events)}")
     try:
         return adapter.validate_python(raw)
     except (ValidationError, RecursionError) as exc:
-        raise BadCarrierMessage(_describe(event, exc)) from None
+        raise (invalid or _invalid)(event, exc) from None
+
+
+def _invalid(event: str, exc: ValidationError | RecursionError) -> BadCarrierMessage:
+    return BadCarrierMessage(_describe(event, exc))
 
 
 def _describe(event: str, exc: ValidationError | RecursionError) -> str:

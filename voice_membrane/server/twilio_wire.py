@@ -40,6 +40,7 @@ from .carrier_wire import (
     Payload,
     Played,
     UnsupportedFormat,
+    parse_json_event,
 )
 
 TWILIO_PATH: Final = "/v1/twilio"
@@ -165,29 +166,14 @@ _MESSAGE: TypeAdapter[TwilioMessage] = TypeAdapter(TwilioMessage)
 
 def parse_twilio_message(data: str | bytes) -> TwilioMessage:
     """One frame from Twilio as a message, or ``BadTwilioMessage`` saying why not."""
-    if isinstance(data, bytes):
-        raise BadTwilioMessage("binary frame: Twilio sends JSON text")
-    try:  # pydantic's own parser: half the cost of a call's 50 messages a second
-        return _MESSAGE.validate_json(data)
-    except (ValidationError, RecursionError):
-        pass  # said below, as the message's fault is found step by step
-    try:
-        raw = json.loads(data)
-    except (ValueError, RecursionError):  # (ValueError: also digits past int's limit)
-        raise BadTwilioMessage("not JSON") from None
-    if not isinstance(raw, dict):
-        raise BadTwilioMessage("a message is a JSON object with an event")
-    event = raw.get("event")
-    if event not in EVENTS:
-        shown = quote(str(event)[:40]) if isinstance(event, str) else "none"
-        raise BadTwilioMessage(f"unknown event {shown}: expected one of {', '.join(EVENTS)}")
-    try:
-        return _MESSAGE.validate_python(raw)
-    except (ValidationError, RecursionError) as exc:
-        why = _describe(event, exc)
-        if why.startswith("unsupported media format"):
-            raise UnsupportedTwilioFormat(why) from None
-        raise BadTwilioMessage(why) from None
+    return parse_json_event(data, _MESSAGE, EVENTS, "Twilio", BadTwilioMessage, _invalid)
+
+
+def _invalid(event: str, exc: ValidationError | RecursionError) -> BadTwilioMessage:
+    why = _describe(event, exc)
+    if why.startswith("unsupported media format"):
+        return UnsupportedTwilioFormat(why)
+    return BadTwilioMessage(why)
 
 
 def _describe(event: str, exc: ValidationError | RecursionError) -> str:
