@@ -133,16 +133,7 @@ class TelnyxDialect:
             },
         }
 
-    def media(self, ulaw: bytes, chunk: int) -> dict[str, Any]:
-        return {
-            "event": "media",
-            "media": {
-                "track": "inbound",
-                "chunk": str(chunk),
-                "timestamp": str((chunk - 1) * 20),
-                "payload": base64.b64encode(ulaw).decode("ascii"),
-            },
-        }
+    media = TwilioDialect.media  # (Telnyx's media message is Twilio's, field for field)
 
     def dtmf(self, digit: str) -> dict[str, Any]:
         return {"event": "dtmf", "occurred_at": "2026-11-30T07:00:00Z", "dtmf": {"digit": digit}}
