@@ -68,7 +68,7 @@ def _point(samples: Sequence[float], name: str) -> float:
 
 def span(samples: Sequence[float], digits: int = 0) -> str:
     """A timing repeated a few times: its median (min to max)."""
-    low, mid, high = (f"{v:.{digits}f}" for v in (min(samples), median(samples), max(samples)))
+    mid, low, high = (f"{v:.{digits}f}" for v in median_min_max(samples))
     return f"{mid} ({low} to {high})"
 
 
