@@ -103,8 +103,9 @@ def build_report(
             sections += scenario.report(results)
     if only is None:
         method = report.method_section()
-        if not isinstance(measured.get("membrane", NotRun("")), NotRun):
-            method += "\n\n" + membrane.method_paragraph(measured["membrane"])
+        costs = measured.get("membrane")  # (its paragraph of the method needs them)
+        if costs is not None and not isinstance(costs, NotRun):
+            method += "\n\n" + membrane.method_paragraph(costs)
         sections.append(method)
     return "\n\n".join(sections) + "\n"
 
