@@ -1,6 +1,6 @@
 """``serve``'s phone routes, one test for every carrier (Twilio, Telnyx, Plivo), each
 called by its own fake caller: a spoken question answered, speech over the
-answer cleared, a hang-up leaving nothing running, messages out of order
+answer cleared, a hang-up (or a dropped socket) leaving nothing running, messages out of order
 logged in one line each while the call lives; and Telnyx's and Plivo's own
 checks (the answer webhook's signature, the call's token in ``start``)."""
 
@@ -66,20 +66,28 @@ async def test_a_spoken_question_is_answered_and_speaking_over_it_clears(
         report = analyze_speech(heard, 8000)
         assert report.span_s > 0.5 and report.nuclei >= 2  # the answer was heard as speech
         assert len(heard) < len(call.received_audio()) or call.clears
+        starts = events(lines, "turn_start")
+        assert starts and starts[0]["source"] == "voice"
         assert {b["action"] for b in events(lines, "barge_in")} & {"pause", "interrupt"}
         assert call.marks_echoed  # what was heard came from the carrier's echoes
         assert not call.other  # nothing the carrier would not take (short media, other ids)
         (start,) = events(lines, "session_start")
         assert (start["carrier"], start["call_sid"]) == (carrier, call.call_sid)
+        # The carriers take no metrics event: the log names the call and has each
+        # turn's stages (the voice serve benchmark reads them there).
         answered = events(lines, "turn_end")[0]
         assert answered["voice_to_voice"]["voice_to_voice_ms"] is not None
+        assert answered["stamps_ms"]["first_audio"] is not None
     assert server.state is not None
     assert (server.state.sessions, server.state.turns_running) == (0, 0)
 
 
-@pytest.mark.parametrize("carrier", CARRIERS)
+@pytest.mark.parametrize(
+    ("carrier", "how"),
+    [("twilio", "hang_up"), ("twilio", "drop"), ("telnyx", "hang_up"), ("plivo", "hang_up")],
+)
 async def test_a_caller_who_hangs_up_mid_answer_leaves_nothing_running(
-    tmp_path: Path, carrier: str
+    tmp_path: Path, carrier: str, how: str
 ) -> None:
     async with phone_server(tmp_path) as (server, lines):
         assert server.state is not None
@@ -90,11 +98,14 @@ async def test_a_caller_who_hangs_up_mid_answer_leaves_nothing_running(
                 question = await call.say(QUESTION, silence_after_s=0.3)
                 await answer_heard(call, question.ended, 0.5)
                 assert server.state.turns_running == 1
-                await call.hang_up()
+                if how == "hang_up":
+                    await call.hang_up()
+                else:  # the socket just goes
+                    call.drop()
             while server.state.sessions or server.state.turns_running:
                 await anyio.sleep(0.05)
         assert len(events(lines, "session_end")) == 1
-        if carrier != "plivo":  # (Plivo documents no stop: the socket just closes)
+        if how == "hang_up" and carrier != "plivo":  # (Plivo documents no stop)
             assert events(lines, "hang_up")
 
 

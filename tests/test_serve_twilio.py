@@ -1,11 +1,11 @@
 """``serve``'s phone route with the fake Twilio caller: the signature at the
-upgrade, a spoken question answered as μ-law media, speech over the answer
-answered by ``clear``, a caller who hangs up mid-answer, bad starts."""
+upgrade, bad starts, idle and too-fast callers, marks not echoed; and the
+helpers the other phone tests share. The call itself (a question answered,
+speech over it cleared, a hang-up) is test_serve_phone_carriers', per carrier."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +20,6 @@ from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.server import Server
 from voice_membrane.server.twilio_call import TwilioCall
 from voice_membrane.testing.fake_twilio import CallEnded, CallRefused, FakeTwilioCall, twilio_call
-from voice_membrane.testing.speech_check import analyze_speech
 
 pytest.importorskip("pocketsphinx")
 
@@ -128,69 +127,6 @@ async def test_bad_starts_close_the_call_in_one_line(tmp_path: Path) -> None:
             async with connect(url, origin="http://127.0.0.1"):  # type: ignore[arg-type]
                 pass
         assert refused.value.response.status_code == 403
-
-
-@pytest.mark.anyio
-async def test_a_spoken_question_is_answered_and_speaking_over_it_clears(tmp_path: Path) -> None:
-    async with phone_server(tmp_path) as (server, lines):
-        with anyio.fail_after(GUARD_S):
-            async with twilio_call(call_url(server), parameters={"pipeline": "long"}) as call:
-                await anyio.sleep(0.5)
-                question = await call.say(QUESTION, silence_after_s=0.3)
-                # Speech over the assistant counts once its echo warm-up has passed.
-                first = await answer_heard(call, question.ended, WARMUP_S + 0.8)
-                assert first > question.ended
-                # The caller speaks over the answer.
-                onset = time.perf_counter()
-                stop = await call.say(STOP)
-                await call.wait_for(lambda: call.first_clear_after(onset) is not None, GUARD_S)
-                cleared = call.first_clear_after(onset)
-                assert cleared is not None and cleared >= stop.started
-                await call.wait_for(lambda: bool(events(lines, "barge_in")), GUARD_S)
-                # (the interrupted answer's turn_end, before hanging up ends the rest)
-                await call.wait_for(lambda: bool(events(lines, "turn_end")), GUARD_S)
-        heard = call.heard_audio()
-        report = analyze_speech(heard, 8000)
-        assert report.span_s > 0.5 and report.nuclei >= 2  # the answer was heard as speech
-        assert len(heard) < len(call.received_audio()) or call.clears
-        starts = events(lines, "turn_start")
-        assert starts and starts[0]["source"] == "voice"
-        assert {b["action"] for b in events(lines, "barge_in")} & {"pause", "interrupt"}
-        # Marks came back for what was played: heard audio is what the caller heard.
-        assert call.marks_echoed
-        # Twilio takes no metrics event: the log names the call and has each
-        # turn's stages (the voice serve benchmark reads them there).
-        (start,) = events(lines, "session_start")
-        assert start["call_sid"] == call.call_sid
-        answered = events(lines, "turn_end")[0]
-        assert answered["voice_to_voice"]["voice_to_voice_ms"] is not None
-        assert answered["stamps_ms"]["first_audio"] is not None
-    assert server.state is not None
-    assert (server.state.sessions, server.state.turns_running) == (0, 0)
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("how", ["hang_up", "drop"])
-async def test_a_caller_who_hangs_up_mid_answer_leaves_nothing_running(
-    tmp_path: Path, how: str
-) -> None:
-    async with phone_server(tmp_path) as (server, lines):
-        assert server.state is not None
-        with anyio.fail_after(GUARD_S):
-            async with twilio_call(call_url(server), parameters={"pipeline": "long"}) as call:
-                question = await call.say(QUESTION, silence_after_s=0.3)
-                await answer_heard(call, question.ended, 0.5)
-                assert server.state.turns_running == 1
-                if how == "hang_up":
-                    await call.hang_up()
-                else:
-                    call.drop()
-            while server.state.sessions or server.state.turns_running:
-                await anyio.sleep(0.05)
-        ends = events(lines, "session_end")
-        assert len(ends) == 1
-        if how == "hang_up":
-            assert events(lines, "hang_up")
 
 
 @pytest.mark.anyio
