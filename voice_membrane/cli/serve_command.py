@@ -51,7 +51,10 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="a browser origin allowed to connect, e.g. https://app.example.com (repeatable)",
+        help=(
+            "a browser origin allowed to connect, e.g. https://app.example.com (repeatable);"
+            " its pages may also POST the WebRTC offer (CORS)"
+        ),
     )
     serve.add_argument(
         "--allow-host",

@@ -1,12 +1,14 @@
-"""One HTTP POST on the port websockets serves (sans-I/O, over h11).
+"""One HTTP POST (or its CORS preflight, OPTIONS) on the port websockets
+serves (sans-I/O, over h11).
 
 websockets' handshake parser takes GET only; a WebRTC offer is POSTed (WHIP,
-Pipecat's small WebRTC transport). ``PostIntake`` reads the bytes of one POST
-request — its headers bounded, its body at most ``max_body`` bytes — and gives
-the request (as websockets' ``Request``, so the port's Host, Origin and token
-checks read it as they read an upgrade) with its body, or the response that
-refuses it. ``reply_bytes`` writes a response with the port's security headers;
-the connection then closes (one request per connection).
+Pipecat's small WebRTC transport), after an OPTIONS when the page is on another
+origin. ``PostIntake`` reads the bytes of one such request — its headers
+bounded, its body at most ``max_body`` bytes — and gives the request (as
+websockets' ``Request``, so the port's Host, Origin and token checks read it as
+they read an upgrade) with its body, or the response that refuses it.
+``reply_bytes`` writes a response with the port's security headers; the
+connection then closes (one request per connection).
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from websockets.http11 import Request, Response
 from .http_routes import response
 
 MAX_HEADER_BYTES = 16 * 1024
-POST_PREFIX = b"POST "
+REQUEST_PREFIXES = (b"POST ", b"OPTIONS ")  # what websockets cannot parse
 
 
 @dataclass(frozen=True)
 class Posted:
-    request: Request  # (method "POST")
+    request: Request  # (method "POST" or "OPTIONS")
     body: bytes
 
 
@@ -65,8 +67,8 @@ class PostIntake:
             return response(exc.error_status_hint, f"bad HTTP request: {exc}\n")
 
     def _head(self, request: h11.Request) -> Response | None:
-        if request.method != b"POST":  # (GET never comes here: websockets reads it)
-            return response(405, "only GET and POST are served\n")
+        if request.method not in (b"POST", b"OPTIONS"):  # (GET is websockets' to read)
+            return response(405, "only GET, POST and OPTIONS are served\n")
         for name, value in request.headers:
             if name == b"content-length" and int(value) > self.max_body:
                 return _too_big(self.max_body)
@@ -84,7 +86,8 @@ class PostIntake:
             )
         except UnicodeDecodeError:
             return response(400, "a non-ASCII path or header name\n")
-        return Posted(Request(path, headers, method="POST"), bytes(self._body))
+        method = self._request.method.decode("ascii")
+        return Posted(Request(path, headers, method=method), bytes(self._body))
 
 
 def reply_bytes(reply: Response) -> bytes:

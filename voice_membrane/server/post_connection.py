@@ -1,12 +1,14 @@
-"""A connection of the port that also takes one POST (the WebRTC offer).
+"""A connection of the port that also takes one POST (the WebRTC offer) or
+OPTIONS (its CORS preflight).
 
 websockets rejects a POST before any hook of ours runs (its parser takes
 GET only), so the connection looks at its first bytes: a request that starts
-with ``POST `` is read by ``http_post.PostIntake`` instead and never reaches
-websockets' parser; anything else goes to websockets untouched. The POST is
-answered from websockets' own handler task, inside its opening-handshake
-timeout, so a server closing cancels it as it cancels a handshake; the
-connection then closes (websockets aborts the handshake it never saw).
+with ``POST `` or ``OPTIONS `` is read by ``http_post.PostIntake`` instead and
+never reaches websockets' parser; anything else goes to websockets
+untouched. The request is answered from websockets' own handler task, inside
+its opening-handshake timeout, so a server closing cancels it as it cancels a
+handshake; the connection then closes (websockets aborts the handshake it
+never saw).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Response
 from websockets.server import ServerProtocol
 
-from .http_post import POST_PREFIX, Posted, PostIntake, reply_bytes
+from .http_post import REQUEST_PREFIXES, Posted, PostIntake, reply_bytes
 from .http_routes import SecureConnection, secure
 
 PostHandler = Callable[[ServerConnection, Posted], Awaitable[Response]]
@@ -28,12 +30,13 @@ MAX_BODY = 64 * 1024  # an SDP offer is a few KB
 
 
 def posting_connection(handler: PostHandler) -> type[SecureConnection]:
-    """The connection class for ``serve(create_connection=…)`` whose POSTs ``handler`` answers."""
+    """The connection class for ``serve(create_connection=…)`` whose POSTs and
+    OPTIONS ``handler`` answers."""
 
     class PostingConnection(SecureConnection):
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             super().__init__(protocol, *args, **kwargs)
-            self._head = b""  # the first bytes, until they say whether this is a POST
+            self._head = b""  # the first bytes, until they say whether this is ours
             self._decided = False
             self._intake: PostIntake | None = None
             self._posted: asyncio.Future[Posted | Response] = self.loop.create_future()
@@ -46,10 +49,13 @@ def posting_connection(handler: PostHandler) -> type[SecureConnection]:
                     self._take(data)
                 return
             self._head += data
-            if len(self._head) < len(POST_PREFIX) and POST_PREFIX.startswith(self._head):
+            head = self._head
+            if not head.startswith(REQUEST_PREFIXES) and any(
+                prefix.startswith(head) for prefix in REQUEST_PREFIXES
+            ):
                 return  # (a method's first bytes)
-            head, self._head, self._decided = self._head, b"", True
-            if head.startswith(POST_PREFIX):
+            self._head, self._decided = b"", True
+            if head.startswith(REQUEST_PREFIXES):
                 self._intake = PostIntake(MAX_BODY)
                 self._take(head)
             else:

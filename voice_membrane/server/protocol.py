@@ -30,6 +30,7 @@ PROTOCOL_VERSION: Final = 1
 # 1.1: the client's voice (input_audio), listening events; 1.2: the reply's frame_ms
 PROTOCOL_MINOR: Final = "1.2"
 SESSION_PATH: Final = "/v1/session"
+OFFER_PATH: Final = "/v1/webrtc/offer"  # the WebRTC offer (webrtc_offer.py)
 FRAME_MS: Final = 20  # the reply's frames unless the client asks for others
 # What a client may ask its reply's frames to be (1.2): longer ones cost the
 # server less per second of audio (a frame's header, framing and write are per

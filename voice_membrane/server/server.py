@@ -34,6 +34,7 @@ from . import carrier_routes, twilio_routes
 from . import protocol as p
 from .carrier_routes import CarrierRoutes
 from .connection import Connection
+from .cross_origin import listed_origin, preflight, readable_by
 from .hosts import HostRules, listens_on_loopback
 from .http_post import Posted
 from .http_routes import STATIC_DIR, origin_allowed, response, route
@@ -321,22 +322,29 @@ class Server:
         return response(403, message + "\n")
 
     async def _post(self, connection: ServerConnection, posted: Posted) -> Response:
-        """A POST: the WebRTC offer (webrtc_offer.py), after the Host and locality
-        checks every request of the port gets."""
-        assert self.state is not None
-        request = posted.request
-        checked = self._host(connection, request)
+        """A POST: the WebRTC offer (webrtc_offer.py), or its CORS preflight
+        (cross_origin.py), after the Host check every request of the port gets."""
+        checked = self._host(connection, posted.request)
         if isinstance(checked, Response):
             return checked
-        _, local_ip = checked
         if self.webrtc is None:
             return response(404, "not found (WebRTC needs aiortc: the webrtc extra)\n")
-        from .webrtc_offer import OFFER_PATH, offer_route
+        if posted.request.method == "OPTIONS":
+            return preflight(posted.request, self.allow_origins, p.OFFER_PATH)
+        reply = await self._offer(connection, posted, checked[1])
+        return readable_by(reply, listed_origin(posted.request, self.allow_origins))
 
+    async def _offer(
+        self, connection: ServerConnection, posted: Posted, local_ip: str | None
+    ) -> Response:
+        assert self.state is not None and self.webrtc is not None
+        from .webrtc_offer import offer_route
+
+        request = posted.request
         peer = connection.remote_address
         peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
         if self.token is None and (self.exposed or not is_local(request.headers, peer_ip)):
-            return self._refuse_login(OFFER_PATH, "proxied", NOT_LOCAL)
+            return self._refuse_login(p.OFFER_PATH, "proxied", NOT_LOCAL)
         origin_ok = origin_allowed(
             request, self.allow_origins, lambda origin: self.hosts.allows_origin(origin, local_ip)
         )

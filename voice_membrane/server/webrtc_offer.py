@@ -14,7 +14,6 @@ then starts on the data channel with ``session.start`` (docs/webrtc.md).
 from __future__ import annotations
 
 import json
-from typing import Final
 
 from websockets.datastructures import Headers, MultipleValuesError
 from websockets.http11 import Response
@@ -22,11 +21,11 @@ from websockets.http11 import Response
 from .http_post import Posted
 from .http_routes import response
 from .prometheus import RefusedLogin
+from .protocol import OFFER_PATH
 from .state import ServerState
 from .webrtc_host import WebRtcHost
 from .webrtc_peer import OfferRefused
 
-OFFER_PATH: Final = "/v1/webrtc/offer"
 MAX_SDP_CHARS = 32 * 1024
 
 
