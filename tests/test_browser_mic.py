@@ -142,6 +142,15 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
         yield running
 
 
+def mic_flags(wav: Path) -> tuple[str, ...]:
+    """Chromium's flags for a microphone that plays ``wav`` once, with no prompt."""
+    return (
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={wav}%noloop",
+    )
+
+
 async def launch(playwright: Any, folder: Path, *args: str) -> Any:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: installed by scripts/system-packages.sh (as root)")
@@ -207,13 +216,7 @@ async def test_hands_free_the_question_is_heard_answered_and_the_second_interrup
 
     wav = fake_mic_wav(tmp_path)
     async with async_playwright() as playwright:
-        context = await launch(
-            playwright,
-            tmp_path,
-            "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
@@ -342,13 +345,7 @@ async def test_a_breath_over_the_answer_pauses_it_where_it_is_then_it_plays_on(
 
     wav = fake_mic_wav(tmp_path, second=breaths())
     async with async_playwright() as playwright:
-        context = await launch(
-            playwright,
-            tmp_path,
-            "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
@@ -387,13 +384,7 @@ async def test_the_embedded_pipeline_answers_a_spoken_question(tmp_path: Path) -
         Server([write_embedded_pipeline(tmp_path)], port=0) as server,
         async_playwright() as playwright,
     ):
-        context = await launch(
-            playwright,
-            tmp_path,
-            "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):
@@ -423,13 +414,7 @@ async def test_push_to_talk_only_the_words_held_are_a_turn(server: Server, tmp_p
     lead_s = 2.0  # room to press before the question starts
     wav = fake_mic_wav(tmp_path, lead_s)
     async with async_playwright() as playwright:
-        context = await launch(
-            playwright,
-            tmp_path,
-            "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):

@@ -20,7 +20,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.test_browser_mic import GUARD_S, QUESTION, check, launch, of_type, open_tab, until_event
+from tests.test_browser_mic import (
+    GUARD_S,
+    QUESTION,
+    check,
+    launch,
+    mic_flags,
+    of_type,
+    open_tab,
+    until_event,
+)
 from tests.test_browser_page import wait_for
 from voice_membrane.server.server import Server
 from voice_membrane.testing.fake_deepgram import FakeDeepgram
@@ -76,13 +85,7 @@ async def test_no_words_is_a_dimmed_line_and_the_details_say_why_a_turn_ended(
         Server([pipeline(tmp_path, ears.base_url)], port=0) as server,
         async_playwright() as playwright,
     ):
-        context = await launch(
-            playwright,
-            tmp_path,
-            "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):

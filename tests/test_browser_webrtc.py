@@ -16,7 +16,14 @@ import anyio
 import pytest
 from webrtc_helpers import loopback_ice
 
-from tests.test_browser_mic import GUARD_S, fake_mic_wav, launch, open_tab, write_pipeline
+from tests.test_browser_mic import (
+    GUARD_S,
+    fake_mic_wav,
+    launch,
+    mic_flags,
+    open_tab,
+    write_pipeline,
+)
 from tests.test_browser_page import wait_for
 from voice_membrane.server.server import Server
 
@@ -24,8 +31,6 @@ pytest.importorskip("aiortc")
 pytest.importorskip("pocketsphinx")
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("loopback_ice")]
 __all__ = ["loopback_ice"]
-
-FAKE_MIC = ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream")
 
 
 async def _logged(logs: list[tuple[str, dict[str, Any]]], match: Any) -> dict[str, Any]:
@@ -46,9 +51,7 @@ async def test_the_page_talks_over_webrtc_and_barge_in_works(tmp_path: Path) -> 
         Server([write_pipeline(tmp_path)], port=0, log=log, webrtc=True) as server,
         async_playwright() as playwright,
     ):
-        context = await launch(
-            playwright, tmp_path, *FAKE_MIC, f"--use-file-for-fake-audio-capture={wav}%noloop"
-        )
+        context = await launch(playwright, tmp_path, *mic_flags(wav))
         try:
             tab = await open_tab(context)
             with anyio.fail_after(GUARD_S):

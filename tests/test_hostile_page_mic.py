@@ -18,7 +18,15 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.test_browser_mic import GUARD_S, check, fake_mic_wav, launch, open_tab, write_pipeline
+from tests.test_browser_mic import (
+    GUARD_S,
+    check,
+    fake_mic_wav,
+    launch,
+    mic_flags,
+    open_tab,
+    write_pipeline,
+)
 from tests.test_browser_page import framing_site, wait_for
 from voice_membrane.server.server import Server
 
@@ -57,13 +65,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
 async def granted(playwright: Any, folder: Path) -> Any:
     """A browser where the microphone is allowed and a device plays the question."""
     wav = fake_mic_wav(folder, second=None)
-    return await launch(
-        playwright,
-        folder,
-        "--use-fake-ui-for-media-stream",
-        "--use-fake-device-for-media-stream",
-        f"--use-file-for-fake-audio-capture={wav}%noloop",
-    )
+    return await launch(playwright, folder, *mic_flags(wav))
 
 
 async def assert_not_listening(tab: Any) -> None:

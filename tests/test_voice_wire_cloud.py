@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.test_browser_mic import fake_mic_wav, launch, of_type, open_tab, until_event
+from tests.test_browser_mic import fake_mic_wav, launch, mic_flags, of_type, open_tab, until_event
 from tests.test_browser_page import wait_for
 from voice_membrane.listening.settings import EndpointSettings
 from voice_membrane.server.server import Server
@@ -124,13 +124,7 @@ async def test_the_page_against_the_cloud_fakes(
             Server([path], port=0, log=lambda *a, **f: None) as server,
             async_playwright() as playwright,
         ):
-            context = await launch(
-                playwright,
-                tmp_path,
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}%noloop",
-            )
+            context = await launch(playwright, tmp_path, *mic_flags(wav))
             try:
                 tab = await open_tab(context)
                 with anyio.fail_after(GUARD_S):
