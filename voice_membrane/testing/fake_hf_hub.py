@@ -18,7 +18,6 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from types import TracebackType
 
 import anyio
 from starlette.applications import Starlette
@@ -27,7 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .fake_server import DropConnection
-from .loopback import LoopbackServer
+from .loopback import LoopbackApp
 
 FAKE_COMMIT = "c0ffee" + "0" * 34  # the commit a branch name resolves to
 _RANGE = re.compile(r"bytes=(\d+)-$")
@@ -41,7 +40,7 @@ class HubRequest:
     range: str | None
 
 
-class FakeHfHub:
+class FakeHfHub(LoopbackApp):
     def __init__(self) -> None:
         self._files: dict[str, tuple[bytes, bool]] = {}  # "repo/file" → (bytes, lfs)
         self._lock = threading.Lock()
@@ -49,8 +48,7 @@ class FakeHfHub:
         self._released = threading.Event()
         self.requests: list[HubRequest] = []
         self.body_bytes_sent = 0  # GET body bytes, over all requests
-        self._loopback = LoopbackServer("fake-hf-hub")
-        self.port = 0
+        super().__init__("fake-hf-hub")
 
     # ------------------------------------------------------------ scripting
 
@@ -141,29 +139,17 @@ class FakeHfHub:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> FakeHfHub:
+    def app(self) -> Starlette:
         route = Route(
             "/{owner}/{repo}/resolve/{revision}/{file:path}",
             self._resolve,
             methods=["GET", "HEAD"],
         )
-        self.port = self._loopback.start(Starlette(routes=[route]))
-        return self
+        return Starlette(routes=[route])
 
     def stop(self) -> None:
         self._released.set()
-        self._loopback.stop()
-
-    def __enter__(self) -> FakeHfHub:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().stop()
 
 
 def _git_blob_id(data: bytes) -> str:

@@ -19,7 +19,6 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
@@ -29,7 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 from starlette.types import Send
 
-from .loopback import LoopbackServer
+from .loopback import LoopbackApp
 from .script import RawEvent, ScriptedReply
 
 # A vendor's error response: (HTTP status, message, headers) → its JSON error body.
@@ -50,7 +49,7 @@ class RecordedRequest:
     peer: str | None = None  # the client's "host:port": one per TCP connection
 
 
-class FakeServer:
+class FakeServer(LoopbackApp):
     """Base class: subclasses give ``routes()`` and ``base_url``."""
 
     vendor = "fake"
@@ -62,8 +61,7 @@ class FakeServer:
         self.cancelled_streams = 0  # streams the client closed before their end
         self.abandoned_requests = 0  # ``hang`` requests the client gave up on
         self.generation = 0  # bumped by reset()
-        self._loopback = LoopbackServer(f"{self.vendor}-fake")
-        self.port = 0
+        super().__init__(f"{self.vendor}-fake")
 
     # ------------------------------------------------------------ scripting
 
@@ -176,23 +174,8 @@ class FakeServer:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self) -> FakeServer:
-        self.port = self._loopback.start(Starlette(routes=self.routes()))
-        return self
-
-    def stop(self) -> None:
-        self._loopback.stop()
-
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def app(self) -> Starlette:
+        return Starlette(routes=self.routes())
 
 
 class _CountedStream(StreamingResponse):

@@ -40,7 +40,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Final
 
 import anyio
@@ -51,7 +50,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .fake_twilio_progress import API_VERSION, ENDED, FakeCall, Outcome, Progress
-from .loopback import LoopbackServer
+from .loopback import LoopbackApp
 
 ACCOUNT_SID: Final = "AC" + "f" * 32
 AUTH_TOKEN: Final = "fake-twilio-auth-token-0123456789"
@@ -67,7 +66,7 @@ class RestRequest:
     username: str | None  # the basic auth user (an Account SID or API key SID)
 
 
-class FakeTwilioRest:
+class FakeTwilioRest(LoopbackApp):
     def __init__(
         self,
         *,
@@ -90,8 +89,7 @@ class FakeTwilioRest:
         self.calls: dict[str, FakeCall] = {}
         self._lock = threading.Lock()
         self._tasks: TaskGroup | None = None
-        self._loopback = LoopbackServer("twilio-rest-fake", lifespan="on")
-        self.port = 0
+        super().__init__("twilio-rest-fake", lifespan="on")
 
     @property
     def base_url(self) -> str:
@@ -253,23 +251,8 @@ class FakeTwilioRest:
             finally:
                 tasks.cancel_scope.cancel()  # calls still going on end with the fake
 
-    def start(self) -> FakeTwilioRest:
-        self.port = self._loopback.start(Starlette(routes=self.routes(), lifespan=self._lifespan))
-        return self
-
-    def stop(self) -> None:
-        self._loopback.stop()
-
-    def __enter__(self) -> FakeTwilioRest:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def app(self) -> Starlette:
+        return Starlette(routes=self.routes(), lifespan=self._lifespan)
 
 
 def error(status: int, code: int, message: str) -> JSONResponse:

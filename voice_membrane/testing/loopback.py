@@ -1,5 +1,6 @@
-"""An ASGI app served by uvicorn in a thread on 127.0.0.1, for the test servers,
-and the TCP transport under a connection of it (to cut one without a goodbye)."""
+"""An ASGI app served by uvicorn in a thread on 127.0.0.1, for the test servers
+(``LoopbackApp``, their common start, stop and ``with``), and the TCP transport
+under a connection of it (to cut one without a goodbye)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import select
 import selectors
 import socket
 import threading
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 import uvicorn
 
@@ -90,6 +92,36 @@ class LoopbackServer:
         if self._socket is not None:
             self._socket.close()
         self._server = self._thread = self._socket = None
+
+
+class LoopbackApp:
+    """A test server: its ``app()`` served on a free loopback port (``port``)
+    from ``start()`` (or ``with``) until ``stop()``."""
+
+    def __init__(self, name: str, *, lifespan: Literal["on", "off"] = "off") -> None:
+        self._loopback = LoopbackServer(name, lifespan=lifespan)
+        self.port = 0
+
+    def app(self) -> Any:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self.port = self._loopback.start(self.app())
+        return self
+
+    def stop(self) -> None:
+        self._loopback.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 def tcp_transport(send: Any, depth: int = 4) -> asyncio.Transport | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -34,7 +33,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
-from .loopback import LoopbackServer
+from .loopback import LoopbackApp
 
 # The smallest valid PNG (one transparent pixel), for a tool result that is not text.
 _PNG = base64.b64decode(
@@ -77,7 +76,7 @@ def weather_server(tool_prefix: str = "") -> MCPServer[Any]:
     return server
 
 
-class McpHttpServer:
+class McpHttpServer(LoopbackApp):
     """``weather_server`` over streamable HTTP with uvicorn on 127.0.0.1 (a free
     port), in a thread of its own."""
 
@@ -86,8 +85,7 @@ class McpHttpServer:
         self.authorizations: list[str | None] = []
         app = weather_server(tool_prefix).streamable_http_app(host="127.0.0.1")
         self._app = app
-        self._loopback = LoopbackServer("mcp-weather", lifespan="on")
-        self.port = 0
+        super().__init__("mcp-weather", lifespan="on")
 
     @property
     def url(self) -> str:
@@ -105,24 +103,8 @@ class McpHttpServer:
                 return
         await self._app(scope, receive, send)
 
-    def start(self) -> McpHttpServer:
-        # lifespan on: the app's session manager runs in its lifespan
-        self.port = self._loopback.start(self._guarded)
-        return self
-
-    def stop(self) -> None:
-        self._loopback.stop()
-
-    def __enter__(self) -> McpHttpServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def app(self) -> Any:
+        return self._guarded  # (lifespan on: the app's session manager runs in it)
 
 
 def main() -> None:
