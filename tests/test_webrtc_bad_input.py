@@ -78,6 +78,71 @@ async def test_bad_offers_get_one_line_each_and_leave_nothing(tmp_path: Path) ->
             assert (await client.start(pipeline="brief"))["type"] == "session.started"
 
 
+async def test_an_offer_the_server_fails_on_is_a_500_in_one_line_and_the_server_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs: Logs = []
+    async with server(tmp_path, logs) as srv:
+        before = udp_sockets()
+        fault = RuntimeError("<asyncio.locks.Lock> is bound to a different event loop")
+        with monkeypatch.context() as patched:  # (as aioice's mDNS lock once did)
+            patched.setattr(RTCPeerConnection, "setRemoteDescription", _raise(fault))
+            pc, sdp = await _offer(audio=True, channel=True)
+            reply = await _post(srv.url, sdp)
+            await pc.close()
+        assert reply.status_code == 500, reply.text  # not the client's "malformed SDP"
+        assert reply.text == "the server could not answer the offer: connect again\n"
+        (failed,) = [f for k, f in logs if k == "webrtc_failed"]
+        assert failed["reason"] == "internal" and "different event loop" in failed["error"]
+        assert udp_sockets() == before and srv.webrtc is not None and srv.webrtc.pending == 0
+        async with WebRtcClient(srv.url) as client:
+            assert (await client.start(pipeline="brief"))["type"] == "session.started"
+
+
+def _raise(exc: Exception) -> Any:
+    async def fail(*_: Any) -> None:
+        raise exc
+
+    return fail
+
+
+def test_an_mdns_lock_an_earlier_loop_bound_is_not_carried_into_the_next_server(
+    tmp_path: Path,
+) -> None:
+    # aioice keeps its mDNS state per thread; two lookups of a browser's .local
+    # candidates that meet bind its lock to their loop (as a server run before did).
+    import aioice.ice
+
+    state = aioice.ice._mdns
+
+    async def contend() -> None:
+        async def hold() -> None:
+            async with state.lock:
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(hold(), hold())
+
+    def first_loop() -> None:
+        state.lock, state.protocol, state.subscribers = asyncio.Lock(), None, set()
+        asyncio.run(contend())
+
+    first_loop()
+    with pytest.raises(RuntimeError, match="different event loop"):
+        asyncio.run(contend())  # what every such offer met on the next loop
+
+    async def serve_then_contend() -> None:
+        async with server(tmp_path, []):
+            with anyio.fail_after(10):
+                while hasattr(state, "lock"):  # forgotten as the server's WebRTC host starts
+                    await asyncio.sleep(0.01)
+            state.lock, state.protocol, state.subscribers = asyncio.Lock(), None, set()
+            await contend()  # (as a browser's lookups bind it to this server's loop)
+        assert not hasattr(state, "lock")  # and forgotten as the server ends
+
+    first_loop()
+    asyncio.run(serve_then_contend())
+
+
 async def test_a_post_in_pieces_is_read_whole(tmp_path: Path) -> None:
     async with server(tmp_path, []) as srv:
         stream = await anyio.connect_tcp("127.0.0.1", srv.port)

@@ -18,7 +18,7 @@ from websockets.http11 import Request
 from . import protocol as p
 from .state import ServerState
 from .webrtc_media import pump_track
-from .webrtc_peer import OfferRefused, Peer, ice_configuration
+from .webrtc_peer import OfferRefused, Peer, forget_idle_mdns, ice_configuration
 from .webrtc_session import WebRtcConnection
 
 
@@ -37,10 +37,14 @@ class WebRtcHost:
 
     async def run(self) -> None:
         """The sessions' task group, until ``close``."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            await self._closed.wait()
-            tg.cancel_scope.cancel()
+        forget_idle_mdns()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self._closed.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            forget_idle_mdns()
 
     async def offer(self, request: Request, sdp: str) -> tuple[str, str]:
         """The answer to ``sdp`` and its session's id; the session then runs

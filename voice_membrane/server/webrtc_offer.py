@@ -84,6 +84,10 @@ async def offer_route(
         state.metrics.webrtc_offers.labels("refused").inc()
         state.log("webrtc_refused", status=400, reason=str(exc))
         return response(400, f"{exc}\n")
+    except Exception as exc:  # a bug of ours or aiortc's: this offer fails, the server goes on
+        state.metrics.errors.labels("internal").inc()
+        state.log("webrtc_failed", status=500, reason="internal", error=repr(exc)[:300])
+        return response(500, "the server could not answer the offer: connect again\n")
     state.metrics.webrtc_offers.labels("answered").inc()
     state.log("webrtc_offer", session=session, answer_bytes=len(answer))
     if as_json:

@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any
 
+import aioice.ice
 import anyio
 from aiortc import (
     RTCConfiguration,
@@ -179,6 +180,8 @@ class Peer:
         try:
             offer = RTCSessionDescription(sdp=sdp, type="offer")
             await self.pc.setRemoteDescription(offer)
+        except RuntimeError:  # the server's state, not the offer (as forget_idle_mdns names)
+            raise
         except Exception as exc:  # aiortc's parser raises what it meets (ValueError, KeyError…)
             raise OfferRefused(f"malformed SDP offer: {_one_line(exc)}") from None
         audio = [t for t in self.pc.getTransceivers() if t.kind == "audio"]
@@ -204,3 +207,15 @@ class Peer:
 def _one_line(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+def forget_idle_mdns() -> None:
+    """Drop aioice's mDNS resolver state when no peer uses it. aioice keeps it
+    per thread, and its lock is bound to the event loop where two lookups of a
+    browser's ``.local`` candidates first met: on a later loop of the same
+    thread (a server started again in one process) every offer with such
+    candidates then failed. Called as a server's WebRTC host starts and ends."""
+    state = getattr(aioice.ice, "_mdns", None)
+    lock = getattr(state, "lock", None)
+    if lock is not None and not lock.locked() and getattr(state, "protocol", None) is None:
+        vars(state).clear()
