@@ -96,6 +96,18 @@ async def test_the_port_answers_a_preflight_and_names_the_origin_on_every_answer
         assert reply.startswith(b"HTTP/1.1 204 ")
 
 
+async def test_without_webrtc_a_listed_origin_reads_the_404_and_falls_back(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path, "brief", "Hello.")
+    async with (
+        Server([pipeline], port=0, webrtc=False, allow_origins=[APP]) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=20) as http,
+    ):
+        answer = await http.options(OFFER, headers={"Origin": APP})
+        assert answer.status_code == 204
+        offer = await http.post(OFFER, content="v=0", headers={"Origin": APP})
+        assert offer.status_code == 404 and offer.headers["access-control-allow-origin"] == APP
+
+
 # A page of another origin: the offer is its own fetch, with its token, as an app's.
 APP_PAGE = """<!doctype html><meta charset="utf-8"><title>app</title><script>
 async function talk(url, token) {

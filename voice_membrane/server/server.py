@@ -327,11 +327,13 @@ class Server:
         checked = self._host(connection, posted.request)
         if isinstance(checked, Response):
             return checked
-        if self.webrtc is None:
-            return response(404, "not found (WebRTC needs aiortc: the webrtc extra)\n")
         if posted.request.method == "OPTIONS":
             return preflight(posted.request, self.allow_origins, p.OFFER_PATH)
-        reply = await self._offer(connection, posted, checked[1])
+        reply = (  # (a 404 readable by a listed origin's page too: it falls back)
+            await self._offer(connection, posted, checked[1])
+            if self.webrtc is not None
+            else response(404, "not found (WebRTC needs aiortc: the webrtc extra)\n")
+        )
         return readable_by(reply, listed_origin(posted.request, self.allow_origins))
 
     async def _offer(
@@ -340,13 +342,12 @@ class Server:
         assert self.state is not None and self.webrtc is not None
         from .webrtc_offer import offer_route
 
-        request = posted.request
         peer = connection.remote_address
         peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
-        if self.token is None and (self.exposed or not is_local(request.headers, peer_ip)):
+        if self.token is None and (self.exposed or not is_local(posted.request.headers, peer_ip)):
             return self._refuse_login(p.OFFER_PATH, "proxied", NOT_LOCAL)
         origin_ok = origin_allowed(
-            request, self.allow_origins, lambda origin: self.hosts.allows_origin(origin, local_ip)
+            posted.request, self.allow_origins, lambda o: self.hosts.allows_origin(o, local_ip)
         )
         return await offer_route(posted, self.webrtc, self.state, origin_ok=origin_ok)
 
@@ -397,17 +398,16 @@ class Server:
 
     async def close(self, grace_s: float | None = None) -> None:
         """Close every connection (1001) and stop listening."""
+        if grace_s is None:
+            grace_s = (self.state.close_timeout_s if self.state else 10.0) + 5.0
         if self.webrtc is not None:  # (its sessions close as the sockets' do)
             webrtc, self.webrtc = self.webrtc, None
-            default = (self.state.close_timeout_s if self.state else 10.0) + 5.0
-            await webrtc.close(default if grace_s is None else grace_s)
+            await webrtc.close(grace_s)
         if self._ws is not None:
             ws, self._ws = self._ws, None
             ws.close()
             # Each session ends once its socket closes; should one not (a bug), its
             # handler is cancelled rather than keep the process from exiting.
-            if grace_s is None:
-                grace_s = (self.state.close_timeout_s if self.state else 10.0) + 5.0
             with anyio.move_on_after(grace_s):
                 await ws.wait_closed()
             for task in list(ws.handler_tasks):
