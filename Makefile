@@ -17,10 +17,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	# Five workers on two cores: most of the suite waits on real time (conversations,
-	# browsers, served processes); three kept ~1.1 cores busy. A file's tests share
-	# one worker, the longest files first (tests/conftest.py); the slowest are named.
-	$(VENV)/bin/pytest -n 5 --dist loadfile --no-loadscope-reorder --durations=15
+	$(VENV)/bin/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15  # a file's tests share one worker, the longest files first (tests/conftest.py); the slowest named
 
 # Prints the report and writes it to build/benchmarks.md (untracked).
 bench: $(VENV)/.installed
