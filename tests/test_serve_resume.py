@@ -2,12 +2,13 @@
 and the next turn's request carries the earlier turns; a turn cut by the drop is
 reported with what was heard; wrong, spent and forged tokens are refused with
 4410; a newer connection supersedes an older one (4409); hostile resumes get
-bad_message."""
+bad_message; a turn is stored before its turn.end is sent."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -206,3 +207,34 @@ async def test_a_resume_needs_the_servers_token_as_a_start_does(tmp_path: Path) 
         async with connect(server.ws_url) as ws:
             await resume(ws, started, token=secret)
             assert (await next_event(ws))["type"] == "session.resumed"
+
+
+async def test_a_turn_is_stored_before_the_client_is_told_it_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that resumes on another process the moment it reads ``turn.end``
+    finds the turn stored: its record is written first. The store here is slow
+    (each write takes 0.3 s), so a ``turn.end`` sent ahead of it would be seen first."""
+    from voice_membrane.server.session_store import MemoryStore
+
+    order: list[str] = []
+    save = MemoryStore.save
+
+    async def slow_save(self: MemoryStore, record: Any, token_hash: str, owner: str) -> bool:
+        await anyio.sleep(0.3)
+        saved = await save(self, record, token_hash, owner)
+        if record.history and record.running is None:
+            order.append(f"stored {len(record.history)} turn(s)")
+        return saved
+
+    monkeypatch.setattr(MemoryStore, "save", slow_save)
+    async with (
+        serving(tmp_path, ScriptedReply.of("Hello, Ada.")) as (_, server),
+        connect(server.ws_url) as ws,
+    ):
+        await start(ws)
+        await send(ws, type="user.message", text="I live in Paris.")
+        turn = await read_turn(ws)
+        order.append("turn.end read")
+        assert turn.end["heard"] == "Hello, Ada."
+    assert order[:2] == ["stored 1 turn(s)", "turn.end read"], order

@@ -31,10 +31,10 @@ from ..vocab.messages import participant_problem
 from . import protocol as p
 from .admission import DRAINING, Admission, refuse, send_error_now
 from .listening_setup import ListeningFailed, listens
-from .outbox import Outbox
+from .outbox import Barrier, Outbox
 from .rate_limit import RateLimit, Verdict
 from .reading import set_send_buffer, watch_reading
-from .resume import Keeper, restore_history, stored_history
+from .resume import TURN_END_WAIT_S, Keeper, restore_history, stored_history
 from .served_session import ServedSession
 from .session_store import Fate, LastTurn, SessionRecord, StoreUnavailable
 from .socket_sink import SocketSink
@@ -280,6 +280,12 @@ class Connection(ServedSession):
         self._last_turn = LastTurn(
             turn=n, fate=fate, text=text, heard=result.spoken_text, error=result.error
         )
+        if self._running is not None and self._running[0] == n:
+            self._running = None  # (ended: the record says so before the client is told)
+        if self.session is not None and self._start is not None:
+            # turn.end (queued next) waits for this record: a client told the turn
+            # ended, resuming elsewhere at once, finds it stored.
+            self._put(Barrier(self.keeper.put(self._record()), TURN_END_WAIT_S))
 
     def _turn_over(self) -> None:
         running, self._running = self._running, None

@@ -16,6 +16,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass
 
+import anyio
+
 
 @dataclass(frozen=True, slots=True)
 class Audio:
@@ -31,7 +33,15 @@ class Close:
     reason: str
 
 
-Item = str | Audio | Close
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """What comes after it waits until ``passed`` is set (or ``most_s`` went by)."""
+
+    passed: anyio.Event
+    most_s: float
+
+
+Item = str | Audio | Close | Barrier
 
 
 class Outbox:

@@ -6,6 +6,9 @@ when a newer connection resumes a session this process still serves.
 The record is written by one task per session, newest snapshot first, so a
 slow or lost store never holds up a turn; a write refused because another
 connection owns the session now (a resume elsewhere) ends this one with 4409.
+``put`` gives an event set once that snapshot (or a newer one) is written: a
+turn's ``turn.end`` waits for it, so a client that resumes on another process
+the moment it is told finds the turn stored.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .session_store import (
 # over its last record (its running turn cut, what was heard kept).
 HAND_OVER_S = 3.0
 STORE_DEADLINE_S = 3.0  # the last write when a session ends: never longer
+TURN_END_WAIT_S = 1.0  # what a turn.end waits for its record at most (a stuck store)
 
 
 class Keeper:
@@ -44,6 +48,8 @@ class Keeper:
         self.token_hash = ""
         self._latest: SessionRecord | None = None
         self._dirty = anyio.Event()
+        self._written: anyio.Event | None = None  # set once ``_latest`` is written
+        self._stopped = False
         self.superseded = anyio.Event()  # a newer connection owns the session now
         self.handed_over: SessionRecord | None = None
         self.finished = anyio.Event()  # ``handed_over`` is final
@@ -98,22 +104,38 @@ class Keeper:
         if self._latest is not None:
             self._dirty.set()
 
-    def put(self, record: SessionRecord) -> None:
-        """The session as it is now: written by ``run`` as soon as it can."""
+    def put(self, record: SessionRecord) -> anyio.Event:
+        """The session as it is now: written by ``run`` as soon as it can; the
+        event is set once it is (or once nothing more will be written)."""
         self._latest = record
         self._dirty.set()
+        if self._written is None:
+            self._written = anyio.Event()
+        written = self._written
+        if self._stopped:
+            written.set()
+        return written
 
     async def run(self) -> None:
         """Write each new snapshot; refresh the record a few times per grace period
         so a session that lives longer than it is kept all along."""
         refresh_s = max(0.5, self.store.grace_s / 3)
-        while not self.superseded.is_set():
-            with anyio.move_on_after(refresh_s):
-                await self._dirty.wait()
-            self._dirty = anyio.Event()
-            if self._latest is not None and not await self._write(self._latest):
-                self.superseded.set()
-                return
+        try:
+            while not self.superseded.is_set():
+                with anyio.move_on_after(refresh_s):
+                    await self._dirty.wait()
+                self._dirty = anyio.Event()
+                written, self._written = self._written, None  # (a put while writing: next)
+                saved = self._latest is None or await self._write(self._latest)
+                if written is not None:
+                    written.set()
+                if not saved:
+                    self.superseded.set()
+                    return
+        finally:  # nothing more is written: no turn.end waits for it
+            self._stopped = True
+            if self._written is not None:
+                self._written.set()
 
     async def _write(self, record: SessionRecord) -> bool:
         try:

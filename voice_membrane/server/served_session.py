@@ -37,7 +37,7 @@ from . import protocol as p
 from .batch_send import send_batch
 from .listening_setup import voice_input_for
 from .loop_lag import loop_clock
-from .outbox import Audio, Close, Outbox
+from .outbox import Audio, Barrier, Close, Item, Outbox
 from .rate_limit import Verdict
 from .state import ServerState
 from .turn_events import log_event, turn_end_events, turn_end_log
@@ -391,7 +391,7 @@ class ServedSession:
 
     # Sending
 
-    def _put(self, item: str | Audio | Close) -> None:
+    def _put(self, item: Item) -> None:
         assert self.outbox is not None
         if self._left or (isinstance(item, str) and not self.takes_events):
             return  # (what matters of it is in the log)
@@ -423,6 +423,9 @@ class ServedSession:
                     return
                 if isinstance(item, Audio):  # and the frames queued behind it, in one write
                     await send_batch(self.ws, [item.data, *self.outbox.take_audio(BATCH_FRAMES)])
+                elif isinstance(item, Barrier):
+                    with anyio.move_on_after(item.most_s):
+                        await item.passed.wait()
                 else:
                     await self.ws.send(item)
             except ConnectionClosed:
