@@ -238,3 +238,26 @@ async def test_a_turn_is_stored_before_the_client_is_told_it_ended(
         order.append("turn.end read")
         assert turn.end["heard"] == "Hello, Ada."
     assert order[:2] == ["stored 1 turn(s)", "turn.end read"], order
+
+
+async def test_a_store_that_hangs_holds_a_turn_end_one_second_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voice_membrane.server.resume import TURN_END_WAIT_S
+    from voice_membrane.server.session_store import MemoryStore
+
+    async def stuck(self: MemoryStore, record: Any, token_hash: str, owner: str) -> bool:
+        await anyio.sleep_forever()
+        return True
+
+    monkeypatch.setattr(MemoryStore, "save", stuck)
+    async with (
+        serving(tmp_path, ScriptedReply.of("Hello, Ada.")) as (_, server),
+        connect(server.ws_url) as ws,
+    ):
+        await start(ws)
+        await send(ws, type="user.message", text="Hi.")
+        asked = anyio.current_time()
+        turn = await read_turn(ws)  # (read_turn gives up after GUARD_S)
+        assert turn.end["heard"] == "Hello, Ada."
+        assert anyio.current_time() - asked >= TURN_END_WAIT_S  # it did wait for the store
