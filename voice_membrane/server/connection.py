@@ -263,9 +263,11 @@ class Connection(ServedSession):
             last_turn=self._last_turn,
         )
 
-    def _keep(self) -> None:
-        if self.session is not None and self._start is not None:
-            self.keeper.put(self._record())
+    def _keep(self) -> anyio.Event | None:
+        """The record as it is now, to the keeper: the event it sets once written."""
+        if self.session is None or self._start is None:
+            return None
+        return self.keeper.put(self._record())
 
     def _turn_announced(self, text: str) -> None:
         self._running = (self.turn, text)
@@ -282,14 +284,16 @@ class Connection(ServedSession):
         )
         if self._running is not None and self._running[0] == n:
             self._running = None  # (ended: the record says so before the client is told)
-        if self.session is not None and self._start is not None:
-            # turn.end (queued next) waits for this record: a client told the turn
-            # ended, resuming elsewhere at once, finds it stored.
-            self._put(Barrier(self.keeper.put(self._record()), TURN_END_WAIT_S))
+        # turn.end (queued next) waits for this record: a client told the turn
+        # ended, resuming elsewhere at once, finds it stored.
+        if (written := self._keep()) is not None:
+            self._put(Barrier(written, TURN_END_WAIT_S))
 
     def _turn_over(self) -> None:
         running, self._running = self._running, None
-        if running is not None and (self._last_turn is None or self._last_turn.turn != running[0]):
+        if running is None:
+            return  # (a reported turn was kept as it was reported; a held reply never ran)
+        if self._last_turn is None or self._last_turn.turn != running[0]:
             # Ended without a result (cancelled, or failed inside the server): it is
             # not in the history.
             self._last_turn = LastTurn(turn=running[0], fate="cancelled", text=running[1])
